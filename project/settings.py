@@ -1,0 +1,97 @@
+"""Settings of the demo project.
+
+Configuration comes from the environment (django-environ):
+
+- ``DATABASE_URL``: the metadata database (``default``).
+- ``SHARD_DATABASE_URLS``: comma-separated URLs, one per shard (``shard_0``, ``shard_1``...).
+- With neither set: the embedded default, SQLite files in ``SCHEMALESS_DATA_DIR`` (``./var``),
+  two shards.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+from schemaless_store.dburls import databases_from_urls, embedded_urls
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+env = environ.Env()
+
+DATA_DIR = Path(env("SCHEMALESS_DATA_DIR", default=str(BASE_DIR / "var")))
+SECRET_KEY = env("SECRET_KEY", default="insecure-demo-key-change-me-for-any-real-deployment")
+DEBUG = env.bool("DEBUG", default=True)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
+
+_has_meta = "DATABASE_URL" in env.ENVIRON
+_has_shards = "SHARD_DATABASE_URLS" in env.ENVIRON
+if _has_meta != _has_shards:
+    raise ImproperlyConfigured(
+        "set both DATABASE_URL and SHARD_DATABASE_URLS (real servers), or neither (embedded SQLite)"
+    )
+if _has_meta:
+    DATABASES = databases_from_urls(env("DATABASE_URL"), env.list("SHARD_DATABASE_URLS"))
+else:
+    _meta, _shards = embedded_urls(DATA_DIR, shards=2)
+    DATABASES = databases_from_urls(_meta, _shards)
+DATABASE_ROUTERS = ["schemaless_store.router.ShardRouter"]
+
+SCHEMALESS = {
+    "BUCKETS": 4096,
+}
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "schemaless_store",
+    "project.feed",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "project.urls"
+WSGI_APPLICATION = "project.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"schemaless_store": {"handlers": ["console"], "level": "INFO"}},
+}

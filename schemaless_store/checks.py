@@ -1,0 +1,93 @@
+"""System checks for the store's configuration; IDs are documented in ``docs/checks.md``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import Error, Tags, Warning, register
+
+from .exceptions import ConfigurationError
+
+DOCS = "see docs/checks.md"
+
+
+@register(Tags.database, Tags.compatibility)
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    from . import conf
+
+    errors: list[Any] = []
+    try:
+        resolved = conf.get()
+    except ConfigurationError as exc:
+        return [Error(str(exc), hint=DOCS, id="schemaless.E001")]
+    for alias in resolved.shards:
+        if alias not in settings.DATABASES:
+            errors.append(
+                Error(
+                    f"shard alias {alias!r} is not in DATABASES",
+                    hint="define it (SHARD_DATABASE_URLS) or remove it from "
+                    f"SCHEMALESS['SHARDS']; {DOCS}",
+                    id="schemaless.E002",
+                )
+            )
+        elif alias == "default":
+            errors.append(
+                Error(
+                    "'default' cannot be a shard: it holds only metadata",
+                    hint=DOCS,
+                    id="schemaless.E003",
+                )
+            )
+        else:
+            db = settings.DATABASES[alias]
+            if db.get("ENGINE", "").endswith("mysql"):
+                charset = db.get("OPTIONS", {}).get("charset")
+                if charset != "utf8mb4":
+                    errors.append(
+                        Warning(
+                            f"shard {alias!r} connects with charset {charset!r}, not utf8mb4",
+                            hint=f"4-byte characters would be mangled; {DOCS}",
+                            id="schemaless.W001",
+                        )
+                    )
+    routers = [
+        r if isinstance(r, str) else type(r).__module__ + "." + type(r).__name__
+        for r in settings.DATABASE_ROUTERS
+    ]
+    if "schemaless_store.router.ShardRouter" not in routers:
+        errors.append(
+            Error(
+                "schemaless_store.router.ShardRouter is not in DATABASE_ROUTERS",
+                hint=f"without it, migrate puts entities on 'default'; {DOCS}",
+                id="schemaless.E004",
+            )
+        )
+    return errors
+
+
+@register(Tags.database)
+def check_indexes(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    from .indexes import registry
+
+    errors: list[Any] = []
+    for index in registry.all():
+        for problem in index.errors:
+            errors.append(
+                Error(
+                    f"index {index.name!r} ({index.module or 'registered by hand'}): {problem}",
+                    hint=DOCS,
+                    obj=index,
+                    id="schemaless.E101",
+                )
+            )
+    for first, second in registry.duplicates:
+        errors.append(
+            Error(
+                f"index table {first.name!r} is declared twice "
+                f"({first.module or '?'} and {second.module or '?'})",
+                hint=f"each index needs its own table name; {DOCS}",
+                id="schemaless.E102",
+            )
+        )
+    return errors

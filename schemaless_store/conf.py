@@ -1,0 +1,167 @@
+"""The ``SCHEMALESS`` settings dict, merged with defaults and read through one cached object.
+
+The cache is cleared on Django's ``setting_changed`` signal, so ``override_settings`` works.
+Validation with readable messages lives in :mod:`schemaless_store.checks`; this module only
+resolves values and raises :class:`ConfigurationError` when it cannot.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from django.utils.module_loading import import_string
+
+from .codec import Codec
+from .exceptions import ConfigurationError
+
+DEFAULTS: dict[str, Any] = {
+    # Database aliases that hold entities and index tables. A list spreads the buckets evenly in
+    # contiguous ranges; a dict maps each alias to bucket ranges ("0-2047" or [0, 2047]).
+    # None: every alias in DATABASES except "default".
+    "SHARDS": None,
+    # Logical buckets. Changing it rehashes everything: pick it once, large (moving buckets
+    # between servers later only edits SHARDS).
+    "BUCKETS": 4096,
+    "CODEC": "schemaless_store.codec.MsgpackCodec",
+    # Submodule of each installed app that declares Index instances.
+    "INDEX_MODULE": "indexes",
+    # MEDIUMBLOB holds 16 MiB - 1 bytes; the server's max_allowed_packet must exceed this.
+    "MAX_BODY_BYTES": 16 * 1024 * 1024 - 1,
+    # How often a write is retried after a deadlock or lock wait timeout before it raises.
+    "WRITE_RETRIES": 5,
+    # Entities fetched per IN (...) query when reading many ids from one shard.
+    "FETCH_BATCH": 500,
+}
+
+_RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    shards: tuple[str, ...]
+    buckets: int
+    bucket_aliases: tuple[str, ...]  # bucket number -> alias
+    codec: Codec
+    index_module: str
+    max_body_bytes: int
+    write_retries: int
+    fetch_batch: int
+    raw: dict[str, Any]
+
+
+def _user_settings() -> dict[str, Any]:
+    user = getattr(settings, "SCHEMALESS", {}) or {}
+    if not isinstance(user, dict):
+        raise ConfigurationError("settings.SCHEMALESS must be a dict")
+    unknown = sorted(set(user) - set(DEFAULTS))
+    if unknown:
+        raise ConfigurationError(
+            f"unknown SCHEMALESS keys {unknown}; known keys: {sorted(DEFAULTS)}"
+        )
+    return {**DEFAULTS, **user}
+
+
+def _parse_ranges(alias: str, spec: Any, buckets: int) -> list[int]:
+    items = spec if isinstance(spec, list | tuple) and not _is_pair(spec) else [spec]
+    numbers: list[int] = []
+    for item in items:
+        if _is_pair(item):
+            low, high = int(item[0]), int(item[1])
+        elif isinstance(item, int):
+            low = high = item
+        else:
+            match = _RANGE.match(str(item))
+            if not match:
+                raise ConfigurationError(
+                    f"SCHEMALESS['SHARDS'][{alias!r}]: {item!r} is not a bucket number "
+                    "or a range like '0-2047'"
+                )
+            low = int(match.group(1))
+            high = int(match.group(2) or low)
+        if not 0 <= low <= high < buckets:
+            raise ConfigurationError(
+                f"SCHEMALESS['SHARDS'][{alias!r}]: range {low}-{high} is outside 0-{buckets - 1}"
+            )
+        numbers.extend(range(low, high + 1))
+    return numbers
+
+
+def _is_pair(value: Any) -> bool:
+    return (
+        isinstance(value, list | tuple)
+        and len(value) == 2
+        and all(isinstance(v, int) for v in value)
+    )
+
+
+def bucket_aliases(shards: Any, buckets: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Resolve the SHARDS setting to (aliases, alias of each bucket)."""
+    if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
+        raise ConfigurationError(f"SCHEMALESS['BUCKETS'] must be a positive int, not {buckets!r}")
+    if shards is None:
+        shards = [alias for alias in settings.DATABASES if alias != "default"]
+    if isinstance(shards, str):
+        raise ConfigurationError("SCHEMALESS['SHARDS'] must be a list or dict of aliases")
+    if not shards:
+        raise ConfigurationError(
+            "no shard databases: add aliases besides 'default' to DATABASES "
+            "(SHARD_DATABASE_URLS) or list them in SCHEMALESS['SHARDS']"
+        )
+    if isinstance(shards, dict):
+        owner: list[str | None] = [None] * buckets
+        for alias, spec in shards.items():
+            for number in _parse_ranges(alias, spec, buckets):
+                if owner[number] is not None:
+                    raise ConfigurationError(
+                        f"bucket {number} is given to both {owner[number]!r} and {alias!r}"
+                    )
+                owner[number] = alias
+        missing = [n for n, alias in enumerate(owner) if alias is None]
+        if missing:
+            raise ConfigurationError(
+                f"{len(missing)} buckets have no shard (first: {missing[0]}); "
+                f"SCHEMALESS['SHARDS'] must cover 0-{buckets - 1}"
+            )
+        return tuple(shards), tuple(owner)  # type: ignore[arg-type]
+    aliases = tuple(shards)
+    if len(set(aliases)) != len(aliases):
+        raise ConfigurationError(f"SCHEMALESS['SHARDS'] lists an alias twice: {list(aliases)}")
+    if len(aliases) > buckets:
+        raise ConfigurationError("more shards than buckets")
+    return aliases, tuple(aliases[n * len(aliases) // buckets] for n in range(buckets))
+
+
+@cache
+def get() -> StoreSettings:
+    """The resolved settings (cached until a setting changes)."""
+    raw = _user_settings()
+    aliases, owners = bucket_aliases(raw["SHARDS"], raw["BUCKETS"])
+    codec = raw["CODEC"]
+    if isinstance(codec, str):
+        try:
+            codec = import_string(codec)()
+        except ImportError as exc:
+            raise ConfigurationError(f"SCHEMALESS['CODEC']: cannot import {codec!r}") from exc
+    return StoreSettings(
+        shards=aliases,
+        buckets=raw["BUCKETS"],
+        bucket_aliases=owners,
+        codec=codec,
+        index_module=raw["INDEX_MODULE"],
+        max_body_bytes=int(raw["MAX_BODY_BYTES"]),
+        write_retries=int(raw["WRITE_RETRIES"]),
+        fetch_batch=int(raw["FETCH_BATCH"]),
+        raw=raw,
+    )
+
+
+@receiver(setting_changed)
+def _reset(*, setting: str, **kwargs: Any) -> None:
+    if setting in ("SCHEMALESS", "DATABASES"):
+        get.cache_clear()

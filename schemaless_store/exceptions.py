@@ -1,0 +1,71 @@
+"""Every error the store raises on purpose derives from :class:`SchemalessError`.
+
+Each class also derives from the built-in exception a caller would naturally catch (``ValueError``
+for bad input, ``TypeError`` for unsupported types), so generic handlers keep working.
+"""
+
+from __future__ import annotations
+
+
+class SchemalessError(Exception):
+    """Base class of every error raised by schemaless_store."""
+
+
+class ConfigurationError(SchemalessError):
+    """The ``SCHEMALESS`` settings or an index declaration are invalid."""
+
+
+class InvalidEntityError(SchemalessError, TypeError):
+    """What was given as an entity is not a property bag (a dict with string keys)."""
+
+
+class InvalidEntityId(SchemalessError, ValueError):
+    """An entity id is not a ``uuid.UUID``, 16 raw bytes, or 32 hex characters."""
+
+
+class UnsupportedValue(SchemalessError, TypeError):
+    """A property value cannot be stored so that it reads back exactly (a set, an object, ...)."""
+
+
+class BodyTooLarge(SchemalessError, ValueError):
+    """The encoded entity body is larger than ``SCHEMALESS["MAX_BODY_BYTES"]``."""
+
+
+class CorruptBody(SchemalessError, ValueError):
+    """A body read from the database cannot be decoded (truncated, foreign or tampered)."""
+
+
+class IndexValueError(SchemalessError, ValueError):
+    """A value of an indexed property does not fit its index column (wrong type, NaN, ...)."""
+
+
+class IndexValueTooLong(IndexValueError):
+    """A value of an indexed property is longer than its index column; it is never truncated."""
+
+
+class EntityExists(SchemalessError):
+    """``create()`` was given the id of an entity that already exists."""
+
+
+class NoIndexForQuery(SchemalessError, LookupError):
+    """No declared index covers the conditions given to ``filter_index``."""
+
+
+class InvalidQuery(SchemalessError, ValueError):
+    """A query is malformed: unknown lookup, bad value for a lookup, bad ordering or slice."""
+
+
+class IndexNotReady(SchemalessError):
+    """The index that covers a query is still being built by the cleaner."""
+
+
+class ShardUnavailable(SchemalessError, ConnectionError):
+    """A shard could not be reached within the configured timeouts; ``alias`` names it."""
+
+    def __init__(self, alias: str, message: str) -> None:
+        super().__init__(f"shard {alias!r} is unavailable: {message}")
+        self.alias = alias
+
+
+class BulkWriteNotSupported(SchemalessError, NotImplementedError):
+    """A Django bulk API that would bypass index maintenance was called."""

@@ -1,0 +1,253 @@
+"""Index declarations, the registry that discovers them, and their tables.
+
+An index is a table on every shard::
+
+    index_<name>(<one column per property>, entity_id BINARY(16),
+                 PRIMARY KEY(<properties>, entity_id), KEY(entity_id))
+
+Declarations live in an ``indexes.py`` module of any installed app (``SCHEMALESS["INDEX_MODULE"]``)
+and are found the way ``admin.py`` modules are: every module-level :class:`Index` counts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from importlib import import_module
+from typing import Any
+
+from .exceptions import ConfigurationError, IndexValueError
+from .keys import COLUMN_TYPES, ColumnType, KeyColumn, encode_key
+
+IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,63}")
+RESERVED_COLUMNS = frozenset({"entity_id"})
+# An entity whose multi-valued properties imply more index rows than this is refused.
+MAX_ROWS_PER_ENTITY = 1000
+
+
+def is_identifier(name: object) -> bool:
+    """True for names safe to use unquoted-or-quoted as a MySQL and SQLite identifier."""
+    return isinstance(name, str) and IDENTIFIER.fullmatch(name) is not None
+
+
+class Index:
+    """A secondary index over one or more properties, sharded on one of them.
+
+    ``types`` overrides the column type of some properties: a name from
+    :data:`~schemaless_store.keys.COLUMN_TYPES` (``"key"``, ``"int"``, ``"float"``, ``"str"``,
+    ``"bytes"``, ``"uuid"``, ``"datetime"``) or a :class:`~schemaless_store.keys.ColumnType`.
+    The default, ``"key"``, accepts any scalar value. A property whose value is a list gets one
+    row per element. Problems with the declaration are reported by ``manage.py check``
+    (IDs ``schemaless.E1xx``); an invalid index is never used to build SQL.
+    """
+
+    def __init__(
+        self,
+        table: str,
+        properties: Sequence[str],
+        shard_on: str,
+        *,
+        types: Mapping[str, str | ColumnType] | None = None,
+        unique: bool = False,
+    ) -> None:
+        self.name = table
+        self.properties: tuple[str, ...] = (
+            (properties,) if isinstance(properties, str) else tuple(properties)
+        )
+        self.shard_on = shard_on
+        self.unique = unique
+        self.module: str | None = None  # set by the registry
+        self.errors: list[str] = []
+        self.columns: dict[str, ColumnType] = {}
+        self._validate(types or {})
+
+    def _validate(self, types: Mapping[str, str | ColumnType]) -> None:
+        errors = self.errors
+        if not is_identifier(self.name):
+            errors.append(
+                f"table name {self.name!r} is not a valid identifier "
+                "(lowercase letters, digits and _, at most 64, not starting with a digit)"
+            )
+        if not self.properties:
+            errors.append("an index needs at least one property")
+        for prop in self.properties:
+            if not is_identifier(prop):
+                errors.append(f"property {prop!r} is not a valid column name")
+            elif prop in RESERVED_COLUMNS:
+                errors.append(f"property {prop!r} clashes with the index table's own column")
+        if len(set(self.properties)) != len(self.properties):
+            errors.append(f"properties {list(self.properties)} list a property twice")
+        if self.shard_on not in self.properties:
+            errors.append(f"shard_on {self.shard_on!r} is not one of the properties")
+        for prop in self.properties:
+            spec = types.get(prop, "key")
+            if isinstance(spec, ColumnType):
+                self.columns[prop] = spec
+            elif spec in COLUMN_TYPES:
+                self.columns[prop] = COLUMN_TYPES[spec]()
+            else:
+                errors.append(
+                    f"type {spec!r} of property {prop!r} is not one of {sorted(COLUMN_TYPES)}"
+                )
+                self.columns[prop] = KeyColumn()
+        for prop in set(types) - set(self.properties):
+            errors.append(f"types names {prop!r}, which is not one of the properties")
+
+    def __repr__(self) -> str:
+        return (
+            f"Index(table={self.name!r}, properties={list(self.properties)!r}, "
+            f"shard_on={self.shard_on!r}{', unique=True' if self.unique else ''})"
+        )
+
+    def require_valid(self) -> None:
+        if self.errors:
+            raise ConfigurationError(f"index {self.name!r} is invalid: {'; '.join(self.errors)}")
+
+    # --- rows -------------------------------------------------------------------------------
+
+    def column_value(self, prop: str, value: Any) -> Any:
+        """The column value of one (scalar) property value, or :class:`IndexValueError`."""
+        try:
+            return self.columns[prop].to_db(value)
+        except IndexValueError as exc:
+            raise type(exc)(f"index {self.name!r}, property {prop!r}: {exc}") from None
+
+    def rows_for(self, properties: Mapping[str, Any]) -> set[tuple[Any, ...]]:
+        """The rows (column values, in property order) that an entity's properties imply.
+
+        An entity that lacks any of the properties has no rows; a list value gives one row per
+        element (so a row per combination when several properties are lists).
+        """
+        per_property: list[list[Any]] = []
+        for prop in self.properties:
+            if prop not in properties:
+                return set()
+            value = properties[prop]
+            elements = value if type(value) is list else (value,)
+            per_property.append([self.column_value(prop, element) for element in elements])
+        count = 1
+        for values in per_property:
+            count *= len(values)
+        if count > MAX_ROWS_PER_ENTITY:
+            raise IndexValueError(
+                f"index {self.name!r}: the entity's list values imply {count} index rows; "
+                f"at most {MAX_ROWS_PER_ENTITY} are allowed"
+            )
+        return set(itertools.product(*per_property))
+
+    @property
+    def shard_position(self) -> int:
+        return self.properties.index(self.shard_on)
+
+    def routing_key(self, shard_value: Any) -> bytes:
+        """Canonical bytes of a ``shard_on`` column value; its bucket names the row's shard."""
+        return encode_key(shard_value)
+
+    # --- DDL --------------------------------------------------------------------------------
+
+    def create_sql(self, vendor: str, quote: Any) -> list[str]:
+        """``CREATE TABLE IF NOT EXISTS`` statements for this index on one backend."""
+        self.require_valid()
+        table = quote(self.name)
+        cols = [f"{quote(p)} {self.columns[p].sql_type(vendor)} NOT NULL" for p in self.properties]
+        entity_col = "BINARY(16)" if vendor == "mysql" else "BLOB"
+        cols.append(f"{quote('entity_id')} {entity_col} NOT NULL")
+        pk = ", ".join(quote(c) for c in (*self.properties, "entity_id"))
+        key_name = quote(f"{self.name[:48]}_entity")
+        if vendor == "mysql":
+            body = ",\n  ".join(
+                [*cols, f"PRIMARY KEY ({pk})", f"KEY {key_name} ({quote('entity_id')})"]
+            )
+            return [
+                f"CREATE TABLE IF NOT EXISTS {table} (\n  {body}\n) "
+                "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+            ]
+        body = ",\n  ".join([*cols, f"PRIMARY KEY ({pk})"])
+        return [
+            f"CREATE TABLE IF NOT EXISTS {table} (\n  {body}\n) WITHOUT ROWID",
+            f"CREATE INDEX IF NOT EXISTS {key_name} ON {table} ({quote('entity_id')})",
+        ]
+
+
+class IndexRegistry:
+    """The declared indexes, by table name."""
+
+    def __init__(self) -> None:
+        self._indexes: dict[str, Index] = {}
+        self.duplicates: list[tuple[Index, Index]] = []
+
+    def register(self, index: Index, module: str | None = None) -> Index:
+        if module is not None:
+            index.module = module
+        existing = self._indexes.get(index.name)
+        if existing is not None and existing is not index:
+            self.duplicates.append((existing, index))
+            return index
+        self._indexes[index.name] = index
+        return index
+
+    def unregister(self, name: str) -> None:
+        self._indexes.pop(name, None)
+
+    def all(self) -> list[Index]:
+        return list(self._indexes.values())
+
+    def valid(self) -> list[Index]:
+        return [index for index in self._indexes.values() if not index.errors]
+
+    def get(self, name: str) -> Index:
+        try:
+            return self._indexes[name]
+        except KeyError:
+            raise ConfigurationError(
+                f"no index {name!r} is declared; declared: {sorted(self._indexes)}"
+            ) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._indexes
+
+    def autodiscover(self, app_modules: Iterable[Any], module_name: str) -> None:
+        """Import ``<app>.<module_name>`` for each app module and register its Index objects."""
+        from django.utils.module_loading import module_has_submodule
+
+        for app_module in app_modules:
+            if not module_has_submodule(app_module, module_name):
+                continue
+            dotted = f"{app_module.__name__}.{module_name}"
+            module = import_module(dotted)
+            for value in vars(module).values():
+                if isinstance(value, Index):
+                    self.register(value, module=dotted)
+
+
+registry = IndexRegistry()
+
+
+def create_tables(alias: str, indexes: Iterable[Index] | None = None) -> list[str]:
+    """Create the tables of ``indexes`` (default: every valid declared one) on a shard.
+
+    Idempotent (``IF NOT EXISTS``) and instant on an empty table. Returns the names created or
+    confirmed.
+    """
+    from django.db import connections
+
+    conn = connections[alias]
+    done = []
+    with conn.cursor() as cursor:
+        for index in registry.valid() if indexes is None else indexes:
+            for statement in index.create_sql(conn.vendor, conn.ops.quote_name):
+                cursor.execute(statement)
+            done.append(index.name)
+    return done
+
+
+def drop_table(alias: str, name: str) -> None:
+    """Drop an index table on one shard (``name`` must be a valid identifier)."""
+    from django.db import connections
+
+    if not is_identifier(name):
+        raise ConfigurationError(f"{name!r} is not a valid index table name")
+    conn = connections[alias]
+    with conn.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {conn.ops.quote_name(name)}")

@@ -1,0 +1,284 @@
+"""Keys: entity ids, index column values, and the stable hash that picks a bucket.
+
+Nothing here knows about Django or SQL. Index values are encoded so that comparing the encoded
+bytes (``memcmp``, which is how MySQL compares ``VARBINARY`` and SQLite compares ``BLOB``) gives
+the same order as comparing the values, and the query path compares the same encodings when it
+re-checks an entity, so SQL and Python can never disagree about what matches.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import math
+import re
+import struct
+import uuid
+from typing import Any
+
+from .exceptions import IndexValueError, IndexValueTooLong, InvalidEntityId
+
+_HEX32 = re.compile(r"[0-9a-fA-F]{32}")
+_DASHED = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def entity_id_bytes(value: Any) -> bytes:
+    """The 16 bytes of an entity id given as a ``uuid.UUID``, 16 raw bytes or 32 hex characters."""
+    if isinstance(value, uuid.UUID):
+        return value.bytes
+    if isinstance(value, bytes | bytearray | memoryview):
+        raw = bytes(value)
+        if len(raw) != 16:
+            raise InvalidEntityId(f"an entity id in bytes must be 16 bytes long, not {len(raw)}")
+        return raw
+    if isinstance(value, str):
+        text = value.strip()
+        if _HEX32.fullmatch(text) or _DASHED.fullmatch(text):
+            return uuid.UUID(text).bytes
+        raise InvalidEntityId(f"{value!r} is not an entity id (expected 32 hex characters)")
+    raise InvalidEntityId(
+        f"an entity id must be a uuid.UUID, 16 bytes or 32 hex characters, "
+        f"not {type(value).__name__}"
+    )
+
+
+def stable_hash(data: bytes) -> int:
+    """A 64-bit hash that is the same in every process and on every machine (unlike ``hash()``)."""
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+
+
+def bucket_of(data: bytes, buckets: int) -> int:
+    """The logical bucket (0 .. buckets-1) that owns a key, given as its canonical bytes."""
+    return stable_hash(data) % buckets
+
+
+# --- order-preserving encoding of scalar values ---------------------------------------------
+
+_TAG_NONE = b"\x10"
+_TAG_FALSE = b"\x20"
+_TAG_TRUE = b"\x21"
+_TAG_NUMBER = b"\x30"
+_TAG_STR = b"\x50"
+_TAG_BYTES = b"\x60"
+_TAG_UUID = b"\x70"
+_TAG_DATETIME = b"\x80"
+
+_U64 = struct.Struct(">Q")
+_DOUBLE = struct.Struct(">d")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _sortable_double(x: float) -> bytes:
+    (bits,) = _U64.unpack(_DOUBLE.pack(x))
+    bits = bits ^ 0xFFFFFFFFFFFFFFFF if bits >> 63 else bits | (1 << 63)
+    return _U64.pack(bits)
+
+
+def _number_key(value: int | float) -> bytes:
+    # Ints and floats share one family so that 1 == 1.0 and 2 < 2.5 hold in SQL as in Python.
+    # The double orders them; an exact int suffix separates ints that round to the same double.
+    if isinstance(value, float):
+        if math.isnan(value):
+            raise IndexValueError("NaN cannot be indexed: it is not equal to itself")
+        if value == 0:
+            value = 0.0  # -0.0 == 0.0
+        if not value.is_integer():
+            return _TAG_NUMBER + _sortable_double(value)
+        if value >= 2**63:
+            return _TAG_NUMBER + _sortable_double(value) + b"\xff" * 9
+        if value < _INT64_MIN:
+            return _TAG_NUMBER + _sortable_double(value)
+        value_int = int(value)
+    else:
+        if not _INT64_MIN <= value <= _INT64_MAX:
+            raise IndexValueError(f"integer {value} is outside the indexable range (64-bit)")
+        value_int = value
+    return _TAG_NUMBER + _sortable_double(float(value_int)) + _U64.pack(value_int - _INT64_MIN)
+
+
+def _micros(value: dt.datetime) -> int:
+    if value.utcoffset() is None:
+        raise IndexValueError(f"naive datetime {value!r} cannot be indexed; give it a timezone")
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def encode_key(value: Any) -> bytes:
+    """Order-preserving bytes for a scalar index value.
+
+    Families sort as: None < False < True < numbers < str < bytes < UUID < datetime. Within a
+    family the order is the value order (strings by code point, bytes bytewise).
+    """
+    kind = type(value)
+    if kind is str:
+        try:
+            return _TAG_STR + value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise IndexValueError(f"string with unencodable character: {exc}") from exc
+    if kind is int or kind is float:
+        return _number_key(value)
+    if kind is bytes:
+        return _TAG_BYTES + value
+    if value is None:
+        return _TAG_NONE
+    if kind is bool:
+        return _TAG_TRUE if value else _TAG_FALSE
+    if kind is uuid.UUID:
+        return _TAG_UUID + value.bytes
+    if kind is dt.datetime:
+        return _TAG_DATETIME + _U64.pack(_micros(value) - _INT64_MIN)
+    raise IndexValueError(f"a {kind.__name__} cannot be an index value")
+
+
+# --- index column types -------------------------------------------------------------------
+
+
+class ColumnType:
+    """How one indexed property is stored in its index column.
+
+    ``to_db`` turns a property value into the column value (raising :class:`IndexValueError` if
+    it does not fit); equal column values mean equal keys, and column order is key order.
+    """
+
+    name: str = ""
+
+    def __init__(self, max_bytes: int = 255) -> None:
+        self.max_bytes = max_bytes
+
+    def to_db(self, value: Any) -> Any:
+        raise NotImplementedError
+
+    def sql_type(self, vendor: str) -> str:
+        raise NotImplementedError
+
+    def _varbinary(self, vendor: str) -> str:
+        return f"VARBINARY({self.max_bytes})" if vendor == "mysql" else "BLOB"
+
+    def _check_length(self, encoded: bytes) -> bytes:
+        if len(encoded) > self.max_bytes:
+            raise IndexValueTooLong(
+                f"value is {len(encoded)} bytes once encoded; the column holds {self.max_bytes}"
+            )
+        return encoded
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(max_bytes={self.max_bytes})"
+
+
+class KeyColumn(ColumnType):
+    """The default: any scalar, stored with :func:`encode_key` in a ``VARBINARY``."""
+
+    name = "key"
+
+    def to_db(self, value: Any) -> bytes:
+        return self._check_length(encode_key(value))
+
+    def sql_type(self, vendor: str) -> str:
+        return self._varbinary(vendor)
+
+
+class IntColumn(ColumnType):
+    """``BIGINT``: Python ints only (not bools)."""
+
+    name = "int"
+
+    def to_db(self, value: Any) -> int:
+        if type(value) is not int:
+            raise IndexValueError(f"an int column cannot hold a {type(value).__name__}")
+        if not _INT64_MIN <= value <= _INT64_MAX:
+            raise IndexValueError(f"integer {value} is outside the BIGINT range")
+        return value
+
+    def sql_type(self, vendor: str) -> str:
+        return "BIGINT"
+
+
+class FloatColumn(ColumnType):
+    """``DOUBLE``: ints and floats, NaN refused."""
+
+    name = "float"
+
+    def to_db(self, value: Any) -> float:
+        if type(value) not in (int, float):
+            raise IndexValueError(f"a float column cannot hold a {type(value).__name__}")
+        result = float(value)
+        if math.isnan(result):
+            raise IndexValueError("NaN cannot be indexed: it is not equal to itself")
+        return result + 0.0  # -0.0 -> 0.0
+
+    def sql_type(self, vendor: str) -> str:
+        return "DOUBLE" if vendor == "mysql" else "REAL"
+
+
+class StrColumn(ColumnType):
+    """UTF-8 bytes in a ``VARBINARY``: compares by code point, no collation or padding rules."""
+
+    name = "str"
+
+    def to_db(self, value: Any) -> bytes:
+        if type(value) is not str:
+            raise IndexValueError(f"a str column cannot hold a {type(value).__name__}")
+        try:
+            return self._check_length(value.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise IndexValueError(f"string with unencodable character: {exc}") from exc
+
+    def sql_type(self, vendor: str) -> str:
+        return self._varbinary(vendor)
+
+
+class BytesColumn(ColumnType):
+    """Raw bytes in a ``VARBINARY``."""
+
+    name = "bytes"
+
+    def to_db(self, value: Any) -> bytes:
+        if type(value) is not bytes:
+            raise IndexValueError(f"a bytes column cannot hold a {type(value).__name__}")
+        return self._check_length(value)
+
+    def sql_type(self, vendor: str) -> str:
+        return self._varbinary(vendor)
+
+
+class UUIDColumn(ColumnType):
+    """``BINARY(16)``: ``uuid.UUID`` values."""
+
+    name = "uuid"
+
+    def to_db(self, value: Any) -> bytes:
+        if type(value) is not uuid.UUID:
+            raise IndexValueError(f"a uuid column cannot hold a {type(value).__name__}")
+        return value.bytes
+
+    def sql_type(self, vendor: str) -> str:
+        return "BINARY(16)" if vendor == "mysql" else "BLOB"
+
+
+class DateTimeColumn(ColumnType):
+    """``BIGINT`` microseconds since the epoch (UTC): aware datetimes only."""
+
+    name = "datetime"
+
+    def to_db(self, value: Any) -> int:
+        if type(value) is not dt.datetime:
+            raise IndexValueError(f"a datetime column cannot hold a {type(value).__name__}")
+        return _micros(value)
+
+    def sql_type(self, vendor: str) -> str:
+        return "BIGINT"
+
+
+COLUMN_TYPES: dict[str, type[ColumnType]] = {
+    cls.name: cls
+    for cls in (
+        KeyColumn,
+        IntColumn,
+        FloatColumn,
+        StrColumn,
+        BytesColumn,
+        UUIDColumn,
+        DateTimeColumn,
+    )
+}

@@ -1,0 +1,148 @@
+"""Index lifecycle: ``building`` -> ``ready`` -> ``retired``, kept in the metadata database.
+
+Writers maintain every valid declared index, whatever its state: an index is maintained from the
+moment it is declared, while the cleaner backfills it. Queries use only ``ready`` indexes.
+Retired indexes are no longer declared, so nothing maintains them; their tables wait for
+``manage.py dropindex``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS
+
+from .exceptions import IndexNotReady
+from .indexes import Index, registry
+
+BUILDING, READY, RETIRED = "building", "ready", "retired"
+# How long a process trusts the states it read (a backfill finishing shows up within this).
+STATE_CACHE_SECONDS = 1.0
+
+_cache_lock = threading.Lock()
+_cache: dict[str, Any] = {"at": 0.0, "states": {}}
+
+
+def maintained_indexes() -> list[Index]:
+    return registry.valid()
+
+
+def states(refresh: bool = False) -> dict[str, str]:
+    """``{index name: state}`` from the metadata database (cached for a second)."""
+    from .models import IndexState
+
+    now = time.monotonic()
+    with _cache_lock:
+        if not refresh and now - _cache["at"] < STATE_CACHE_SECONDS:
+            return _cache["states"]
+    found = dict(IndexState.objects.using(DEFAULT_DB_ALIAS).values_list("name", "state"))
+    with _cache_lock:
+        _cache.update(at=now, states=found)
+    return found
+
+
+def forget_states() -> None:
+    with _cache_lock:
+        _cache["at"] = 0.0
+
+
+def state_of(index: Index) -> str | None:
+    return states().get(index.name)
+
+
+def require_ready(index: Index) -> None:
+    state = state_of(index)
+    if state == READY:
+        return
+    state = states(refresh=True).get(index.name)
+    if state == READY:
+        return
+    if state is None:
+        raise IndexNotReady(
+            f"index {index.name!r} has no state yet: run `manage.py migrateall` to create its "
+            f"tables, then `manage.py runcleaner --index={index.name}`"
+        )
+    raise IndexNotReady(
+        f"index {index.name!r} is {state}: its backfill is not finished. Run "
+        f"`manage.py runcleaner --index={index.name}`, or call .allow_building() on the "
+        "query to accept partial results"
+    )
+
+
+def set_state(name: str, state: str) -> None:
+    from .models import IndexState
+
+    IndexState.objects.using(DEFAULT_DB_ALIAS).filter(name=name).update(state=state)
+    forget_states()
+
+
+def store_is_empty() -> bool:
+    from . import shards
+    from .models import Entity
+
+    return not any(Entity.objects.using(alias).exists() for alias in shards.shard_aliases())
+
+
+def declare(index: Index, *, empty: bool | None = None) -> str:
+    """Record a newly declared index: ``ready`` on an empty store, else ``building``."""
+    from .models import IndexState
+
+    existing = IndexState.objects.using(DEFAULT_DB_ALIAS).filter(name=index.name).first()
+    if existing is not None and existing.state != RETIRED:
+        return existing.state
+    if empty is None:
+        empty = store_is_empty()
+    state = READY if empty else BUILDING
+    IndexState.objects.using(DEFAULT_DB_ALIAS).update_or_create(
+        name=index.name,
+        defaults={"state": state, "properties": list(index.properties), "shard_on": index.shard_on},
+    )
+    forget_states()
+    return state
+
+
+def sync_states(using: str = DEFAULT_DB_ALIAS) -> None:
+    """After ``migrate`` on the metadata database: record new indexes, retire removed ones."""
+    from .models import IndexState
+
+    if using != DEFAULT_DB_ALIAS:
+        return
+    declared = {index.name: index for index in registry.valid()}
+    known = dict(IndexState.objects.using(using).values_list("name", "state"))
+    new = [index for name, index in declared.items() if known.get(name) in (None, RETIRED)]
+    if new:
+        empty = _empty_or_unknown()
+        for index in new:
+            declare(index, empty=empty)
+    gone = [name for name, state in known.items() if name not in declared and state != RETIRED]
+    if gone:
+        IndexState.objects.using(using).filter(name__in=gone).update(state=RETIRED)
+    forget_states()
+
+
+def _empty_or_unknown() -> bool:
+    # On a first migrate of ``default`` the shards may not have their tables yet: no entities.
+    from django.db import DatabaseError
+
+    try:
+        return store_is_empty()
+    except DatabaseError:
+        return False  # promote_if_empty() settles it when the shards are migrated
+
+
+def promote_if_empty() -> None:
+    """After ``migrate`` on a shard: an index still building on an empty store is ready."""
+    from django.db import DatabaseError
+
+    building = [name for name, state in states(refresh=True).items() if state == BUILDING]
+    if not building:
+        return
+    try:
+        empty = store_is_empty()
+    except DatabaseError:
+        return  # another shard is not migrated yet
+    if empty:
+        for name in building:
+            set_state(name, READY)

@@ -1,0 +1,284 @@
+"""Django's face of the store: the ``Entity`` model, its manager, and the metadata models.
+
+An entity is a property bag. Properties are items (``entity["title"]``); the row's own columns
+are attributes named ``row_*`` (plus ``added_id``), so no property name can clash with them::
+
+    e = Entity.objects.create(user_id=b"\\x01" * 16, title="hello", updated=1235697046)
+    e["updated"]       # 1235697046: a property like any other
+    e.row_updated      # datetime: when the row was last written
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from django.db import models
+
+from . import keys, shards
+from .exceptions import (
+    BulkWriteNotSupported,
+    CorruptBody,
+    InvalidEntityError,
+    InvalidQuery,
+)
+from .fields import Binary16Field, BodyField
+
+ROW_FIELDS = ("added_id", "row_id", "row_updated", "row_body")
+
+
+class EntityQuerySet(models.QuerySet):
+    """A Django queryset over the entities of *one* shard: ``Entity.objects.using("shard_0")``.
+
+    Bulk APIs that would bypass index maintenance refuse with :class:`BulkWriteNotSupported`.
+    """
+
+    def update(self, **kwargs: Any) -> int:
+        raise BulkWriteNotSupported(
+            "QuerySet.update() would bypass index maintenance; change entities with "
+            "entity[...] = value; entity.save(), or Entity.objects.bulk_put(dicts)"
+        )
+
+    def bulk_create(self, *args: Any, **kwargs: Any) -> Any:
+        raise BulkWriteNotSupported(
+            "bulk_create() would bypass index maintenance; use Entity.objects.bulk_put(dicts)"
+        )
+
+    def bulk_update(self, *args: Any, **kwargs: Any) -> Any:
+        raise BulkWriteNotSupported(
+            "bulk_update() would bypass index maintenance; use Entity.objects.bulk_put(dicts)"
+        )
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        """Delete each entity through the write path, so its index rows go too."""
+        from . import writes
+
+        deleted = 0
+        for entity in self.iterator(chunk_size=500):
+            deleted += writes.delete(entity)
+        return deleted, {Entity._meta.label: deleted}
+
+    delete.alters_data = True  # type: ignore[attr-defined]
+
+    @property
+    def db(self) -> str:
+        alias = self._db
+        if alias is None:
+            raise InvalidQuery(
+                "entities live on shards: use Entity.objects.get(id=...), get_many(), "
+                "filter_index(...), all(), or Entity.objects.using(<shard alias>)"
+            )
+        return alias
+
+
+class EntityManager(models.Manager.from_queryset(EntityQuerySet)):  # type: ignore[misc]
+    """``Entity.objects``: routed reads and writes, index queries, bulk puts."""
+
+    def using(self, alias: str) -> EntityQuerySet:
+        return super().using(shards.check_alias(alias))
+
+    def create(self, **properties: Any) -> Entity:
+        """Create an entity from keyword properties (``id`` optional); fails if the id exists."""
+        entity = self.model(**properties)
+        entity.save(force_insert=True)
+        return entity
+
+    def get(self, *args: Any, **kwargs: Any) -> Entity:
+        """``get(id=...)``: fetch one entity from its shard, or raise ``Entity.DoesNotExist``."""
+        if args or set(kwargs) != {"id"}:
+            raise InvalidQuery(
+                "Entity.objects.get() takes only id=...; query properties with filter_index(), "
+                "row columns with Entity.objects.using(alias).get(...)"
+            )
+        from . import query
+
+        found = query.get_many([kwargs["id"]])
+        if not found:
+            raise self.model.DoesNotExist(f"no entity with id {kwargs['id']!r}")
+        return next(iter(found.values()))
+
+    def get_many(self, ids: Iterable[Any]) -> dict[uuid.UUID, Entity]:
+        """The entities that exist among ``ids``, by id (one query per shard)."""
+        from . import query
+
+        return query.get_many(ids)
+
+    def filter_index(self, **conditions: Any) -> Any:
+        """A lazy query over the index that covers ``conditions``; see :mod:`.query`."""
+        from . import query
+
+        return query.IndexQuery(conditions)
+
+    def all(self) -> Any:
+        """Every entity on every shard (for browsing; walks the shards one after another)."""
+        from . import query
+
+        return query.AllEntities()
+
+    def bulk_put(
+        self, entities: Iterable[Mapping[str, Any] | Entity], batch_size: int = 500
+    ) -> list[Entity]:
+        """Insert or replace many entities in batches, maintaining every index.
+
+        Each item is a dict of properties (with or without ``id``) or an ``Entity``. Like Django's
+        ``bulk_create``, no ``pre_save``/``post_save`` signals are sent. Every item is validated
+        before anything is written.
+        """
+        from . import writes
+
+        items = [e if isinstance(e, Entity) else self.model.from_properties(e) for e in entities]
+        writes.put_many(items, batch_size=batch_size)
+        return items
+
+
+class Entity(models.Model):
+    """A property bag stored in the ``entities`` table of the shard that owns its id."""
+
+    added_id = models.BigAutoField(primary_key=True)
+    row_id = Binary16Field(db_column="id", unique=True)
+    row_updated = models.DateTimeField(db_column="updated", db_index=True)
+    row_body = BodyField(db_column="body")
+
+    objects = EntityManager()
+
+    class Meta:
+        db_table = "entities"
+        verbose_name_plural = "entities"
+
+    def __init__(self, *args: Any, **properties: Any) -> None:
+        if args:  # Django building an instance from a database row (Model.from_db)
+            super().__init__(*args)
+            self._props: dict[str, Any] | None = None
+            self._generated_id = False
+            return
+        super().__init__()
+        ident = properties.pop("id", None)
+        self._generated_id = ident is None
+        self.row_id = uuid.uuid4().bytes if ident is None else keys.entity_id_bytes(ident)
+        self._props = properties
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, Any]) -> Entity:
+        if not isinstance(properties, Mapping):
+            raise InvalidEntityError(
+                f"an entity is a dict of properties, not a {type(properties).__name__}"
+            )
+        return cls(**dict(properties))
+
+    def __str__(self) -> str:
+        return str(self.id)
+
+    def __repr__(self) -> str:
+        return f"<Entity {self.id}>"
+
+    # --- identity ---------------------------------------------------------------------------
+
+    @property
+    def id(self) -> uuid.UUID:
+        return uuid.UUID(bytes=bytes(self.row_id))
+
+    @property
+    def shard(self) -> str:
+        """The database alias that holds this entity."""
+        return shards.alias_for(bytes(self.row_id))
+
+    # --- properties -------------------------------------------------------------------------
+
+    def _properties(self) -> dict[str, Any]:
+        if self._props is None:
+            from .codec import decode_body
+
+            try:
+                self._props = decode_body(bytes(self.row_body))
+            except CorruptBody as exc:
+                raise CorruptBody(f"entity {self.id}: {exc}") from None
+        return self._props
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        """A copy of the properties, ``id`` included (as a ``uuid.UUID``)."""
+        return {"id": self.id, **self._properties()}
+
+    def __getitem__(self, name: str) -> Any:
+        if name == "id":
+            return self.id
+        return self._properties()[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        if name == "id":
+            return self.id
+        return self._properties().get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        return name == "id" or name in self._properties()
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        if not isinstance(name, str):
+            raise InvalidEntityError(f"property names are strings, not {type(name).__name__}")
+        if name == "id":
+            raise InvalidEntityError("an entity's id cannot change; create a new entity")
+        self._properties()[name] = value
+
+    def __delitem__(self, name: str) -> None:
+        if name == "id":
+            raise InvalidEntityError("an entity's id cannot be removed")
+        del self._properties()[name]
+
+    def keys(self) -> Iterator[str]:
+        yield "id"
+        yield from self._properties()
+
+    def items(self) -> Iterator[tuple[str, Any]]:
+        yield "id", self.id
+        yield from self._properties().items()
+
+    def body_properties(self) -> dict[str, Any]:
+        """The properties that go into the body (everything but ``id``)."""
+        return self._properties()
+
+    # --- persistence ------------------------------------------------------------------------
+
+    def save(self, *args: Any, force_insert: bool = False, **kwargs: Any) -> None:
+        """Write the entity and its index rows (DESIGN section 3). ``using`` is ignored:
+        the entity's id picks its shard."""
+        from . import writes
+
+        writes.save(self, force_insert=bool(force_insert))
+
+    save.alters_data = True  # type: ignore[attr-defined]
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        """Delete the entity, then its index rows."""
+        from . import writes
+
+        deleted = writes.delete(self)
+        return deleted, {self._meta.label: deleted}
+
+    delete.alters_data = True  # type: ignore[attr-defined]
+
+    def refresh_from_db(self, using: str | None = None, fields: Any = None, **kwargs: Any) -> None:
+        super().refresh_from_db(using=using or self.shard, fields=fields, **kwargs)
+        self._props = None
+
+
+class IndexState(models.Model):
+    """Lifecycle of an index, kept in the metadata database (``default``)."""
+
+    BUILDING = "building"
+    READY = "ready"
+    RETIRED = "retired"
+    STATES = [(BUILDING, "building"), (READY, "ready"), (RETIRED, "retired")]
+
+    name = models.CharField(max_length=64, primary_key=True)
+    state = models.CharField(max_length=16, choices=STATES)
+    properties = models.JSONField(default=list)
+    shard_on = models.CharField(max_length=64)
+    created = models.DateTimeField(auto_now_add=True)
+    changed = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "index state"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.state})"

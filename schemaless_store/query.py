@@ -1,0 +1,477 @@
+"""The read path: DESIGN section 4.
+
+``Entity.objects.filter_index(**conditions)`` builds an :class:`IndexQuery`. Evaluating it
+
+1. picks the index that covers the conditions (:func:`choose_index`);
+2. reads index rows, from the one shard that owns the ``shard_on`` value when the conditions pin
+   it, else from every shard, merged in order; rows come in batches continued by keyset, so a
+   limit is pushed down and nothing reads the whole table;
+3. fetches the entities of a batch with one ``IN (...)`` query per entity shard;
+4. keeps a row only if the entity exists, the row is one the entity's *current* properties
+   imply, and the row's values meet every condition: a stale index row never yields an entity.
+
+Conditions are ``property=value`` (``__exact``), ``__in``, ``__gt``, ``__gte``, ``__lt`` and
+``__lte``, compared as the index column compares them (see :mod:`.keys`). A property holding a
+list matches when one of its elements does.
+"""
+
+from __future__ import annotations
+
+import heapq
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any
+
+from . import keys, lifecycle, shards
+from .exceptions import IndexValueError, InvalidQuery, NoIndexForQuery
+from .indexes import Index, registry
+from .lifecycle import maintained_indexes
+
+LOOKUPS = ("exact", "in", "gt", "gte", "lt", "lte")
+RANGE_LOOKUPS = ("gt", "gte", "lt", "lte")
+_SQL_OP = {"exact": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+
+
+def _entity_model() -> Any:
+    from .models import Entity
+
+    return Entity
+
+
+# --- fetching entities by id -----------------------------------------------------------------
+
+ENTITY_COLUMNS = "added_id, id, updated, body"
+
+
+def fetch_by_ids(ids: Iterable[bytes]) -> dict[bytes, Any]:
+    """``{id bytes: Entity}`` for the ids that exist; one ``IN`` query per shard and batch."""
+    from . import conf
+    from .models import ROW_FIELDS
+
+    Entity = _entity_model()
+    by_alias: dict[str, list[bytes]] = defaultdict(list)
+    for entity_id in dict.fromkeys(ids):
+        by_alias[shards.alias_for(entity_id)].append(entity_id)
+    found: dict[bytes, Any] = {}
+    batch = conf.get().fetch_batch
+    for alias, alias_ids in by_alias.items():
+        conn = shards.connection(alias)
+        convert = conn.ops.convert_datetimefield_value
+        with shards.errors_named(alias), conn.cursor() as cursor:
+            for start in range(0, len(alias_ids), batch):
+                chunk = alias_ids[start : start + batch]
+                marks = ", ".join(["%s"] * len(chunk))
+                cursor.execute(
+                    f"SELECT {ENTITY_COLUMNS} FROM entities WHERE id IN ({marks})", chunk
+                )
+                for added_id, row_id, updated, body in cursor.fetchall():
+                    row_id = bytes(row_id)
+                    found[row_id] = Entity.from_db(
+                        alias,
+                        ROW_FIELDS,
+                        (added_id, row_id, convert(updated, None, conn), bytes(body)),
+                    )
+    return found
+
+
+def get_many(ids: Iterable[Any]) -> dict[uuid.UUID, Any]:
+    wanted = [keys.entity_id_bytes(i) for i in ids]
+    found = fetch_by_ids(wanted)
+    return {uuid.UUID(bytes=i): found[i] for i in wanted if i in found}
+
+
+class AllEntities:
+    """Every entity, shard after shard, in ``added_id`` order within a shard."""
+
+    def __init__(self, chunk_size: int = 500) -> None:
+        self.chunk_size = chunk_size
+
+    def __iter__(self) -> Iterator[Any]:
+        Entity = _entity_model()
+        for alias in shards.shard_aliases():
+            with shards.errors_named(alias):
+                yield from (
+                    Entity.objects.using(alias).order_by("added_id").iterator(self.chunk_size)
+                )
+
+    def count(self) -> int:
+        Entity = _entity_model()
+        total = 0
+        for alias in shards.shard_aliases():
+            with shards.errors_named(alias):
+                total += Entity.objects.using(alias).count()
+        return total
+
+
+# --- conditions and the choice of index ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Condition:
+    prop: str
+    lookup: str
+    value: Any
+
+
+def parse_conditions(conditions: dict[str, Any]) -> list[Condition]:
+    if not conditions:
+        raise InvalidQuery("filter_index() needs at least one condition")
+    parsed = []
+    for key, value in conditions.items():
+        prop, _, lookup = key.partition("__")
+        lookup = lookup or "exact"
+        if lookup not in LOOKUPS:
+            raise InvalidQuery(
+                f"unknown lookup {lookup!r} in {key!r}; lookups: {', '.join(LOOKUPS)}"
+            )
+        if lookup == "in":
+            if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+                raise InvalidQuery(f"{key} takes a list of values, not {type(value).__name__}")
+            value = list(value)
+        parsed.append(Condition(prop, lookup, value))
+    return parsed
+
+
+def _plan_for(
+    index: Index, conditions: list[Condition], order: str | None
+) -> tuple[int, ...] | None:
+    """A sort key for how well ``index`` serves the query (higher is better), or None."""
+    by_prop: dict[str, list[Condition]] = defaultdict(list)
+    for cond in conditions:
+        by_prop[cond.prop].append(cond)
+    if not set(by_prop) <= set(index.properties):
+        return None
+    eq_prefix = 0
+    for prop in index.properties:
+        if prop in by_prop and all(c.lookup in ("exact", "in") for c in by_prop[prop]):
+            eq_prefix += 1
+        else:
+            break
+    rest = index.properties[eq_prefix:]
+    leftover = [p for p in rest if p in by_prop]
+    if len(leftover) > 1 or (leftover and leftover[0] != rest[0]):
+        return None  # a condition the index cannot seek to
+    if order is not None and (not rest or rest[0] != order):
+        return None
+    pinned = any(c.prop == index.shard_on and c.lookup == "exact" for c in conditions)
+    exact_prefix = sum(
+        1 for p in index.properties[:eq_prefix] if all(c.lookup == "exact" for c in by_prop[p])
+    )
+    return (eq_prefix, exact_prefix, int(pinned), -len(index.properties))
+
+
+def choose_index(
+    conditions: list[Condition], order: str | None = None, allow_building: bool = False
+) -> Index:
+    """The index for a query: most equality columns, then pinned shard, then fewest columns.
+
+    Only ``ready`` indexes are used; if only a ``building`` one covers the query,
+    :class:`IndexNotReady` says so (unless ``allow_building``).
+    """
+    candidates = []
+    for index in maintained_indexes():
+        score = _plan_for(index, conditions, order)
+        if score is not None:
+            candidates.append((score, index.name, index))
+    if not candidates:
+        names = sorted({c.prop for c in conditions})
+        declared = "; ".join(
+            f"{i.name} ({', '.join(i.properties)}, shard_on={i.shard_on})" for i in registry.valid()
+        )
+        wanted = f"properties {names}" + (f" ordered by {order!r}" if order else "")
+        raise NoIndexForQuery(
+            f"no index covers {wanted}; declared indexes: {declared or 'none'}. An index serves "
+            "equality on a prefix of its properties, then a range or ordering on the next one."
+        )
+    candidates.sort(key=lambda c: (c[0], c[1]), reverse=True)
+    if allow_building:
+        return candidates[0][2]
+    states = lifecycle.states()
+    ready = [c for c in candidates if states.get(c[1]) == lifecycle.READY]
+    if not ready:
+        lifecycle.require_ready(candidates[0][2])  # re-reads the states, raises if not ready
+        return candidates[0][2]
+    return ready[0][2]
+
+
+# --- the query -------------------------------------------------------------------------------
+
+
+class IndexQuery:
+    """A lazy query over one index. Iterate it, slice it, or call ``first``/``count``/``ids``."""
+
+    def __init__(self, conditions: dict[str, Any], order: str | None = None) -> None:
+        self._raw = dict(conditions)
+        self.conditions = parse_conditions(conditions)
+        self.order = order
+        self.descending = False
+        self.offset = 0
+        self.limit: int | None = None
+        self.building_ok = False
+        self._index: Index | None = None
+        self._cache: list[Any] | None = None
+
+    # --- building ---------------------------------------------------------------------------
+
+    def _clone(self) -> IndexQuery:
+        clone = IndexQuery.__new__(IndexQuery)
+        clone.__dict__.update(self.__dict__)
+        clone._cache = None
+        clone._index = None
+        clone.__dict__.pop("_conds", None)
+        return clone
+
+    def order_by(self, field: str) -> IndexQuery:
+        """Order by an indexed property: ``"published"`` or ``"-published"``."""
+        if not isinstance(field, str) or not field.lstrip("-"):
+            raise InvalidQuery(f"order_by() takes a property name, not {field!r}")
+        clone = self._clone()
+        clone.descending = field.startswith("-")
+        clone.order = field.lstrip("-")
+        clone.index  # noqa: B018 - fail now, not at evaluation, when no index serves it
+        return clone
+
+    def allow_building(self) -> IndexQuery:
+        """Accept an index that is still being backfilled (results may miss older entities)."""
+        clone = self._clone()
+        clone.building_ok = True
+        return clone
+
+    def __getitem__(self, item: int | slice) -> Any:
+        if isinstance(item, int):
+            if item < 0:
+                raise InvalidQuery("negative indexing is not supported")
+            results = list(self[item : item + 1])
+            if not results:
+                raise IndexError("query index out of range")
+            return results[0]
+        if not isinstance(item, slice) or (item.step not in (None, 1)):
+            raise InvalidQuery("slices take start and stop only")
+        start, stop = item.start or 0, item.stop
+        if start < 0 or (stop is not None and stop < 0):
+            raise InvalidQuery("negative slice bounds are not supported")
+        clone = self._clone()
+        clone.offset = self.offset + start
+        if stop is not None:
+            stop_abs = self.offset + stop
+            if self.limit is not None:
+                stop_abs = min(stop_abs, self.offset + self.limit)
+            clone.limit = max(0, stop_abs - clone.offset)
+        elif self.limit is not None:
+            clone.limit = max(0, self.limit - start)
+        return clone
+
+    @property
+    def index(self) -> Index:
+        if self._index is None:
+            self._index = choose_index(self.conditions, self.order, self.building_ok)
+        return self._index
+
+    # --- evaluating -------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._cache is None:
+            self._cache = list(self._results())
+        return iter(self._cache)
+
+    def __repr__(self) -> str:
+        return f"<IndexQuery {self._raw!r} on {self.index.name}>"
+
+    def first(self) -> Any | None:
+        return next(iter(self[:1]), None)
+
+    def exists(self) -> bool:
+        return self.first() is not None
+
+    def count(self) -> int:
+        """The number of matching entities (after the re-check, so it reads every match)."""
+        if self._cache is not None:
+            return len(self._cache)
+        return sum(1 for _ in self._results())
+
+    def ids(self) -> list[uuid.UUID]:
+        """Entity ids from the index rows alone: no entity is fetched, nothing is re-checked,
+        so a stale row can show up here (use it for prefetching, not for answers)."""
+        seen: dict[bytes, None] = {}
+        need = None if self.limit is None else self.offset + self.limit
+        for _key, row in self._index_rows(batch=self._batch_size()):
+            seen.setdefault(row[-1], None)
+            if need is not None and len(seen) >= need:
+                break
+        picked = list(seen)[self.offset : need]
+        return [uuid.UUID(bytes=i) for i in picked]
+
+    def _batch_size(self) -> int:
+        if self.limit is None:
+            return 500
+        return max(16, min(1000, self.offset + self.limit + 8))
+
+    def _results(self) -> Iterator[Any]:
+        if self.limit == 0:
+            return
+        stop = None if self.limit is None else self.offset + self.limit
+        yield from islice(self._matching(), self.offset, stop)
+
+    def _matching(self) -> Iterator[Any]:
+        index = self.index
+        batch = self._batch_size()
+        seen: set[bytes] = set()
+        rows = self._index_rows(batch)
+        while True:
+            chunk = list(islice(rows, batch))
+            if not chunk:
+                return
+            entities = fetch_by_ids(row[-1] for _key, row in chunk)
+            for _key, row in chunk:
+                entity_id = row[-1]
+                if entity_id in seen:
+                    continue
+                entity = entities.get(entity_id)
+                if entity is None or not self._row_is_current(index, row, entity):
+                    continue
+                seen.add(entity_id)
+                yield entity
+
+    def _row_is_current(self, index: Index, row: tuple[Any, ...], entity: Any) -> bool:
+        try:
+            current = index.rows_for(entity.body_properties())
+        except IndexValueError:
+            return False
+        values = tuple(row[:-1])
+        return values in current and self._row_meets_conditions(index, values)
+
+    # --- SQL on index tables ----------------------------------------------------------------
+
+    def _column_conditions(self, index: Index) -> list[tuple[str, str, Any]]:
+        """The conditions with values converted to the index's column values (memoized)."""
+        cached = self.__dict__.get("_conds")
+        if cached is not None and cached[0] is index:
+            return cached[1]
+        out = []
+        for cond in self.conditions:
+            try:
+                if cond.lookup == "in":
+                    value = [index.column_value(cond.prop, v) for v in cond.value]
+                else:
+                    value = index.column_value(cond.prop, cond.value)
+            except IndexValueError as exc:
+                raise InvalidQuery(f"{cond.prop}__{cond.lookup}: {exc}") from None
+            out.append((cond.prop, cond.lookup, value))
+        self._conds = (index, out)
+        return out
+
+    def _row_meets_conditions(self, index: Index, values: tuple[Any, ...]) -> bool:
+        position = {p: n for n, p in enumerate(index.properties)}
+        for prop, lookup, target in self._column_conditions(index):
+            value = values[position[prop]]
+            if lookup == "exact" and value != target:
+                return False
+            if lookup == "in" and value not in target:
+                return False
+            if lookup == "gt" and not value > target:
+                return False
+            if lookup == "gte" and not value >= target:
+                return False
+            if lookup == "lt" and not value < target:
+                return False
+            if lookup == "lte" and not value <= target:
+                return False
+        return True
+
+    def _sort_columns(self, index: Index) -> list[int]:
+        """Positions (in the row, entity_id last) that order the results."""
+        fixed = {c.prop for c in self.conditions if c.lookup == "exact"}
+        positions = []
+        if self.order is not None:
+            positions.append(index.properties.index(self.order))
+        for n, prop in enumerate(index.properties):
+            if prop not in fixed and n not in positions:
+                positions.append(n)
+        positions.append(len(index.properties))
+        return positions
+
+    def _target_aliases(self, index: Index, conds: list[tuple[str, str, Any]]) -> list[str]:
+        for prop, lookup, value in conds:
+            if prop == index.shard_on and lookup == "exact":
+                return [shards.alias_for(index.routing_key(value))]
+            if prop == index.shard_on and lookup == "in":
+                return sorted({shards.alias_for(index.routing_key(v)) for v in value})
+        return list(shards.shard_aliases())
+
+    def _index_rows(self, batch: int) -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...]]]:
+        """(sort key, row) pairs in result order, merged over the shards that can hold them."""
+        index = self.index
+        conds = self._column_conditions(index)
+        if any(lookup == "in" and not value for _p, lookup, value in conds):
+            return iter(())
+        sort_positions = self._sort_columns(index)
+        streams = [
+            self._shard_rows(alias, index, conds, sort_positions, batch)
+            for alias in self._target_aliases(index, conds)
+        ]
+        if len(streams) == 1:
+            return streams[0]
+        return heapq.merge(*streams, key=lambda pair: pair[0], reverse=self.descending)
+
+    def _shard_rows(
+        self,
+        alias: str,
+        index: Index,
+        conds: list[tuple[str, str, Any]],
+        sort_positions: list[int],
+        batch: int,
+    ) -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...]]]:
+        conn = shards.connection(alias)
+        quote = conn.ops.quote_name
+        columns = [*index.properties, "entity_id"]
+        where, params = [], []
+        for prop, lookup, value in conds:
+            if lookup == "in":
+                where.append(f"{quote(prop)} IN ({', '.join(['%s'] * len(value))})")
+                params.extend(value)
+            else:
+                where.append(f"{quote(prop)} {_SQL_OP[lookup]} %s")
+                params.append(value)
+        direction = " DESC" if self.descending else ""
+        order_sql = ", ".join(f"{quote(columns[p])}{direction}" for p in sort_positions)
+        select = ", ".join(quote(c) for c in columns)
+        last: tuple[Any, ...] | None = None
+        while True:
+            clauses, args = list(where), list(params)
+            if last is not None:
+                after_sql, after_args = _keyset_after(
+                    [quote(columns[p]) for p in sort_positions], last, self.descending
+                )
+                clauses.append(after_sql)
+                args.extend(after_args)
+            sql = (
+                f"SELECT {select} FROM {quote(index.name)}"
+                + (f" WHERE {' AND '.join(clauses)}" if clauses else "")
+                + f" ORDER BY {order_sql} LIMIT {int(batch)}"
+            )
+            with shards.errors_named(alias), conn.cursor() as cursor:
+                cursor.execute(sql, args)
+                fetched = cursor.fetchall()
+            for raw in fetched:
+                row = tuple(bytes(v) if isinstance(v, bytearray | memoryview) else v for v in raw)
+                key = tuple(row[p] for p in sort_positions)
+                yield key, row
+            if len(fetched) < batch:
+                return
+            last = key
+
+
+def _keyset_after(
+    columns: list[str], last: tuple[Any, ...], descending: bool
+) -> tuple[str, list[Any]]:
+    """``(c1, c2, ...) > (v1, v2, ...)`` spelled out so every backend can seek with it."""
+    op = "<" if descending else ">"
+    ors, args = [], []
+    for n in range(len(columns)):
+        parts = [f"{columns[m]} = %s" for m in range(n)] + [f"{columns[n]} {op} %s"]
+        ors.append("(" + " AND ".join(parts) + ")")
+        args.extend(last[: n + 1])
+    return "(" + " OR ".join(ors) + ")", args

@@ -1,0 +1,180 @@
+"""Shards: which alias owns a key, the connections writes use, and what a failure means.
+
+Two connections per shard and thread are used on MySQL: Django's own, which carries the entity
+transaction (it holds entity row locks), and an *index writer* in autocommit mode for index rows.
+An entity transaction therefore never holds index-table locks while it waits on another server,
+so writers on different servers cannot deadlock across servers. SQLite cannot open a second
+writer on a file that has a write transaction, so there index rows use Django's connection and
+all writes to SQLite shards are serialized by a store-wide lock (SQLite has one writer anyway).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from django.core.signals import request_finished
+from django.db import OperationalError, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from . import conf
+from .exceptions import ConfigurationError, ShardUnavailable
+from .keys import bucket_of
+
+T = TypeVar("T")
+
+# MySQL/MariaDB client and server error codes that mean "the server is not there".
+CONNECTION_LOST = {2002, 2003, 2005, 2006, 2013, 2055, 1927, 4031}
+# ... and those that mean "try the transaction again".
+RETRYABLE = {1205, 1213}
+
+
+def shard_aliases() -> tuple[str, ...]:
+    return conf.get().shards
+
+
+def alias_for(key: bytes) -> str:
+    """The alias whose buckets include this key (an entity id, or an encoded ``shard_on`` value)."""
+    settings = conf.get()
+    return settings.bucket_aliases[bucket_of(key, settings.buckets)]
+
+
+def check_alias(alias: str) -> str:
+    if alias not in conf.get().shards:
+        raise ConfigurationError(
+            f"{alias!r} is not a shard alias; shards: {list(conf.get().shards)}"
+        )
+    return alias
+
+
+def connection(alias: str) -> BaseDatabaseWrapper:
+    """Django's connection for a shard (carries entity transactions and reads)."""
+    return connections[alias]
+
+
+def vendor(alias: str) -> str:
+    return connections[alias].vendor
+
+
+_local = threading.local()
+
+
+def index_connection(alias: str) -> BaseDatabaseWrapper:
+    """The connection that writes index rows on ``alias`` (autocommit; see the module docs)."""
+    conn = connections[alias]
+    if conn.vendor != "mysql":
+        return conn
+    pool: dict[str, BaseDatabaseWrapper] = _local.__dict__.setdefault("index_writers", {})
+    writer = pool.get(alias)
+    if writer is None or writer.settings_dict["NAME"] != conn.settings_dict["NAME"]:
+        if writer is not None:
+            writer.close()
+        writer = connections.create_connection(alias)
+        pool[alias] = writer
+    return writer
+
+
+def close_index_connections(**kwargs: Any) -> None:
+    """Close this thread's index writers (connected to ``request_finished``)."""
+    for writer in _local.__dict__.pop("index_writers", {}).values():
+        with contextlib.suppress(Exception):
+            writer.close()
+
+
+request_finished.connect(close_index_connections, dispatch_uid="schemaless_close_index_writers")
+
+
+@contextlib.contextmanager
+def errors_named(alias: str) -> Iterator[None]:
+    """Turn "server unreachable" errors into :class:`ShardUnavailable` naming the shard."""
+    try:
+        yield
+    except OperationalError as exc:
+        code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+        if code in CONNECTION_LOST:
+            _discard_broken(alias)
+            raise ShardUnavailable(alias, str(exc)) from exc
+        raise
+
+
+def _discard_broken(alias: str) -> None:
+    with contextlib.suppress(Exception):
+        connections[alias].close()
+    writer = _local.__dict__.get("index_writers", {}).pop(alias, None)
+    if writer is not None:
+        with contextlib.suppress(Exception):
+            writer.close()
+
+
+def is_retryable(exc: BaseException) -> bool:
+    if not isinstance(exc, OperationalError):
+        return False
+    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+    if code in RETRYABLE:
+        return True
+    return "database is locked" in str(exc)
+
+
+def with_retries(operation: Callable[[], T]) -> T:
+    """Run ``operation`` again after a deadlock or lock wait timeout, a bounded number of times."""
+    attempts = conf.get().write_retries
+    for attempt in range(attempts + 1):
+        try:
+            return operation()
+        except OperationalError as exc:
+            if attempt == attempts or not is_retryable(exc):
+                raise
+            time.sleep(0.005 * (2**attempt))
+    raise AssertionError("unreachable")
+
+
+class _StoreWriteLock:
+    """Serializes writes to SQLite shards across threads (a lock) and processes (a file lock)."""
+
+    def __init__(self) -> None:
+        self._thread_lock = threading.RLock()
+        self._depth = threading.local()
+        self._fd: int | None = None
+        self._fd_path: str | None = None
+
+    def _lock_path(self) -> str | None:
+        for alias in shard_aliases():
+            name = str(connections[alias].settings_dict["NAME"])
+            if connections[alias].vendor == "sqlite" and name and ":memory:" not in name:
+                return str(Path(name).with_name(".schemaless-write.lock"))
+        return None
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        if all(connections[a].vendor == "mysql" for a in shard_aliases()):
+            yield
+            return
+        with self._thread_lock:
+            depth = getattr(self._depth, "n", 0)
+            self._depth.n = depth + 1
+            try:
+                if depth == 0:
+                    path = self._lock_path()
+                    if path and path != self._fd_path:
+                        if self._fd is not None:
+                            os.close(self._fd)
+                        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                        self._fd_path = path
+                    if self._fd is not None:
+                        fcntl.flock(self._fd, fcntl.LOCK_EX)
+                try:
+                    yield
+                finally:
+                    if depth == 0 and self._fd is not None:
+                        fcntl.flock(self._fd, fcntl.LOCK_UN)
+            finally:
+                self._depth.n = depth
+
+
+write_lock = _StoreWriteLock()

@@ -1,0 +1,57 @@
+"""Signal receivers, connected in ``AppConfig.ready()``.
+
+``pre_save``/``post_save`` and ``pre_delete``/``post_delete`` of ``Entity`` run the index steps
+of the write protocol (:mod:`.writes`); ``post_migrate`` creates index tables on shards.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models.signals import post_delete, post_migrate, post_save, pre_save
+
+
+def _before_save(sender: Any, instance: Any, using: str, raw: bool = False, **kwargs: Any) -> None:
+    if not raw:
+        from . import writes
+
+        writes.before_save(instance, using)
+
+
+def _after_save(sender: Any, instance: Any, using: str, raw: bool = False, **kwargs: Any) -> None:
+    if not raw:
+        from . import writes
+
+        writes.after_save(instance, using)
+
+
+def _after_delete(sender: Any, instance: Any, using: str, **kwargs: Any) -> None:
+    from . import writes
+
+    writes.after_delete(instance, using)
+
+
+def _after_migrate(sender: Any, using: str, **kwargs: Any) -> None:
+    from . import conf, indexes, lifecycle
+
+    if using in conf.get().shards:
+        indexes.create_tables(using)
+        lifecycle.promote_if_empty()
+    else:
+        lifecycle.sync_states(using)
+
+
+def connect() -> None:
+    """Connect the receivers (idempotent: each has a dispatch_uid)."""
+    from django.apps import apps
+
+    from .models import Entity
+
+    pre_save.connect(_before_save, sender=Entity, dispatch_uid="schemaless_before_save")
+    post_save.connect(_after_save, sender=Entity, dispatch_uid="schemaless_after_save")
+    post_delete.connect(_after_delete, sender=Entity, dispatch_uid="schemaless_after_delete")
+    post_migrate.connect(
+        _after_migrate,
+        sender=apps.get_app_config("schemaless_store"),
+        dispatch_uid="schemaless_after_migrate",
+    )

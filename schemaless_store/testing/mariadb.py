@@ -1,0 +1,185 @@
+"""Throwaway MariaDB servers for tests and benchmarks: real ``mariadbd`` processes on free ports.
+
+Each server lives in a temporary directory (data, socket, log) and is removed on ``stop()``;
+``start_servers()`` also stops them at interpreter exit. Nothing depends on a server already
+running on the machine.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+MARIADBD = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
+INSTALL_DB = shutil.which("mariadb-install-db") or "/usr/bin/mariadb-install-db"
+
+
+class ServerError(RuntimeError):
+    """A throwaway server could not be installed or started; the message has its log's tail."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _as_root() -> list[str]:
+    return ["--user=root"] if os.geteuid() == 0 else []
+
+
+def install_datadir(datadir: Path) -> None:
+    """Create a fresh system database in ``datadir`` (root@127.0.0.1 with no password)."""
+    if not Path(MARIADBD).exists():
+        raise ServerError(f"mariadbd not found (looked for {MARIADBD}); install mariadb-server")
+    result = subprocess.run(
+        [
+            INSTALL_DB,
+            "--no-defaults",
+            f"--datadir={datadir}",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+            *_as_root(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if result.returncode != 0:
+        raise ServerError(
+            f"mariadb-install-db failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}"
+        )
+
+
+class MariaDBServer:
+    """One ``mariadbd`` process; ``url(db)`` gives a django-environ URL for a database on it."""
+
+    def __init__(self, root: Path, name: str, buffer_pool: str = "64M") -> None:
+        self.root = root / name
+        self.datadir = self.root / "data"
+        self.name = name
+        self.buffer_pool = buffer_pool
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.root / "error.log"
+
+    def url(self, database: str, **options: str) -> str:
+        query = "&".join(f"{k}={v}" for k, v in options.items())
+        return f"mysql://root@127.0.0.1:{self.port}/{database}" + (f"?{query}" if query else "")
+
+    def start(self, template: Path | None = None, timeout: float = 60) -> MariaDBServer:
+        if not self.datadir.exists():
+            self.root.mkdir(parents=True, exist_ok=True)
+            if template is not None:
+                shutil.copytree(template, self.datadir)
+            else:
+                install_datadir(self.datadir)
+        if not self.port:
+            self.port = free_port()
+        self.process = subprocess.Popen(
+            [
+                MARIADBD,
+                "--no-defaults",
+                f"--datadir={self.datadir}",
+                f"--port={self.port}",
+                "--bind-address=127.0.0.1",
+                f"--socket={self.root / 'mysqld.sock'}",
+                f"--pid-file={self.root / 'mysqld.pid'}",
+                f"--log-error={self.log_path}",
+                "--skip-name-resolve",
+                "--character-set-server=utf8mb4",
+                "--collation-server=utf8mb4_bin",
+                f"--innodb-buffer-pool-size={self.buffer_pool}",
+                "--innodb-log-file-size=64M",
+                "--innodb-flush-log-at-trx-commit=2",
+                "--max-allowed-packet=64M",
+                "--max-connections=500",
+                *_as_root(),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self._wait_ready(timeout)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        import MySQLdb
+
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process is not None and self.process.poll() is not None:
+                raise ServerError(
+                    f"mariadbd {self.name} exited ({self.process.returncode}):\n{self.log_tail()}"
+                )
+            try:
+                MySQLdb.connect(
+                    host="127.0.0.1", port=self.port, user="root", connect_timeout=1
+                ).close()
+                return
+            except MySQLdb.OperationalError:
+                if time.monotonic() > deadline:
+                    self.stop(remove=False)
+                    raise ServerError(
+                        f"mariadbd {self.name} not ready after {timeout}s:\n{self.log_tail()}"
+                    ) from None
+                time.sleep(0.1)
+
+    def log_tail(self, lines: int = 20) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return "(no log)"
+
+    def kill(self) -> None:
+        """SIGKILL the server (a crash); ``start()`` brings it back on the same port and data."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=30)
+        self.process = None
+
+    def stop(self, remove: bool = True) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=30)
+        self.process = None
+        if remove:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def start_servers(count: int = 2, buffer_pool: str = "64M") -> list[MariaDBServer]:
+    """Start ``count`` servers in a fresh temporary directory; they stop at interpreter exit."""
+    root = Path(tempfile.mkdtemp(prefix="schemaless-mariadb-"))
+    template = root / "template"
+    servers: list[MariaDBServer] = []
+
+    def stop_all() -> None:
+        for server in servers:
+            server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+    atexit.register(stop_all)
+    try:
+        install_datadir(template)
+        for number in range(count):
+            server = MariaDBServer(root, f"server{number}", buffer_pool=buffer_pool)
+            servers.append(server)
+            server.start(template=template)
+    except Exception:
+        stop_all()
+        raise
+    return servers

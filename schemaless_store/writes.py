@@ -1,0 +1,392 @@
+"""The write path: DESIGN section 3, in the order that makes crashes harmless.
+
+For every put, on the shard that owns the entity, in one transaction:
+
+1. lock the entity's row (``SELECT ... FOR UPDATE``; a new entity is locked by its ``INSERT``) and
+   learn its current properties;
+2. add the index rows whose keys are new (committed at once, on the index shards' own
+   connections), *while the lock is held*: a concurrent writer removing a key it no longer has
+   re-checks under the same lock, so it cannot remove a row this put still needs;
+3. write the entity and commit.
+
+Then, only if keys went away: lock the row again, re-check that the entity still lacks each key
+(a later writer may have put it back), and delete those index rows.
+
+A crash at any point leaves at worst an extra index row, which queries ignore (they re-check every
+entity) and the cleaner removes. Single saves go through Django's ``save()`` with ``pre_save`` /
+``post_save`` receivers (see :mod:`.signals`) calling the functions below; ``bulk_put`` runs the
+same steps over batches.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from django.db import IntegrityError, models, transaction
+from django.utils import timezone
+
+from . import conf, shards
+from .codec import decode_body
+from .exceptions import BodyTooLarge, CorruptBody, EntityExists, IndexValueError
+from .indexes import Index
+from .lifecycle import maintained_indexes
+
+if TYPE_CHECKING:
+    from .models import Entity
+
+logger = logging.getLogger(__name__)
+
+RowSet = set[tuple[Index, tuple[Any, ...]]]
+
+
+@dataclass
+class PreparedWrite:
+    """Everything a put needs, computed (and validated) before anything is written."""
+
+    entity_id: bytes
+    alias: str
+    body: bytes
+    rows: RowSet
+    force_insert: bool = False
+    skip_lock: bool = False
+    stale: RowSet = field(default_factory=set)
+
+
+def prepare(entity: Entity, force_insert: bool = False) -> PreparedWrite:
+    """Encode the body and compute the index rows; raises on bad input, writes nothing."""
+    settings = conf.get()
+    properties = entity.body_properties()
+    for name in properties:
+        if not isinstance(name, str):
+            raise IndexValueError(f"property names are strings, not {type(name).__name__}")
+    body = settings.codec.encode(properties)
+    if len(body) > settings.max_body_bytes:
+        raise BodyTooLarge(
+            f"entity {entity.id}: body is {len(body)} bytes once encoded; "
+            f"the limit (SCHEMALESS['MAX_BODY_BYTES']) is {settings.max_body_bytes}"
+        )
+    entity_id = bytes(entity.row_id)
+    return PreparedWrite(
+        entity_id=entity_id,
+        alias=shards.alias_for(entity_id),
+        body=body,
+        rows=rows_of(properties),
+        force_insert=force_insert,
+        # A freshly generated uuid4 cannot exist yet: its INSERT alone locks it.
+        skip_lock=force_insert and getattr(entity, "_generated_id", False),
+    )
+
+
+def rows_of(properties: Mapping[str, Any], *, strict: bool = True) -> RowSet:
+    """Every (index, row) an entity's properties imply, over the maintained indexes.
+
+    With ``strict=False`` (reading old state), an index whose values no longer fit is skipped:
+    its rows, if any, are the cleaner's to sweep.
+    """
+    rows: RowSet = set()
+    for index in maintained_indexes():
+        try:
+            rows.update((index, row) for row in index.rows_for(properties))
+        except IndexValueError:
+            if strict:
+                raise
+    return rows
+
+
+def stored_rows(entity_id: bytes, body: bytes | None) -> RowSet:
+    if body is None:
+        return set()
+    try:
+        return rows_of(decode_body(bytes(body)), strict=False)
+    except CorruptBody:
+        logger.warning(
+            "entity %s has an undecodable body; its old index rows are left to the cleaner",
+            entity_id.hex(),
+        )
+        return set()
+
+
+# --- SQL helpers (hot path: raw statements, batched) ---------------------------------------
+
+
+def lock_current(alias: str, ids: list[bytes]) -> dict[bytes, tuple[int, bytes]]:
+    """``{id: (added_id, body)}`` for the ids that exist, locked until the transaction ends."""
+    conn = shards.connection(alias)
+    suffix = " FOR UPDATE" if conn.features.has_select_for_update else ""
+    found: dict[bytes, tuple[int, bytes]] = {}
+    with conn.cursor() as cursor:
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ", ".join(["%s"] * len(chunk))
+            cursor.execute(
+                f"SELECT id, added_id, body FROM entities WHERE id IN ({marks}){suffix}", chunk
+            )
+            for row_id, added_id, body in cursor.fetchall():
+                found[bytes(row_id)] = (added_id, bytes(body))
+    return found
+
+
+def _group(
+    rows: Iterable[tuple[Index, tuple[Any, ...], bytes]],
+) -> dict[tuple[Index, str], list[tuple[Any, ...]]]:
+    groups: dict[tuple[Index, str], list[tuple[Any, ...]]] = defaultdict(list)
+    for index, row, entity_id in rows:
+        alias = shards.alias_for(index.routing_key(row[index.shard_position]))
+        groups[index, alias].append((*row, entity_id))
+    return groups
+
+
+def add_index_rows(rows: Iterable[tuple[Index, tuple[Any, ...], bytes]]) -> None:
+    """Insert index rows idempotently, one batched statement per (index, shard)."""
+    for (index, alias), values in _group(rows).items():
+        conn = shards.index_connection(alias)
+        ops = conn.ops
+        columns = ", ".join(ops.quote_name(c) for c in (*index.properties, "entity_id"))
+        marks = ", ".join(["%s"] * (len(index.properties) + 1))
+        table = ops.quote_name(index.name)
+        if conn.vendor == "mysql":
+            entity_col = ops.quote_name("entity_id")
+            sql = (
+                f"INSERT INTO {table} ({columns}) VALUES ({marks}) "
+                f"ON DUPLICATE KEY UPDATE {entity_col} = {entity_col}"
+            )
+        else:
+            sql = f"INSERT OR IGNORE INTO {table} ({columns}) VALUES ({marks})"
+        with shards.errors_named(alias), conn.cursor() as cursor:
+            cursor.executemany(sql, values)
+
+
+def delete_index_rows(rows: Iterable[tuple[Index, tuple[Any, ...], bytes]]) -> int:
+    """Delete index rows, batched with row-value ``IN`` lists per (index, shard)."""
+    deleted = 0
+    for (index, alias), values in _group(rows).items():
+        conn = shards.index_connection(alias)
+        ops = conn.ops
+        columns = ", ".join(ops.quote_name(c) for c in (*index.properties, "entity_id"))
+        one = "(" + ", ".join(["%s"] * (len(index.properties) + 1)) + ")"
+        with shards.errors_named(alias), conn.cursor() as cursor:
+            for start in range(0, len(values), 200):
+                chunk = values[start : start + 200]
+                cursor.execute(
+                    f"DELETE FROM {ops.quote_name(index.name)} WHERE ({columns}) IN "
+                    f"({', '.join([one] * len(chunk))})",
+                    [v for row in chunk for v in row],
+                )
+                deleted += cursor.rowcount
+    return deleted
+
+
+def _with_entity(rows: RowSet, entity_id: bytes) -> list[tuple[Index, tuple[Any, ...], bytes]]:
+    return [(index, row, entity_id) for index, row in rows]
+
+
+# --- removal of keys an entity no longer has (step 3) --------------------------------------
+
+
+def remove_stale(alias: str, candidates: Mapping[bytes, RowSet]) -> int:
+    """Delete candidate rows that the (locked, current) entities do not imply. Returns count."""
+    if not any(candidates.values()):
+        return 0
+
+    def attempt() -> int:
+        with transaction.atomic(using=alias):
+            current = lock_current(alias, list(candidates))
+            doomed = []
+            for entity_id, rows in candidates.items():
+                now = stored_rows(entity_id, current.get(entity_id, (None, None))[1])
+                doomed.extend(_with_entity(rows - now, entity_id))
+            return delete_index_rows(doomed)
+
+    with shards.write_lock(), shards.errors_named(alias):
+        return shards.with_retries(attempt)
+
+
+def _remove_stale_later(alias: str, candidates: Mapping[bytes, RowSet]) -> None:
+    try:
+        remove_stale(alias, candidates)
+    except Exception:
+        # The entity is committed; its leftover rows are invisible to queries (re-check) and
+        # swept by the cleaner. Report, but do not fail a write that succeeded.
+        logger.exception("removing stale index rows on %s failed; the cleaner will do it", alias)
+
+
+# --- single save / delete, through Django's save() and signals -----------------------------
+
+
+def save(entity: Entity, force_insert: bool = False) -> None:
+    """Save one entity: ``pre_save`` locks and adds index rows, ``post_save`` schedules removal."""
+    prepared = prepare(entity, force_insert)
+
+    def attempt() -> None:
+        entity._pending_write = prepared  # type: ignore[attr-defined]
+        try:
+            with transaction.atomic(using=prepared.alias):
+                models.Model.save_base(entity, using=prepared.alias)
+        except IntegrityError as exc:
+            if prepared.force_insert:
+                raise EntityExists(f"an entity with id {entity.id} already exists") from exc
+            raise _ConcurrentInsert from exc  # someone created it meanwhile: update instead
+        finally:
+            entity._pending_write = None  # type: ignore[attr-defined]
+
+    with shards.write_lock(), shards.errors_named(prepared.alias):
+        _retry_concurrent_insert(lambda: shards.with_retries(attempt))
+
+
+class _ConcurrentInsert(Exception):
+    pass
+
+
+def _retry_concurrent_insert(operation: Any) -> Any:
+    for _ in range(3):
+        try:
+            return operation()
+        except _ConcurrentInsert:
+            continue
+    return operation()
+
+
+def before_save(entity: Entity, using: str) -> None:
+    """``pre_save``: steps 1 and 2 up to the entity write (called inside the transaction)."""
+    prepared: PreparedWrite | None = getattr(entity, "_pending_write", None)
+    if prepared is None:  # save_base called directly: prepare now
+        prepared = prepare(entity)
+        entity._pending_write = prepared  # type: ignore[attr-defined]
+    current = {} if prepared.skip_lock else lock_current(using, [prepared.entity_id])
+    if prepared.entity_id in current:
+        if prepared.force_insert:
+            raise EntityExists(f"an entity with id {entity.id} already exists")
+        added_id, old_body = current[prepared.entity_id]
+        entity.added_id = added_id
+        entity._state.adding = False
+        old = stored_rows(prepared.entity_id, old_body)
+    else:
+        entity.added_id = None
+        entity._state.adding = True
+        old = set()
+    add_index_rows(_with_entity(prepared.rows - old, prepared.entity_id))
+    prepared.stale = old - prepared.rows
+    entity.row_updated = timezone.now()
+    entity.row_body = prepared.body
+
+
+def after_save(entity: Entity, using: str) -> None:
+    """``post_save``: once the entity commits, remove the keys it no longer has."""
+    prepared: PreparedWrite | None = getattr(entity, "_pending_write", None)
+    if prepared is not None and prepared.stale:
+        transaction.on_commit(
+            partial(_remove_stale_later, using, {prepared.entity_id: prepared.stale}),
+            using=using,
+            robust=True,
+        )
+
+
+def delete(entity: Entity) -> int:
+    """Delete one entity (Django's delete, with ``pre_delete``/``post_delete``); 1 or 0."""
+    entity_id = bytes(entity.row_id)
+    alias = shards.alias_for(entity_id)
+
+    def attempt() -> int:
+        with transaction.atomic(using=alias):
+            current = lock_current(alias, [entity_id])
+            if entity_id not in current:
+                return 0
+            entity.added_id = current[entity_id][0]
+            entity._pending_delete = stored_rows(entity_id, current[entity_id][1])  # type: ignore[attr-defined]
+            count, _ = models.Model.delete(entity, using=alias)
+            return 1 if count else 0
+
+    with shards.write_lock(), shards.errors_named(alias):
+        return shards.with_retries(attempt)
+
+
+def after_delete(entity: Entity, using: str) -> None:
+    """``post_delete``: once the deletion commits, remove the entity's index rows."""
+    rows: RowSet | None = getattr(entity, "_pending_delete", None)
+    if rows is None:  # deleted by other means (e.g. a raw queryset): use what we know
+        rows = stored_rows(bytes(entity.row_id), entity.row_body or None)
+    entity._pending_delete = None  # type: ignore[attr-defined]
+    if rows:
+        transaction.on_commit(
+            partial(_remove_stale_later, using, {bytes(entity.row_id): rows}),
+            using=using,
+            robust=True,
+        )
+
+
+# --- batches -------------------------------------------------------------------------------
+
+
+def put_many(entities: list[Entity], batch_size: int = 500) -> None:
+    """Insert or replace many entities, batch by batch per shard, maintaining indexes.
+
+    Every entity is validated before anything is written. A later item with the same id as an
+    earlier one wins.
+    """
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    prepared = [prepare(entity) for entity in entities]
+    by_alias: dict[str, dict[bytes, tuple[Entity, PreparedWrite]]] = defaultdict(dict)
+    for entity, write in zip(entities, prepared, strict=True):
+        by_alias[write.alias][write.entity_id] = (entity, write)
+    for alias, items in by_alias.items():
+        batch = list(items.values())
+        for start in range(0, len(batch), batch_size):
+            _put_batch(alias, batch[start : start + batch_size])
+
+
+def _put_batch(alias: str, batch: list[tuple[Entity, PreparedWrite]]) -> None:
+    conn = shards.connection(alias)
+    stale: dict[bytes, RowSet] = {}
+
+    def attempt() -> None:
+        stale.clear()
+        now = timezone.now()
+        updated_db = conn.ops.adapt_datetimefield_value(now)
+        with transaction.atomic(using=alias):
+            current = lock_current(alias, [w.entity_id for _, w in batch])
+            new_rows = []
+            inserts, updates = [], []
+            for _entity, write in batch:
+                old_added_id, old_body = current.get(write.entity_id, (None, None))
+                old = stored_rows(write.entity_id, old_body)
+                new_rows.extend(_with_entity(write.rows - old, write.entity_id))
+                if write.rows != old and old - write.rows:
+                    stale[write.entity_id] = old - write.rows
+                if old_added_id is None:
+                    inserts.append((write.entity_id, updated_db, write.body))
+                else:
+                    updates.append((updated_db, write.body, write.entity_id))
+            add_index_rows(new_rows)
+            with conn.cursor() as cursor:
+                if inserts:
+                    cursor.executemany(
+                        "INSERT INTO entities (id, updated, body) VALUES (%s, %s, %s)", inserts
+                    )
+                if updates:
+                    cursor.executemany(
+                        "UPDATE entities SET updated = %s, body = %s WHERE id = %s", updates
+                    )
+        for entity, write in batch:
+            entity.row_updated = now
+            entity.row_body = write.body
+            entity._state.adding = False
+            entity._state.db = alias
+
+    def attempt_or_retry_duplicates() -> None:
+        for _ in range(3):
+            try:
+                return shards.with_retries(attempt)
+            except IntegrityError:
+                continue  # a concurrent creator inserted one of the ids: redo as updates
+        return shards.with_retries(attempt)
+
+    with shards.write_lock(), shards.errors_named(alias):
+        attempt_or_retry_duplicates()
+    if stale:
+        _remove_stale_later(alias, stale)
