@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import pytest
+from django.db import connections
+
+from schemaless_store import lifecycle, shards
+from schemaless_store.indexes import registry
+
+STORE = pytest.mark.django_db(transaction=True, databases="__all__")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    from django.conf import settings
+
+    backend = getattr(settings, "BACKEND", "?")
+    if backend == "mariadb":
+        servers = ", ".join(f"{s.name} on port {s.port}" for s in settings.MARIADB_SERVERS)
+        return f"schemaless_store backend: mariadb ({servers})"
+    return f"schemaless_store backend: {backend}"
+
+
+@pytest.fixture(autouse=True)
+def _clean_index_tables(request: pytest.FixtureRequest):
+    """Django's flush empties model tables only; index tables are emptied here after each test."""
+    uses_db = request.node.get_closest_marker("django_db") is not None
+    lifecycle.forget_states()
+    yield
+    if not uses_db:
+        return
+    shards.close_index_connections()
+    for alias in shards.shard_aliases():
+        conn = connections[alias]
+        with conn.cursor() as cursor:
+            existing = set(conn.introspection.table_names(cursor))
+            for index in registry.all():
+                if index.name in existing and not index.errors:
+                    cursor.execute(f"DELETE FROM {conn.ops.quote_name(index.name)}")
+    lifecycle.forget_states()
+
+
+@pytest.fixture
+def backend() -> str:
+    from django.conf import settings
+
+    return settings.BACKEND

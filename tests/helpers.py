@@ -1,0 +1,48 @@
+"""Raw looks at the shards, bypassing the store, to check what it really wrote."""
+
+from __future__ import annotations
+
+from django.db import connections
+
+from schemaless_store import shards
+
+
+def entity_rows(alias: str) -> list[bytes]:
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT id FROM entities")
+        return [bytes(r[0]) for r in cursor.fetchall()]
+
+
+def index_rows(table: str, alias: str | None = None) -> list[tuple]:
+    """Rows of an index table on one shard, or on all shards (with the alias appended)."""
+    aliases = [alias] if alias else list(shards.shard_aliases())
+    out = []
+    for name in aliases:
+        conn = connections[name]
+        with conn.cursor() as cursor:
+            cursor.execute(f"SELECT * FROM {conn.ops.quote_name(table)}")
+            for row in cursor.fetchall():
+                values = tuple(
+                    bytes(v) if isinstance(v, bytearray | memoryview) else v for v in row
+                )
+                out.append(values if alias else (*values, name))
+    return out
+
+
+def count_everything() -> int:
+    """Entities plus index rows on every shard: a write that failed must not change it."""
+    from schemaless_store.indexes import registry
+
+    total = 0
+    for alias in shards.shard_aliases():
+        total += len(entity_rows(alias))
+        for index in registry.valid():
+            total += len(index_rows(index.name, alias))
+    return total
+
+
+def insert_index_row(table: str, alias: str, values: tuple) -> None:
+    conn = connections[alias]
+    marks = ", ".join(["%s"] * len(values))
+    with conn.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {conn.ops.quote_name(table)} VALUES ({marks})", list(values))

@@ -1,0 +1,78 @@
+"""Test settings: the same suite runs on SQLite files or on two real MariaDB servers.
+
+``SCHEMALESS_TEST_DB=sqlite`` (default): metadata and two shards as SQLite files in a temporary
+directory. ``SCHEMALESS_TEST_DB=mariadb``: two throwaway ``mariadbd`` processes are started on
+free ports (metadata and shard_0 on the first, shard_1 on the second) and stopped at exit. If
+they cannot start, importing these settings fails, and so does the run.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from schemaless_store.dburls import databases_from_urls, embedded_urls
+
+BACKEND = os.environ.get("SCHEMALESS_TEST_DB", "sqlite")
+MARIADB_SERVERS: list = []
+
+if BACKEND == "mariadb":
+    from schemaless_store.testing.mariadb import start_servers
+
+    MARIADB_SERVERS = start_servers(2)
+    _first, _second = MARIADB_SERVERS
+    _timeouts = {"connect_timeout": "5", "read_timeout": "60", "write_timeout": "60"}
+    DATABASES = databases_from_urls(
+        _first.url("meta", **_timeouts),
+        [_first.url("shard0", **_timeouts), _second.url("shard1", **_timeouts)],
+    )
+elif BACKEND == "sqlite":
+    _data = Path(tempfile.mkdtemp(prefix="schemaless-test-sqlite-"))
+    DATABASES = databases_from_urls(*embedded_urls(_data, shards=2))
+else:
+    raise RuntimeError(f"SCHEMALESS_TEST_DB must be 'sqlite' or 'mariadb', not {BACKEND!r}")
+
+DATABASE_ROUTERS = ["schemaless_store.router.ShardRouter"]
+SCHEMALESS = {"BUCKETS": 4096}
+
+SECRET_KEY = "tests-only"
+DEBUG = False
+ALLOWED_HOSTS = ["testserver", "localhost", "127.0.0.1"]
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "schemaless_store",
+    "tests.testapp",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+ROOT_URLCONF = "tests.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+USE_TZ = True
+TIME_ZONE = "UTC"
+STATIC_URL = "static/"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -1,0 +1,136 @@
+from __future__ import annotations
+
+import datetime as dt
+import math
+import uuid
+import zoneinfo
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from schemaless_store.codec import FORMAT_MSGPACK, FORMAT_MSGPACK_ZLIB, MsgpackCodec, decode_body
+from schemaless_store.exceptions import CorruptBody, SchemalessError, UnsupportedValue
+
+codec = MsgpackCodec()
+
+EVERY_TYPE = {
+    "str": "héllo wörld 🎉",
+    "empty": "",
+    "int": 42,
+    "big": 2**63 - 1,
+    "negative": -(2**63),
+    "unsigned": 2**64 - 1,
+    "float": 3.25,
+    "inf": float("inf"),
+    "true": True,
+    "false": False,
+    "none": None,
+    "list": [1, "two", [3.0, None]],
+    "dict": {"nested": {"deep": [b"\x00\xff"]}},
+    "bytes": b"\x00\x01\xfe\xff",
+    "uuid": uuid.UUID("12345678-1234-5678-1234-567812345678"),
+    "utc": dt.datetime(2009, 2, 26, 12, 30, 46, 123456, tzinfo=dt.UTC),
+    "offset": dt.datetime(2020, 1, 1, 8, 0, tzinfo=dt.timezone(dt.timedelta(hours=-5))),
+}
+
+
+def same(a, b) -> bool:
+    """Equal, and of the same types all the way down (True is not 1, 1.0 is not 1)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    if isinstance(a, dt.datetime):
+        return a == b and a.utcoffset() == b.utcoffset()
+    return a == b
+
+
+def test_every_supported_type_round_trips_exactly():
+    assert same(codec.decode(codec.encode(EVERY_TYPE)), EVERY_TYPE)
+
+
+def test_zoneinfo_datetime_comes_back_with_the_same_offset():
+    value = dt.datetime(2021, 7, 1, 12, tzinfo=zoneinfo.ZoneInfo("Europe/Paris"))
+    back = codec.decode(codec.encode({"t": value}))["t"]
+    assert back == value and back.utcoffset() == value.utcoffset()
+
+
+def test_nan_round_trips():
+    assert math.isnan(codec.decode(codec.encode({"x": float("nan")}))["x"])
+
+
+def test_large_bodies_are_compressed_small_ones_are_not():
+    small = codec.encode({"a": 1})
+    large = codec.encode({"text": "spam " * 1000})
+    assert small[0] == FORMAT_MSGPACK
+    assert large[0] == FORMAT_MSGPACK_ZLIB
+    assert len(large) < 500
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {1, 2},
+        (1, 2),
+        frozenset(),
+        object(),
+        dt.datetime(2020, 1, 1),  # naive
+        dt.date(2020, 1, 1),
+        2**64,
+        -(2**63) - 1,
+        1 + 2j,
+    ],
+    ids=repr,
+)
+def test_unsupported_values_raise_the_documented_error(value):
+    with pytest.raises(UnsupportedValue) as info:
+        codec.encode({"x": value})
+    assert isinstance(info.value, SchemalessError)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"\x07abc",
+        bytes([FORMAT_MSGPACK]) + b"\xc1",
+        bytes([FORMAT_MSGPACK_ZLIB]) + b"nope",
+        bytes([FORMAT_MSGPACK]) + b"\x93\x01\x02\x03",
+    ],
+    ids=["empty", "unknown-format", "bad-msgpack", "bad-zlib", "not-a-dict"],
+)
+def test_corrupt_bodies_raise_corrupt_body(body):
+    with pytest.raises(CorruptBody):
+        decode_body(body)
+
+
+def test_truncated_body_raises_corrupt_body():
+    body = codec.encode(EVERY_TYPE)
+    with pytest.raises(CorruptBody):
+        decode_body(body[: len(body) // 2])
+
+
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats(allow_nan=False)
+    | st.text()
+    | st.binary()
+    | st.uuids()
+    | st.datetimes(timezones=st.just(dt.UTC))
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+)
+
+
+@given(st.dictionaries(st.text(), values, max_size=6))
+def test_any_supported_bag_round_trips(bag):
+    assert same(codec.decode(codec.encode(bag)), bag)

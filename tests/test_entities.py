@@ -1,0 +1,229 @@
+from __future__ import annotations
+
+import datetime as dt
+import os
+import uuid
+
+import pytest
+from django.test import override_settings
+
+from schemaless_store.exceptions import (
+    BodyTooLarge,
+    BulkWriteNotSupported,
+    EntityExists,
+    IndexValueError,
+    IndexValueTooLong,
+    InvalidEntityError,
+    InvalidEntityId,
+    InvalidQuery,
+    SchemalessError,
+    UnsupportedValue,
+)
+from schemaless_store.models import Entity
+from tests.conftest import STORE
+from tests.factories import PostFactory
+from tests.helpers import count_everything, entity_rows
+from tests.test_codec import EVERY_TYPE, same
+
+pytestmark = STORE
+
+
+def test_create_and_get_round_trips_every_supported_type():
+    entity = Entity.objects.create(**EVERY_TYPE)
+    fetched = Entity.objects.get(id=entity.id)
+    body = fetched.properties
+    assert body.pop("id") == entity.id
+    assert same(body, EVERY_TYPE)
+
+
+def test_entity_api():
+    post = PostFactory()
+    e = Entity.objects.create(**post)
+    assert isinstance(e.id, uuid.UUID)
+    assert e["title"] == post["title"]
+    assert e.get("missing", "dflt") == "dflt"
+    assert "title" in e and "id" in e and "missing" not in e
+    props = e.properties
+    props["title"] = "changed"
+    assert e["title"] == post["title"], "properties is a copy"
+    e["title"] = "new title"
+    e.save()
+    assert Entity.objects.get(id=e.id)["title"] == "new title"
+    del e["title"]
+    e.save()
+    assert "title" not in Entity.objects.get(id=e.id)
+    e.delete()
+    with pytest.raises(Entity.DoesNotExist):
+        Entity.objects.get(id=e.id)
+
+
+def test_instantiate_then_save():
+    e = Entity(user_id=b"u" * 16, title="x")
+    e.save()
+    assert Entity.objects.get(id=e.id)["title"] == "x"
+
+
+def test_updated_is_a_property_not_the_row_timestamp():
+    e = Entity.objects.create(updated=1235697046, title="t")
+    fetched = Entity.objects.get(id=e.id)
+    assert fetched["updated"] == 1235697046
+    assert isinstance(fetched.row_updated, dt.datetime)
+    assert fetched.row_updated.year >= 2026
+
+
+@pytest.mark.parametrize("form", ["uuid", "bytes", "hex"])
+def test_ids_in_every_accepted_form(form):
+    ident = uuid.uuid4()
+    given = {"uuid": ident, "bytes": ident.bytes, "hex": ident.hex}[form]
+    e = Entity.objects.create(id=given, title="x")
+    assert e.id == ident
+    assert Entity.objects.get(id=given).id == ident
+    assert Entity.objects.get(id=str(ident)).id == ident
+
+
+def test_get_many_returns_what_exists_by_id():
+    made = [Entity.objects.create(**PostFactory()) for _ in range(7)]
+    missing = uuid.uuid4()
+    found = Entity.objects.get_many([e.id for e in made] + [missing])
+    assert set(found) == {e.id for e in made}
+    assert all(found[e.id]["title"] == e["title"] for e in made)
+
+
+def test_get_requires_id_only():
+    with pytest.raises(InvalidQuery):
+        Entity.objects.get(title="x")
+
+
+def test_create_with_an_existing_id_raises_and_keeps_the_original():
+    e = Entity.objects.create(title="first", user_id=b"a" * 16)
+    before = count_everything()
+    with pytest.raises(EntityExists):
+        Entity.objects.create(id=e.id, title="second", user_id=b"b" * 16)
+    assert Entity.objects.get(id=e.id)["title"] == "first"
+    assert count_everything() == before
+
+
+def test_save_with_a_known_id_replaces():
+    e = Entity.objects.create(title="first")
+    Entity(id=e.id, title="second").save()
+    assert Entity.objects.get(id=e.id).properties == {"id": e.id, "title": "second"}
+
+
+def test_bulk_put_inserts_and_replaces():
+    posts = [PostFactory() for _ in range(25)]
+    made = Entity.objects.bulk_put(posts, batch_size=7)
+    assert len(made) == 25
+    ids = [e.id for e in made]
+    again = [{"id": i, "title": "replaced"} for i in ids[:5]]
+    Entity.objects.bulk_put(again)
+    found = Entity.objects.get_many(ids)
+    assert len(found) == 25
+    assert all(found[i]["title"] == "replaced" for i in ids[:5])
+    assert found[ids[6]]["title"] == posts[6]["title"]
+
+
+def test_all_scatters_over_shards():
+    made = {Entity.objects.create(n=n).id for n in range(30)}
+    assert {e.id for e in Entity.objects.all()} == made
+    assert Entity.objects.all().count() == 30
+
+
+# --- bad input: a clear error and nothing written ---------------------------------------
+
+
+def assert_nothing_written(call, error):
+    before = count_everything()
+    with pytest.raises(error) as info:
+        call()
+    assert isinstance(info.value, SchemalessError)
+    assert count_everything() == before
+    return info.value
+
+
+def test_not_a_dict():
+    assert_nothing_written(lambda: Entity.objects.bulk_put([["a", 1]]), InvalidEntityError)
+    assert_nothing_written(lambda: Entity.objects.bulk_put(["text"]), InvalidEntityError)
+
+
+@pytest.mark.parametrize("bad", [b"short", "xyz", 12345, b"x" * 17])
+def test_bad_ids(bad):
+    assert_nothing_written(lambda: Entity.objects.create(id=bad, title="x"), InvalidEntityId)
+
+
+@pytest.mark.parametrize("value", [{1, 2}, object(), (1, 2), dt.datetime(2020, 1, 1)], ids=repr)
+def test_unsupported_values(value):
+    assert_nothing_written(
+        lambda: Entity.objects.create(user_id=b"u" * 16, title=value), UnsupportedValue
+    )
+
+
+def test_one_bad_entity_in_a_bulk_put_writes_nothing():
+    good = [PostFactory() for _ in range(10)]
+    assert_nothing_written(lambda: Entity.objects.bulk_put([*good, {"x": {1}}]), UnsupportedValue)
+
+
+def test_body_over_the_limit():
+    with override_settings(SCHEMALESS={"MAX_BODY_BYTES": 1000}):
+        err = assert_nothing_written(
+            lambda: Entity.objects.create(blob=os.urandom(3000)), BodyTooLarge
+        )
+    assert "1000" in str(err)
+
+
+def test_index_value_too_long_is_refused_not_truncated():
+    err = assert_nothing_written(
+        lambda: Entity.objects.create(user_id=b"u" * 16, link="https://x/" + "a" * 400),
+        IndexValueTooLong,
+    )
+    assert "index_link" in str(err) and "link" in str(err)
+
+
+def test_index_value_of_the_wrong_type():
+    err = assert_nothing_written(
+        lambda: Entity.objects.create(user_id=b"u" * 16, published="yesterday"), IndexValueError
+    )
+    assert "index_user_published" in str(err)
+    assert_nothing_written(
+        lambda: Entity.objects.create(user_id=b"u" * 16, link={"a": 1}), IndexValueError
+    )
+    assert_nothing_written(
+        lambda: Entity.objects.create(user_id=b"u" * 16, link=float("nan")), IndexValueError
+    )
+
+
+def test_update_of_an_existing_entity_with_bad_value_keeps_it():
+    e = Entity.objects.create(user_id=b"u" * 16, link="https://ok")
+    e["link"] = "https://x/" + "a" * 400
+    assert_nothing_written(e.save, IndexValueTooLong)
+    assert Entity.objects.get(id=e.id)["link"] == "https://ok"
+
+
+def test_id_cannot_change():
+    e = Entity.objects.create(title="x")
+    with pytest.raises(InvalidEntityError):
+        e["id"] = uuid.uuid4()
+
+
+def test_queryset_bulk_apis_refuse():
+    Entity.objects.create(title="x")
+    qs = Entity.objects.using("shard_0")
+    with pytest.raises(BulkWriteNotSupported, match="bulk_put"):
+        qs.update(row_body=b"")
+    with pytest.raises(BulkWriteNotSupported, match="bulk_put"):
+        Entity.objects.bulk_create([Entity(title="y")])
+
+
+def test_queryset_delete_removes_index_rows():
+    from tests.helpers import index_rows
+
+    for _ in range(5):
+        Entity.objects.create(**PostFactory())
+    for alias in ("shard_0", "shard_1"):
+        Entity.objects.using(alias).all().delete()
+    assert not entity_rows("shard_0") and not entity_rows("shard_1")
+    assert index_rows("index_user_id") == []
+
+
+def test_unrouted_orm_query_is_a_clear_error():
+    with pytest.raises(InvalidQuery, match="shard"):
+        list(Entity.objects.filter(added_id=1))

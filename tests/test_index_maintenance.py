@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+import uuid
+
+from schemaless_store import keys, shards
+from schemaless_store.indexes import registry
+from schemaless_store.models import Entity
+from tests.conftest import STORE
+from tests.factories import PostFactory
+from tests.helpers import entity_rows, index_rows, insert_index_row
+
+pytestmark = STORE
+
+LINK = registry.get("index_link")
+USER = registry.get("index_user_id")
+
+
+def link_rows() -> set[tuple]:
+    return {(value, entity_id) for value, entity_id, _alias in index_rows("index_link")}
+
+
+def key(value) -> bytes:
+    return keys.encode_key(value)
+
+
+def test_create_adds_a_row_per_index():
+    post = PostFactory()
+    e = Entity.objects.create(**post)
+    assert link_rows() == {(key(post["link"]), e.id.bytes)}
+    assert [(r[0], r[1]) for r in index_rows("index_user_id")] == [
+        (key(post["user_id"]), e.id.bytes)
+    ]
+    assert [(r[0], r[1], r[2]) for r in index_rows("index_user_published")] == [
+        (key(post["user_id"]), post["published"], e.id.bytes)
+    ]
+
+
+def test_update_of_an_indexed_property_moves_the_row():
+    e = Entity.objects.create(**PostFactory(link="https://old"))
+    e["link"] = "https://new"
+    e.save()
+    assert link_rows() == {(key("https://new"), e.id.bytes)}
+    assert list(Entity.objects.filter_index(link="https://old")) == []
+    assert [x.id for x in Entity.objects.filter_index(link="https://new")] == [e.id]
+
+
+def test_update_of_other_properties_leaves_rows_alone():
+    e = Entity.objects.create(**PostFactory(link="https://same"))
+    e["title"] = "different"
+    e.save()
+    assert link_rows() == {(key("https://same"), e.id.bytes)}
+
+
+def test_removing_a_property_removes_its_rows():
+    e = Entity.objects.create(**PostFactory())
+    del e["link"]
+    e.save()
+    assert link_rows() == set()
+    assert len(index_rows("index_user_id")) == 1
+
+
+def test_delete_removes_entity_then_rows():
+    e = Entity.objects.create(**PostFactory())
+    e.delete()
+    assert entity_rows(e.shard) == []
+    for index in registry.valid():
+        assert index_rows(index.name) == []
+
+
+def test_missing_property_means_no_row():
+    Entity.objects.create(title="no link, no user")
+    for index in registry.valid():
+        assert index_rows(index.name) == []
+
+
+def test_list_values_give_a_row_per_element():
+    e = Entity.objects.create(tags=["python", "mysql", "python"])
+    rows = {(r[0], r[1]) for r in index_rows("index_tags")}
+    assert rows == {(key("python"), e.id.bytes), (key("mysql"), e.id.bytes)}
+    assert [x.id for x in Entity.objects.filter_index(tags="mysql")] == [e.id]
+    e["tags"] = ["mysql"]
+    e.save()
+    assert list(Entity.objects.filter_index(tags="python")) == []
+
+
+def test_bulk_put_maintains_indexes():
+    posts = [PostFactory() for _ in range(40)]
+    made = Entity.objects.bulk_put(posts, batch_size=9)
+    assert len(link_rows()) == 40
+    changed = [
+        {**p, "id": e.id, "link": p["link"] + "/v2"} for p, e in zip(posts, made, strict=True)
+    ]
+    Entity.objects.bulk_put(changed)
+    assert link_rows() == {(key(p["link"]), p["id"].bytes) for p in changed}
+
+
+def test_stale_index_row_never_returns_the_entity():
+    e = Entity.objects.create(**PostFactory(link="https://real"))
+    # A stale row, as a crash between writing it and the entity would leave behind:
+    stale_value = key("https://stale")
+    insert_index_row(
+        "index_link", shards.alias_for(keys.encode_key(stale_value)), (stale_value, e.id.bytes)
+    )
+    assert list(Entity.objects.filter_index(link="https://stale")) == []
+    assert Entity.objects.filter_index(link="https://stale").count() == 0
+    # ids() reads the index alone, and says so in its docs:
+    assert Entity.objects.filter_index(link="https://stale").ids() == [e.id]
+
+
+def test_index_row_for_a_missing_entity_is_ignored():
+    ghost = uuid.uuid4()
+    value = key("https://ghost")
+    insert_index_row("index_link", shards.alias_for(keys.encode_key(value)), (value, ghost.bytes))
+    assert list(Entity.objects.filter_index(link="https://ghost")) == []
+
+
+def test_save_of_unchanged_entity_is_idempotent():
+    e = Entity.objects.create(**PostFactory())
+    e.save()
+    e.save()
+    assert len(link_rows()) == 1

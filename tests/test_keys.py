@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from schemaless_store import keys
+from schemaless_store.exceptions import IndexValueError, IndexValueTooLong, InvalidEntityId
+
+U = uuid.UUID("0123456789abcdef0123456789abcdef")
+
+
+@pytest.mark.parametrize("form", [U, U.bytes, U.hex, str(U), U.hex.upper(), bytearray(U.bytes)])
+def test_entity_id_forms(form):
+    assert keys.entity_id_bytes(form) == U.bytes
+
+
+@pytest.mark.parametrize("bad", [b"short", b"x" * 17, "not-hex", "0" * 31, 123, None, 1.5, ["a"]])
+def test_bad_entity_ids_raise(bad):
+    with pytest.raises(InvalidEntityId):
+        keys.entity_id_bytes(bad)
+
+
+def test_bucket_is_pinned_across_releases():
+    # blake2b of the canonical bytes: if this changes, every stored row is on the wrong shard.
+    assert keys.stable_hash(b"user-1") == int.from_bytes(
+        __import__("hashlib").blake2b(b"user-1", digest_size=8).digest(), "big"
+    )
+    assert keys.bucket_of(U.bytes, 4096) == keys.stable_hash(U.bytes) % 4096
+
+
+def test_bucket_is_the_same_in_another_process_with_another_hash_seed():
+    code = "from schemaless_store import keys; print(keys.bucket_of(b'user-1', 4096), keys.bucket_of(keys.encode_key('x'), 4096))"
+    outputs = set()
+    for seed in ("1", "2", "random"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        outputs.add(subprocess.check_output([sys.executable, "-c", code], env=env, text=True))
+    assert len(outputs) == 1
+    here = f"{keys.bucket_of(b'user-1', 4096)} {keys.bucket_of(keys.encode_key('x'), 4096)}\n"
+    assert outputs == {here}
+
+
+def key_order_matches(a, b) -> None:
+    ka, kb = keys.encode_key(a), keys.encode_key(b)
+    assert (ka < kb) == (a < b)
+    assert (ka == kb) == (a == b)
+
+
+@given(st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1))
+def test_int_keys_sort_like_ints(a, b):
+    key_order_matches(a, b)
+
+
+@given(
+    st.one_of(st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=False)),
+    st.one_of(st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=False)),
+)
+def test_numbers_sort_together_like_python(a, b):
+    key_order_matches(a, b)
+
+
+@given(st.text(), st.text())
+def test_strings_sort_by_code_point(a, b):
+    key_order_matches(a, b)
+
+
+@given(st.binary(), st.binary())
+def test_bytes_sort_bytewise(a, b):
+    key_order_matches(a, b)
+
+
+@given(st.datetimes(timezones=st.just(dt.UTC)), st.datetimes(timezones=st.just(dt.UTC)))
+def test_datetimes_sort_in_time(a, b):
+    key_order_matches(a, b)
+
+
+def test_equal_numbers_share_a_key():
+    assert keys.encode_key(1) == keys.encode_key(1.0)
+    assert keys.encode_key(0.0) == keys.encode_key(-0.0)
+    assert keys.encode_key(True) != keys.encode_key(1)
+
+
+@pytest.mark.parametrize(
+    "bad", [float("nan"), 2**63, [1], {"a": 1}, dt.datetime(2020, 1, 1), object()]
+)
+def test_unindexable_values(bad):
+    with pytest.raises(IndexValueError):
+        keys.encode_key(bad)
+
+
+def test_column_types():
+    assert keys.IntColumn().to_db(5) == 5
+    with pytest.raises(IndexValueError):
+        keys.IntColumn().to_db("5")
+    with pytest.raises(IndexValueError):
+        keys.IntColumn().to_db(True)
+    with pytest.raises(IndexValueTooLong):
+        keys.StrColumn(max_bytes=4).to_db("hello")
+    with pytest.raises(IndexValueTooLong):
+        keys.KeyColumn().to_db("x" * 300)
+    assert keys.StrColumn().to_db("é") == "é".encode()

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class TestAppConfig(AppConfig):
+    name = "tests.testapp"
+    label = "testapp"
