@@ -36,7 +36,10 @@ def test_bucket_is_pinned_across_releases():
 
 
 def test_bucket_is_the_same_in_another_process_with_another_hash_seed():
-    code = "from schemaless_store import keys; print(keys.bucket_of(b'user-1', 4096), keys.bucket_of(keys.encode_key('x'), 4096))"
+    code = (
+        "from schemaless_store import keys; "
+        "print(keys.bucket_of(b'user-1', 4096), keys.bucket_of(keys.encode_key('x'), 4096))"
+    )
     outputs = set()
     for seed in ("1", "2", "random"):
         env = {**os.environ, "PYTHONHASHSEED": seed}

@@ -22,7 +22,7 @@ def test_buckets_split_evenly_by_default():
 
 
 def test_explicit_bucket_map():
-    aliases, owners = conf.bucket_aliases({"shard_0": ["0-9", 20], "shard_1": "10-19"}, 21)
+    _aliases, owners = conf.bucket_aliases({"shard_0": ["0-9", 20], "shard_1": "10-19"}, 21)
     assert owners[5] == "shard_0" and owners[15] == "shard_1" and owners[20] == "shard_0"
 
 
@@ -45,7 +45,7 @@ def test_entities_and_index_rows_land_on_the_shard_their_bucket_names():
         assert e.id.bytes in entity_rows(expected)
         other = next(a for a in shards.shard_aliases() if a != expected)
         assert e.id.bytes not in entity_rows(other)
-    for value, entity_id, alias in index_rows("index_link"):
+    for value, _entity_id, alias in index_rows("index_link"):
         assert alias == conf.get().bucket_aliases[keys.bucket_of(keys.encode_key(value), 4096)]
 
 
