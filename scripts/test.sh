@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: lint, then the suite on SQLite and on two real
+# MariaDB servers (started by the tests), with Django 5.2 LTS on this machine's python3.
+# With CI=true (or SCHEMALESS_DJANGO_MATRIX=all) the suite also runs on Django 6.1 with
+# Python 3.12 (pyenv's). In CI a MariaDB that cannot start fails the run; elsewhere a machine
+# without mariadbd skips that part and says so.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONDONTWRITEBYTECODE=1
+
+results=$(mktemp -d)
+trap 'rm -rf "$results"' EXIT
+
+scripts/setup.sh .venv python3
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+
+mariadb_ok=yes
+if ! command -v mariadbd >/dev/null && [ ! -x /usr/sbin/mariadbd ]; then
+  if [ "${CI:-}" = "true" ]; then
+    echo "test: mariadbd is not installed; CI must run the MariaDB suite" >&2
+    exit 1
+  fi
+  mariadb_ok=no
+  echo "test: WARNING mariadbd not found: the MariaDB half of the suite is SKIPPED on this machine"
+fi
+
+run_suite() {  # venv label backend
+  local venv=$1 label=$2 backend=$3
+  echo
+  echo "=== $label, $backend ==="
+  local rc=0
+  SCHEMALESS_TEST_DB=$backend "$venv/bin/python" -m pytest -p no:cacheprovider -q \
+    --junitxml="$results/$label-$backend.xml" "${PYTEST_ARGS[@]}" || rc=$?
+  if [ "$rc" = 5 ]; then
+    echo "test: pytest ran no tests for $label/$backend" >&2
+    exit 1
+  fi
+  return "$rc"
+}
+
+PYTEST_ARGS=("$@")
+status=0
+run_suite .venv django52 sqlite || status=1
+if [ "$mariadb_ok" = yes ]; then run_suite .venv django52 mariadb || status=1; fi
+
+if [ "${CI:-}" = "true" ] || [ "${SCHEMALESS_DJANGO_MATRIX:-}" = "all" ]; then
+  py312=""
+  if command -v pyenv >/dev/null; then
+    py312=$(ls -d "$(pyenv root)"/versions/3.12.*/bin/python3 2>/dev/null | sort -V | tail -n 1 || true)
+  fi
+  if [ -z "$py312" ] && python3.12 -c 'pass' 2>/dev/null; then py312=$(command -v python3.12); fi
+  if [ -z "$py312" ]; then
+    echo "test: no Python 3.12 found for the Django 6.1 run" >&2
+    exit 1
+  fi
+  scripts/setup.sh .venv-django61 "$py312" "Django>=6.1,<6.2"
+  run_suite .venv-django61 django61 sqlite || status=1
+  if [ "$mariadb_ok" = yes ]; then run_suite .venv-django61 django61 mariadb || status=1; fi
+fi
+
+.venv/bin/python - "$results" <<'PY'
+import pathlib, sys, xml.etree.ElementTree as ET
+tests = failures = errors = skipped = 0
+for path in sorted(pathlib.Path(sys.argv[1]).glob("*.xml")):
+    for suite in ET.parse(path).getroot().iter("testsuite"):
+        tests += int(suite.get("tests", 0)); failures += int(suite.get("failures", 0))
+        errors += int(suite.get("errors", 0)); skipped += int(suite.get("skipped", 0))
+        print(f"  {path.stem}: {suite.get('tests')} tests, {suite.get('failures')} failed, "
+              f"{suite.get('errors')} errors, {suite.get('skipped')} skipped")
+passed = tests - failures - errors - skipped
+print(f"all runs: {passed} passed, {failures + errors} failed, {skipped} skipped")
+PY
+exit $status
