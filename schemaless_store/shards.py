@@ -97,7 +97,7 @@ def errors_named(alias: str) -> Iterator[None]:
         yield
     except OperationalError as exc:
         code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
-        if code in CONNECTION_LOST:
+        if code in CONNECTION_LOST or "unable to open database file" in str(exc):
             _discard_broken(alias)
             raise ShardUnavailable(alias, str(exc)) from exc
         raise

@@ -32,7 +32,13 @@ from django.utils import timezone
 
 from . import conf, shards
 from .codec import decode_body
-from .exceptions import BodyTooLarge, CorruptBody, EntityExists, IndexValueError
+from .exceptions import (
+    BodyTooLarge,
+    CorruptBody,
+    EntityExists,
+    IndexValueError,
+    ShardUnavailable,
+)
 from .indexes import Index
 from .lifecycle import maintained_indexes
 
@@ -55,6 +61,7 @@ class PreparedWrite:
     force_insert: bool = False
     skip_lock: bool = False
     stale: RowSet = field(default_factory=set)
+    added: RowSet = field(default_factory=set)  # rows this write inserted (to undo on failure)
 
 
 def prepare(entity: Entity, force_insert: bool = False) -> PreparedWrite:
@@ -164,20 +171,26 @@ def add_index_rows(rows: Iterable[tuple[Index, tuple[Any, ...], bytes]]) -> None
 def delete_index_rows(rows: Iterable[tuple[Index, tuple[Any, ...], bytes]]) -> int:
     """Delete index rows, batched with row-value ``IN`` lists per (index, shard)."""
     deleted = 0
+    unavailable: ShardUnavailable | None = None
     for (index, alias), values in _group(rows).items():
         conn = shards.index_connection(alias)
         ops = conn.ops
         columns = ", ".join(ops.quote_name(c) for c in (*index.properties, "entity_id"))
         one = "(" + ", ".join(["%s"] * (len(index.properties) + 1)) + ")"
-        with shards.errors_named(alias), conn.cursor() as cursor:
-            for start in range(0, len(values), 200):
-                chunk = values[start : start + 200]
-                cursor.execute(
-                    f"DELETE FROM {ops.quote_name(index.name)} WHERE ({columns}) IN "
-                    f"({', '.join([one] * len(chunk))})",
-                    [v for row in chunk for v in row],
-                )
-                deleted += cursor.rowcount
+        try:
+            with shards.errors_named(alias), conn.cursor() as cursor:
+                for start in range(0, len(values), 200):
+                    chunk = values[start : start + 200]
+                    cursor.execute(
+                        f"DELETE FROM {ops.quote_name(index.name)} WHERE ({columns}) IN "
+                        f"({', '.join([one] * len(chunk))})",
+                        [v for row in chunk for v in row],
+                    )
+                    deleted += cursor.rowcount
+        except ShardUnavailable as exc:
+            unavailable = unavailable or exc  # stale rows are harmless: clean the other shards
+    if unavailable is not None:
+        raise unavailable
     return deleted
 
 
@@ -194,13 +207,22 @@ def remove_stale(alias: str, candidates: Mapping[bytes, RowSet]) -> int:
         return 0
 
     def attempt() -> int:
+        failure: ShardUnavailable | None = None
         with transaction.atomic(using=alias):
             current = lock_current(alias, list(candidates))
             doomed = []
             for entity_id, rows in candidates.items():
                 now = stored_rows(entity_id, current.get(entity_id, (None, None))[1])
                 doomed.extend(_with_entity(rows - now, entity_id))
-            return delete_index_rows(doomed)
+            try:
+                deleted = delete_index_rows(doomed)
+            except ShardUnavailable as exc:
+                # Keep what was deleted on the shards that answered (on SQLite those deletes
+                # share this transaction), then report the one that did not.
+                failure, deleted = exc, 0
+        if failure is not None:
+            raise failure
+        return deleted
 
     with shards.write_lock(), shards.errors_named(alias):
         return shards.with_retries(attempt)
@@ -234,8 +256,23 @@ def save(entity: Entity, force_insert: bool = False) -> None:
         finally:
             entity._pending_write = None  # type: ignore[attr-defined]
 
-    with shards.write_lock(), shards.errors_named(prepared.alias):
-        _retry_concurrent_insert(lambda: shards.with_retries(attempt))
+    with shards.write_lock():
+        try:
+            with shards.errors_named(prepared.alias):
+                _retry_concurrent_insert(lambda: shards.with_retries(attempt))
+        except BaseException:
+            _undo_added(prepared.alias, {prepared.entity_id: prepared.added})
+            raise
+
+
+def _undo_added(alias: str, added: Mapping[bytes, RowSet]) -> None:
+    """After a failed write: remove the index rows it added that the entity does not imply.
+
+    They are harmless (queries re-check entities) but a failed write should leave nothing
+    behind. This is best effort: if it fails too, the cleaner removes them.
+    """
+    if any(added.values()):
+        _remove_stale_later(alias, added)
 
 
 class _ConcurrentInsert(Exception):
@@ -269,7 +306,9 @@ def before_save(entity: Entity, using: str) -> None:
         entity.added_id = None
         entity._state.adding = True
         old = set()
-    add_index_rows(_with_entity(prepared.rows - old, prepared.entity_id))
+    new = prepared.rows - old
+    prepared.added |= new
+    add_index_rows(_with_entity(new, prepared.entity_id))
     prepared.stale = old - prepared.rows
     entity.row_updated = timezone.now()
     entity.row_body = prepared.body
@@ -343,6 +382,7 @@ def put_many(entities: list[Entity], batch_size: int = 500) -> None:
 def _put_batch(alias: str, batch: list[tuple[Entity, PreparedWrite]]) -> None:
     conn = shards.connection(alias)
     stale: dict[bytes, RowSet] = {}
+    added: dict[bytes, RowSet] = defaultdict(set)
 
     def attempt() -> None:
         stale.clear()
@@ -355,9 +395,12 @@ def _put_batch(alias: str, batch: list[tuple[Entity, PreparedWrite]]) -> None:
             for _entity, write in batch:
                 old_added_id, old_body = current.get(write.entity_id, (None, None))
                 old = stored_rows(write.entity_id, old_body)
-                new_rows.extend(_with_entity(write.rows - old, write.entity_id))
-                if write.rows != old and old - write.rows:
-                    stale[write.entity_id] = old - write.rows
+                new = write.rows - old
+                added[write.entity_id] |= new
+                new_rows.extend(_with_entity(new, write.entity_id))
+                gone = old - write.rows
+                if gone:
+                    stale[write.entity_id] = gone
                 if old_added_id is None:
                     inserts.append((write.entity_id, updated_db, write.body))
                 else:
@@ -386,7 +429,12 @@ def _put_batch(alias: str, batch: list[tuple[Entity, PreparedWrite]]) -> None:
                 continue  # a concurrent creator inserted one of the ids: redo as updates
         return shards.with_retries(attempt)
 
-    with shards.write_lock(), shards.errors_named(alias):
-        attempt_or_retry_duplicates()
+    with shards.write_lock():
+        try:
+            with shards.errors_named(alias):
+                attempt_or_retry_duplicates()
+        except BaseException:
+            _undo_added(alias, added)
+            raise
     if stale:
         _remove_stale_later(alias, stale)
