@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.db import connections
+from django.test import override_settings
+
+from schemaless_store import Index, checks, conf, indexes, lifecycle, shards
+from schemaless_store.indexes import registry
+from schemaless_store.models import Entity
+from tests.conftest import STORE
+
+
+def ids(messages) -> list[str]:
+    return [m.id for m in messages]
+
+
+def test_clean_configuration_has_no_errors():
+    assert checks.check_settings() == []
+    assert checks.check_indexes() == []
+
+
+@pytest.mark.parametrize(
+    ("schemaless", "expected"),
+    [
+        ({"SHARDS": ["shard_0", "nope"]}, "schemaless.E002"),
+        ({"SHARDS": ["default", "shard_1"]}, "schemaless.E003"),
+        ({"SHARDS": {"shard_0": "0-10"}}, "schemaless.E001"),
+        ({"BUCKETS": 0}, "schemaless.E001"),
+        ({"UNKNOWN_KEY": 1}, "schemaless.E001"),
+        ({"CODEC": "no.such.Codec"}, "schemaless.E001"),
+    ],
+)
+def test_bad_settings_are_reported(schemaless, expected):
+    with override_settings(SCHEMALESS=schemaless):
+        assert expected in ids(checks.check_settings())
+
+
+def test_missing_router_is_reported():
+    with override_settings(DATABASE_ROUTERS=[]):
+        assert "schemaless.E004" in ids(checks.check_settings())
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"table": "index-bad", "properties": ["a"], "shard_on": "a"},
+        {"table": "index_x; DROP TABLE entities", "properties": ["a"], "shard_on": "a"},
+        {"table": "index_x", "properties": ["a b"], "shard_on": "a b"},
+        {"table": "index_x", "properties": ["a"], "shard_on": "b"},
+        {"table": "index_x", "properties": ["entity_id"], "shard_on": "entity_id"},
+        {"table": "index_x", "properties": [], "shard_on": "a"},
+        {"table": "index_x", "properties": ["a", "a"], "shard_on": "a"},
+        {"table": "index_x", "properties": ["a"], "shard_on": "a", "types": {"a": "varchar"}},
+        {"table": "index_x", "properties": ["a"], "shard_on": "a", "types": {"b": "int"}},
+        {"table": "x" * 65, "properties": ["a"], "shard_on": "a"},
+    ],
+)
+def test_invalid_index_declarations_are_reported_and_never_used(kwargs):
+    index = Index(**kwargs)
+    registry.register(index, module="tests.inline")
+    try:
+        errors = [m for m in checks.check_indexes() if m.id == "schemaless.E101"]
+        assert errors and all("tests.inline" in m.msg for m in errors)
+        assert index not in registry.valid()
+        with pytest.raises(Exception, match="invalid"):
+            index.create_sql("mysql", lambda n: f"`{n}`")
+    finally:
+        registry.unregister(index.name)
+
+
+def test_duplicate_index_tables_are_reported():
+    twin = Index(table="index_link", properties=["url"], shard_on="url")
+    registry.register(twin, module="tests.twin")
+    try:
+        assert "schemaless.E102" in ids(checks.check_indexes())
+    finally:
+        registry.duplicates.clear()
+
+
+def test_autodiscovery_found_the_test_apps_indexes():
+    names = {index.name for index in registry.all()}
+    assert {"index_user_id", "index_link", "index_user_published", "index_tags"} <= names
+    assert registry.get("index_link").module == "tests.testapp.indexes"
+
+
+@STORE
+def test_an_index_declared_later_gets_its_tables_on_the_next_migrate():
+    late = Index(table="index_late_title", properties=["title"], shard_on="title")
+    registry.register(late)
+    try:
+        for alias in shards.shard_aliases():
+            call_command("migrate", database=alias, verbosity=0)
+        call_command("migrate", database="default", verbosity=0)
+        for alias in shards.shard_aliases():
+            assert "index_late_title" in connections[alias].introspection.table_names()
+        assert "index_late_title" not in connections["default"].introspection.table_names()
+        assert lifecycle.states(refresh=True)["index_late_title"] == lifecycle.READY  # empty store
+        Entity.objects.create(title="now indexed")
+        assert len(list(Entity.objects.filter_index(title="now indexed"))) == 1
+    finally:
+        registry.unregister(late.name)
+        for alias in shards.shard_aliases():
+            indexes.drop_table(alias, late.name)
+
+
+@STORE
+def test_migrateall_migrates_every_alias(capsys):
+    call_command("migrateall", verbosity=1)
+    out = capsys.readouterr().out
+    for alias in ("default", *conf.get().shards):
+        assert f"Migrating {alias}" in out
