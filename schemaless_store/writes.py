@@ -2,20 +2,25 @@
 
 For every put, on the shard that owns the entity, in one transaction:
 
-1. lock the entity's row (``SELECT ... FOR UPDATE``; a new entity is locked by its ``INSERT``) and
-   learn its current properties;
-2. add the index rows whose keys are new (committed at once, on the index shards' own
-   connections), *while the lock is held*: a concurrent writer removing a key it no longer has
-   re-checks under the same lock, so it cannot remove a row this put still needs;
-3. write the entity and commit.
+1. lock the entity's row with ``SELECT ... FOR UPDATE`` and learn its current properties (a
+   brand-new entity has no row yet; its ``INSERT`` in step 2 locks it);
+2. write the entity row (``INSERT`` or ``UPDATE``; not committed yet, still locked);
+3. add the index rows whose keys are new, committed at once on the index shards' own
+   connections: every row the entity will need exists *before the entity commits*;
+4. commit.
 
 Then, only if keys went away: lock the row again, re-check that the entity still lacks each key
 (a later writer may have put it back), and delete those index rows.
 
-A crash at any point leaves at worst an extra index row, which queries ignore (they re-check every
-entity) and the cleaner removes. Single saves go through Django's ``save()`` with ``pre_save`` /
-``post_save`` receivers (see :mod:`.signals`) calling the functions below; ``bulk_put`` runs the
-same steps over batches.
+Index rows are added while the entity's row lock is held. A writer removing a key re-checks under
+that same lock, so it cannot remove a row a concurrent put still needs; and a unique-index claim
+that collides with another entity's row can check that entity under its lock (see
+:func:`_claim_unique`). A crash at any point leaves at worst an extra index row, which queries
+ignore (they re-check every entity) and the cleaner removes.
+
+Single saves go through Django's ``save()``: the ``pre_save`` receiver runs step 1, Django writes
+the row, the ``post_save`` receiver runs step 3 and schedules the removal for after the commit
+(:mod:`.signals`). ``bulk_put`` runs the same steps over batches.
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ class PreparedWrite:
     rows: RowSet
     force_insert: bool = False
     skip_lock: bool = False
-    stale: RowSet = field(default_factory=set)
+    old: RowSet = field(default_factory=set)  # rows the stored entity implied (read under lock)
     added: RowSet = field(default_factory=set)  # rows this write inserted (to undo on failure)
 
 
@@ -289,7 +294,7 @@ def _retry_concurrent_insert(operation: Any) -> Any:
 
 
 def before_save(entity: Entity, using: str) -> None:
-    """``pre_save``: steps 1 and 2 up to the entity write (called inside the transaction)."""
+    """``pre_save`` (inside the entity's transaction): lock the row and learn its old rows."""
     prepared: PreparedWrite | None = getattr(entity, "_pending_write", None)
     if prepared is None:  # save_base called directly: prepare now
         prepared = prepare(entity)
@@ -301,25 +306,28 @@ def before_save(entity: Entity, using: str) -> None:
         added_id, old_body = current[prepared.entity_id]
         entity.added_id = added_id
         entity._state.adding = False
-        old = stored_rows(prepared.entity_id, old_body)
+        prepared.old = stored_rows(prepared.entity_id, old_body)
     else:
         entity.added_id = None
         entity._state.adding = True
-        old = set()
-    new = prepared.rows - old
-    prepared.added |= new
-    add_index_rows(_with_entity(new, prepared.entity_id))
-    prepared.stale = old - prepared.rows
+        prepared.old = set()
     entity.row_updated = timezone.now()
     entity.row_body = prepared.body
 
 
 def after_save(entity: Entity, using: str) -> None:
-    """``post_save``: once the entity commits, remove the keys it no longer has."""
+    """``post_save`` (the entity row is written, locked, not yet committed): add the new index
+    rows, committed before the entity is; once it commits, remove the keys it no longer has."""
     prepared: PreparedWrite | None = getattr(entity, "_pending_write", None)
-    if prepared is not None and prepared.stale:
+    if prepared is None:
+        return
+    new = prepared.rows - prepared.old
+    prepared.added |= new
+    add_index_rows(_with_entity(new, prepared.entity_id))
+    stale = prepared.old - prepared.rows
+    if stale:
         transaction.on_commit(
-            partial(_remove_stale_later, using, {prepared.entity_id: prepared.stale}),
+            partial(_remove_stale_later, using, {prepared.entity_id: stale}),
             using=using,
             robust=True,
         )
@@ -405,7 +413,6 @@ def _put_batch(alias: str, batch: list[tuple[Entity, PreparedWrite]]) -> None:
                     inserts.append((write.entity_id, updated_db, write.body))
                 else:
                     updates.append((updated_db, write.body, write.entity_id))
-            add_index_rows(new_rows)
             with conn.cursor() as cursor:
                 if inserts:
                     cursor.executemany(
@@ -415,6 +422,7 @@ def _put_batch(alias: str, batch: list[tuple[Entity, PreparedWrite]]) -> None:
                     cursor.executemany(
                         "UPDATE entities SET updated = %s, body = %s WHERE id = %s", updates
                     )
+            add_index_rows(new_rows)  # committed now, before the entities commit
         for entity, write in batch:
             entity.row_updated = now
             entity.row_body = write.body
