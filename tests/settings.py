@@ -8,6 +8,7 @@ they cannot start, importing these settings fails, and so does the run.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -16,8 +17,13 @@ from schemaless_store.dburls import databases_from_urls, embedded_urls
 
 BACKEND = os.environ.get("SCHEMALESS_TEST_DB", "sqlite")
 MARIADB_SERVERS: list = []
+# Set by tests that spawn processes (tests/child.py): the parent's DATABASES, test NAMEs
+# included, so a child works on the same test databases instead of starting its own servers.
+_PARENT_DATABASES = os.environ.get("SCHEMALESS_TEST_DATABASES")
 
-if BACKEND == "mariadb":
+if _PARENT_DATABASES:
+    DATABASES = json.loads(_PARENT_DATABASES)
+elif BACKEND == "mariadb":
     from schemaless_store.testing.mariadb import start_servers
 
     MARIADB_SERVERS = start_servers(2)
