@@ -47,6 +47,15 @@ class EntityExists(SchemalessError):
     """``create()`` was given the id of an entity that already exists."""
 
 
+class UniqueViolation(SchemalessError, ValueError):
+    """A unique index already holds this value for another entity; nothing was written."""
+
+    def __init__(self, message: str, index: str = "", values: tuple[object, ...] = ()) -> None:
+        super().__init__(message)
+        self.index = index
+        self.values = values
+
+
 class NoIndexForQuery(SchemalessError, LookupError):
     """No declared index covers the conditions given to ``filter_index``."""
 

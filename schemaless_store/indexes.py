@@ -11,6 +11,7 @@ and are found the way ``admin.py`` modules are: every module-level :class:`Index
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,7 +19,7 @@ from importlib import import_module
 from typing import Any
 
 from .exceptions import ConfigurationError, IndexValueError
-from .keys import COLUMN_TYPES, ColumnType, KeyColumn, encode_key
+from .keys import COLUMN_TYPES, ColumnType, KeyColumn, decode_key, encode_key
 
 IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,63}")
 RESERVED_COLUMNS = frozenset({"entity_id"})
@@ -136,6 +137,16 @@ class Index:
             )
         return set(itertools.product(*per_property))
 
+    def describe(self, values: tuple[Any, ...]) -> str:
+        """Column values as the property values they stand for, for messages."""
+        shown = []
+        for prop, value in zip(self.properties, values, strict=False):
+            if isinstance(self.columns[prop], KeyColumn):
+                with contextlib.suppress(ValueError):
+                    value = decode_key(value)
+            shown.append(repr(value))
+        return ", ".join(shown)
+
     @property
     def shard_position(self) -> int:
         return self.properties.index(self.shard_on)
@@ -155,19 +166,27 @@ class Index:
         cols.append(f"{quote('entity_id')} {entity_col} NOT NULL")
         pk = ", ".join(quote(c) for c in (*self.properties, "entity_id"))
         key_name = quote(f"{self.name[:48]}_entity")
+        props = ", ".join(quote(p) for p in self.properties)
+        unique_name = quote(f"{self.name[:48]}_unique")
         if vendor == "mysql":
-            body = ",\n  ".join(
-                [*cols, f"PRIMARY KEY ({pk})", f"KEY {key_name} ({quote('entity_id')})"]
-            )
+            keys_sql = [f"PRIMARY KEY ({pk})", f"KEY {key_name} ({quote('entity_id')})"]
+            if self.unique:
+                keys_sql.append(f"UNIQUE KEY {unique_name} ({props})")
+            body = ",\n  ".join([*cols, *keys_sql])
             return [
                 f"CREATE TABLE IF NOT EXISTS {table} (\n  {body}\n) "
                 "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
             ]
         body = ",\n  ".join([*cols, f"PRIMARY KEY ({pk})"])
-        return [
+        statements = [
             f"CREATE TABLE IF NOT EXISTS {table} (\n  {body}\n) WITHOUT ROWID",
             f"CREATE INDEX IF NOT EXISTS {key_name} ON {table} ({quote('entity_id')})",
         ]
+        if self.unique:
+            statements.append(
+                f"CREATE UNIQUE INDEX IF NOT EXISTS {unique_name} ON {table} ({props})"
+            )
+        return statements
 
 
 class IndexRegistry:

@@ -131,6 +131,31 @@ def encode_key(value: Any) -> bytes:
     raise IndexValueError(f"a {kind.__name__} cannot be an index value")
 
 
+def decode_key(data: bytes) -> Any:
+    """The value an :func:`encode_key` output stands for (for messages and the admin)."""
+    tag, rest = data[:1], data[1:]
+    if tag == _TAG_STR:
+        return rest.decode("utf-8")
+    if tag == _TAG_BYTES:
+        return rest
+    if tag == _TAG_NONE:
+        return None
+    if tag in (_TAG_FALSE, _TAG_TRUE):
+        return tag == _TAG_TRUE
+    if tag == _TAG_UUID:
+        return uuid.UUID(bytes=rest)
+    if tag == _TAG_DATETIME:
+        micros = _U64.unpack(rest)[0] + _INT64_MIN
+        return _EPOCH + dt.timedelta(microseconds=micros)
+    if tag == _TAG_NUMBER:
+        if len(rest) == 16:
+            return _U64.unpack(rest[8:])[0] + _INT64_MIN
+        (bits,) = _U64.unpack(rest[:8])
+        bits = bits & ~(1 << 63) if bits >> 63 else bits ^ 0xFFFFFFFFFFFFFFFF
+        return _DOUBLE.unpack(_U64.pack(bits))[0]
+    raise ValueError(f"not an encoded key: {data!r}")
+
+
 # --- index column types -------------------------------------------------------------------
 
 

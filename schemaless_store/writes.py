@@ -25,6 +25,7 @@ the row, the ``post_save`` receiver runs step 3 and schedules the removal for af
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -43,6 +44,7 @@ from .exceptions import (
     EntityExists,
     IndexValueError,
     ShardUnavailable,
+    UniqueViolation,
 )
 from .indexes import Index
 from .lifecycle import maintained_indexes
@@ -154,8 +156,18 @@ def _group(
 
 
 def add_index_rows(rows: Iterable[tuple[Index, tuple[Any, ...], bytes]]) -> None:
-    """Insert index rows idempotently, one batched statement per (index, shard)."""
-    for (index, alias), values in _group(rows).items():
+    """Insert index rows idempotently, one batched statement per (index, shard).
+
+    Rows of unique indexes are claimed one by one first (:func:`_claim_unique`).
+    """
+    rows = list(rows)
+    plain = []
+    for index, values, entity_id in rows:
+        if index.unique:
+            _claim_unique(index, values, entity_id)
+        else:
+            plain.append((index, values, entity_id))
+    for (index, alias), values in _group(plain).items():
         conn = shards.index_connection(alias)
         ops = conn.ops
         columns = ", ".join(ops.quote_name(c) for c in (*index.properties, "entity_id"))
@@ -171,6 +183,70 @@ def add_index_rows(rows: Iterable[tuple[Index, tuple[Any, ...], bytes]]) -> None
             sql = f"INSERT OR IGNORE INTO {table} ({columns}) VALUES ({marks})"
         with shards.errors_named(alias), conn.cursor() as cursor:
             cursor.executemany(sql, values)
+
+
+def _claim_unique(index: Index, values: tuple[Any, ...], entity_id: bytes) -> None:
+    """Insert a unique index row, or raise :class:`UniqueViolation` if another entity holds it.
+
+    Like Vitess's consistent lookup vindex: the claim is made before the entity commits. A row
+    already held by another entity is checked under that entity's lock: if the holder does not
+    imply it any more (a crashed or failed write, or a pending removal), the stale claim is
+    deleted and the claim retried; otherwise the value is taken.
+    """
+    alias = shards.alias_for(index.routing_key(values[index.shard_position]))
+    conn = shards.index_connection(alias)
+    quote = conn.ops.quote_name
+    columns = ", ".join(quote(c) for c in (*index.properties, "entity_id"))
+    match = " AND ".join(f"{quote(p)} = %s" for p in index.properties)
+    insert = (
+        f"INSERT INTO {quote(index.name)} ({columns}) "
+        f"VALUES ({', '.join(['%s'] * (len(values) + 1))})"
+    )
+    for _attempt in range(5):
+        # On SQLite the claim shares the entity's transaction: a savepoint keeps it usable.
+        savepoint = (
+            transaction.atomic(using=alias) if conn.in_atomic_block else contextlib.nullcontext()
+        )
+        try:
+            with shards.errors_named(alias), savepoint, conn.cursor() as cursor:
+                cursor.execute(insert, [*values, entity_id])
+            return
+        except IntegrityError:
+            pass
+        with shards.errors_named(alias), conn.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {quote('entity_id')} FROM {quote(index.name)} WHERE {match}", list(values)
+            )
+            found = cursor.fetchone()
+        if found is None:
+            continue  # released meanwhile
+        holder = bytes(found[0])
+        if holder == entity_id:
+            return
+        if _holder_keeps_claim(index, values, holder):
+            raise UniqueViolation(
+                f"index {index.name!r}: {', '.join(index.properties)} = "
+                f"{index.describe(values)} is already taken by entity {holder.hex()}",
+                index=index.name,
+                values=values,
+            )
+    raise UniqueViolation(
+        f"index {index.name!r}: {index.describe(values)} is contended; try again",
+        index=index.name,
+        values=values,
+    )
+
+
+def _holder_keeps_claim(index: Index, values: tuple[Any, ...], holder: bytes) -> bool:
+    """True if ``holder`` implies the row; if not, delete its stale claim (under its lock)."""
+    holder_alias = shards.alias_for(holder)
+    with shards.errors_named(holder_alias), transaction.atomic(using=holder_alias):
+        current = lock_current(holder_alias, [holder])
+        held = stored_rows(holder, current.get(holder, (None, None))[1])
+        if (index, values) in held:
+            return True
+        delete_index_rows([(index, values, holder)])
+        return False
 
 
 def delete_index_rows(rows: Iterable[tuple[Index, tuple[Any, ...], bytes]]) -> int:

@@ -11,3 +11,6 @@ user_published_index = Index(
     types={"published": "int"},
 )
 tags_index = Index(table="index_tags", properties=["tags"], shard_on="tags")
+username_index = Index(
+    table="index_users_username", properties=["username"], shard_on="username", unique=True
+)
