@@ -1,0 +1,1 @@
+"""One module per leg; each ``run(bench)`` returns JSON-ready records."""

@@ -1,0 +1,179 @@
+"""The run's JSON record and its Markdown tables, with the targets of issues 3, 4 and 7."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+# (leg, pair, metric, comparison, bound): every target the issues set that a leg can check.
+TARGETS: list[tuple[str, str, str, str, float]] = [
+    ("put", "ours/raw", "throughput", ">=", 0.85),
+    ("bulk_put", "ours/raw", "throughput", ">=", 0.85),
+    ("get", "ours/raw", "throughput", ">=", 0.85),
+    ("get_many", "ours/raw", "throughput", ">=", 0.85),
+    ("query_page", "ours/raw", "throughput", ">=", 0.8),
+    ("query_page", "ours/json_column", "p50_latency", "<=", 2.0),
+    ("query_all", "ours/raw", "throughput", ">=", 0.8),
+    ("query_all", "ours/json_column", "p50_latency", "<=", 2.0),
+    ("query_all", "ours/json_unindexed", "throughput", ">=", 50.0),
+]
+SCALE_BOUND = 1.3
+
+
+def _met(value: float, comparison: str, bound: float) -> str:
+    if value is None or math.isnan(value):
+        return "n/a"
+    ok = value >= bound if comparison == ">=" else value <= bound
+    return "met" if ok else "**missed**"
+
+
+def target_for(leg: str, pair: str, metric: str) -> tuple[str, float] | None:
+    for t_leg, t_pair, t_metric, comparison, bound in TARGETS:
+        if (t_leg, t_pair, t_metric) == (leg, pair, metric):
+            return comparison, bound
+    return None
+
+
+def _f(value: Any, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if isinstance(value, float) and abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:,.{digits}f}" if isinstance(value, float) else f"{value:,}"
+
+
+def comparisons_table(records: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| leg | size | ours/baseline | throughput ratio | p50 ratio | ours ops/s"
+        " | ours p50 / p99 ms | baseline ops/s | baseline p50 / p99 ms | target |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for record in records:
+        ours = record["contenders"]["ours"]
+        for pair, ratio in record["ratios"].items():
+            base = record["contenders"][pair.split("/")[1]]
+            notes = []
+            for metric in ("throughput", "p50_latency"):
+                target = target_for(record["leg"], pair, metric)
+                if target:
+                    comparison, bound = target
+                    label = "throughput" if metric == "throughput" else "p50"
+                    notes.append(
+                        f"{label} {comparison} {bound:g}: {_met(ratio[metric], comparison, bound)}"
+                    )
+            lines.append(
+                f"| {record['leg']} | {record['size']:,} | {pair} | {_f(ratio['throughput'])}x"
+                f" | {_f(ratio['p50_latency'])}x | {_f(ours['throughput_per_s'])}"
+                f" | {_f(ours['p50_ms'])} / {_f(ours['p99_ms'])}"
+                f" | {_f(base['throughput_per_s'])} | {_f(base['p50_ms'])} / {_f(base['p99_ms'])}"
+                f" | {'; '.join(notes)} |"
+            )
+    return lines
+
+
+def scale_table(records: list[dict[str, Any]], summary: dict[str, Any]) -> list[str]:
+    lines = [
+        "| leg | size | ours p50 / p99 ms | raw p50 / p99 ms | json_column p50 / p99 ms"
+        " | ours/raw throughput | ours/json_column p50 |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for record in sorted(records, key=lambda r: (r["leg"], r["size"])):
+        c = record["contenders"]
+        json_col = c.get("json_column")
+        lines.append(
+            f"| {record['leg']} | {record['size']:,}"
+            f" | {_f(c['ours']['p50_ms'])} / {_f(c['ours']['p99_ms'])}"
+            f" | {_f(c['raw']['p50_ms'])} / {_f(c['raw']['p99_ms'])}"
+            + (f" | {_f(json_col['p50_ms'])} / {_f(json_col['p99_ms'])}" if json_col else " | -")
+            + f" | {_f(record['ratios']['ours/raw']['throughput'])}x"
+            + (
+                f" | {_f(record['ratios']['ours/json_column']['p50_latency'])}x"
+                if "ours/json_column" in record["ratios"]
+                else " | -"
+            )
+            + " |"
+        )
+    for leg, growth in summary.items():
+        ours = growth["ours"]
+        lines.append("")
+        lines.append(
+            f"{leg}: ours p50 at {growth['to_size']:,} is {_f(ours['p50_growth'])}x its p50 at "
+            f"{growth['from_size']:,} (p99 {_f(ours['p99_growth'])}x); target <= {SCALE_BOUND}: "
+            f"{_met(ours['p50_growth'], '<=', SCALE_BOUND)}"
+        )
+    return lines
+
+
+def index_add_table(records: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| contender | size | seconds | rows/s | writer before p50 / p99 / max ms"
+        " | writer during p50 / p99 / max ms | p99 during/before |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    notes = []
+    for record in records:
+        name = record["contender"]
+        if "pending" in record:
+            notes.append(f"- {name}: PENDING — {record['pending']}")
+            continue
+        if "error" in record:
+            notes.append(f"- {name}: refused by the server — {record['error']}")
+            continue
+        b, d = record["writer_before"], record["writer_during"]
+        lines.append(
+            f"| {name} | {record['size']:,} | {_f(record['seconds'])}"
+            f" | {_f(record.get('rows_per_s'))}"
+            f" | {_f(b['p50_ms'])} / {_f(b['p99_ms'])} / {_f(b['max_ms'])}"
+            f" | {_f(d['p50_ms'])} / {_f(d['p99_ms'])} / {_f(d['max_ms'])}"
+            f" | {_f(record['writer_p99_growth'])}x |"
+        )
+    return lines + (["", *notes] if notes else [])
+
+
+def markdown(run: dict[str, Any]) -> str:
+    machine = run["machine"]
+    out = [
+        f"# Benchmark run {run['started']}",
+        "",
+        f"Command: `{run['command']}` ({run['mode']} mode, {run['seconds']:.0f} s).",
+        "",
+        f"Machine: {machine['nproc']} cores, {machine['memory_gib']:.1f} GiB RAM, "
+        f"MariaDB {machine['mariadb']}, Python {machine['python']}, Django {machine['django']}, "
+        f"mysqlclient {machine['mysqlclient']}; load average {machine['loadavg_start']} at start, "
+        f"{machine['loadavg_end']} at end; code at {machine['git']}.",
+        "",
+        "Ratios are ours/baseline, computed per round inside this run and reported as the median "
+        "over rounds: a throughput ratio above 1 and a p50 ratio below 1 mean ours is faster.",
+        "",
+    ]
+    if run["loads"]:
+        out += [
+            "## Loading",
+            "",
+            "| size | store (bulk_put) entities/s | peer (server-side) rows/s |",
+        ]
+        out += ["|---:|---:|---:|"]
+        out += [
+            f"| {r['size']:,} | {_f(r['store_entities_per_s'])} | {_f(r['peer_rows_per_s'])} |"
+            for r in run["loads"]
+        ]
+        out.append("")
+    if run["comparisons"]:
+        out += ["## Comparisons", "", *comparisons_table(run["comparisons"]), ""]
+    if run["scale"]:
+        out += ["## Scale", "", *scale_table(run["scale"], run["scale_summary"]), ""]
+    if run["index_add"]:
+        out += ["## Index add on a live store", "", *index_add_table(run["index_add"]), ""]
+    return "\n".join(out) + "\n"
+
+
+def write(run: dict[str, Any], out_dir: Path) -> tuple[Path, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"{run['mode']}-{run['started'].replace(':', '').replace('-', '')}"
+    json_path = out_dir / f"{stem}.json"
+    md_path = out_dir / f"{stem}.md"
+    json_path.write_text(json.dumps(run, indent=2, default=str) + "\n")
+    md_path.write_text(markdown(run))
+    return json_path, md_path

@@ -1,0 +1,188 @@
+"""``python -m bench.run``: the whole benchmark in one run, on its own two MariaDB servers.
+
+    .venv/bin/python -m bench.run                # full: 10k, 100k, 1M entities (minutes)
+    .venv/bin/python -m bench.run --quick        # smoke: a few thousand entities, all legs
+    .venv/bin/python -m bench.run --legs get,query --sizes 10000,100000
+
+Starts two throwaway ``mariadbd`` (metadata, shard_0 and the JSON peer on the first; shard_1 on
+the second), migrates, grows the store through the sizes, runs the legs, and writes
+``<out>/<mode>-<timestamp>.json`` and ``.md``. See ``docs/performance.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from . import plan as plans
+from .data import stages
+
+MARIADB_DATABASES = {0: ("meta", "shard0", "peer"), 1: ("shard1",)}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smoke mode: a few thousand entities")
+    parser.add_argument(
+        "--sizes",
+        type=lambda s: [int(x) for x in s.split(",")],
+        help="store sizes to grow through (default 10000,100000,1000000; quick 1000,3000)",
+    )
+    parser.add_argument(
+        "--entities", type=int, help="one size only: the same as --sizes N --main-size N"
+    )
+    parser.add_argument(
+        "--main-size",
+        type=int,
+        help="the size where put/get/query legs run (default 100000, or the largest size)",
+    )
+    parser.add_argument(
+        "--legs",
+        type=lambda s: [x.strip() for x in s.split(",") if x.strip()],
+        default=list(plans.LEGS),
+        help=f"comma-separated subset of {','.join(plans.LEGS)} (default: all)",
+    )
+    parser.add_argument("--rounds", type=int, help="alternating rounds per comparison")
+    parser.add_argument("--buffer-pool", help="innodb_buffer_pool_size per server (1G; quick 128M)")
+    parser.add_argument("--out", type=Path, default=Path("bench/results"), help="output directory")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    args = parser.parse_args(argv)
+    unknown = set(args.legs) - set(plans.LEGS)
+    if unknown:
+        parser.error(f"unknown legs {sorted(unknown)}; legs: {','.join(plans.LEGS)}")
+    if args.entities:
+        args.sizes, args.main_size = [args.entities], args.entities
+    return args
+
+
+def start_databases(buffer_pool: str) -> list[Any]:
+    """Two servers, their databases created, their URLs exported for ``bench.settings``."""
+    import MySQLdb
+
+    from schemaless_store.testing.mariadb import start_servers
+
+    servers = start_servers(2, buffer_pool=buffer_pool)
+    for number, names in MARIADB_DATABASES.items():
+        conn = MySQLdb.connect(host="127.0.0.1", port=servers[number].port, user="root")
+        for name in names:
+            conn.cursor().execute(
+                f"CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+            )
+        conn.close()
+    first, second = servers
+    os.environ["BENCH_META_URL"] = first.url("meta")
+    os.environ["BENCH_SHARD_URLS"] = f"{first.url('shard0')},{second.url('shard1')}"
+    os.environ["BENCH_PEER_URL"] = first.url("peer")
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    return servers
+
+
+def machine(conn: Any) -> dict[str, Any]:
+    import django
+    import MySQLdb
+
+    cursor = conn.cursor()
+    cursor.execute("SELECT VERSION()")
+    (version,) = cursor.fetchone()
+    with open("/proc/meminfo") as meminfo:
+        total_kib = int(next(line for line in meminfo if line.startswith("MemTotal")).split()[1])
+    git = subprocess.run(
+        ["git", "describe", "--always", "--dirty"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    return {
+        "nproc": os.cpu_count(),
+        "memory_gib": total_kib / 1024 / 1024,
+        "mariadb": version,
+        "python": platform.python_version(),
+        "django": django.get_version(),
+        "mysqlclient": ".".join(str(p) for p in MySQLdb.version_info[:3]),
+        "platform": platform.platform(),
+        "loadavg_start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "git": git or "unknown",
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    plan = plans.choose(args.quick, args.sizes, args.main_size, args.rounds, args.buffer_pool)
+    started = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    clock = time.perf_counter()
+    servers = start_databases(plan.buffer_pool)
+
+    import django
+    from django.conf import settings
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrateall", verbosity=0)
+
+    from . import peer
+    from .context import Bench
+    from .legs import get, index_add, put, query, scale
+    from .load import load_stage
+    from .raw import RawStore, connect
+
+    peer_conn = connect(settings.DATABASES["peer"])
+    peer.create(peer_conn)
+    bench = Bench(
+        plan=plan,
+        servers=servers,
+        raw=RawStore(settings.DATABASES),
+        peer=peer.Peer(peer_conn),
+        verbose=not args.quiet,
+    )
+    run: dict[str, Any] = {
+        "mode": "quick" if args.quick else "full",
+        "command": shlex.join(["python", "-m", "bench.run", *(argv or sys.argv[1:])]),
+        "started": started.isoformat().replace("+00:00", "Z"),
+        "plan": plan.__dict__,
+        "legs": args.legs,
+        "machine": machine(peer_conn),
+        "loads": [],
+        "comparisons": [],
+        "scale": [],
+        "index_add": [],
+    }
+    main_legs = {
+        "put": put.run_put,
+        "bulk_put": put.run_bulk_put,
+        "get": get.run_get,
+        "get_many": get.run_get_many,
+        "query": query.run,
+    }
+    for stage in stages(list(plan.sizes)):
+        run["loads"].append(load_stage(bench, stage))
+        if "scale" in args.legs:
+            bench.log(f"scale: get and page query at {bench.size:,}")
+            run["scale"].extend(scale.run(bench))
+        if bench.size == plan.main_size:
+            for name, leg in main_legs.items():
+                if name in args.legs:
+                    bench.log(f"{name} at {bench.size:,}")
+                    found = leg(bench)
+                    run["comparisons"].extend(found if isinstance(found, list) else [found])
+    run["scale_summary"] = scale.summary(run["scale"])
+    if "index_add" in args.legs:
+        run["index_add"] = index_add.run(bench)
+    run["machine"]["loadavg_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    run["seconds"] = time.perf_counter() - clock
+    bench.raw.close()
+    peer_conn.close()
+    from .report import write
+
+    json_path, md_path = write(run, args.out)
+    print(md_path.read_text())
+    print(f"bench: wrote {json_path} and {md_path} in {run['seconds']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""Django settings for a benchmark run.
+
+``bench.run`` starts two throwaway MariaDB servers and exports their URLs before Django is set
+up; these settings read them back from the environment so that child processes (the cleaner,
+``manage.py``-style commands) see the very same databases:
+
+- ``BENCH_META_URL``: the metadata database (``default``), on the first server;
+- ``BENCH_SHARD_URLS``: comma-separated, one per shard (``shard_0`` on the first server,
+  ``shard_1`` on the second), exactly as ``tests/settings.py`` lays them out;
+- ``BENCH_PEER_URL``: the single-server peer (a table with a JSON column), on the first server.
+"""
+
+from __future__ import annotations
+
+import os
+
+from schemaless_store.dburls import database_from_url, databases_from_urls
+
+_TIMEOUTS = "connect_timeout=5&read_timeout=600&write_timeout=600"
+
+
+def _with_timeouts(url: str) -> str:
+    # ALTER TABLE ... ALGORITHM=COPY and the unindexed JSON scans at 1M rows outlast the
+    # store's default 30 s read timeout.
+    return url if "?" in url else f"{url}?{_TIMEOUTS}"
+
+
+DATABASES = databases_from_urls(
+    _with_timeouts(os.environ["BENCH_META_URL"]),
+    [_with_timeouts(url) for url in os.environ["BENCH_SHARD_URLS"].split(",")],
+)
+DATABASES["peer"] = database_from_url(_with_timeouts(os.environ["BENCH_PEER_URL"]))
+
+DATABASE_ROUTERS = ["schemaless_store.router.ShardRouter", "bench.benchapp.router.PeerRouter"]
+# Shards are named explicitly: "peer" is a database of its own, not a shard.
+SCHEMALESS = {"BUCKETS": 4096, "SHARDS": ["shard_0", "shard_1"]}
+
+INSTALLED_APPS = ["schemaless_store", "bench.benchapp"]
+SECRET_KEY = "bench-only"
+DEBUG = False  # DEBUG=True would record every query and skew the numbers
+USE_TZ = True
+TIME_ZONE = "UTC"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+LOGGING_CONFIG = None
