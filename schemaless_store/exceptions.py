@@ -64,6 +64,10 @@ class InvalidQuery(SchemalessError, ValueError):
     """A query is malformed: unknown lookup, bad value for a lookup, bad ordering or slice."""
 
 
+class InvalidCursor(InvalidQuery):
+    """A pagination cursor is malformed, tampered with, or belongs to another query."""
+
+
 class IndexNotReady(SchemalessError):
     """The index that covers a query is still being built by the cleaner."""
 

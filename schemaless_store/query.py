@@ -17,19 +17,27 @@ list matches when one of its elements does.
 
 from __future__ import annotations
 
+import hashlib
 import heapq
+import threading
 import uuid
+import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
+import msgpack
+from django.core import signing
+
 from . import keys, lifecycle, shards
-from .exceptions import IndexValueError, InvalidQuery, NoIndexForQuery
+from .exceptions import IndexValueError, InvalidCursor, InvalidQuery, NoIndexForQuery
 from .indexes import Index, registry
 from .lifecycle import maintained_indexes
 
+CURSOR_SALT = "schemaless_store.query.cursor"
 LOOKUPS = ("exact", "in", "gt", "gte", "lt", "lte")
 RANGE_LOOKUPS = ("gt", "gte", "lt", "lte")
 _SQL_OP = {"exact": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
@@ -316,16 +324,21 @@ class IndexQuery:
         yield from islice(self._matching(), self.offset, stop)
 
     def _matching(self) -> Iterator[Any]:
+        for _key, entity in self._matching_keyed():
+            yield entity
+
+    def _matching_keyed(self, after: tuple[Any, ...] | None = None) -> Iterator[tuple[Any, Any]]:
+        """(sort key of the row, entity) for every match, in order, after the ``after`` key."""
         index = self.index
         batch = self._batch_size()
         seen: set[bytes] = set()
-        rows = self._index_rows(batch)
+        rows = self._index_rows(batch, after)
         while True:
             chunk = list(islice(rows, batch))
             if not chunk:
                 return
             entities = fetch_by_ids(row[-1] for _key, row in chunk)
-            for _key, row in chunk:
+            for key, row in chunk:
                 entity_id = row[-1]
                 if entity_id in seen:
                     continue
@@ -333,7 +346,58 @@ class IndexQuery:
                 if entity is None or not self._row_is_current(index, row, entity):
                     continue
                 seen.add(entity_id)
-                yield entity
+                yield key, entity
+
+    # --- cursor pagination ------------------------------------------------------------------
+
+    def page(self, after: str | None = None, size: int = 30) -> Page:
+        """One page of ``size`` entities after an opaque ``cursor`` (None: the first page).
+
+        Keyset pagination on the index order: entities inserted while a reader pages never
+        cause duplicates or skip entities that existed when it started. The cursor is signed
+        (``django.core.signing``); a tampered or foreign cursor raises :class:`InvalidCursor`.
+        """
+        if self.offset or self.limit is not None:
+            raise InvalidQuery("page() works on an unsliced query; use size= for the page size")
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 1000:
+            raise InvalidQuery(f"page size must be an int from 1 to 1000, not {size!r}")
+        start = None if after is None else self._decode_cursor(after)
+        sized = self[:size]  # sizes the index batches for one page
+        found = list(islice(sized._matching_keyed(start), size + 1))
+        has_next = len(found) > size
+        entities = [entity for _key, entity in found[:size]]
+        cursor = self._encode_cursor(found[size - 1][0]) if has_next else None
+        return Page(entities=entities, next_cursor=cursor)
+
+    def _fingerprint(self) -> str:
+        index = self.index
+        described = sorted(
+            (prop, lookup, repr(value)) for prop, lookup, value in self._column_conditions(index)
+        )
+        text = repr((index.name, self.order, self.descending, described))
+        return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+    def _encode_cursor(self, key: tuple[Any, ...]) -> str:
+        return signing.dumps(
+            [self._fingerprint(), list(key)],
+            salt=CURSOR_SALT,
+            serializer=_CursorSerializer,
+            compress=True,
+        )
+
+    def _decode_cursor(self, cursor: str) -> tuple[Any, ...]:
+        if not isinstance(cursor, str):
+            raise InvalidCursor(f"a cursor is a string, not {type(cursor).__name__}")
+        try:
+            payload = signing.loads(cursor, salt=CURSOR_SALT, serializer=_CursorSerializer)
+        except (signing.BadSignature, ValueError, TypeError, zlib.error) as exc:
+            raise InvalidCursor("the cursor is invalid or was tampered with") from exc
+        if not (isinstance(payload, list) and len(payload) == 2 and isinstance(payload[1], list)):
+            raise InvalidCursor("the cursor is invalid or was tampered with")
+        fingerprint, key = payload
+        if fingerprint != self._fingerprint():
+            raise InvalidCursor("the cursor belongs to another query")
+        return tuple(key)
 
     def _row_is_current(self, index: Index, row: tuple[Any, ...], entity: Any) -> bool:
         try:
@@ -401,67 +465,150 @@ class IndexQuery:
                 return sorted({shards.alias_for(index.routing_key(v)) for v in value})
         return list(shards.shard_aliases())
 
-    def _index_rows(self, batch: int) -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...]]]:
-        """(sort key, row) pairs in result order, merged over the shards that can hold them."""
+    def _index_rows(
+        self, batch: int, after: tuple[Any, ...] | None = None
+    ) -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...]]]:
+        """(sort key, row) pairs in result order, merged over the shards that can hold them.
+
+        Several shards are read concurrently (their first batches at once, in threads); each
+        shard returns at most ``batch`` rows per query, so the work follows the page size.
+        """
         index = self.index
         conds = self._column_conditions(index)
         if any(lookup == "in" and not value for _p, lookup, value in conds):
             return iter(())
-        sort_positions = self._sort_columns(index)
-        streams = [
-            self._shard_rows(alias, index, conds, sort_positions, batch)
+        scans = [
+            _ShardScan(alias, index, conds, self._sort_columns(index), self.descending, batch)
             for alias in self._target_aliases(index, conds)
         ]
-        if len(streams) == 1:
-            return streams[0]
+        if len(scans) == 1:
+            return scans[0].rows(after)
+        first_batches = list(_scatter_pool().map(lambda scan: scan.fetch(after), scans))
+        streams = [
+            scan.rows(after, first) for scan, first in zip(scans, first_batches, strict=True)
+        ]
         return heapq.merge(*streams, key=lambda pair: pair[0], reverse=self.descending)
 
-    def _shard_rows(
+
+@dataclass
+class Page:
+    """A page of results and the cursor of the next one (None on the last page)."""
+
+    entities: list[Any]
+    next_cursor: str | None
+
+    @property
+    def has_next(self) -> bool:
+        return self.next_cursor is not None
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.entities)
+
+    def __len__(self) -> int:
+        return len(self.entities)
+
+
+class _CursorSerializer:
+    """Cursors carry bytes (index keys), which JSON cannot: MessagePack instead."""
+
+    def dumps(self, obj: Any) -> bytes:
+        return msgpack.packb(obj, use_bin_type=True)
+
+    def loads(self, data: bytes) -> Any:
+        try:
+            return msgpack.unpackb(data, raw=False)
+        except Exception as exc:  # msgpack raises several types for damaged input
+            raise ValueError(str(exc)) from exc
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _scatter_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="schemaless-scatter")
+        return _pool
+
+
+def reset_scatter_pool() -> None:
+    """Stop the scatter threads (their connections go with them); a new pool starts on demand."""
+    global _pool
+    with _pool_lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.shutdown(wait=True)
+
+
+class _ShardScan:
+    """Index rows of one shard in sort order, batch by batch, continued by keyset."""
+
+    def __init__(
         self,
         alias: str,
         index: Index,
         conds: list[tuple[str, str, Any]],
         sort_positions: list[int],
+        descending: bool,
         batch: int,
-    ) -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...]]]:
+    ) -> None:
+        self.alias, self.sort_positions, self.descending, self.batch = (
+            alias,
+            sort_positions,
+            descending,
+            batch,
+        )
         conn = shards.connection(alias)
         quote = conn.ops.quote_name
         columns = [*index.properties, "entity_id"]
-        where, params = [], []
+        self.where, self.params = [], []
         for prop, lookup, value in conds:
             if lookup == "in":
-                where.append(f"{quote(prop)} IN ({', '.join(['%s'] * len(value))})")
-                params.extend(value)
+                self.where.append(f"{quote(prop)} IN ({', '.join(['%s'] * len(value))})")
+                self.params.extend(value)
             else:
-                where.append(f"{quote(prop)} {_SQL_OP[lookup]} %s")
-                params.append(value)
-        direction = " DESC" if self.descending else ""
-        order_sql = ", ".join(f"{quote(columns[p])}{direction}" for p in sort_positions)
-        select = ", ".join(quote(c) for c in columns)
-        last: tuple[Any, ...] | None = None
+                self.where.append(f"{quote(prop)} {_SQL_OP[lookup]} %s")
+                self.params.append(value)
+        direction = " DESC" if descending else ""
+        self.order_sql = ", ".join(f"{quote(columns[p])}{direction}" for p in sort_positions)
+        self.sort_columns = [quote(columns[p]) for p in sort_positions]
+        self.select = f"SELECT {', '.join(quote(c) for c in columns)} FROM {quote(index.name)}"
+
+    def fetch(self, last: tuple[Any, ...] | None) -> list[tuple[Any, ...]]:
+        """One batch of rows after the ``last`` sort key (runs on any thread)."""
+        clauses, args = list(self.where), list(self.params)
+        if last is not None:
+            after_sql, after_args = _keyset_after(self.sort_columns, last, self.descending)
+            clauses.append(after_sql)
+            args.extend(after_args)
+        sql = (
+            self.select
+            + (f" WHERE {' AND '.join(clauses)}" if clauses else "")
+            + f" ORDER BY {self.order_sql} LIMIT {int(self.batch)}"
+        )
+        conn = shards.connection(self.alias)
+        with shards.errors_named(self.alias), conn.cursor() as cursor:
+            cursor.execute(sql, args)
+            return [
+                tuple(bytes(v) if isinstance(v, bytearray | memoryview) else v for v in raw)
+                for raw in cursor.fetchall()
+            ]
+
+    def rows(
+        self, after: tuple[Any, ...] | None, first: list[tuple[Any, ...]] | None = None
+    ) -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...]]]:
+        fetched = self.fetch(after) if first is None else first
         while True:
-            clauses, args = list(where), list(params)
-            if last is not None:
-                after_sql, after_args = _keyset_after(
-                    [quote(columns[p]) for p in sort_positions], last, self.descending
-                )
-                clauses.append(after_sql)
-                args.extend(after_args)
-            sql = (
-                f"SELECT {select} FROM {quote(index.name)}"
-                + (f" WHERE {' AND '.join(clauses)}" if clauses else "")
-                + f" ORDER BY {order_sql} LIMIT {int(batch)}"
-            )
-            with shards.errors_named(alias), conn.cursor() as cursor:
-                cursor.execute(sql, args)
-                fetched = cursor.fetchall()
-            for raw in fetched:
-                row = tuple(bytes(v) if isinstance(v, bytearray | memoryview) else v for v in raw)
-                key = tuple(row[p] for p in sort_positions)
+            key = after
+            for row in fetched:
+                key = tuple(row[p] for p in self.sort_positions)
                 yield key, row
-            if len(fetched) < batch:
+            if len(fetched) < self.batch:
                 return
-            last = key
+            after = key
+            fetched = self.fetch(after)
 
 
 def _keyset_after(
