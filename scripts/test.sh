@@ -12,6 +12,7 @@ results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT
 
 scripts/setup.sh .venv python3
+scripts/browser-deps.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 
