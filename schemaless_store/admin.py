@@ -95,7 +95,7 @@ class EntityBodyForm(forms.Form):
     """The body of an entity as JSON (:mod:`.jsonview`), plus when it was loaded."""
 
     body = forms.CharField(
-        widget=forms.Textarea(attrs={"class": "vLargeTextField schemaless-json", "rows": 24}),
+        widget=forms.Textarea(attrs={"class": "schemaless-json", "spellcheck": "false"}),
         strip=False,
     )
     loaded = forms.CharField(widget=forms.HiddenInput, required=False)
@@ -103,6 +103,9 @@ class EntityBodyForm(forms.Form):
     def __init__(self, *args: Any, entity: Entity, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.entity = entity
+        text = self.data.get("body") if self.is_bound else self.initial.get("body")
+        lines = (text or "").count("\n") + 1
+        self.fields["body"].widget.attrs["rows"] = max(8, min(40, lines + 2))
 
     def clean_body(self) -> dict[str, Any]:
         try:
