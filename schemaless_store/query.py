@@ -68,20 +68,19 @@ def fetch_by_ids(ids: Iterable[bytes]) -> dict[bytes, Any]:
     for alias, alias_ids in by_alias.items():
         conn = shards.connection(alias)
         convert = conn.ops.convert_datetimefield_value
-        with shards.errors_named(alias), conn.cursor() as cursor:
-            for start in range(0, len(alias_ids), batch):
-                chunk = alias_ids[start : start + batch]
-                marks = ", ".join(["%s"] * len(chunk))
-                cursor.execute(
-                    f"SELECT {ENTITY_COLUMNS} FROM entities WHERE id IN ({marks})", chunk
+        for start in range(0, len(alias_ids), batch):
+            chunk = alias_ids[start : start + batch]
+            marks = ", ".join(["%s"] * len(chunk))
+            rows = shards.read(
+                alias, f"SELECT {ENTITY_COLUMNS} FROM entities WHERE id IN ({marks})", chunk
+            )
+            for added_id, row_id, updated, body in rows:
+                row_id = bytes(row_id)
+                found[row_id] = Entity.from_db(
+                    alias,
+                    ROW_FIELDS,
+                    (added_id, row_id, convert(updated, None, conn), bytes(body)),
                 )
-                for added_id, row_id, updated, body in cursor.fetchall():
-                    row_id = bytes(row_id)
-                    found[row_id] = Entity.from_db(
-                        alias,
-                        ROW_FIELDS,
-                        (added_id, row_id, convert(updated, None, conn), bytes(body)),
-                    )
     return found
 
 
@@ -588,13 +587,10 @@ class _ShardScan:
             + (f" WHERE {' AND '.join(clauses)}" if clauses else "")
             + f" ORDER BY {self.order_sql} LIMIT {int(self.batch)}"
         )
-        conn = shards.connection(self.alias)
-        with shards.errors_named(self.alias), conn.cursor() as cursor:
-            cursor.execute(sql, args)
-            return [
-                tuple(bytes(v) if isinstance(v, bytearray | memoryview) else v for v in raw)
-                for raw in cursor.fetchall()
-            ]
+        return [
+            tuple(bytes(v) if isinstance(v, bytearray | memoryview) else v for v in raw)
+            for raw in shards.read(self.alias, sql, args)
+        ]
 
     def rows(
         self, after: tuple[Any, ...] | None, first: list[tuple[Any, ...]] | None = None

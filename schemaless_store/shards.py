@@ -103,6 +103,25 @@ def errors_named(alias: str) -> Iterator[None]:
         raise
 
 
+def read(alias: str, sql: str, params: list[Any] | tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """Run a read on ``alias`` and return its rows.
+
+    A connection that went stale (a server restart, ``wait_timeout``) is replaced once, outside
+    transactions: reads are safe to repeat. A server that is really down still fails with
+    :class:`ShardUnavailable`.
+    """
+    conn = connections[alias]
+    for attempt in (0, 1):
+        try:
+            with errors_named(alias), conn.cursor() as cursor:
+                cursor.execute(sql, params)
+                return list(cursor.fetchall())
+        except ShardUnavailable:
+            if attempt or conn.in_atomic_block:
+                raise
+    raise AssertionError("unreachable")
+
+
 def _discard_broken(alias: str) -> None:
     with contextlib.suppress(Exception):
         connections[alias].close()

@@ -111,3 +111,21 @@ def test_index_shard_down_leaves_no_partial_entity():
     assert (entity_rows("shard_0"), index_rows("index_user_id", "shard_0")) == before
     with pytest.raises(Entity.DoesNotExist):
         Entity.objects.get(id=entity_id)
+
+
+@pytest.mark.mariadb_only
+def test_a_connection_the_server_killed_is_replaced_for_reads():
+    import MySQLdb
+
+    e = Entity.objects.create(title="still here", id=id_on("shard_0"))
+    conn = connections["shard_0"]
+    conn.ensure_connection()
+    victim = conn.connection.thread_id()
+    settings = conn.settings_dict
+    killer = MySQLdb.connect(host=settings["HOST"], port=int(settings["PORT"]), user="root")
+    try:
+        killer.query(f"KILL {int(victim)}")
+    finally:
+        killer.close()
+    assert Entity.objects.get(id=e.id)["title"] == "still here"
+    assert conn.connection.thread_id() != victim
