@@ -1,9 +1,10 @@
 """Index lifecycle: ``building`` -> ``ready`` -> ``retired``, kept in the metadata database.
 
 Writers maintain every valid declared index, whatever its state: an index is maintained from the
-moment it is declared, while the cleaner backfills it. Queries use only ``ready`` indexes.
+moment it is declared, while the cleaner backfills it (:mod:`.cleaner`), which makes it ``ready``
+(:func:`mark_ready`) once every shard is backfilled. Queries use only ``ready`` indexes.
 Retired indexes are no longer declared, so nothing maintains them; their tables wait for
-``manage.py dropindex``.
+``manage.py dropindex`` (:func:`drop_retired`), after which the index is forgotten.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS
 
-from .exceptions import IndexNotReady
+from .exceptions import ConfigurationError, IndexNotReady
 from .indexes import Index, registry
 
 BUILDING, READY, RETIRED = "building", "ready", "retired"
@@ -78,6 +79,20 @@ def set_state(name: str, state: str) -> None:
     forget_states()
 
 
+def mark_ready(name: str) -> bool:
+    """``building`` -> ``ready`` (the cleaner's last step of a backfill). False if the index was
+    not building: a retirement that happened meanwhile must not be undone."""
+    from .models import IndexState
+
+    changed = (
+        IndexState.objects.using(DEFAULT_DB_ALIAS)
+        .filter(name=name, state=BUILDING)
+        .update(state=READY)
+    )
+    forget_states()
+    return bool(changed)
+
+
 def store_is_empty() -> bool:
     from . import shards
     from .models import Entity
@@ -87,7 +102,7 @@ def store_is_empty() -> bool:
 
 def declare(index: Index, *, empty: bool | None = None) -> str:
     """Record a newly declared index: ``ready`` on an empty store, else ``building``."""
-    from .models import IndexState
+    from .models import CleanerCheckpoint, IndexState
 
     existing = IndexState.objects.using(DEFAULT_DB_ALIAS).filter(name=index.name).first()
     if existing is not None and existing.state != RETIRED:
@@ -99,6 +114,9 @@ def declare(index: Index, *, empty: bool | None = None) -> str:
         name=index.name,
         defaults={"state": state, "properties": list(index.properties), "shard_on": index.shard_on},
     )
+    # Checkpoints of an earlier life of this name (declared, retired, declared again) would make
+    # the cleaner skip a backfill that has not happened.
+    CleanerCheckpoint.objects.using(DEFAULT_DB_ALIAS).filter(index_name=index.name).delete()
     forget_states()
     return state
 
@@ -146,3 +164,63 @@ def promote_if_empty() -> None:
     if empty:
         for name in building:
             set_state(name, READY)
+
+
+# --- retired indexes ---------------------------------------------------------------------------
+
+
+def retired_names() -> list[str]:
+    from .models import IndexState
+
+    return sorted(
+        IndexState.objects.using(DEFAULT_DB_ALIAS)
+        .filter(state=RETIRED)
+        .values_list("name", flat=True)
+    )
+
+
+def check_droppable(name: str) -> None:
+    """Raise :class:`ConfigurationError` (saying what to do) unless ``name`` is retired."""
+    from .models import IndexState
+
+    if name in registry:
+        state = states(refresh=True).get(name, "not recorded yet")
+        raise ConfigurationError(
+            f"index {name!r} is still declared (state: {state}); only a retired index can be "
+            "dropped. Remove its declaration from your indexes.py, deploy, run "
+            f"`manage.py migrateall` (which marks it retired), then `manage.py dropindex {name}`"
+        )
+    found = IndexState.objects.using(DEFAULT_DB_ALIAS).filter(name=name).first()
+    if found is None:
+        retired = retired_names()
+        raise ConfigurationError(
+            f"no index named {name!r} is known; retired indexes: "
+            f"{', '.join(retired) if retired else 'none'}"
+        )
+    if found.state != RETIRED:
+        raise ConfigurationError(
+            f"index {name!r} is {found.state}, not retired, although no longer declared here: "
+            "run `manage.py migrateall` so removed declarations are marked retired"
+        )
+
+
+def drop_retired(name: str) -> list[str]:
+    """Drop a retired index's tables on every shard and forget its state and checkpoints.
+
+    Returns the shard aliases. Every process must run code without the declaration first: a
+    process that still declares the index would fail to write to the dropped table.
+    """
+    from . import shards
+    from .indexes import drop_table
+    from .models import CleanerCheckpoint, IndexState
+
+    check_droppable(name)
+    aliases = list(shards.shard_aliases())
+    for alias in aliases:
+        with shards.errors_named(alias):
+            drop_table(alias, name)
+    # Pass records stay: they are the history the admin shows.
+    CleanerCheckpoint.objects.using(DEFAULT_DB_ALIAS).filter(index_name=name).delete()
+    IndexState.objects.using(DEFAULT_DB_ALIAS).filter(name=name, state=RETIRED).delete()
+    forget_states()
+    return aliases

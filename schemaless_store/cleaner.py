@@ -1,0 +1,829 @@
+"""The cleaner: backfills new indexes and keeps every index exact (DESIGN section 5).
+
+For each index, one pass over the chosen shards:
+
+- **backfill** (only while the index is ``building``): walk ``entities`` by ``added_id``, in
+  batches, up to the highest ``added_id`` seen when the backfill started (later entities were
+  written by writers that maintain the index), inserting the rows each entity implies with
+  idempotent statements, and saving a checkpoint after every batch. A killed backfill resumes
+  from its checkpoint. When every shard is done the index becomes ``ready``.
+- **repair**: walk ``entities`` newest ``updated`` first, compare each batch with the index
+  (:func:`.consistency.compare`), insert missing rows, remove stale ones through
+  :func:`.writes.remove_stale` (the write protocol's locked re-check).
+- **sweep**: walk the index table on the shard by primary key and remove rows whose entity no
+  longer exists (orphans) or no longer implies them (stale), again through ``remove_stale``;
+  rows on the wrong shard (after buckets moved) are re-added where they belong, then deleted.
+
+Entities are read with plain reads (no locks): a batch never blocks a writer. A row inserted
+from such a read can race with a writer that changes the entity meanwhile, so after inserting,
+the batch re-reads ``updated`` of those entities, and hands the rows of any entity that changed
+to ``remove_stale``, which keeps only what the entity (locked, current) still implies.
+
+One cleaner works a given (index, shard) at a time (:mod:`.cleaner_lock`); a second one skips it
+(or waits, ``lock_wait``) and says so. Each pass is recorded in :class:`~.models.CleanerPass`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from django.db import DEFAULT_DB_ALIAS, close_old_connections, connections, transaction
+from django.utils import timezone
+from tqdm import tqdm
+
+from . import lifecycle, shards, writes
+from .cleaner_lock import CleanerLock
+from .codec import decode_body
+from .consistency import compare
+from .exceptions import ConfigurationError, CorruptBody, IndexValueError, UniqueViolation
+from .indexes import Index, registry
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BATCH_SIZE = 500
+DEFAULT_INTERVAL = 60.0
+# Pass records are saved at most this often while a pass runs (and always at its end).
+RECORD_EVERY_SECONDS = 2.0
+# Problems kept verbatim in a pass record's message; the rest are counted.
+MAX_NOTES = 20
+# Rows per DELETE statement (row-value IN lists).
+DELETE_CHUNK = 200
+
+DONE, INTERRUPTED, FAILED, SKIPPED = "done", "interrupted", "failed", "skipped"
+BACKFILL, REPAIR, SWEEP = "backfill", "repair", "sweep"
+
+Row = tuple[Index, tuple[Any, ...], bytes]  # (index, column values, entity id)
+# One entity read from a shard: (added_id, id, updated as read, body).
+EntityRow = tuple[int, bytes, Any, bytes]
+
+
+@dataclass
+class PassResult:
+    """What one pass did on one (index, shard)."""
+
+    index: str
+    shard: str
+    kind: str
+    status: str = DONE
+    scanned: int = 0  # entities (backfill, repair) or index rows (sweep) looked at
+    inserted: int = 0  # rows written (backfill: including rows writers had already added)
+    stale_removed: int = 0
+    orphans_removed: int = 0
+    errors: int = 0  # entities skipped: corrupt body, values that do not fit, unique conflicts
+    seconds: float = 0.0
+    message: str = ""
+    failure: str = field(default="", repr=False)
+    notes: list[str] = field(default_factory=list, repr=False)  # the first MAX_NOTES problems
+    record: Any = field(default=None, repr=False)
+    saved_at: float = field(default=0.0, repr=False)
+
+    def describe(self) -> str:
+        counts = (
+            f"{self.scanned} scanned, {self.inserted} inserted, {self.stale_removed} stale "
+            f"removed, {self.orphans_removed} orphans removed, {self.errors} errors"
+        )
+        text = f"{self.kind} of {self.index} on {self.shard}: {self.status}"
+        if self.status != SKIPPED:
+            text += f" in {self.seconds:.1f}s ({counts})"
+        return text + (f": {self.message}" if self.message else "")
+
+
+@dataclass
+class Summary:
+    """Totals over every pass of a run."""
+
+    passes: list[PassResult] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # index-level: no state, not backfilled
+    seconds: float = 0.0
+
+    def total(self, name: str) -> int:
+        return sum(getattr(p, name) for p in self.passes)
+
+    @property
+    def failed(self) -> list[PassResult]:
+        return [p for p in self.passes if p.status == FAILED]
+
+    @property
+    def skipped(self) -> list[PassResult]:
+        return [p for p in self.passes if p.status == SKIPPED]
+
+    def describe(self) -> str:
+        text = (
+            f"Cleaner finished in {self.seconds:.1f}s: {self.total('inserted')} rows inserted, "
+            f"{self.total('stale_removed')} stale removed, {self.total('orphans_removed')} "
+            f"orphans removed ({self.total('scanned')} scanned, {self.total('errors')} errors"
+        )
+        if self.skipped:
+            text += f", {len(self.skipped)} skipped: locked by another cleaner"
+        if self.failed:
+            text += f", {len(self.failed)} failed"
+        return text + ")."
+
+
+class Cleaner:
+    """Backfills and repairs indexes; ``run()`` until done (``once``) or until stopped.
+
+    ``indexes`` and ``shards`` (names and aliases) default to every declared index and every
+    shard. ``sleep`` pauses after each batch (throttle), ``interval`` between rounds when not
+    ``once``, ``lock_wait`` is how long to wait for another cleaner's lock before skipping.
+    SIGINT/SIGTERM (when run in the main thread) or :meth:`stop` finish the current batch and
+    end the run.
+    """
+
+    def __init__(
+        self,
+        *,
+        indexes: Sequence[str] | None = None,
+        shards: Sequence[str] | None = None,
+        once: bool = False,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        sleep: float = 0.0,
+        interval: float = DEFAULT_INTERVAL,
+        lock_wait: float = 0.0,
+        progress: bool = False,
+        progress_file: TextIO | None = None,
+    ) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a whole number of at least 1, not {batch_size!r}")
+        for name, value in (("sleep", sleep), ("interval", interval), ("lock_wait", lock_wait)):
+            if not isinstance(value, int | float) or value < 0:
+                raise ValueError(f"{name} must be a number of seconds (0 or more), not {value!r}")
+        self.indexes = _resolve_indexes(indexes)
+        self.aliases = _resolve_aliases(shards)
+        self.once = once
+        self.batch_size = batch_size
+        self.sleep = float(sleep)
+        self.interval = float(interval)
+        self.lock_wait = float(lock_wait)
+        self.progress = progress
+        self.progress_file = progress_file
+        self._stop = threading.Event()
+
+    # --- running and stopping ---------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return not self._stop.is_set()
+
+    @running.setter
+    def running(self, value: bool) -> None:
+        if value:
+            self._stop.clear()
+        else:
+            self._stop.set()
+
+    def stop(self) -> None:
+        """Finish the current batch, then end the run."""
+        self._stop.set()
+
+    def run(self) -> Summary:
+        """Run rounds (each: backfill, repair, sweep of every index) until done or stopped."""
+        summary = Summary()
+        started = time.monotonic()
+        restore = self._handle_signals()
+        try:
+            while self.running:
+                self.run_round(summary)
+                if self.once:
+                    break
+                logger.debug("round done; next one in %.0fs", self.interval)
+                self._stop.wait(self.interval)
+        finally:
+            restore()
+            shards.close_index_connections()
+            summary.seconds = time.monotonic() - started
+        return summary
+
+    def run_round(self, summary: Summary | None = None) -> Summary:
+        """One full pass over every chosen index and shard."""
+        summary = summary if summary is not None else Summary()
+        states = lifecycle.states(refresh=True)
+        for index in self.indexes:
+            if not self.running:
+                break
+            self._clean_index(index, states.get(index.name), summary)
+        return summary
+
+    def _handle_signals(self) -> Callable[[], None]:
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in _STOP_SIGNALS}
+
+        def restore() -> None:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+        return restore
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        logger.info(
+            "%s received: finishing the current batch, then stopping", signal.Signals(signum).name
+        )
+        self.stop()
+
+    # --- one index ------------------------------------------------------------------------
+
+    def _clean_index(self, index: Index, state: str | None, summary: Summary) -> None:
+        if state is None or state == lifecycle.RETIRED:
+            problem = (
+                f"index {index.name!r} has no state yet"
+                if state is None
+                else f"index {index.name!r} is declared but still marked retired"
+            ) + ": run `manage.py migrateall` first (it creates its tables and records it)"
+            logger.error(problem)
+            summary.problems.append(problem)
+            return
+        if state == lifecycle.BUILDING:
+            for alias in self.aliases:
+                summary.passes.append(self._run_pass(index, alias, BACKFILL))
+                if not self.running:
+                    return
+            waiting = self._shards_to_backfill(index)
+            if waiting:
+                problem = (
+                    f"index {index.name!r} is still building: shards {', '.join(waiting)} are not "
+                    "backfilled yet, so it is not repaired this round"
+                )
+                logger.warning(problem)
+                summary.problems.append(problem)
+                return
+            if lifecycle.mark_ready(index.name):
+                logger.info("index %s is backfilled on every shard: it is ready", index.name)
+        for kind in (REPAIR, SWEEP):
+            for alias in self.aliases:
+                if not self.running:
+                    return
+                summary.passes.append(self._run_pass(index, alias, kind))
+
+    def _shards_to_backfill(self, index: Index) -> list[str]:
+        from .models import CleanerCheckpoint
+
+        done = set(
+            CleanerCheckpoint.objects.using(DEFAULT_DB_ALIAS)
+            .filter(index_name=index.name, done=True)
+            .values_list("shard", flat=True)
+        )
+        return [alias for alias in shards.shard_aliases() if alias not in done]
+
+    def _run_pass(self, index: Index, alias: str, kind: str) -> PassResult:
+        result = PassResult(index=index.name, shard=alias, kind=kind)
+        lock = CleanerLock(index.name, alias)
+        started = time.monotonic()
+        try:
+            got = lock.acquire(self.lock_wait, keep_waiting=lambda: self.running)
+        except Exception as exc:
+            result.status, result.message = FAILED, f"cannot take the lock: {_one_line(exc)}"
+            logger.error("%s", result.describe())
+            return result
+        if not got:
+            result.status = SKIPPED
+            result.message = (
+                f"another cleaner is working on {index.name} on {alias} (it holds "
+                f"{lock.describe()}); skipped"
+            )
+            logger.warning("%s", result.message)
+            return result
+        try:
+            self._close_abandoned_passes(index.name, alias)
+            walk = {BACKFILL: self._backfill, REPAIR: self._repair, SWEEP: self._sweep}[kind]
+            walk(index, alias, result)
+        except Exception as exc:
+            result.status, result.failure = FAILED, _one_line(exc)
+            logger.exception("%s of %s on %s failed", kind, index.name, alias)
+        finally:
+            lock.release()
+            result.seconds = time.monotonic() - started
+            result.message = _message(result)
+            try:
+                self._save_record(result, final=True)
+            except Exception:
+                logger.exception(
+                    "could not record the %s pass of %s on %s", kind, index.name, alias
+                )
+        busy = result.inserted or result.stale_removed or result.orphans_removed or result.errors
+        level = logging.INFO if busy or result.status != DONE else logging.DEBUG
+        if result.record is not None or result.status != DONE:
+            logger.log(level, "%s", result.describe())
+        return result
+
+    # --- backfill -------------------------------------------------------------------------
+
+    def _backfill(self, index: Index, alias: str, result: PassResult) -> None:
+        from .models import CleanerCheckpoint
+
+        checkpoint, _ = CleanerCheckpoint.objects.using(DEFAULT_DB_ALIAS).get_or_create(
+            index_name=index.name, shard=alias
+        )
+        if checkpoint.done:
+            return  # nothing to record: an earlier pass finished this shard
+        self._start_record(result)
+        if checkpoint.target_added_id is None:
+            target = self._scalar(alias, "SELECT MAX(added_id) FROM entities") or 0
+            checkpoint.target_added_id = target
+            checkpoint.entities_total = self._scalar(
+                alias, "SELECT COUNT(*) FROM entities WHERE added_id <= %s", [target]
+            )
+            checkpoint.save(update_fields=["target_added_id", "entities_total", "changed"])
+        elif checkpoint.last_added_id:
+            logger.info(
+                "backfill of %s on %s resumes after added_id %d (%d of %s entities done)",
+                index.name,
+                alias,
+                checkpoint.last_added_id,
+                checkpoint.entities_done,
+                checkpoint.entities_total,
+            )
+        with self._bar(
+            f"backfill {index.name} {alias}",
+            checkpoint.entities_total,
+            checkpoint.entities_done,
+            "entities",
+        ) as bar:
+            for batch in self._batches(
+                lambda _previous: self._entities_after(
+                    alias, checkpoint.last_added_id, checkpoint.target_added_id
+                ),
+                result,
+            ):
+                self._index_entities(index, alias, batch, result)
+                checkpoint.last_added_id = batch[-1][0]
+                checkpoint.entities_done += len(batch)
+                checkpoint.save(update_fields=["last_added_id", "entities_done", "changed"])
+                bar.update(len(batch))
+        if result.status == DONE:
+            checkpoint.done = True
+            checkpoint.save(update_fields=["done", "changed"])
+
+    def _index_entities(
+        self, index: Index, alias: str, batch: list[EntityRow], result: PassResult
+    ) -> None:
+        rows: list[Row] = []
+        seen: dict[bytes, Any] = {}
+        for _added_id, entity_id, updated, body in batch:
+            properties = self._decode(alias, entity_id, body, result)
+            if properties is None:
+                continue
+            try:
+                implied = index.rows_for(properties)
+            except IndexValueError as exc:
+                self._note(result, f"entity {entity_id.hex()}: {exc}; it is not indexed")
+                continue
+            seen[entity_id] = updated
+            rows.extend((index, values, entity_id) for values in implied)
+        result.inserted += self._insert_checked(index, alias, rows, seen, result)
+
+    # --- repair ---------------------------------------------------------------------------
+
+    def _repair(self, index: Index, alias: str, result: PassResult) -> None:
+        self._start_record(result)
+        total = self._scalar(alias, "SELECT COUNT(*) FROM entities")
+
+        def fetch(previous: list[EntityRow] | None) -> list[EntityRow]:
+            bound = None if previous is None else (previous[-1][2], previous[-1][0])
+            return self._entities_newest_first(alias, bound)
+
+        with self._bar(f"repair {index.name} {alias}", total, 0, "entities") as bar:
+            for batch in self._batches(fetch, result):
+                self._repair_entities(index, alias, batch, result)
+                bar.update(len(batch))
+
+    def _repair_entities(
+        self, index: Index, alias: str, batch: list[EntityRow], result: PassResult
+    ) -> None:
+        properties: dict[bytes, Any] = {}
+        seen: dict[bytes, Any] = {}
+        for _added_id, entity_id, updated, body in batch:
+            decoded = self._decode(alias, entity_id, body, result)
+            if decoded is not None:
+                properties[entity_id] = decoded
+                seen[entity_id] = updated
+        diff = compare(index, properties)
+        for entity_id in diff.unindexable:
+            self._note(
+                result, f"entity {entity_id.hex()}: its values do not fit index {index.name}"
+            )
+        missing = [(index, values, entity_id) for values, entity_id in diff.missing]
+        result.inserted += self._insert_checked(index, alias, missing, seen, result)
+        for entity_alias, candidates in diff.stale_by_entity_shard().items():
+            result.stale_removed += writes.remove_stale(entity_alias, candidates)
+
+    # --- sweep ----------------------------------------------------------------------------
+
+    def _sweep(self, index: Index, alias: str, result: PassResult) -> None:
+        self._start_record(result)
+        table = shards.connection(alias).ops.quote_name(index.name)
+        total = self._scalar(alias, f"SELECT COUNT(*) FROM {table}")
+
+        def fetch(previous: list[tuple[Any, ...]] | None) -> list[tuple[Any, ...]]:
+            return self._index_rows_after(index, alias, None if previous is None else previous[-1])
+
+        with self._bar(f"sweep {index.name} {alias}", total, 0, "rows") as bar:
+            for batch in self._batches(fetch, result):
+                self._sweep_rows(index, alias, batch, result)
+                bar.update(len(batch))
+
+    def _sweep_rows(
+        self, index: Index, alias: str, batch: list[tuple[Any, ...]], result: PassResult
+    ) -> None:
+        found = self._current_entities({row[-1] for row in batch})
+        implied: dict[bytes, set[tuple[Any, ...]] | None] = {}
+        orphans: dict[str, dict[bytes, set[tuple[Index, tuple[Any, ...]]]]] = _nested()
+        stale: dict[str, dict[bytes, set[tuple[Index, tuple[Any, ...]]]]] = _nested()
+        rehome: dict[str, list[Row]] = defaultdict(list)
+        seen: dict[bytes, Any] = {}
+        misplaced_orphans, misplaced_other = [], []
+        for row in batch:
+            values, entity_id = tuple(row[:-1]), row[-1]
+            entity_alias = shards.alias_for(entity_id)
+            home = shards.alias_for(index.routing_key(values[index.shard_position]))
+            if entity_id not in found:
+                if home == alias:
+                    orphans[entity_alias][entity_id].add((index, values))
+                else:
+                    misplaced_orphans.append(row)
+                continue
+            if entity_id not in implied:
+                updated, body = found[entity_id]
+                implied[entity_id] = self._implied(index, alias, entity_id, body, result)
+                seen[entity_id] = updated
+            rows = implied[entity_id]
+            if home != alias:
+                # Wrong shard (its buckets moved): deleting it is always safe once the entity's
+                # row, if it still needs one, exists where queries look for it.
+                misplaced_other.append(row)
+                if rows is not None and values in rows:
+                    rehome[entity_alias].append((index, values, entity_id))
+            elif rows is not None and values not in rows:
+                stale[entity_alias][entity_id].add((index, values))
+            # rows is None: undecodable body; its rows are left alone (reported)
+        for entity_alias, candidates in orphans.items():
+            result.orphans_removed += writes.remove_stale(entity_alias, candidates)
+        for entity_alias, candidates in stale.items():
+            result.stale_removed += writes.remove_stale(entity_alias, candidates)
+        for entity_alias, rows_to_add in rehome.items():
+            result.inserted += self._insert_checked(index, entity_alias, rows_to_add, seen, result)
+        result.orphans_removed += self._delete_on(index, alias, misplaced_orphans)
+        result.stale_removed += self._delete_on(index, alias, misplaced_other)
+
+    def _implied(
+        self, index: Index, alias: str, entity_id: bytes, body: bytes, result: PassResult
+    ) -> set[tuple[Any, ...]] | None:
+        properties = self._decode(shards.alias_for(entity_id), entity_id, body, result)
+        if properties is None:
+            return None
+        try:
+            return index.rows_for(properties)
+        except IndexValueError:
+            return set()  # the entity cannot be in this index: any row of it is stale
+
+    # --- batches ----------------------------------------------------------------------------
+
+    def _batches(
+        self, fetch: Callable[[Any], list[Any]], result: PassResult
+    ) -> Iterator[list[Any]]:
+        """Batches from ``fetch(previous batch or None)`` until it returns none (``done``) or
+        the cleaner is stopped (``interrupted``, after the current batch). Throttles and
+        records between batches."""
+        batch = None
+        while True:
+            if not self.running:
+                result.status = INTERRUPTED
+                return
+            _close_old_connections()
+            batch = fetch(batch)
+            if not batch:
+                result.status = DONE
+                return
+            yield batch
+            result.scanned += len(batch)
+            self._save_record(result)
+            if self.sleep:
+                self._stop.wait(self.sleep)
+
+    def _bar(self, desc: str, total: int | None, initial: int, unit: str) -> tqdm:
+        return tqdm(
+            total=total,
+            initial=initial,
+            desc=desc,
+            unit=f" {unit}",
+            disable=not self.progress,
+            file=self.progress_file,
+            dynamic_ncols=True,
+            mininterval=0.5,
+        )
+
+    # --- SQL: reads -------------------------------------------------------------------------
+
+    def _scalar(self, alias: str, sql: str, params: Sequence[Any] = ()) -> Any:
+        with shards.errors_named(alias), shards.connection(alias).cursor() as cursor:
+            cursor.execute(sql, list(params))
+            return cursor.fetchone()[0]
+
+    def _entity_rows(self, alias: str, sql: str, params: Sequence[Any]) -> list[EntityRow]:
+        with shards.errors_named(alias), shards.connection(alias).cursor() as cursor:
+            cursor.execute(sql, list(params))
+            return [
+                (added_id, bytes(entity_id), updated, bytes(body))
+                for added_id, entity_id, updated, body in cursor.fetchall()
+            ]
+
+    def _entities_after(self, alias: str, after: int, upto: int) -> list[EntityRow]:
+        return self._entity_rows(
+            alias,
+            "SELECT added_id, id, updated, body FROM entities "
+            f"WHERE added_id > %s AND added_id <= %s ORDER BY added_id LIMIT {self.batch_size}",
+            [after, upto],
+        )
+
+    def _entities_newest_first(self, alias: str, bound: tuple[Any, int] | None) -> list[EntityRow]:
+        where, params = "", []
+        if bound is not None:
+            updated = _as_param(alias, bound[0])
+            # The leading "<=" lets the server seek the updated index; the OR breaks ties.
+            where = "WHERE updated <= %s AND (updated < %s OR added_id < %s) "
+            params = [updated, updated, bound[1]]
+        return self._entity_rows(
+            alias,
+            f"SELECT added_id, id, updated, body FROM entities {where}"
+            f"ORDER BY updated DESC, added_id DESC LIMIT {self.batch_size}",
+            params,
+        )
+
+    def _index_rows_after(
+        self, index: Index, alias: str, last: tuple[Any, ...] | None
+    ) -> list[tuple[Any, ...]]:
+        conn = shards.connection(alias)
+        columns = [conn.ops.quote_name(c) for c in (*index.properties, "entity_id")]
+        where, params = "", []
+        if last is not None:
+            after, params = _keyset_after(columns, last)
+            where = f" WHERE {after}"
+        sql = (
+            f"SELECT {', '.join(columns)} FROM {conn.ops.quote_name(index.name)}{where} "
+            f"ORDER BY {', '.join(columns)} LIMIT {self.batch_size}"
+        )
+        with shards.errors_named(alias), conn.cursor() as cursor:
+            cursor.execute(sql, params)
+            return [tuple(_plain(v) for v in row) for row in cursor.fetchall()]
+
+    def _current_entities(self, ids: Iterable[bytes]) -> dict[bytes, tuple[Any, bytes]]:
+        """``{id: (updated, body)}`` of the ids that exist, read (unlocked) from their shards."""
+        by_alias: dict[str, list[bytes]] = defaultdict(list)
+        for entity_id in ids:
+            by_alias[shards.alias_for(entity_id)].append(entity_id)
+        found: dict[bytes, tuple[Any, bytes]] = {}
+        for alias, alias_ids in by_alias.items():
+            for chunk in _chunks(alias_ids, 500):
+                marks = ", ".join(["%s"] * len(chunk))
+                with shards.errors_named(alias), shards.connection(alias).cursor() as cursor:
+                    cursor.execute(
+                        f"SELECT id, updated, body FROM entities WHERE id IN ({marks})", chunk
+                    )
+                    for entity_id, updated, body in cursor.fetchall():
+                        found[bytes(entity_id)] = (updated, bytes(body))
+        return found
+
+    def _updated_of(self, alias: str, ids: list[bytes]) -> dict[bytes, Any]:
+        updated: dict[bytes, Any] = {}
+        for chunk in _chunks(ids, 500):
+            marks = ", ".join(["%s"] * len(chunk))
+            with shards.errors_named(alias), shards.connection(alias).cursor() as cursor:
+                cursor.execute(f"SELECT id, updated FROM entities WHERE id IN ({marks})", chunk)
+                updated.update((bytes(i), u) for i, u in cursor.fetchall())
+        return updated
+
+    # --- SQL: writes ------------------------------------------------------------------------
+
+    def _write(self, operation: Callable[[], Any]) -> Any:
+        """Run index writes briefly under the store's write lock (it serializes SQLite shards),
+        retried after a deadlock. On SQLite the batch is one transaction per shard file: index
+        rows share Django's connection there, and a commit per row would be slow."""
+        sqlite_aliases = [a for a in shards.shard_aliases() if shards.vendor(a) == "sqlite"]
+
+        def attempt() -> Any:
+            with contextlib.ExitStack() as stack:
+                for alias in sqlite_aliases:
+                    stack.enter_context(transaction.atomic(using=alias))
+                return operation()
+
+        with shards.write_lock():
+            return shards.with_retries(attempt)
+
+    def _insert_checked(
+        self,
+        index: Index,
+        alias: str,
+        rows: list[Row],
+        seen: dict[bytes, Any],
+        result: PassResult,
+    ) -> int:
+        """Insert rows computed from unlocked reads of entities on ``alias``; then hand the rows
+        of every entity whose ``updated`` changed since (or that is gone) to ``remove_stale``.
+
+        A writer that changed the entity before our insert may already have removed the old
+        row, which our insert would then bring back; one that changes it after our re-read
+        removes the row itself. Returns the number of rows written.
+        """
+        if not rows:
+            return 0
+        written = self._insert(index, rows, result)
+        if not written:
+            return 0
+        now = self._updated_of(alias, list({entity_id for _, _, entity_id in written}))
+        changed: dict[bytes, set[tuple[Index, tuple[Any, ...]]]] = defaultdict(set)
+        for row_index, values, entity_id in written:
+            if now.get(entity_id) != seen.get(entity_id):
+                changed[entity_id].add((row_index, values))
+        if changed:
+            removed = writes.remove_stale(alias, changed)
+            logger.debug("%d rows of entities changed meanwhile were taken back", removed)
+        return len(written)
+
+    def _insert(self, index: Index, rows: list[Row], result: PassResult) -> list[Row]:
+        if not index.unique:
+            self._write(lambda: writes.add_index_rows(rows))
+            return rows
+        # A unique claim can collide with another entity's: report that entity, go on.
+        written = []
+        for row in rows:
+            try:
+                self._write(lambda row=row: writes.add_index_rows([row]))
+            except UniqueViolation as exc:
+                self._note(result, f"entity {row[2].hex()} is not indexed: {exc}")
+                continue
+            written.append(row)
+        return written
+
+    def _delete_on(self, index: Index, alias: str, rows: list[tuple[Any, ...]]) -> int:
+        """Delete these exact rows from the index table on ``alias`` (not where they route)."""
+        if not rows:
+            return 0
+        conn = shards.index_connection(alias)
+        quote = conn.ops.quote_name
+        columns = ", ".join(quote(c) for c in (*index.properties, "entity_id"))
+        one = "(" + ", ".join(["%s"] * (len(index.properties) + 1)) + ")"
+
+        def delete() -> int:
+            deleted = 0
+            with shards.errors_named(alias), conn.cursor() as cursor:
+                for chunk in _chunks(rows, DELETE_CHUNK):
+                    cursor.execute(
+                        f"DELETE FROM {quote(index.name)} WHERE ({columns}) IN "
+                        f"({', '.join([one] * len(chunk))})",
+                        [value for row in chunk for value in row],
+                    )
+                    deleted += cursor.rowcount
+            return deleted
+
+        return self._write(delete)
+
+    # --- reporting --------------------------------------------------------------------------
+
+    def _decode(
+        self, alias: str, entity_id: bytes, body: bytes, result: PassResult
+    ) -> dict[str, Any] | None:
+        try:
+            return decode_body(body)
+        except CorruptBody as exc:
+            self._note(
+                result,
+                f"entity {entity_id.hex()} on {alias} has a corrupt body ({exc}); skipped",
+            )
+            return None
+
+    def _note(self, result: PassResult, problem: str) -> None:
+        result.errors += 1
+        if len(result.notes) < MAX_NOTES:
+            result.notes.append(problem)
+        logger.warning("%s (%s of %s on %s)", problem, result.kind, result.index, result.shard)
+
+    def _start_record(self, result: PassResult) -> None:
+        from .models import CleanerPass
+
+        result.record = CleanerPass.objects.using(DEFAULT_DB_ALIAS).create(
+            index_name=result.index, shard=result.shard, kind=result.kind, status="running"
+        )
+        result.saved_at = time.monotonic()
+
+    def _save_record(self, result: PassResult, final: bool = False) -> None:
+        record = result.record
+        if record is None:
+            return
+        if not final and time.monotonic() - result.saved_at < RECORD_EVERY_SECONDS:
+            return
+        record.entities_scanned = result.scanned
+        record.rows_inserted = result.inserted
+        record.stale_removed = result.stale_removed
+        record.orphans_removed = result.orphans_removed
+        record.errors = result.errors
+        fields = ["entities_scanned", "rows_inserted", "stale_removed", "orphans_removed"]
+        fields.append("errors")
+        if final:
+            record.status = result.status
+            record.finished = timezone.now()
+            record.message = result.message
+            fields += ["status", "finished", "message"]
+        record.save(using=DEFAULT_DB_ALIAS, update_fields=fields)
+        result.saved_at = time.monotonic()
+
+    def _close_abandoned_passes(self, index_name: str, alias: str) -> None:
+        """Passes still ``running`` while we hold the lock belong to a cleaner that died."""
+        from .models import CleanerPass
+
+        CleanerPass.objects.using(DEFAULT_DB_ALIAS).filter(
+            index_name=index_name, shard=alias, status="running"
+        ).update(
+            status=INTERRUPTED,
+            finished=timezone.now(),
+            message="its cleaner stopped without finishing (killed?)",
+        )
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _resolve_indexes(names: Sequence[str] | None) -> list[Index]:
+    if names is None:
+        return registry.valid()
+    chosen = []
+    for name in dict.fromkeys(names):
+        if name not in registry:
+            if name in lifecycle.retired_names():
+                raise ConfigurationError(
+                    f"index {name!r} is retired (no longer declared), so the cleaner does not "
+                    f"maintain it; drop its tables with `manage.py dropindex {name}`"
+                )
+            declared = ", ".join(sorted(i.name for i in registry.all())) or "none"
+            raise ConfigurationError(f"no index {name!r} is declared; declared indexes: {declared}")
+        index = registry.get(name)
+        index.require_valid()
+        chosen.append(index)
+    return chosen
+
+
+def _resolve_aliases(aliases: Sequence[str] | None) -> list[str]:
+    if aliases is None:
+        return list(shards.shard_aliases())
+    for alias in aliases:
+        shards.check_alias(alias)
+    return list(dict.fromkeys(aliases))
+
+
+def _close_old_connections() -> None:
+    # Django closes connections it considers obsolete (CONN_MAX_AGE) or broken; never do that
+    # under a caller's open transaction.
+    if not any(c.in_atomic_block for c in connections.all(initialized_only=True)):
+        close_old_connections()
+
+
+def _as_param(alias: str, updated: Any) -> Any:
+    """``updated`` as read back, as a query parameter that compares like the stored value."""
+    if hasattr(updated, "year"):
+        return shards.connection(alias).ops.adapt_datetimefield_value(updated)
+    return updated
+
+
+def _keyset_after(columns: list[str], last: tuple[Any, ...]) -> tuple[str, list[Any]]:
+    """``(c1, c2, ...) > (v1, v2, ...)`` spelled out so every backend can seek with it."""
+    ors, params = [], []
+    for n in range(len(columns)):
+        parts = [f"{columns[m]} = %s" for m in range(n)] + [f"{columns[n]} > %s"]
+        ors.append("(" + " AND ".join(parts) + ")")
+        params.extend(last[: n + 1])
+    return f"{columns[0]} >= %s AND ({' OR '.join(ors)})", [last[0], *params]
+
+
+def _plain(value: Any) -> Any:
+    return bytes(value) if isinstance(value, bytearray | memoryview) else value
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _nested() -> dict[str, dict[bytes, set[tuple[Index, tuple[Any, ...]]]]]:
+    return defaultdict(lambda: defaultdict(set))
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _message(result: PassResult) -> str:
+    if result.status == SKIPPED:
+        return result.message
+    parts = [result.failure] if result.failure else []
+    parts += result.notes
+    if result.errors > len(result.notes):
+        parts.append(f"... and {result.errors - len(result.notes)} more problems")
+    return "; ".join(parts)

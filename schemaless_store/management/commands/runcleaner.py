@@ -1,0 +1,169 @@
+"""``manage.py runcleaner``: backfill building indexes, repair and sweep every index.
+
+The loop lives in :class:`schemaless_store.cleaner.Cleaner`; this command parses options, hands
+them over by keyword, shows the cleaner's messages at the chosen verbosity and prints a summary.
+See ``docs/cleaner.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, OutputWrapper
+
+from schemaless_store.cleaner import DEFAULT_BATCH_SIZE, DEFAULT_INTERVAL, Cleaner
+from schemaless_store.exceptions import ConfigurationError
+
+LOG_LEVELS = {0: logging.ERROR, 1: logging.INFO}
+
+
+def whole_number(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return value
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be a number of seconds (0 or more), not {text!r}")
+    return value
+
+
+class Command(BaseCommand):
+    help = (
+        "Backfill indexes that are building, then repair every index (insert missing rows, "
+        "remove stale ones) and sweep index rows whose entity is gone. Runs until SIGTERM or "
+        "SIGINT, or once with --once."
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--index",
+            action="append",
+            dest="indexes",
+            metavar="NAME",
+            help="Only this index (its table name); repeatable. Default: every declared index.",
+        )
+        parser.add_argument(
+            "--shard",
+            action="append",
+            dest="shards",
+            metavar="ALIAS",
+            help="Only this shard (database alias); repeatable. Default: every shard.",
+        )
+        parser.add_argument(
+            "--once",
+            action="store_true",
+            help="One full pass, then exit (0 unless a pass failed). Default: run until "
+            "SIGTERM/SIGINT, which finishes the current batch and exits 0.",
+        )
+        parser.add_argument(
+            "--batch-size",
+            type=whole_number,
+            default=DEFAULT_BATCH_SIZE,
+            help=f"Entities or index rows per batch (default {DEFAULT_BATCH_SIZE}).",
+        )
+        parser.add_argument(
+            "--sleep",
+            type=seconds,
+            default=0.0,
+            help="Seconds to pause after each batch, to throttle the load (default 0).",
+        )
+        parser.add_argument(
+            "--interval",
+            type=seconds,
+            default=DEFAULT_INTERVAL,
+            help="Without --once: seconds between the end of a round and the start of the next "
+            f"(default {DEFAULT_INTERVAL:.0f}).",
+        )
+        parser.add_argument(
+            "--lock-wait",
+            type=seconds,
+            default=0.0,
+            help="Seconds to wait for another cleaner working the same index and shard before "
+            "skipping it (default 0: skip at once).",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        verbosity = options["verbosity"]
+        logger = logging.getLogger("schemaless_store.cleaner")
+        handler = _CommandLogHandler(self)
+        handler.setLevel(LOG_LEVELS.get(verbosity, logging.DEBUG))
+        previous_level = logger.level
+        logger.addHandler(handler)
+        logger.setLevel(min(handler.level, logger.getEffectiveLevel()))
+        try:
+            try:
+                cleaner = Cleaner(
+                    indexes=options["indexes"],
+                    shards=options["shards"],
+                    once=options["once"],
+                    batch_size=options["batch_size"],
+                    sleep=options["sleep"],
+                    interval=options["interval"],
+                    lock_wait=options["lock_wait"],
+                    progress=verbosity >= 1 and self.stderr.isatty(),
+                    progress_file=_ProgressStream(self.stderr),  # type: ignore[arg-type]
+                )
+            except (ConfigurationError, ValueError) as exc:
+                raise CommandError(str(exc)) from exc
+            summary = cleaner.run()
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(previous_level)
+        if verbosity >= 1:
+            style = (
+                self.style.SUCCESS
+                if not (summary.failed or summary.problems)
+                else (self.style.WARNING)
+            )
+            self.stdout.write(style(summary.describe()))
+        if options["once"] and (summary.failed or summary.problems):
+            reasons = [p.describe() for p in summary.failed] + summary.problems
+            raise CommandError("the cleaner did not finish its pass: " + "; ".join(reasons))
+
+
+class _ProgressStream:
+    """tqdm redraws its line with ``\\r``: write to the command's stderr without a newline."""
+
+    def __init__(self, out: OutputWrapper) -> None:
+        self.out = out
+
+    def write(self, text: str) -> None:
+        self.out.write(text, ending="")
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+class _CommandLogHandler(logging.Handler):
+    """The cleaner's log records as command output: warnings and errors on stderr."""
+
+    def __init__(self, command: BaseCommand) -> None:
+        super().__init__()
+        self.command = command
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+            if record.exc_info and record.levelno >= logging.ERROR:
+                message += f" ({record.exc_info[0].__name__}: {record.exc_info[1]})"  # type: ignore[index,union-attr]
+            style = self.command.style
+            if record.levelno >= logging.ERROR:
+                self.command.stderr.write(style.ERROR(message))
+            elif record.levelno >= logging.WARNING:
+                self.command.stderr.write(style.WARNING(message))
+            else:
+                self.command.stdout.write(message)
+        except Exception:
+            self.handleError(record)

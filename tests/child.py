@@ -1,0 +1,252 @@
+"""Child processes for tests that kill or signal a process: ``python -m tests.child <mode>``.
+
+The parent passes its ``DATABASES`` (test NAMEs included) in ``SCHEMALESS_TEST_DATABASES``, so a
+child works on the parent's test databases: the same SQLite files, or the same throwaway MariaDB
+servers (tests/settings.py). ``SCHEMALESS_TEST_EXTRA_INDEXES`` names indexes from
+:data:`EXTRA_INDEXES` that the test declared at runtime; the child declares them too.
+
+Modes:
+
+- ``manage <command> [args...]``: a management command, as ``manage.py`` would run it.
+- ``crashwriter``: a fork server for fault injection. It reads one JSON request per line on
+  stdin; for each it forks a writer process that counts the SQL statements it sends (by patching
+  Django's ``CursorWrapper``) and SIGKILLs itself just before statement ``kill_at``. It answers
+  with one JSON line: how the writer ended and how many statements it sent. Forking from a
+  process that has Django loaded (and no open connection) makes each writer cheap to start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from schemaless_store.indexes import Index
+
+ROOT = Path(__file__).resolve().parent.parent
+
+EXTRA_INDEXES = {
+    index.name: index
+    for index in [
+        Index(
+            table="index_cleaner_published",
+            properties=["published"],
+            shard_on="published",
+            types={"published": "int"},
+        ),
+        Index(table="index_cleaner_color", properties=["color"], shard_on="color"),
+    ]
+}
+
+
+# --- parent side ---------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def declared(name: str) -> Iterator[Index]:
+    """Declare ``EXTRA_INDEXES[name]`` as a deploy would (tables on every shard, then a state:
+    ``ready`` on an empty store, else ``building``); undeclare it and drop its tables after."""
+    from schemaless_store import lifecycle, shards
+    from schemaless_store.indexes import create_tables, drop_table, registry
+
+    index = EXTRA_INDEXES[name]
+    registry.register(index)
+    try:
+        for alias in shards.shard_aliases():
+            create_tables(alias, [index])
+        lifecycle.declare(index)
+        yield index
+    finally:
+        registry.unregister(name)
+        for alias in shards.shard_aliases():
+            drop_table(alias, name)
+        lifecycle.forget_states()
+
+
+def child_env(extra_indexes: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
+    from django.conf import settings
+
+    env = dict(os.environ)
+    env["DJANGO_SETTINGS_MODULE"] = "tests.settings"
+    env["SCHEMALESS_TEST_DATABASES"] = json.dumps(settings.DATABASES, default=str)
+    env["SCHEMALESS_TEST_EXTRA_INDEXES"] = json.dumps(list(extra_indexes))
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def spawn(mode: str, *args: str, extra_indexes: tuple[str, ...] = (), **popen: Any) -> Any:
+    """Start ``python -m tests.child <mode> <args>``; returns the ``Popen``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.child", mode, *args],
+        cwd=ROOT,
+        env=child_env(extra_indexes),
+        **popen,
+    )
+
+
+def manage(*args: str, extra_indexes: tuple[str, ...] = (), timeout: float = 120) -> Any:
+    """Run a management command in a child process; returns the ``CompletedProcess``."""
+    return subprocess.run(
+        [sys.executable, "-m", "tests.child", "manage", *args],
+        cwd=ROOT,
+        env=child_env(extra_indexes),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+class CrashWriter:
+    """The parent's handle on a ``crashwriter`` fork server."""
+
+    def __init__(self, extra_indexes: tuple[str, ...] = ()) -> None:
+        self.process = spawn(
+            "crashwriter",
+            extra_indexes=extra_indexes,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def run(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        answer: dict[str, Any] = {}
+        while "ended" not in answer:
+            line = self.process.stdout.readline()
+            if not line:
+                raise RuntimeError(f"crashwriter exited ({self.process.wait()})")
+            answer.update(json.loads(line))
+        return answer
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+# --- child side ----------------------------------------------------------------------------
+
+
+def _setup() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+    import django
+
+    django.setup()
+    from schemaless_store.indexes import registry
+
+    for name in json.loads(os.environ.get("SCHEMALESS_TEST_EXTRA_INDEXES", "[]")):
+        registry.register(EXTRA_INDEXES[name])
+
+
+def _count_statements(kill_at: int | None) -> list[int]:
+    """Patch Django's cursor wrapper: count statements, SIGKILL before number ``kill_at``."""
+    from django.db.backends import utils
+
+    count = [0]
+
+    def counting(original: Any) -> Any:
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            count[0] += 1
+            if kill_at is not None and count[0] >= kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return original(self, *args, **kwargs)
+
+        return wrapper
+
+    utils.CursorWrapper.execute = counting(utils.CursorWrapper.execute)
+    utils.CursorWrapper.executemany = counting(utils.CursorWrapper.executemany)
+    return count
+
+
+def _write(request: dict[str, Any]) -> None:
+    """One write, in a forked writer; prints the statement count if it was not killed."""
+    import uuid
+
+    from schemaless_store.models import Entity
+
+    op = request["op"]
+    entity = None
+    if op in ("update", "delete"):
+        entity = Entity.objects.get(id=uuid.UUID(request["id"]))
+    count = _count_statements(request.get("kill_at"))
+    if op == "create":
+        Entity.objects.create(id=uuid.UUID(request["id"]), **request["props"])
+    elif op == "create_new":
+        entity = Entity(**request["props"])
+        print(json.dumps({"id": entity.id.hex}), flush=True)
+        entity.save(force_insert=True)
+    elif op == "update":
+        assert entity is not None
+        for name in list(entity.body_properties()):
+            del entity[name]
+        for name, value in request["props"].items():
+            entity[name] = value
+        entity.save()
+    elif op == "delete":
+        assert entity is not None
+        entity.delete()
+    elif op == "bulk_put":
+        Entity.objects.bulk_put([{"id": uuid.UUID(i), **p} for i, p in request["items"]])
+    else:
+        raise ValueError(f"unknown op {op!r}")
+    print(json.dumps({"statements": count[0]}), flush=True)
+
+
+def _crash_server() -> None:
+    from django.db import connections
+
+    for line in sys.stdin:
+        request = json.loads(line)
+        # The writer must open its own connections (and SQLite write-lock file): a forked copy
+        # of an open one would be shared with this process and outlive the kill.
+        connections.close_all()
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                _write(request)
+            except BaseException:
+                traceback.print_exc()
+                code = 3
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        _pid, status = os.waitpid(pid, 0)
+        ended = (
+            f"signal {os.WTERMSIG(status)}"
+            if os.WIFSIGNALED(status)
+            else f"exit {os.WEXITSTATUS(status)}"
+        )
+        print(json.dumps({"ended": ended}), flush=True)
+
+
+def main(argv: list[str]) -> None:
+    _setup()
+    mode, args = argv[0], argv[1:]
+    if mode == "manage":
+        from django.core.management import execute_from_command_line
+
+        execute_from_command_line(["manage.py", *args])
+    elif mode == "crashwriter":
+        _crash_server()
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
