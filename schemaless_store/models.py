@@ -164,6 +164,9 @@ class Entity(models.Model):
             raise InvalidEntityError(
                 f"an entity is a dict of properties, not a {type(properties).__name__}"
             )
+        bad = [name for name in properties if not isinstance(name, str)]
+        if bad:
+            raise InvalidEntityError(f"property names are strings, not {bad[0]!r}")
         return cls(**dict(properties))
 
     def __str__(self) -> str:

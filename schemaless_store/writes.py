@@ -43,6 +43,7 @@ from .exceptions import (
     CorruptBody,
     EntityExists,
     IndexValueError,
+    InvalidEntityError,
     ShardUnavailable,
     UniqueViolation,
 )
@@ -77,7 +78,7 @@ def prepare(entity: Entity, force_insert: bool = False) -> PreparedWrite:
     properties = entity.body_properties()
     for name in properties:
         if not isinstance(name, str):
-            raise IndexValueError(f"property names are strings, not {type(name).__name__}")
+            raise InvalidEntityError(f"property names are strings, not {type(name).__name__}")
     body = settings.codec.encode(properties)
     if len(body) > settings.max_body_bytes:
         raise BodyTooLarge(

@@ -143,6 +143,8 @@ def assert_nothing_written(call, error):
 def test_not_a_dict():
     assert_nothing_written(lambda: Entity.objects.bulk_put([["a", 1]]), InvalidEntityError)
     assert_nothing_written(lambda: Entity.objects.bulk_put(["text"]), InvalidEntityError)
+    assert_nothing_written(lambda: Entity.objects.bulk_put([{1: "x"}]), InvalidEntityError)
+    assert_nothing_written(lambda: Entity.objects.bulk_put([{"a": 1}, None]), InvalidEntityError)
 
 
 @pytest.mark.parametrize("bad", [b"short", "xyz", 12345, b"x" * 17])
