@@ -18,6 +18,7 @@ import json
 import random
 from typing import Any
 
+import django
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, DELETION, LogEntry
@@ -62,6 +63,18 @@ def _log(request: HttpRequest, obj: Any, object_id: str, flag: int, message: Any
         action_flag=flag,
         change_message=json.dumps(message) if isinstance(message, list) else message,
     )
+
+
+def _crumbs(opts: Any, *tail: tuple[str, str]) -> dict[str, Any]:
+    """Breadcrumbs Home > the app > ``tail`` (label, url; the current page has no url)."""
+    return {
+        "crumbs": [
+            ("Home", reverse("admin:index")),
+            (opts.app_config.verbose_name, reverse("admin:app_list", args=[opts.app_label])),
+            *tail,
+        ],
+        "crumbs_as_list": django.VERSION >= (6, 0),
+    }
 
 
 def _with_query(request: HttpRequest, **changes: Any) -> str:
@@ -253,6 +266,7 @@ class EntityAdmin(admin.ModelAdmin):
                 if self.has_change_permission(request)
                 else "Select entity to view",
                 "opts": self.opts,
+                **_crumbs(self.opts, ("Entities", "")),
                 "cl_rows": rows,
                 "query": text,
                 "shard": shard,
@@ -325,6 +339,7 @@ class EntityAdmin(admin.ModelAdmin):
             "title": f"Entity {entity.id}",
             "subtitle": None,
             "opts": self.opts,
+            **_crumbs(self.opts, ("Entities", _changelist_url()), (str(entity.id), "")),
             "entity": entity,
             "entity_id": str(entity.id),
             "entity_hex": entity.id.hex,
@@ -400,6 +415,12 @@ class EntityAdmin(admin.ModelAdmin):
             "title": "Are you sure?",
             "subtitle": None,
             "opts": self.opts,
+            **_crumbs(
+                self.opts,
+                ("Entities", _changelist_url()),
+                (str(entity.id), entity_url(entity.id)),
+                ("Delete", ""),
+            ),
             "entity": entity,
             "entity_id": str(entity.id),
             "shard": entity.shard,
@@ -419,8 +440,20 @@ class EntityAdmin(admin.ModelAdmin):
         return super().history_view(
             request,
             str(found.id),
-            {"change_url": entity_url(found.id), **(extra_context or {})},
+            {
+                **_crumbs(
+                    self.opts,
+                    ("Entities", _changelist_url()),
+                    (str(found.id), entity_url(found.id)),
+                    ("History", ""),
+                ),
+                **(extra_context or {}),
+            },
         )
+
+
+def _changelist_url() -> str:
+    return reverse("admin:schemaless_store_entity_changelist")
 
 
 def _page_number(request: HttpRequest) -> int:
@@ -487,6 +520,7 @@ class IndexStateAdmin(admin.ModelAdmin):
             "title": "Index health",
             "subtitle": None,
             "opts": self.opts,
+            **_crumbs(self.opts, ("Index health", "")),
             "reports": reports,
             "aliases": aliases,
             "entity_counts": [(alias, entities[alias]) for alias in aliases],

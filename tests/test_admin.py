@@ -576,3 +576,24 @@ def test_cleaner_passes_list_is_read_only():
     response = client.get("/admin/schemaless_store/cleanerpass/")
     assert response.status_code == 200 and "index_link" in response.content.decode()
     assert client.get("/admin/schemaless_store/cleanerpass/add/").status_code == 403
+
+
+def test_write_path_errors_are_form_errors():
+    Entity.objects.create(username="taken")
+    other = Entity.objects.create(username="free")
+    client = client_for(*CHANGE_PERMS)
+    response = post_body(client, other, '{"username": "taken"}')
+    assert response.status_code == 200
+    assert "errornote" in response.content.decode()
+    assert Entity.objects.get(id=other.id)["username"] == "free"
+    assert not LogEntry.objects.exists()
+
+
+def test_history_page_links_back_to_the_entity():
+    entity = Entity.objects.create(title="a")
+    client = client_for(*CHANGE_PERMS)
+    post_body(client, entity, '{"title": "b"}')
+    page = client.get(f"{LIST}{entity.id.hex}/history/", follow=True)
+    assert page.redirect_chain == [(f"{LIST}{entity.id}/history/", 302)]
+    content = page.content.decode()
+    assert f'href="{change_url(entity)}"' in content and "Changed title." in content
