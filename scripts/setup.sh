@@ -33,7 +33,11 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing requirements into $venv"
   "$venv/bin/python" -m pip install -q --upgrade pip
   if [ -n "$django" ]; then
-    "$venv/bin/python" -m pip install -q -r requirements-dev.txt "$django"
+    # Another Django than the pinned LTS: every requirement but Django's pin, plus that Django.
+    reqs=$(mktemp)
+    { grep -v -i '^django[<>=~ ]' requirements.txt; grep -v '^-r ' requirements-dev.txt; } > "$reqs"
+    "$venv/bin/python" -m pip install -q -r "$reqs" "$django"
+    rm -f "$reqs"
   else
     "$venv/bin/python" -m pip install -q -r requirements-dev.txt
   fi
