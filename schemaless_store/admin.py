@@ -33,6 +33,7 @@ from django.views.decorators.http import require_POST
 from . import conf, health, jsonview, keys, shards
 from .admin_browse import Cursor, SearchError, index_results, newest_page, parse_search
 from .exceptions import CorruptBody, InvalidEntityId, SchemalessError, ShardUnavailable
+from .indexes import is_identifier
 from .models import CleanerPass, Entity, IndexState
 
 # Larger bodies are shown truncated and cannot be edited here: a browser chokes on a textarea
@@ -482,6 +483,12 @@ def _shard_url(request: HttpRequest, alias: str | None) -> str:
 # --- index health -----------------------------------------------------------------------------
 
 
+def _health_url(index_name: str = "") -> str:
+    """The health page, scrolled to an index's section (only for a name that can be one)."""
+    url = reverse("admin:schemaless_store_indexstate_changelist")
+    return f"{url}#index-{index_name}" if is_identifier(index_name) else url
+
+
 @admin.register(IndexState)
 class IndexStateAdmin(admin.ModelAdmin):
     """Its changelist is the index-health page; "check now" samples entities per shard."""
@@ -546,8 +553,7 @@ class IndexStateAdmin(admin.ModelAdmin):
         # An index's state is the cleaner's to change; its page is its section of the health page.
         if not self.has_view_or_change_permission(request):
             raise PermissionDenied
-        url = reverse("admin:schemaless_store_indexstate_changelist")
-        return HttpResponseRedirect(f"{url}#index-{unquote(object_id)}")
+        return HttpResponseRedirect(_health_url(unquote(object_id)))
 
     def check_view(self, request: HttpRequest) -> HttpResponse:
         """POST: sample entities on every shard and compare them with the indexes' rows."""
@@ -571,8 +577,7 @@ class IndexStateAdmin(admin.ModelAdmin):
             messages.add_message(
                 request, messages.SUCCESS if result.ok else messages.ERROR, summary
             )
-        url = reverse("admin:schemaless_store_indexstate_changelist")
-        return HttpResponseRedirect(url + (f"#index-{name}" if name else ""))
+        return HttpResponseRedirect(_health_url(name))
 
 
 @admin.register(CleanerPass)
@@ -593,7 +598,7 @@ class CleanerPassAdmin(admin.ModelAdmin):
         "errors",
     )
     list_filter = ("index_name", "shard", "kind", "status")
-    date_hierarchy = "started"
+    # No date_hierarchy: on MySQL it needs the server's time zone tables, often not loaded.
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

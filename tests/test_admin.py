@@ -597,3 +597,21 @@ def test_history_page_links_back_to_the_entity():
     assert page.redirect_chain == [(f"{LIST}{entity.id}/history/", 302)]
     content = page.content.decode()
     assert f'href="{change_url(entity)}"' in content and "Changed title." in content
+
+
+def test_a_shard_that_is_down_is_named_and_the_rest_still_shows():
+    from tests.test_shard_down import id_on, shard_down
+
+    up, down = shards.shard_aliases()[:2]
+    healthy = Entity.objects.create(id=id_on(up), title="still here")
+    Entity.objects.create(id=id_on(down), title="unreachable")
+    client = client_for(*CHANGE_PERMS)
+    with shard_down(down):
+        listing = client.get(LIST)
+        assert listing.status_code == 200
+        assert shown_ids(listing) == [str(healthy.id)]
+        assert f"Shard unavailable: {down}" in listing.content.decode()
+        health_page = client.get(HEALTH).content.decode()
+        assert f"{down}: " in section(health_page, "index_link")
+        page = client.get(change_url(healthy))
+        assert page.status_code == 200 and "still here" in page.content.decode()
