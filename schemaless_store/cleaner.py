@@ -101,7 +101,7 @@ class Summary:
     """Totals over every pass of a run."""
 
     passes: list[PassResult] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)  # index-level: no state, not backfilled
+    problems: list[str] = field(default_factory=list)  # index-level: e.g. no state recorded
     seconds: float = 0.0
 
     def total(self, name: str) -> int:
@@ -248,12 +248,14 @@ class Cleaner:
                     return
             waiting = self._shards_to_backfill(index)
             if waiting:
-                problem = (
-                    f"index {index.name!r} is still building: shards {', '.join(waiting)} are not "
-                    "backfilled yet, so it is not repaired this round"
+                # Not a failure of this run: those shards were not ours (--shard), another
+                # cleaner holds them, or their pass failed (reported with the pass).
+                logger.info(
+                    "index %s is still building: %s not backfilled yet; it is repaired once "
+                    "every shard is",
+                    index.name,
+                    ", ".join(waiting),
                 )
-                logger.warning(problem)
-                summary.problems.append(problem)
                 return
             if lifecycle.mark_ready(index.name):
                 logger.info("index %s is backfilled on every shard: it is ready", index.name)

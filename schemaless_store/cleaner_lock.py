@@ -136,6 +136,9 @@ class CleanerLock:
     def _try_mysql(self) -> bool:
         if self._conn is None:
             self._conn = connections.create_connection(self.alias)
+            # The lock belongs to this object, not to a thread: a watchdog or a signal-driven
+            # shutdown may release it from another one, which Django refuses by default.
+            self._conn.inc_thread_sharing()
         try:
             with shards.errors_named(self.alias), self._conn.cursor() as cursor:
                 cursor.execute("SELECT GET_LOCK(%s, 0)", [self.name])

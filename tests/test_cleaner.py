@@ -1,14 +1,22 @@
 from __future__ import annotations
 
+import io
 import random
+import re
+import signal
+import subprocess
 import threading
+import time
 import uuid
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import connections
 
 from schemaless_store import conf, lifecycle, shards
 from schemaless_store.cleaner import Cleaner
+from schemaless_store.cleaner_lock import CleanerLock, lock_name
 from schemaless_store.indexes import registry
 from schemaless_store.models import CleanerCheckpoint, CleanerPass, Entity
 from tests import child
@@ -263,3 +271,267 @@ def test_a_unique_conflict_is_reported_not_fatal():
     (repair,) = passes(index_name="index_users_username", kind="repair", errors=1)
     assert second.id.hex in repair.message
     assert [e.id for e in Entity.objects.filter_index(username="bob")] == [first.id]
+
+
+# --- stopping, crashing, resuming --------------------------------------------------------------
+
+
+def wait_for(condition, timeout: float = 60, process=None, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if process is not None and process.poll() is not None:
+            out, err = process.communicate()
+            raise AssertionError(f"child exited ({process.returncode}) early:\n{out}\n{err}")
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def backfilled() -> int:
+    return sum(
+        CleanerCheckpoint.objects.filter(index_name=PUBLISHED).values_list(
+            "entities_done", flat=True
+        )
+    )
+
+
+def test_stop_finishes_the_current_batch_and_a_rerun_resumes(published, posts):
+    cleaner = Cleaner(indexes=[PUBLISHED], once=True, batch_size=10, sleep=0.05)
+    thread = threading.Thread(target=lambda: (cleaner.run(), connections.close_all()))
+    thread.start()
+    wait_for(lambda: backfilled() >= 20, what="the backfill to start")
+    cleaner.stop()
+    thread.join(timeout=30)
+
+    (stopped,) = passes(index_name=PUBLISHED)
+    assert (stopped.kind, stopped.status) == ("backfill", "interrupted")
+    assert stopped.entities_scanned % 10 == 0  # whole batches only
+    assert state(PUBLISHED) == "building"
+    done_before = backfilled()
+
+    summary = Cleaner(indexes=[PUBLISHED], once=True, batch_size=10).run()
+
+    rescanned = sum(p.scanned for p in summary.passes if p.kind == "backfill")
+    assert rescanned == len(posts) - done_before
+    assert state(PUBLISHED) == "ready"
+    assert_exact([published])
+
+
+def test_a_backfill_killed_with_sigkill_resumes_from_its_checkpoint(published, posts):
+    process = child.spawn(
+        "manage",
+        "runcleaner",
+        f"--index={PUBLISHED}",
+        "--once",
+        "--batch-size=10",
+        "--sleep=0.05",
+        extra_indexes=(PUBLISHED,),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for(lambda: backfilled() >= 30, process=process, what="the child's backfill")
+    process.kill()
+    process.communicate()
+    assert process.returncode == -signal.SIGKILL
+    at_kill = {c.shard: c for c in CleanerCheckpoint.objects.filter(index_name=PUBLISHED)}
+    done_at_kill = sum(c.entities_done for c in at_kill.values())
+    assert 30 <= done_at_kill < len(posts)
+    assert not all(c.done for c in at_kill.values())
+    assert [p.status for p in passes(index_name=PUBLISHED)] == ["running"]  # died mid-pass
+
+    # The dead child's lock is gone: this cleaner is not told to skip anything.
+    summary = Cleaner(indexes=[PUBLISHED], once=True, batch_size=25).run()
+
+    assert not summary.skipped
+    backfills = [p for p in summary.passes if p.kind == "backfill" and p.scanned]
+    assert sum(p.scanned for p in backfills) == len(posts) - done_at_kill  # not from zero
+    for shard, checkpoint in at_kill.items():
+        if checkpoint.last_added_id and not checkpoint.done:
+            rerun = next(p for p in backfills if p.shard == shard)
+            assert rerun.scanned == checkpoint.entities_total - checkpoint.entities_done
+    assert passes(index_name=PUBLISHED)[0].status == "interrupted"  # the dead child's pass
+    assert state(PUBLISHED) == "ready"
+    assert_exact([published])
+
+
+def test_two_cleaner_processes_on_the_same_index_at_once(published, posts):
+    runs = [
+        child.spawn(
+            "manage",
+            "runcleaner",
+            f"--index={PUBLISHED}",
+            "--once",
+            "--batch-size=20",
+            "--sleep=0.01",
+            extra_indexes=(PUBLISHED,),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outputs = [run.communicate(timeout=120) for run in runs]
+    for run, (out, err) in zip(runs, outputs, strict=True):
+        assert run.returncode == 0, f"{out}\n{err}"
+        assert "Traceback" not in err
+    assert state(PUBLISHED) == "ready"
+    assert_exact([published])
+    assert not passes(status="failed")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_runcleaner_runs_until_a_signal_then_exits_0(posts, sig):
+    process = child.spawn(
+        "manage",
+        "runcleaner",
+        "--batch-size=5",
+        "--sleep=0.02",
+        "--interval=60",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for(lambda: CleanerPass.objects.exists(), process=process, what="a first pass")
+    process.send_signal(sig)
+    out, err = process.communicate(timeout=60)
+
+    assert process.returncode == 0, f"{out}\n{err}"
+    assert f"{signal.Signals(sig).name} received: finishing the current batch" in out
+    assert "Cleaner finished in" in out
+    assert not passes(status="running")
+
+
+# --- one cleaner per (index, shard) ---------------------------------------------------------
+
+
+def test_lock_excludes_a_second_holder_until_released():
+    alias = shards.shard_aliases()[0]
+    first, second = CleanerLock("index_link", alias), CleanerLock("index_link", alias)
+    other_index = CleanerLock("index_tags", alias)
+    try:
+        assert first.acquire()
+        assert not second.acquire()
+        assert other_index.acquire()
+        first.release()
+        assert second.acquire()
+    finally:
+        for lock in (first, second, other_index):
+            lock.release()
+
+
+def test_lock_names_fit_the_server_limit():
+    assert lock_name("test_shard0", "index_link") == "schemaless_cleaner.test_shard0.index_link"
+    long_name = lock_name("a_database_with_a_long_name", "index_" + "x" * 58)
+    assert len(long_name) <= 64 and long_name.startswith("schemaless_cleaner.")
+    assert long_name != lock_name("a_database_with_a_long_name", "index_" + "y" * 58)
+
+
+def test_a_shard_another_cleaner_holds_is_skipped_with_a_clear_message(posts):
+    alias = shards.shard_aliases()[0]
+    out, err = io.StringIO(), io.StringIO()
+    with CleanerLock("index_link", alias) as held:
+        assert held.acquire()
+        call_command("runcleaner", "--index=index_link", "--once", stdout=out, stderr=err)
+
+    assert f"another cleaner is working on index_link on {alias}" in err.getvalue()
+    assert "skipped" in out.getvalue()
+    assert not passes(shard=alias)
+    assert {p.status for p in passes(index_name="index_link")} == {"done"}
+
+
+def test_a_cleaner_can_wait_for_the_lock(posts):
+    alias = shards.shard_aliases()[0]
+    held = CleanerLock("index_link", alias)
+    assert held.acquire()
+    threading.Timer(0.5, held.release).start()
+    started = time.monotonic()
+
+    summary = Cleaner(indexes=["index_link"], shards=[alias], once=True, lock_wait=30).run()
+
+    assert time.monotonic() - started >= 0.4
+    assert not summary.skipped
+    assert {(p.kind, p.status) for p in summary.passes} == {("repair", "done"), ("sweep", "done")}
+
+
+# --- the command -------------------------------------------------------------------------------
+
+
+def run_command(*args: str) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    call_command("runcleaner", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_runcleaner_once_prints_a_summary(published, posts):
+    out, _err = run_command("--once", "--batch-size=50")
+
+    assert f"index {PUBLISHED} is backfilled on every shard: it is ready" in out
+    summary = out.strip().splitlines()[-1]
+    assert f"{len(posts)} rows inserted, 0 stale removed, 0 orphans removed" in summary
+    assert summary.startswith("Cleaner finished in ")
+    assert state(PUBLISHED) == "ready"
+
+
+def test_runcleaner_is_quiet_with_verbosity_0(published, posts):
+    out, err = run_command("--once", "-v", "0")
+    assert (out, err) == ("", "")
+    assert state(PUBLISHED) == "ready"
+
+
+def test_runcleaner_on_one_shard_leaves_the_others(published, posts):
+    alias = shards.shard_aliases()[1]
+    out, _err = run_command(f"--index={PUBLISHED}", f"--shard={alias}", "--once")
+
+    assert {p.shard for p in passes(index_name=PUBLISHED)} == {alias}
+    assert state(PUBLISHED) == "building"
+    assert "still building" in out
+    run_command(f"--index={PUBLISHED}", "--once")
+    assert state(PUBLISHED) == "ready"
+
+
+def test_progress_bars_show_done_total_rate_and_eta(published, posts):
+    stream = io.StringIO()
+    Cleaner(indexes=[PUBLISHED], once=True, progress=True, progress_file=stream).run()
+    shown = stream.getvalue()
+    for alias in shards.shard_aliases():
+        assert f"backfill {PUBLISHED} {alias}: 100%" in shown
+    assert "entities/s" in shown and "<00:00" in shown  # rate and remaining time
+    total = CleanerCheckpoint.objects.get(index_name=PUBLISHED, shard=alias).entities_total
+    assert f"{total}/{total}" in shown
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--index=nope"], "no index 'nope' is declared; declared indexes: index_link,"),
+        (["--shard=shard_9"], "'shard_9' is not a shard alias; shards: ['shard_0', 'shard_1']"),
+        (["--batch-size=0"], "--batch-size: must be a whole number of at least 1, not '0'"),
+        (["--sleep=-1"], "--sleep: must be a number of seconds (0 or more), not '-1'"),
+        (["--lock-wait=soon"], "--lock-wait: must be a number of seconds"),
+    ],
+)
+def test_runcleaner_refuses_bad_options(args, message):
+    with pytest.raises(CommandError) as caught:
+        run_command("--once", *args)
+    assert message in str(caught.value)
+
+
+def test_runcleaner_refuses_a_retired_index_and_points_to_dropindex():
+    with child.declared(PUBLISHED):
+        pass
+    lifecycle.sync_states()  # no longer declared: retired
+    assert state(PUBLISHED) == "retired"
+    with pytest.raises(CommandError, match=f"manage.py dropindex {PUBLISHED}"):
+        run_command(f"--index={PUBLISHED}", "--once")
+
+
+def test_runcleaner_fails_on_an_index_without_state(posts):
+    index = child.EXTRA_INDEXES["index_cleaner_color"]
+    registry.register(index)
+    try:
+        with pytest.raises(
+            CommandError, match=re.escape("has no state yet: run `manage.py migrateall`")
+        ):
+            run_command("--index=index_cleaner_color", "--once")
+    finally:
+        registry.unregister(index.name)

@@ -28,8 +28,8 @@ class Command(BaseCommand):
             help="Do not ask for confirmation (for scripts).",
         )
 
-    def handle(self, *names: str, **options: Any) -> None:
-        names = tuple(dict.fromkeys(names))
+    def handle(self, *args: Any, **options: Any) -> None:
+        names = tuple(dict.fromkeys(options["names"]))
         for name in names:
             try:
                 lifecycle.check_droppable(name)
