@@ -106,20 +106,26 @@ def scale_table(records: list[dict[str, Any]], summary: dict[str, Any]) -> list[
     return lines
 
 
+WRITER_P99_BOUND = 1.5
+STALL_BOUND_MS = 100.0
+
+
 def index_add_table(records: list[dict[str, Any]]) -> list[str]:
     lines = [
         "| contender | size | seconds | rows/s | writer before p50 / p99 / max ms"
-        " | writer during p50 / p99 / max ms | p99 during/before |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        " | writer during p50 / p99 / max ms | p99 during/before | peak RSS MiB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     notes = []
     for record in records:
         name = record["contender"]
         if "pending" in record:
-            notes.append(f"- {name}: PENDING — {record['pending']}")
+            notes.append(f"- {name} at {record['size']:,}: PENDING: {record['pending']}")
             continue
         if "error" in record:
-            notes.append(f"- {name}: refused by the server — {record['error']}")
+            notes.append(
+                f"- {name} at {record['size']:,}: refused by the server: {record['error']}"
+            )
             continue
         b, d = record["writer_before"], record["writer_during"]
         lines.append(
@@ -127,9 +133,55 @@ def index_add_table(records: list[dict[str, Any]]) -> list[str]:
             f" | {_f(record.get('rows_per_s'))}"
             f" | {_f(b['p50_ms'])} / {_f(b['p99_ms'])} / {_f(b['max_ms'])}"
             f" | {_f(d['p50_ms'])} / {_f(d['p99_ms'])} / {_f(d['max_ms'])}"
-            f" | {_f(record['writer_p99_growth'])}x |"
+            f" | {_f(record['writer_p99_growth'])}x"
+            f" | {_f(record.get('cleaner_peak_rss_mib'))} |"
         )
+    lines += ["", *index_add_targets(records)]
     return lines + (["", *notes] if notes else [])
+
+
+def index_add_targets(records: list[dict[str, Any]]) -> list[str]:
+    """Issue 3's targets for the live backfill, per size, against the same run's baselines."""
+    out = []
+    ours = [r for r in records if r["contender"] == "ours_backfill" and "pending" not in r]
+    for record in ours:
+        size = record["size"]
+        copy = next(
+            (
+                r
+                for r in records
+                if r["contender"] == "chunked_insert_select"
+                and r["size"] == size
+                and "error" not in r
+            ),
+            None,
+        )
+        growth = record["writer_p99_growth"]
+        stall = record["writer_during"]["max_ms"]
+        out.append(
+            f"- ours at {size:,}: writer p99 during/before {_f(growth)}x "
+            f"(target <= {WRITER_P99_BOUND}: {_met(growth, '<=', WRITER_P99_BOUND)}); "
+            f"max stall {_f(stall)} ms (target < {STALL_BOUND_MS:g}: "
+            f"{_met(stall, '<=', STALL_BOUND_MS)}); backfill {_f(record['rows_per_s'])} "
+            "entities/s"
+            + (
+                f" vs chunked copy {_f(copy['rows_per_s'])} rows/s = "
+                f"{_f(record['rows_per_s'] / copy['rows_per_s'])}x (target >= 1: "
+                f"{_met(record['rows_per_s'] / copy['rows_per_s'], '>=', 1.0)})"
+                if copy
+                else ""
+            )
+            + f"; index exact afterwards: {record.get('index_exact')}"
+        )
+    if len(ours) >= 2:
+        small, large = ours[0], ours[-1]
+        out.append(
+            f"- cleaner peak RSS: {_f(small['cleaner_peak_rss_mib'])} MiB at {small['size']:,}, "
+            f"{_f(large['cleaner_peak_rss_mib'])} MiB at {large['size']:,} "
+            f"({_f(large['cleaner_peak_rss_mib'] / small['cleaner_peak_rss_mib'])}x for "
+            f"{large['size'] / small['size']:g}x the entities)"
+        )
+    return out
 
 
 def markdown(run: dict[str, Any]) -> str:

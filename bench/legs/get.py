@@ -13,7 +13,7 @@ from ..stats import Contender, compare, result
 Ids = tuple[uuid.UUID, bytes]
 
 
-def _ids(bench: Bench, n: int) -> list[Ids]:
+def random_ids(bench: Bench, n: int) -> list[Ids]:
     out = []
     for _ in range(n):
         raw = entity_id(bench.random_entity())
@@ -36,7 +36,7 @@ def get_contenders(bench: Bench, ops: int) -> list[Contender]:
 def run_get(bench: Bench) -> dict[str, Any]:
     plan = bench.plan
     timings = compare(
-        get_contenders(bench, plan.get_ops), lambda _r, n: _ids(bench, n), plan.rounds
+        get_contenders(bench, plan.get_ops), lambda _r, n: random_ids(bench, n), plan.rounds
     )
     return result(
         timings,
@@ -61,7 +61,7 @@ def run_get_many(bench: Bench) -> dict[str, Any]:
 
     timings = compare(
         [Contender("ours", ours, plan.get_many_ops), Contender("raw", raw, plan.get_many_ops)],
-        lambda _r, n: [_ids(bench, 100) for _ in range(n)],
+        lambda _r, n: [random_ids(bench, 100) for _ in range(n)],
         plan.rounds,
     )
     return result(

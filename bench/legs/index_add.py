@@ -5,9 +5,13 @@ Baselines, on the peer's JSON table of the same rows, with a writer inserting in
 ``ALGORITHM=INPLACE, LOCK=NONE`` and with ``ALGORITHM=COPY``; and a server-side chunked copy
 (``INSERT ... SELECT`` in 10k-row primary-key ranges) into an index table.
 
-Ours: declare ``index_link``, then backfill it with the Cleaner while a writer thread runs
-``Entity.objects.create``. Until ``schemaless_store.cleaner`` exists, that half is reported as
-pending, with no numbers.
+Ours, the way an operator adds an index: declare ``index_link_<size>`` (here at run time, in
+this process, so that this process's writer maintains it), ``manage.py migrateall`` (creates its
+tables, records it ``building``), then ``manage.py runcleaner --index=... --once`` in a child
+process while a writer thread commits ``Entity.objects.create`` puts. The backfill ends when the
+index turns ``ready``; the writer stops there and the child is sent SIGTERM (it finishes its
+batch of the repair pass that follows). The child's peak RSS is the cleaner's peak memory.
+Without ``schemaless_store.cleaner`` that half is reported as pending, with no numbers.
 """
 
 from __future__ import annotations
@@ -15,6 +19,11 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -36,11 +45,17 @@ ALTERS = {
 
 
 class Writer(threading.Thread):
-    """Commits one write after another and records (start, latency) of each."""
+    """Commits one write after another and records (start, latency) of each; starts are wall
+    clock times (``time.time()``), so that windows can come from another process's records."""
 
-    def __init__(self, make_op: Callable[[], Callable[[int], None]]) -> None:
+    def __init__(
+        self,
+        make_op: Callable[[], Callable[[int], None]],
+        on_stop: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(daemon=True)
         self.make_op = make_op  # called in the thread: connections belong to their thread
+        self.on_stop = on_stop  # also in the thread, e.g. to close its connections
         self.samples: list[tuple[float, float]] = []
         self.stopping = threading.Event()
         self.error: BaseException | None = None
@@ -48,15 +63,18 @@ class Writer(threading.Thread):
     def run(self) -> None:
         try:
             op = self.make_op()
-            clock = time.perf_counter
+            clock, wall = time.perf_counter, time.time
             for n in itertools.count():
                 if self.stopping.is_set():
                     return
-                start = clock()
+                at, start = wall(), clock()
                 op(n)
-                self.samples.append((start, clock() - start))
+                self.samples.append((at, clock() - start))
         except BaseException as exc:  # reported by stop(), not lost in a thread
             self.error = exc
+        finally:
+            if self.on_stop is not None:
+                self.on_stop()
 
     def stop(self) -> None:
         self.stopping.set()
@@ -76,25 +94,36 @@ class Writer(threading.Thread):
 
 
 def with_writer(
-    bench: Bench, make_op: Callable[[], Callable[[int], None]], work: Callable[[], Any]
+    bench: Bench,
+    make_op: Callable[[], Callable[[int], None]],
+    work: Callable[[], Any],
+    on_stop: Callable[[], None] | None = None,
+    during: Callable[[float, float], tuple[float, float]] | None = None,
 ) -> dict[str, Any]:
-    """Run ``work`` while a writer commits; the writer's latency before and during it."""
-    writer = Writer(make_op)
+    """Run ``work`` while a writer commits; the writer's latency before and during it.
+
+    ``during(start, end)`` may narrow the "during" window (wall clock) to the part of the work
+    that matters, e.g. the backfill passes without the cleaner process's start-up.
+    """
+    writer = Writer(make_op, on_stop)
     writer.start()
     time.sleep(bench.plan.writer_before_s)
-    before_start = writer.samples[0][0] if writer.samples else time.perf_counter()
-    start = time.perf_counter()
-    outcome = work()
-    end = time.perf_counter()
-    writer.stop()
+    start = time.time()
+    try:
+        outcome = work()
+    finally:
+        end = time.time()
+        writer.stop()
+    before_start = writer.samples[0][0] if writer.samples else start
+    window = during(start, end) if during is not None else (start, end)
     before = writer.window(before_start, start)
-    during = writer.window(start, end)
+    during_stats = writer.window(*window)
     return {
-        "seconds": end - start,
+        "seconds": window[1] - window[0],
         "outcome": outcome,
         "writer_before": before,
-        "writer_during": during,
-        "writer_p99_growth": during["p99_ms"] / before["p99_ms"],
+        "writer_during": during_stats,
+        "writer_p99_growth": during_stats["p99_ms"] / before["p99_ms"],
     }
 
 
@@ -181,9 +210,111 @@ def cleaner_available() -> bool:
     return importlib.util.find_spec("schemaless_store.cleaner") is not None
 
 
+def store_writer() -> Callable[[int], None]:
+    """Single puts through the store (entity + every declared index, the new one included)."""
+    from schemaless_store.models import Entity
+
+    def op(n: int) -> None:
+        Entity.objects.create(**writer_properties(n, "live"))
+
+    return op
+
+
+def _close_thread_connections() -> None:
+    from django.db import connections
+
+    from schemaless_store import shards
+
+    shards.close_index_connections()
+    connections.close_all()
+
+
+def run_ours(bench: Bench) -> dict[str, Any]:
+    """Declare a new index on the loaded store and backfill it with the cleaner, live."""
+    from django.core.management import call_command
+
+    from schemaless_store import lifecycle, shards
+    from schemaless_store.indexes import Index, registry
+    from schemaless_store.models import CleanerPass
+
+    name = f"index_link_{bench.size}"
+    index = Index(table=name, properties=["link"], shard_on="link")
+    registry.register(index, module="bench.legs.index_add")
+    call_command("migrateall", verbosity=0)  # its tables on every shard; recorded as building
+    if lifecycle.states(refresh=True).get(name) != lifecycle.BUILDING:
+        raise AssertionError(f"{name} should start building on a loaded store")
+    bench.log(f"index add: ours, runcleaner --index={name} over {bench.size:,} entities")
+    env = {**os.environ, "BENCH_LINK_INDEX": name, "DJANGO_SETTINGS_MODULE": "bench.settings"}
+    command = [sys.executable, "-m", "django", "runcleaner", f"--index={name}", "--once", "-v", "1"]
+    child: list[subprocess.Popen[bytes]] = []
+    with tempfile.TemporaryFile() as log:
+
+        def backfill() -> str:
+            proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+            child.append(proc)
+            while lifecycle.states(refresh=True).get(name) != lifecycle.READY:
+                if proc.poll() is not None:
+                    log.seek(0)
+                    output = log.read().decode(errors="replace")[-3000:]
+                    raise RuntimeError(f"runcleaner exited {proc.returncode}:\n{output}")
+                time.sleep(0.02)
+            return lifecycle.READY
+
+        def backfill_window(start: float, end: float) -> tuple[float, float]:
+            passes = CleanerPass.objects.filter(index_name=name, kind="backfill")
+            begun = [p.started.timestamp() for p in passes]
+            return (min(begun) if begun else start), end
+
+        try:
+            record = with_writer(
+                bench,
+                store_writer,
+                backfill,
+                on_stop=_close_thread_connections,
+                during=backfill_window,
+            )
+        finally:
+            registry.unregister(name)  # the benchmark's later loads do not maintain it
+            usage = None
+            for proc in child:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)  # it finishes its batch and exits 0
+                _pid, status, usage = os.wait4(proc.pid, 0)
+                proc.returncode = os.waitstatus_to_exitcode(status)
+    passes = list(CleanerPass.objects.filter(index_name=name, kind="backfill"))
+    scanned = sum(p.entities_scanned for p in passes)
+    pass_seconds = sum((p.finished - p.started).total_seconds() for p in passes if p.finished)
+    rows = entities = 0
+    for alias in shards.shard_aliases():
+        rows += _count(alias, name)
+        entities += _count(alias, "entities")
+    record.update(
+        rows_per_s=scanned / pass_seconds if pass_seconds else float("nan"),
+        entities_backfilled=scanned,
+        backfill_pass_seconds=pass_seconds,
+        cleaner_peak_rss_mib=usage.ru_maxrss / 1024 if usage else float("nan"),
+        cleaner_exit=child[0].returncode if child else None,
+        index_rows=rows,
+        entities=entities,
+        index_exact=rows == entities,  # every entity has one link: one row each
+    )
+    return {"leg": "index_add", "contender": "ours_backfill", "size": bench.size, **record}
+
+
+def _count(alias: str, table: str) -> int:
+    from django.db import connections
+
+    conn = connections[alias]
+    with conn.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM {conn.ops.quote_name(table)}")
+        return int(cursor.fetchone()[0])
+
+
 def run(bench: Bench) -> list[dict[str, Any]]:
     records = [*run_alters(bench), run_chunked_copy(bench)]
-    if not cleaner_available():
+    if cleaner_available():
+        records.append(run_ours(bench))
+    else:
         records.append(
             {
                 "leg": "index_add",

@@ -68,7 +68,7 @@ def check_answers(bench: Bench, contenders: list[Contender], ordered: bool) -> i
     return len(first)
 
 
-def _users(bench: Bench, n: int) -> list[int]:
+def random_users(bench: Bench, n: int) -> list[int]:
     return [bench.random_user() for _ in range(n)]
 
 
@@ -76,10 +76,10 @@ def run(bench: Bench) -> list[dict[str, Any]]:
     plan = bench.plan
     page = page_contenders(bench, plan.query_ops)
     page_hits = check_answers(bench, page, ordered=True)
-    page_timings = compare(page, lambda _r, n: _users(bench, n), plan.rounds)
+    page_timings = compare(page, lambda _r, n: random_users(bench, n), plan.rounds)
     everything = all_contenders(bench, plan.query_ops, plan.unindexed_ops)
     all_hits = check_answers(bench, everything, ordered=False)
-    all_timings = compare(everything, lambda _r, n: _users(bench, n), plan.rounds, warmup=1)
+    all_timings = compare(everything, lambda _r, n: random_users(bench, n), plan.rounds, warmup=1)
     return [
         result(
             page_timings,

@@ -13,12 +13,12 @@ def run(bench: Bench) -> list[dict[str, Any]]:
     plan = bench.plan
     get_timings = compare(
         get.get_contenders(bench, plan.scale_ops),
-        lambda _r, n: get._ids(bench, n),
+        lambda _r, n: get.random_ids(bench, n),
         plan.scale_rounds,
     )
     page_timings = compare(
         query.page_contenders(bench, plan.scale_ops),
-        lambda _r, n: query._users(bench, n),
+        lambda _r, n: query.random_users(bench, n),
         plan.scale_rounds,
     )
     return [

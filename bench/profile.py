@@ -1,0 +1,195 @@
+"""``python -m bench.profile``: where the time of ours goes, next to the raw baseline.
+
+    .venv/bin/python -m bench.profile --entities 100000 --ops put,get,get_many,query_page
+
+Sets up the same servers and data as ``bench.run`` (one size), then for each op:
+
+- counts the statements each side sends to the servers (every ``query()`` of a mysqlclient
+  connection is a round trip) and lists ours, once;
+- times ours and raw over the same arguments;
+- profiles ours with pyinstrument (``pip install pyinstrument``; not a dependency of the
+  harness) and writes the text and HTML reports to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+# Connection methods that talk to the server. (``autocommit(on)`` is skipped by the client when
+# the server already is in that mode; it is counted here either way.)
+ROUND_TRIPS = ("query", "autocommit", "commit", "rollback")
+OPS = ("put", "bulk_put", "get", "get_many", "query_page", "query_all")
+
+
+@contextmanager
+def statements() -> Iterator[list[str]]:
+    """Every round trip of any mysqlclient connection while the block runs: statements, and the
+    C-level ``autocommit()``/``commit()``/``rollback()`` calls Django's transactions make."""
+    from MySQLdb.connections import Connection
+
+    sent: list[str] = []
+    originals = {name: getattr(Connection, name) for name in ROUND_TRIPS}
+
+    def spy(name: str) -> Callable[..., Any]:
+        original = originals[name]
+
+        def call(self: Any, *args: Any) -> Any:
+            if name == "query":
+                sql = args[0]
+                sent.append(
+                    sql.decode(errors="replace") if isinstance(sql, bytes | bytearray) else str(sql)
+                )
+            elif name == "autocommit":
+                sent.append(f"SET autocommit={int(args[0])}  (Connection.autocommit)")
+            else:
+                sent.append(f"{name.upper()}  (Connection.{name})")
+            return original(self, *args)
+
+        return call
+
+    for name in ROUND_TRIPS:
+        setattr(Connection, name, spy(name))
+    try:
+        yield sent
+    finally:
+        for name, original in originals.items():
+            setattr(Connection, name, original)
+
+
+def _short(sql: str, width: int = 110) -> str:
+    sql = " ".join(sql.split())
+    return sql if len(sql) <= width else sql[: width - 3] + "..."
+
+
+def ops(
+    bench: Any,
+) -> dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any], Callable[[], Any]]]:
+    """name -> (ours, raw, make one argument)."""
+    from .data import writer_properties
+    from .legs import get, query
+    from .legs.get import random_ids
+
+    counter = itertools.count()
+    get_ours, get_raw = get.get_contenders(bench, 1)
+    page_ours, page_raw, _ = query.page_contenders(bench, 1)
+    all_ours, all_raw, _, _ = query.all_contenders(bench, 1, 1)
+    from schemaless_store.models import Entity
+
+    def many_ours(batch: list[Any]) -> None:
+        for entity in Entity.objects.get_many([ids[0] for ids in batch]).values():
+            entity["title"]
+
+    def many_raw(batch: list[Any]) -> None:
+        bench.raw.get_many([ids[1] for ids in batch])
+
+    return {
+        "put": (
+            lambda props: Entity.objects.create(**props),
+            bench.raw.put,
+            lambda: writer_properties(next(counter), "profile"),
+        ),
+        "bulk_put": (
+            lambda batch: Entity.objects.bulk_put(batch),
+            bench.raw.put_batch,
+            lambda: [writer_properties(next(counter), "profile") for _ in range(500)],
+        ),
+        "get": (get_ours.op, get_raw.op, lambda: random_ids(bench, 1)[0]),
+        "get_many": (many_ours, many_raw, lambda: random_ids(bench, 100)),
+        "query_page": (page_ours.op, page_raw.op, bench.random_user),
+        "query_all": (all_ours.op, all_raw.op, bench.random_user),
+    }
+
+
+def measure(
+    ours: Callable[[Any], Any], raw: Callable[[Any], Any], make_arg: Callable[[], Any], n: int
+) -> dict[str, dict[str, float]]:
+    """Wall and client CPU time per op (us), best of 5 alternating runs: CPU time is this
+    process's own work (Python, the client library), the rest of the wall time is waiting for
+    the servers (round trips, their work) or for the machine's other processes."""
+    best: dict[str, dict[str, float]] = {
+        "ours": {"wall": math.inf, "cpu": math.inf},
+        "raw": {"wall": math.inf, "cpu": math.inf},
+    }
+    for _ in range(5):
+        for label, op in (("ours", ours), ("raw", raw)):
+            arguments = [make_arg() for _ in range(n)]
+            wall, cpu = time.perf_counter(), time.process_time()
+            for arg in arguments:
+                op(arg)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            best[label]["wall"] = min(best[label]["wall"], wall / n * 1e6)
+            best[label]["cpu"] = min(best[label]["cpu"], cpu / n * 1e6)
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.profile")
+    parser.add_argument("--entities", type=int, default=100_000)
+    parser.add_argument("--ops", default=",".join(OPS))
+    parser.add_argument("--n", type=int, default=0, help="ops to profile (default: ~3 s worth)")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/profiles"))
+    args = parser.parse_args(argv)
+    from pyinstrument import Profiler
+
+    from . import plan as plans
+    from .data import stages
+    from .load import load_stage
+    from .run import setup
+
+    bench = setup(plans.choose(quick=args.entities < 10_000, sizes=[args.entities]))
+    for stage in stages([args.entities]):
+        load_stage(bench, stage)
+    args.out.mkdir(parents=True, exist_ok=True)
+    table = ops(bench)
+    for name in args.ops.split(","):
+        ours, raw, make_arg = table[name]
+        for op in (ours, raw):  # warm up connections and caches
+            for _ in range(20 if name != "bulk_put" else 2):
+                op(make_arg())
+        with statements() as sent_ours:
+            ours(make_arg())
+        with statements() as sent_raw:
+            raw(make_arg())
+        n = args.n or (10 if name == "bulk_put" else 100 if name == "get_many" else 1000)
+        cost = measure(ours, raw, make_arg, n)
+        arguments = [make_arg() for _ in range(n)]
+        profiler = Profiler(interval=0.0005)
+        profiler.start()
+        for arg in arguments:
+            ours(arg)
+        profiler.stop()
+        (args.out / f"{name}.txt").write_text(
+            profiler.output_text(unicode=False, color=False, show_all=True)
+        )
+        (args.out / f"{name}.html").write_text(profiler.output_html())
+        o, r = cost["ours"], cost["raw"]
+        print(f"\n== {name} at {bench.size:,}, per op (best of 5 alternating runs of {n}):")
+        for label, key in (("wall", "wall"), ("client CPU", "cpu")):
+            print(
+                f"   {label:11s} ours {o[key]:8,.0f} us   raw {r[key]:8,.0f} us   "
+                f"(ours +{o[key] - r[key]:,.0f} us)"
+            )
+        print(
+            f"   waiting     ours {o['wall'] - o['cpu']:8,.0f} us   "
+            f"raw {r['wall'] - r['cpu']:8,.0f} us   "
+            f"(ours/raw throughput {r['wall'] / o['wall']:.2f}x)"
+        )
+        print(f"   round trips: ours {len(sent_ours)}, raw {len(sent_raw)}")
+        for sql in sent_ours:
+            print(f"     ours: {_short(sql)}")
+        for sql in sent_raw:
+            print(f"     raw:  {_short(sql)}")
+        print(f"   profile: {args.out / name}.txt")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
