@@ -1,0 +1,286 @@
+"""The feed's pages. Every read and write goes through :mod:`project.feed.entities`, which uses
+the store's public API only.
+
+There are no passwords: a visitor signs up or picks a user to act as, and the choice is kept in
+the session. This site demonstrates the store, not authentication.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from schemaless_store.exceptions import (
+    IndexNotReady,
+    InvalidCursor,
+    InvalidQuery,
+    NoIndexForQuery,
+    UniqueViolation,
+)
+from schemaless_store.models import Entity
+from schemaless_store.query import Page
+
+from . import entities
+from .forms import ActAsForm, CommentForm, EntryForm, SignUpForm
+from .indexes import LINK_INDEX_NAME, emails, usernames
+
+SESSION_KEY = "feed_user_id"
+# Which form field a unique index guards, to put its error in the right place.
+UNIQUE_FIELDS = {usernames.name: "username", emails.name: "email"}
+
+
+def page_size() -> int:
+    return int(getattr(settings, "FEED_PAGE_SIZE", 20))
+
+
+# --- the visitor ---------------------------------------------------------------------------------
+
+
+def current_user(request: HttpRequest) -> Entity | None:
+    """The user this visitor acts as, or None (also if that user is gone)."""
+    if not hasattr(request, "_feed_user"):
+        user = None
+        raw = request.session.get(SESSION_KEY)
+        if raw:
+            try:
+                user = entities.user_by_id(uuid.UUID(raw))
+            except ValueError:
+                user = None
+            if user is None:
+                request.session.pop(SESSION_KEY, None)
+        request._feed_user = user  # type: ignore[attr-defined]
+    return request._feed_user  # type: ignore[attr-defined]
+
+
+def act_as(request: HttpRequest, user: Entity) -> None:
+    request.session[SESSION_KEY] = user.id.hex
+    request._feed_user = user  # type: ignore[attr-defined]
+
+
+def _render(
+    request: HttpRequest, template: str, context: dict[str, Any], status: int = 200
+) -> HttpResponse:
+    viewer = current_user(request)
+    base = {"viewer": viewer, "act_as_form": ActAsForm(), "live_index": LINK_INDEX_NAME}
+    return render(request, template, {**base, **context}, status=status)
+
+
+def _next_url(request: HttpRequest, default: str) -> str:
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    if url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return default
+
+
+def _bad_cursor(request: HttpRequest, first_page: str) -> HttpResponse:
+    # Cursors are signed: a hand-edited or foreign ?after= is a client error, not a crash.
+    return _render(request, "feed/bad_cursor.html", {"first_page": first_page}, status=400)
+
+
+def _paged(
+    request: HttpRequest, fetch: Callable[[str | None], Page]
+) -> tuple[Page | None, str | None]:
+    after = request.GET.get("after") or None
+    try:
+        return fetch(after), after
+    except InvalidCursor:
+        return None, after
+
+
+# --- pages ---------------------------------------------------------------------------------------
+
+
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    """The public feed: everyone's entries, newest first."""
+    page, after = _paged(request, lambda after: entities.public_page(after, page_size()))
+    if page is None:
+        return _bad_cursor(request, reverse("feed:home"))
+    viewer = current_user(request)
+    return _render(
+        request,
+        "feed/home.html",
+        {
+            "entries": entities.entry_views(page.entities, viewer),
+            "page": page,
+            "after": after,
+            "entry_form": EntryForm(),
+        },
+    )
+
+
+@require_GET
+def user_detail(request: HttpRequest, username: str) -> HttpResponse:
+    """One user's entries, newest first."""
+    user = entities.user_by_username(username)
+    if user is None:
+        raise Http404(f"no user named {username!r}")
+    page, after = _paged(request, lambda after: entities.user_page(user, after, page_size()))
+    if page is None:
+        return _bad_cursor(request, reverse("feed:user", args=[user["username"]]))
+    viewer = current_user(request)
+    return _render(
+        request,
+        "feed/user.html",
+        {
+            "profile": user,
+            "entries": entities.entry_views(page.entities, viewer),
+            "page": page,
+            "after": after,
+            "entry_form": EntryForm() if viewer is not None and viewer.id == user.id else None,
+        },
+    )
+
+
+@require_GET
+def user_list(request: HttpRequest) -> HttpResponse:
+    page, after = _paged(request, lambda after: entities.users_page(after, 50))
+    if page is None:
+        return _bad_cursor(request, reverse("feed:users"))
+    return _render(
+        request, "feed/users.html", {"users": page.entities, "page": page, "after": after}
+    )
+
+
+@require_http_methods(["GET", "POST"])
+def sign_up(request: HttpRequest) -> HttpResponse:
+    form = SignUpForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            user = entities.create_user(data["username"], data["email"], data["name"])
+        except UniqueViolation as exc:
+            # The unique index refused the write: nothing was stored. Say which value is taken.
+            field = UNIQUE_FIELDS.get(exc.index)
+            label = field or "username or email"
+            form.add_error(field, f"This {label} is already taken.")
+        else:
+            act_as(request, user)
+            messages.success(request, f"Welcome, {user['username']}! You can post now.")
+            return redirect("feed:user", user["username"])
+    return _render(request, "feed/signup.html", {"form": form})
+
+
+@require_POST
+def act_as_view(request: HttpRequest) -> HttpResponse:
+    form = ActAsForm(request.POST)
+    user = entities.user_by_username(form.cleaned_data["username"]) if form.is_valid() else None
+    if user is None:
+        messages.error(request, "There is no such user.")
+        return redirect(_next_url(request, reverse("feed:users")))
+    act_as(request, user)
+    messages.success(request, f"You are now acting as {user['username']}.")
+    return redirect(_next_url(request, reverse("feed:user", args=[user["username"]])))
+
+
+@require_POST
+def leave(request: HttpRequest) -> HttpResponse:
+    request.session.pop(SESSION_KEY, None)
+    return redirect("feed:home")
+
+
+@require_http_methods(["GET", "POST"])
+def post_entry(request: HttpRequest) -> HttpResponse:
+    viewer = current_user(request)
+    if viewer is None:
+        messages.error(request, "Sign up or pick a user to act as before posting.")
+        return redirect("feed:users")
+    form = EntryForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        entities.post_entry(viewer, form.cleaned_data["title"], form.cleaned_data["link"])
+        messages.success(request, "Posted.")
+        return redirect("feed:user", viewer["username"])
+    return _render(request, "feed/post.html", {"entry_form": form})
+
+
+def _entry_or_404(entry_id: uuid.UUID) -> Entity:
+    entry = entities.entry_by_id(entry_id)
+    if entry is None:
+        raise Http404("no such entry")
+    return entry
+
+
+@require_GET
+def entry_detail(request: HttpRequest, entry_id: uuid.UUID) -> HttpResponse:
+    return _entry_page(request, _entry_or_404(entry_id), CommentForm())
+
+
+def _entry_page(
+    request: HttpRequest, entry: Entity, comment_form: CommentForm, status: int = 200
+) -> HttpResponse:
+    (view,) = entities.entry_views([entry], current_user(request))
+    return _render(
+        request, "feed/entry.html", {"entry": view, "comment_form": comment_form}, status=status
+    )
+
+
+def _require_viewer(request: HttpRequest) -> Entity | HttpResponseRedirect:
+    viewer = current_user(request)
+    if viewer is None:
+        messages.error(request, "Sign up or pick a user to act as first.")
+        return redirect("feed:users")
+    return viewer
+
+
+@require_POST
+def like(request: HttpRequest, entry_id: uuid.UUID) -> HttpResponse:
+    entry = _entry_or_404(entry_id)
+    viewer = _require_viewer(request)
+    if isinstance(viewer, HttpResponseRedirect):
+        return viewer
+    entities.toggle_like(entry, viewer)
+    return redirect(_next_url(request, reverse("feed:entry", args=[entry.id])))
+
+
+@require_POST
+def comment(request: HttpRequest, entry_id: uuid.UUID) -> HttpResponse:
+    entry = _entry_or_404(entry_id)
+    viewer = _require_viewer(request)
+    if isinstance(viewer, HttpResponseRedirect):
+        return viewer
+    form = CommentForm(request.POST)
+    if not form.is_valid():
+        return _entry_page(request, entry, form, status=400)
+    entities.add_comment(entry, viewer, form.cleaned_data["body"])
+    return redirect("feed:entry", entry.id)
+
+
+@require_GET
+def shared(request: HttpRequest) -> HttpResponse:
+    """Who else shared this link: the page that needs the live index ``index_feed_link``."""
+    link = request.GET.get("link", "").strip()
+    context: dict[str, Any] = {"link": link, "index_name": LINK_INDEX_NAME}
+    if not link:
+        return _render(request, "feed/shared.html", {**context, "problem": "no-link"}, status=400)
+    try:
+        page, after = _paged(request, lambda after: entities.sharers_page(link, after, page_size()))
+    except InvalidQuery:
+        # Not a cursor problem (those are handled by _paged): a link too long to be indexed.
+        return _render(request, "feed/shared.html", {**context, "problem": "bad-link"}, 400)
+    except NoIndexForQuery:
+        return _render(request, "feed/shared.html", {**context, "problem": "undeclared"}, 503)
+    except IndexNotReady:
+        return _render(request, "feed/shared.html", {**context, "problem": "building"}, 503)
+    if page is None:
+        return _bad_cursor(request, f"{reverse('feed:shared')}?{urlencode({'link': link})}")
+    return _render(
+        request,
+        "feed/shared.html",
+        {
+            **context,
+            "entries": entities.entry_views(page.entities, current_user(request)),
+            "page": page,
+            "after": after,
+        },
+    )
