@@ -243,7 +243,7 @@ class Cleaner:
             return
         if state == lifecycle.BUILDING:
             for alias in self.aliases:
-                summary.passes.append(self._run_pass(index, alias, BACKFILL))
+                summary.passes.extend(self._run_passes(index, alias, [BACKFILL]))
                 if not self.running:
                     return
             waiting = self._shards_to_backfill(index)
@@ -259,11 +259,10 @@ class Cleaner:
                 return
             if lifecycle.mark_ready(index.name):
                 logger.info("index %s is backfilled on every shard: it is ready", index.name)
-        for kind in (REPAIR, SWEEP):
-            for alias in self.aliases:
-                if not self.running:
-                    return
-                summary.passes.append(self._run_pass(index, alias, kind))
+        for alias in self.aliases:
+            if not self.running:
+                return
+            summary.passes.extend(self._run_passes(index, alias, [REPAIR, SWEEP]))
 
     def _shards_to_backfill(self, index: Index) -> list[str]:
         from .models import CleanerCheckpoint
@@ -275,33 +274,50 @@ class Cleaner:
         )
         return [alias for alias in shards.shard_aliases() if alias not in done]
 
-    def _run_pass(self, index: Index, alias: str, kind: str) -> PassResult:
-        result = PassResult(index=index.name, shard=alias, kind=kind)
+    def _run_passes(self, index: Index, alias: str, kinds: Sequence[str]) -> list[PassResult]:
+        """Take the (index, shard) lock, run the passes, release it."""
         lock = CleanerLock(index.name, alias)
-        started = time.monotonic()
         try:
             got = lock.acquire(self.lock_wait, keep_waiting=lambda: self.running)
         except Exception as exc:
-            result.status, result.message = FAILED, f"cannot take the lock: {_one_line(exc)}"
-            logger.error("%s", result.describe())
-            return result
+            failure = f"cannot take the lock: {_one_line(exc)}"
+            logger.error("%s of %s on %s: %s", "/".join(kinds), index.name, alias, failure)
+            return [self._unrun(index, alias, kind, FAILED, failure) for kind in kinds]
         if not got:
-            result.status = SKIPPED
-            result.message = (
+            message = (
                 f"another cleaner is working on {index.name} on {alias} (it holds "
                 f"{lock.describe()}); skipped"
             )
-            logger.warning("%s", result.message)
-            return result
+            logger.warning("%s", message)
+            return [self._unrun(index, alias, kind, SKIPPED, message) for kind in kinds]
+        results: list[PassResult] = []
         try:
             self._close_abandoned_passes(index.name, alias)
+            for kind in kinds:
+                if not self.running:
+                    break
+                results.append(self._run_pass(index, alias, kind))
+        except Exception as exc:  # the metadata database failed us before a pass began
+            logger.exception("cleaning %s on %s failed", index.name, alias)
+            results.append(self._unrun(index, alias, kinds[len(results)], FAILED, _one_line(exc)))
+        finally:
+            lock.release()
+        return results
+
+    @staticmethod
+    def _unrun(index: Index, alias: str, kind: str, status: str, message: str) -> PassResult:
+        return PassResult(index=index.name, shard=alias, kind=kind, status=status, message=message)
+
+    def _run_pass(self, index: Index, alias: str, kind: str) -> PassResult:
+        result = PassResult(index=index.name, shard=alias, kind=kind)
+        started = time.monotonic()
+        try:
             walk = {BACKFILL: self._backfill, REPAIR: self._repair, SWEEP: self._sweep}[kind]
             walk(index, alias, result)
         except Exception as exc:
             result.status, result.failure = FAILED, _one_line(exc)
             logger.exception("%s of %s on %s failed", kind, index.name, alias)
         finally:
-            lock.release()
             result.seconds = time.monotonic() - started
             result.message = _message(result)
             try:

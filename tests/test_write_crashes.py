@@ -1,0 +1,193 @@
+"""Fault injection on the write path, and concurrent writers (DESIGN section 3).
+
+A writer *process* is SIGKILLed just before each SQL statement of a put, an update and a delete
+in turn (statements are counted by patching Django's ``CursorWrapper`` in that process; see
+``tests/child.py``). After each kill, queries must obey I1 (no non-matching entity returned) and
+I2 (every committed entity found by every ready index covering it), the entity must be wholly old
+or wholly new, and one cleaner pass must restore I3 (index tables exact).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import uuid
+from typing import Any
+
+import pytest
+from django.db import connections
+
+from schemaless_store import shards
+from schemaless_store.cleaner import Cleaner
+from schemaless_store.indexes import registry
+from schemaless_store.models import Entity
+from tests import child
+from tests.conftest import STORE
+from tests.invariants import (
+    assert_exact,
+    check_no_false_negatives,
+    check_no_false_positives,
+    committed_entities,
+    conditions_for,
+)
+
+pytestmark = [STORE, pytest.mark.slow]
+
+A, B, C, D = (uuid.UUID(int=n) for n in (0xA, 0xB, 0xC, 0xD))
+BEFORE: dict[uuid.UUID, dict[str, Any]] = {
+    A: {"user_id": "u1", "link": "https://a", "published": 1, "tags": ["x", "y"], "username": "an"},
+    B: {"user_id": "u2", "link": "https://b", "published": 2, "tags": ["y"], "username": "bo"},
+    C: {"user_id": "u1", "link": "https://c", "published": 3, "tags": ["z"]},
+}
+# Every operation touches every index: rows to add on some shards, rows to remove on others.
+OPERATIONS = {
+    "put": (
+        {"op": "create", "id": D.hex},
+        D,
+        {
+            "user_id": "u3",
+            "link": "https://d",
+            "published": 4,
+            "tags": ["y", "w"],
+            "username": "di",
+        },
+    ),
+    "update": (
+        {"op": "update", "id": A.hex},
+        A,
+        {
+            "user_id": "u2",
+            "link": "https://a2",
+            "published": 9,
+            "tags": ["y", "w"],
+            "username": "al",
+        },
+    ),
+    "delete": ({"op": "delete", "id": B.hex}, B, None),
+}
+
+
+def reset_store() -> None:
+    for alias in shards.shard_aliases():
+        conn = connections[alias]
+        with conn.cursor() as cursor:
+            cursor.execute("DELETE FROM entities")
+            for index in registry.valid():
+                cursor.execute(f"DELETE FROM {conn.ops.quote_name(index.name)}")
+    Entity.objects.bulk_put([{"id": i, **props} for i, props in BEFORE.items()])
+
+
+def run_cleaner_pass() -> None:
+    summary = Cleaner(once=True).run()
+    assert not summary.failed and not summary.problems, summary.describe()
+
+
+def check_after(target: uuid.UUID, old: dict | None, new: dict | None, acknowledged: bool) -> None:
+    stored = committed_entities().get(target.bytes)
+    if acknowledged:
+        assert stored == new  # I4: an acknowledged write is what is stored
+    else:
+        assert stored in (old, new), f"{target}: neither old nor new: {stored}"
+    queries = check_no_false_negatives()  # I2
+    for props in (old, new):
+        for index in registry.valid():
+            queries.extend(conditions_for(index, props or {}))
+    check_no_false_positives(queries)  # I1, old values included (stale rows must not show)
+
+
+@pytest.fixture(scope="module")
+def writer(django_db_setup):
+    # After the test databases exist: the child is handed their names.
+    process = child.CrashWriter()
+    yield process
+    process.close()
+
+
+@pytest.mark.parametrize("name", list(OPERATIONS))
+def test_a_writer_killed_before_any_statement_leaves_invariants_intact(writer, name):
+    request, target, new = OPERATIONS[name]
+    old = BEFORE.get(target)
+    request = {**request, "props": new}
+
+    reset_store()
+    finished = writer.run(request)
+    assert finished["ended"] == "exit 0", finished
+    statements = finished["statements"]
+    assert statements >= 3  # lock or insert, entity write, index rows at least
+    check_after(target, old, new, acknowledged=True)
+    assert_exact()  # a write that completed leaves exact indexes without the cleaner
+
+    for kill_at in range(1, statements + 1):
+        reset_store()
+        killed = writer.run({**request, "kill_at": kill_at})
+        assert killed["ended"] == "signal 9", (kill_at, killed)
+        check_after(target, old, new, acknowledged=False)
+        run_cleaner_pass()
+        assert_exact()  # I3 after one pass
+        check_after(target, old, new, acknowledged=False)
+
+
+# --- concurrent writers ------------------------------------------------------------------------
+
+LINKS = [f"https://example.com/{n}" for n in range(4)]
+TAGS = ["red", "green", "blue", "black"]
+
+
+def test_concurrent_writers_on_the_same_entities_never_show_a_non_matching_one():
+    rng = random.Random(11)
+    ids = [
+        e.id
+        for e in Entity.objects.bulk_put(
+            {"link": rng.choice(LINKS), "tags": rng.sample(TAGS, 2), "n": 0} for _ in range(12)
+        )
+    ]
+    stop = threading.Event()
+    problems: list[str] = []
+    queries = [0]
+
+    def writer(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for _ in range(30):
+                entity = Entity.objects.get(id=rng.choice(ids))
+                entity["link"] = rng.choice(LINKS)
+                entity["tags"] = rng.sample(TAGS, rng.randint(0, 3))
+                entity.save()
+        except Exception as exc:
+            problems.append(f"writer: {exc!r}")
+        finally:
+            shards.close_index_connections()
+            connections.close_all()
+
+    def reader() -> None:
+        try:
+            while not stop.is_set():
+                for link in LINKS:
+                    for entity in Entity.objects.filter_index(link=link):
+                        if entity["link"] != link:
+                            problems.append(f"link={link} returned {entity.properties}")
+                for tag in TAGS:
+                    for entity in Entity.objects.filter_index(tags=tag):
+                        if tag not in entity["tags"]:
+                            problems.append(f"tags={tag} returned {entity.properties}")
+                queries[0] += 1
+        except Exception as exc:
+            problems.append(f"reader: {exc!r}")
+        finally:
+            connections.close_all()
+
+    writers = [threading.Thread(target=writer, args=(seed,)) for seed in range(4)]
+    watcher = threading.Thread(target=reader)
+    watcher.start()
+    for thread in writers:
+        thread.start()
+    for thread in writers:
+        thread.join()
+    stop.set()
+    watcher.join()
+
+    assert not problems, problems[:5]
+    assert queries[0] > 0
+    check_no_false_negatives()
+    run_cleaner_pass()
+    assert_exact()
