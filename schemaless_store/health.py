@@ -14,6 +14,7 @@ import datetime as dt
 import random
 import struct
 import uuid
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,13 +88,33 @@ def count_tables(alias: str, tables: Iterable[str]) -> dict[str, TableCount]:
 # --- the health of each index -----------------------------------------------------------------
 
 
+KIND_ORDER = ("backfill", "repair", "sweep")
+
+
+@dataclass
+class PassView:
+    """The latest cleaner pass of one kind on one (index, shard)."""
+
+    record: Any  # CleanerPass
+
+    @property
+    def duration(self) -> str:
+        """How long the pass took (or has been running), in words."""
+        end = self.record.finished or timezone.now()
+        return human_duration(end - self.record.started)
+
+    @property
+    def failed(self) -> bool:
+        return self.record.status in ("failed", "interrupted") or self.record.errors > 0
+
+
 @dataclass
 class ShardStatus:
     alias: str
     count: TableCount
     entities: TableCount
     checkpoint: Any = None  # CleanerCheckpoint | None
-    last_pass: Any = None  # CleanerPass | None
+    passes: list[PassView] = field(default_factory=list)  # latest of each kind
 
     @property
     def progress(self) -> float | None:
@@ -106,24 +127,8 @@ class ShardStatus:
         return None if progress is None else int(progress * 100)
 
     @property
-    def pass_duration(self) -> str:
-        """How long the last pass took (or has been running), in words."""
-        if self.last_pass is None:
-            return ""
-        end = self.last_pass.finished or timezone.now()
-        return human_duration(end - self.last_pass.started)
-
-    @property
-    def pass_failed(self) -> bool:
-        p = self.last_pass
-        return p is not None and (p.status in ("failed", "interrupted") or p.errors > 0)
-
-    @property
-    def repairs(self) -> int:
-        p = self.last_pass
-        if p is None or p.kind == "backfill":
-            return 0  # a backfill inserts rows by design: they are not repairs
-        return p.rows_inserted + p.stale_removed + p.orphans_removed
+    def row_span(self) -> int:
+        return max(1, len(self.passes))
 
 
 def human_duration(delta: dt.timedelta) -> str:
@@ -194,6 +199,21 @@ class IndexReport:
         return None if progress is None else int(progress * 100)
 
     @property
+    def total_rows(self) -> str:
+        """Rows over every shard, in words (``≈`` when a shard's count is an estimate)."""
+        counts = [status.count for status in self.shards if status.count.rows is not None]
+        if not counts:
+            return "—"
+        estimated = any(c.estimated for c in counts) or len(counts) < len(self.shards)
+        return ("≈ " if estimated else "") + f"{sum(c.rows or 0 for c in counts):,}"
+
+    @property
+    def latest_pass(self) -> Any:
+        """The most recently started cleaner pass on any shard (a CleanerPass), or None."""
+        records = [view.record for status in self.shards for view in status.passes]
+        return max(records, key=lambda r: r.started, default=None)
+
+    @property
     def backfill_started(self) -> bool:
         return any(status.checkpoint is not None for status in self.shards)
 
@@ -215,12 +235,13 @@ class IndexReport:
                 if status.count.error:
                     found.append(f"{status.alias}: {status.count.error}")
         for status in self.shards:
-            if status.pass_failed:
-                p = status.last_pass
-                found.append(
-                    f"{status.alias}: last cleaner pass {p.status}"
-                    + (f" with {p.errors} errors" if p.errors else "")
-                )
+            for view in status.passes:
+                if view.failed:
+                    p = view.record
+                    found.append(
+                        f"{status.alias}: last {p.kind} pass {p.status}"
+                        + (f" with {p.errors} errors" if p.errors else "")
+                    )
         if self.last_check_failed:
             found.append("the last check found problems")
         return found
@@ -253,14 +274,14 @@ def report(check_entries: bool = True) -> list[IndexReport]:
     last_ids = (
         CleanerPass.objects.using(DEFAULT_DB_ALIAS)
         .filter(index_name__in=names)
-        .values("index_name", "shard")
+        .values("index_name", "shard", "kind")
         .annotate(last=Max("id"))
         .values_list("last", flat=True)
     )
-    passes = {
-        (p.index_name, p.shard): p
-        for p in CleanerPass.objects.using(DEFAULT_DB_ALIAS).filter(id__in=list(last_ids))
-    }
+    passes: dict[tuple[str, str], list[PassView]] = defaultdict(list)
+    latest = CleanerPass.objects.using(DEFAULT_DB_ALIAS).filter(id__in=list(last_ids))
+    for record in sorted(latest, key=lambda p: _kind_rank(p.kind)):
+        passes[record.index_name, record.shard].append(PassView(record))
 
     reports = []
     for name in names:
@@ -280,13 +301,17 @@ def report(check_entries: bool = True) -> list[IndexReport]:
                     count=counts[alias].get(name, TableCount(error="not a valid table name")),
                     entities=counts[alias][ENTITIES_TABLE],
                     checkpoint=checkpoints.get((name, alias)),
-                    last_pass=passes.get((name, alias)),
+                    passes=passes.get((name, alias), []),
                 )
             )
         if check_entries and state is not None:
             rep.last_check = last_check(state)
         reports.append(rep)
     return reports
+
+
+def _kind_rank(kind: str) -> int:
+    return KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
 
 
 def last_check(state: Any) -> Any:

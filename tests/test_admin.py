@@ -475,9 +475,9 @@ def test_health_page_shows_state_rows_backfill_and_passes():
 
     link = section(page, "index_link")
     assert "sls-badge sls-ready" in link
-    counts = re.findall(r'<td class="sls-num">([\d,]+)</td>', link)
-    by_shard = [len([r for r in index_rows("index_link", a)]) for a in aliases]
-    assert [int(c) for c in counts[:1]] == by_shard[:1] and sum(by_shard) == 3
+    counts = re.findall(r'<td rowspan="\d+" class="sls-num">([\d,]+)</td>', link)
+    by_shard = [len(index_rows("index_link", a)) for a in aliases]
+    assert [int(c) for c in counts] == by_shard and sum(by_shard) == 3
     assert "repair, done" in link and "1 min 30 s" in link
     assert ">1234<" in link and ">7<" in link and ">3<" in link and ">2<" in link
     assert "never" in link  # the other shard had no pass, and no check ran
@@ -487,7 +487,7 @@ def test_health_page_shows_state_rows_backfill_and_passes():
     assert "25% · added_id 25 of 100" in tags and "75%" in tags
 
     failed = section(page, "index_user_id")
-    assert "sls-problems" in failed and "last cleaner pass failed with 4 errors" in failed
+    assert "sls-problems" in failed and "last repair pass failed with 4 errors" in failed
     assert "lost connection" in failed
 
     gone = section(page, "index_gone")
@@ -615,3 +615,19 @@ def test_a_shard_that_is_down_is_named_and_the_rest_still_shows():
         assert f"{down}: " in section(health_page, "index_link")
         page = client.get(change_url(healthy))
         assert page.status_code == 200 and "still here" in page.content.decode()
+
+
+def test_health_page_shows_the_real_cleaners_passes():
+    from schemaless_store.cleaner import Cleaner
+
+    entities = [Entity.objects.create(**PostFactory()) for _ in range(4)]
+    stale = keys.encode_key("https://nobody")
+    insert_index_row("index_link", shards.alias_for(stale), (stale, entities[0].id.bytes))
+    Cleaner(indexes=["index_link"], once=True).run()
+    assert len(link_rows()) == 4
+    link = section(client_for(*VIEW).get(HEALTH).content.decode(), "index_link")
+    kinds = re.findall(r'<td class="sls-pass">(\w+), (\w+),', link)
+    assert kinds == [("repair", "done"), ("sweep", "done")] * len(shards.shard_aliases())
+    removed = re.findall(r'<td class="sls-pass">\w+, done.*?</tr>', link, re.DOTALL)
+    assert any('<td class="sls-num">1</td>' in row for row in removed)  # the stale row went
+    assert "sls-problems" not in link

@@ -112,6 +112,8 @@ def test_operator_logs_in_reads_health_and_edits_an_entity(live_server, admin_us
             red = link.locator(".sls-problems li").first.evaluate("e => getComputedStyle(e).color")
             assert red == "rgb(198, 40, 40)"
             page.screenshot(path=str(ARTIFACTS / "admin-index-health.png"), full_page=True)
+            # ... and what a laptop screen shows first.
+            page.screenshot(path=str(ARTIFACTS / "admin-index-health-top.png"))
 
             link.locator("input[value='Check now']").click()
             expect(page.locator(".messagelist")).to_contain_text("index_link: sampled 13 entities")
