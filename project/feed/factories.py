@@ -11,6 +11,7 @@ import re
 import uuid
 
 import factory
+import factory.random
 
 from . import entities
 
