@@ -1,17 +1,33 @@
 #!/usr/bin/env bash
-# Set up and run the demo site on the embedded default (SQLite shards in ./var):
-# virtualenv, migrations on every database, an admin user (admin / admin), then the server.
-#   scripts/demo.sh            # serves on 127.0.0.1:8000
-#   PORT=8001 scripts/demo.sh
+# The demo feed site in one command: virtualenv, migrations on every database, an admin user
+# (admin / admin), seed data if the store has none, then the server.
+#   bash scripts/demo.sh                          # embedded default: SQLite shards in ./var
+#   PORT=8001 bash scripts/demo.sh                # another port
+#   HOST=0.0.0.0 bash scripts/demo.sh             # listen on every interface (docker-compose.yml)
+#   FEED_LIVE_INDEXES=link bash scripts/demo.sh   # declare the live index (docs/demo.md)
+# With DATABASE_URL and SHARD_DATABASE_URLS set, the same site runs on MySQL/MariaDB servers.
+# SCHEMALESS_DATA_DIR moves the SQLite files; DEMO_SEED_ARGS replaces the seed's arguments.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# This script runs the demo project, whatever settings module the calling shell has exported.
+export DJANGO_SETTINGS_MODULE=project.settings
 scripts/setup.sh .venv python3
 py=.venv/bin/python
+host=${HOST:-127.0.0.1}
+port=${PORT:-8000}
+
 $py manage.py migrateall
 if ! $py manage.py shell -c "from django.contrib.auth.models import User; raise SystemExit(0 if User.objects.filter(username='admin').exists() else 1)" 2>/dev/null; then
   DJANGO_SUPERUSER_PASSWORD=${DJANGO_SUPERUSER_PASSWORD:-admin} \
     $py manage.py createsuperuser --noinput --username admin --email admin@example.com
   echo "demo: created the admin user 'admin' (password: ${DJANGO_SUPERUSER_PASSWORD:-admin})"
 fi
-echo "demo: open http://127.0.0.1:${PORT:-8000}/ (admin at /admin/)"
-exec $py manage.py runserver "127.0.0.1:${PORT:-8000}" --noreload
+# --if-empty: running the demo again does not pile up data. Word splitting of the override is
+# intended (DEMO_SEED_ARGS="--users 5 --entries 50").
+# shellcheck disable=SC2086
+$py manage.py seed --if-empty ${DEMO_SEED_ARGS:-}
+
+shown=$host
+if [ "$host" = 0.0.0.0 ]; then shown=127.0.0.1; fi
+echo "demo: open http://$shown:$port/ (admin at /admin/, user admin / ${DJANGO_SUPERUSER_PASSWORD:-admin})"
+exec $py manage.py runserver "$host:$port" --noreload
