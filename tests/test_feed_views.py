@@ -16,10 +16,11 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from project.feed import entities
+from project.feed import entities, views
 from project.feed.factories import EntryFactory, UserFactory
 from project.feed.indexes import LINK_INDEX_NAME, make_link_index
 from schemaless_store import lifecycle, shards
+from schemaless_store.exceptions import UniqueViolation
 from schemaless_store.indexes import create_tables, drop_table, registry
 from schemaless_store.models import Entity
 from tests.conftest import STORE
@@ -121,6 +122,19 @@ def test_a_taken_username_or_email_is_a_form_error_and_writes_nothing(
     assert f"This {message} is already taken." in response.content.decode()
     assert count_everything() == before  # no entity, no index row: the store refused the write
     assert [u["username"] for u in entities.users_page().entities] == ["alice"]
+
+
+@pytest.mark.parametrize(
+    ("index", "field"),
+    [
+        ("index_feed_username", "username"),
+        ("index_feed_email", "email"),
+        ("index_users_username", "username"),  # the test app's: indexes are global
+        ("index_gone", None),
+    ],
+)
+def test_a_unique_violation_names_the_field_its_index_guards(index, field):
+    assert views._unique_field(UniqueViolation("taken", index=index)) == field
 
 
 def test_act_as_and_leave(client):

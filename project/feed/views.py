@@ -20,22 +20,33 @@ from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from schemaless_store.exceptions import (
+    ConfigurationError,
     IndexNotReady,
     InvalidCursor,
     InvalidQuery,
     NoIndexForQuery,
     UniqueViolation,
 )
+from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
 from schemaless_store.query import Page
 
 from . import entities
 from .forms import ActAsForm, CommentForm, EntryForm, SignUpForm
-from .indexes import LINK_INDEX_NAME, emails, usernames
+from .indexes import LINK_INDEX_NAME
 
 SESSION_KEY = "feed_user_id"
-# Which form field a unique index guards, to put its error in the right place.
-UNIQUE_FIELDS = {usernames.name: "username", emails.name: "email"}
+UNIQUE_FIELDS = ("username", "email")
+
+
+def _unique_field(violation: UniqueViolation) -> str | None:
+    """The form field whose value a unique index refused. Asked of the index rather than
+    assumed: indexes are global, so another app's unique index on ``username`` counts too."""
+    try:
+        index = registry.get(violation.index)
+    except ConfigurationError:
+        return None
+    return next((f for f in UNIQUE_FIELDS if f in index.properties), None)
 
 
 def page_size() -> int:
@@ -162,7 +173,7 @@ def sign_up(request: HttpRequest) -> HttpResponse:
             user = entities.create_user(data["username"], data["email"], data["name"])
         except UniqueViolation as exc:
             # The unique index refused the write: nothing was stored. Say which value is taken.
-            field = UNIQUE_FIELDS.get(exc.index)
+            field = _unique_field(exc)
             label = field or "username or email"
             form.add_error(field, f"This {label} is already taken.")
         else:

@@ -107,7 +107,6 @@ class Command(BaseCommand):
         with tqdm(
             total=total,
             unit=" entities",
-            unit_scale=True,
             disable=verbosity == 0,
             file=_ProgressStream(self.stderr),
             desc="seed",
