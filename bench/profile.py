@@ -130,6 +130,177 @@ def measure(
     return best
 
 
+def _per_call(fn: Callable[[], Any], n: int = 2000, reps: int = 7) -> float:
+    """Client CPU time of one call in us (best of ``reps`` loops of ``n``): CPU time, not wall,
+    so that other processes on the machine do not count."""
+    best = math.inf
+    for _ in range(reps):
+        start = time.process_time()
+        for _ in range(n):
+            fn()
+        best = min(best, time.process_time() - start)
+    return best / n * 1e6
+
+
+def components(bench: Any) -> list[tuple[str, str, float]]:
+    """The unit costs of ours and raw's paths, measured one by one: (unit, what, us)."""
+    import uuid
+
+    from django.db import connections, transaction
+
+    from schemaless_store import conf, keys, shards, writes
+    from schemaless_store.codec import decode_body
+    from schemaless_store.indexes import registry
+    from schemaless_store.models import ROW_FIELDS, Entity
+
+    from .data import entity_id, writer_properties
+    from .whatif import fast_rows
+
+    codec = conf.get().codec
+    raw_id = entity_id(bench.random_entity())
+    alias = shards.alias_for(raw_id)
+    conn = connections[alias]
+    conn.ensure_connection()
+    driver = conn.connection
+    select = "SELECT added_id, id, updated, body FROM entities WHERE id IN (%s)"
+
+    def driver_read() -> Any:
+        cursor = driver.cursor()
+        cursor.execute(select, [raw_id])
+        rows = cursor.fetchall()
+        cursor.close()
+        return rows
+
+    def django_read() -> Any:
+        with conn.cursor() as cursor:
+            cursor.execute(select, [raw_id])
+            return cursor.fetchall()
+
+    row = driver_read()[0]
+    entity = Entity.from_db(alias, ROW_FIELDS, row)
+    props = entity.body_properties()
+    user = props["user_id"]
+    query = Entity.objects.filter_index(user_id=user).order_by("-published")[:30]
+    index = registry.get("index_user_published")
+    index_row = (*sorted(index.rows_for(props))[0], raw_id)
+
+    def fresh_properties() -> Any:
+        e = Entity.from_db(alias, ROW_FIELDS, row)
+        return e.body_properties()
+
+    undo = fast_rows()
+    try:
+        from schemaless_store import query as query_module
+
+        fast = query_module.fetch_by_ids
+    finally:
+        undo()
+
+    def empty_atomic() -> None:
+        with transaction.atomic(using=alias):
+            pass
+
+    raw_conn = bench.raw.entity_conns[alias]
+
+    def raw_begin_commit() -> None:
+        raw_conn.cursor().execute("BEGIN")
+        raw_conn.commit()
+
+    fetch_one_ours = _per_call(lambda: query_module.fetch_by_ids([raw_id]), n=500)
+    fetch_one_fast = _per_call(lambda: fast([raw_id]), n=500)
+    write_props = writer_properties(0, "components")
+    return [
+        (
+            "statement",
+            "driver cursor: SELECT by id, fetchall (raw's way)",
+            _per_call(driver_read, 500),
+        ),
+        (
+            "statement",
+            "Django cursor: same SELECT (conn.cursor(), 2 wrappers)",
+            _per_call(django_read, 500),
+        ),
+        (
+            "statement",
+            "shards.read: same SELECT",
+            _per_call(lambda: shards.read(alias, select, [raw_id]), 500),
+        ),
+        ("call", "query.fetch_by_ids([one id]) (SELECT + Entity)", fetch_one_ours),
+        ("call", "fetch_by_ids with fast_rows (what-if)", fetch_one_fast),
+        (
+            "transaction",
+            "Django atomic(), empty: SET autocommit=0, COMMIT, SET autocommit=1",
+            _per_call(empty_atomic, 300),
+        ),
+        ("transaction", "raw BEGIN + COMMIT", _per_call(raw_begin_commit, 300)),
+        (
+            "entity",
+            "decode_body (msgpack, raw does it too)",
+            _per_call(lambda: decode_body(row[3])),
+        ),
+        (
+            "entity",
+            "Entity.from_db (Model.__init__)",
+            _per_call(lambda: Entity.from_db(alias, ROW_FIELDS, row)),
+        ),
+        (
+            "entity",
+            "Entity.from_db + body_properties() (decode, function-level import)",
+            _per_call(fresh_properties),
+        ),
+        (
+            "entity",
+            "convert_datetimefield_value (make_aware)",
+            _per_call(lambda: conn.ops.convert_datetimefield_value(row[2], None, conn)),
+        ),
+        (
+            "entity",
+            "shards.alias_for(id) (blake2b; raw does it too)",
+            _per_call(lambda: shards.alias_for(raw_id)),
+        ),
+        (
+            "entity",
+            "uuid.UUID(bytes=id) (get_many's result keys)",
+            _per_call(lambda: uuid.UUID(bytes=raw_id)),
+        ),
+        (
+            "entity",
+            "re-check: IndexQuery._row_is_current (decoded entity)",
+            _per_call(lambda: query._row_is_current(index, index_row, entity)),
+        ),
+        (
+            "entity",
+            "  of which index.rows_for(props) (encodes user_id again)",
+            _per_call(lambda: index.rows_for(props)),
+        ),
+        (
+            "entity",
+            "  of which _row_meets_conditions",
+            _per_call(lambda: query._row_meets_conditions(index, index_row[:-1])),
+        ),
+        (
+            "query",
+            "filter_index(...).order_by(...)[:30], not evaluated",
+            _per_call(
+                lambda: Entity.objects.filter_index(user_id=user).order_by("-published")[:30], 500
+            ),
+        ),
+        (
+            "put",
+            "writes.prepare (validate, encode body, index rows)",
+            _per_call(lambda: writes.prepare(Entity(**write_props)), 500),
+        ),
+        ("put", "Entity(**properties)", _per_call(lambda: Entity(**write_props), 500)),
+        (
+            "put",
+            "raw's equivalent of prepare: codec.encode + keys.encode_key",
+            _per_call(
+                lambda: (codec.encode(write_props), keys.encode_key(write_props["user_id"])), 500
+            ),
+        ),
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.profile")
     parser.add_argument("--entities", type=int, default=100_000)
@@ -148,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     for stage in stages([args.entities]):
         load_stage(bench, stage)
     args.out.mkdir(parents=True, exist_ok=True)
+    print("\n| unit | what | client CPU us |\n|---|---|---:|")
+    for unit, what, cost in components(bench):
+        print(f"| {unit} | {what} | {cost:,.1f} |")
     table = ops(bench)
     for name in args.ops.split(","):
         ours, raw, make_arg = table[name]

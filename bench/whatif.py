@@ -1,0 +1,370 @@
+"""``python -m bench.whatif``: measure proposed hot-path changes before anyone makes them.
+
+Each experiment is a change to ``schemaless_store`` that the profile suggests, applied here by
+monkeypatching, in this process only (the package's files are never touched), so its gain can be
+measured against the raw baseline in the same process, on the same data, alternating with the
+unchanged code::
+
+    .venv/bin/python -m bench.whatif --entities 100000
+
+For each op, the table shows ours unchanged, ours with each experiment that touches its path, and
+ours with all of them. The machine is noisy, so the variants take turns in many short rounds (the
+order rotating), raw runs right after each of them, and the table reports medians over rounds:
+ours' wall and client CPU per op, and ours/raw throughput computed within each round. These are
+measurements of candidate patches, not of the shipped code; each patch must leave the answers
+unchanged (checked on a sample before timing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .profile import ops
+
+Undo = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    description: str
+    ops: tuple[str, ...]
+    apply: Callable[[], Undo]
+
+
+def _patch(owner: Any, name: str, value: Any) -> Undo:
+    original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+    setattr(owner, name, value)
+    return lambda: setattr(owner, name, original)
+
+
+# --- experiments ---------------------------------------------------------------------------
+
+
+def fast_rows() -> Undo:
+    """``fetch_by_ids`` builds entities without ``Model.__init__`` (no per-field setattr loop,
+    no pre/post_init signals: nothing listens for them on Entity; refuses if something does),
+    with its imports at module level instead of three function-level imports per call."""
+    from django.db.models.base import ModelState
+    from django.db.models.signals import post_init, pre_init
+
+    from schemaless_store import conf, query, shards
+    from schemaless_store.models import Entity
+
+    if pre_init.has_listeners(Entity) or post_init.has_listeners(Entity):
+        raise RuntimeError("something listens to Entity's init signals: the shortcut is unsafe")
+    new = object.__new__
+
+    def from_row(alias: str, added_id: int, row_id: bytes, updated: Any, body: bytes) -> Any:
+        entity = new(Entity)
+        state = ModelState()
+        state.adding = False
+        state.db = alias
+        entity.__dict__.update(
+            _state=state,
+            added_id=added_id,
+            row_id=row_id,
+            row_updated=updated,
+            row_body=body,
+            _props=None,
+            _generated_id=False,
+        )
+        return entity
+
+    def fetch_by_ids(ids: Iterable[bytes]) -> dict[bytes, Any]:
+        alias_for = shards.alias_for
+        by_alias: dict[str, list[bytes]] = defaultdict(list)
+        for entity_id in dict.fromkeys(ids):
+            by_alias[alias_for(entity_id)].append(entity_id)
+        found: dict[bytes, Any] = {}
+        batch = conf.get().fetch_batch
+        for alias, alias_ids in by_alias.items():
+            conn = shards.connection(alias)
+            convert = conn.ops.convert_datetimefield_value
+            for start in range(0, len(alias_ids), batch):
+                chunk = alias_ids[start : start + batch]
+                marks = ", ".join(["%s"] * len(chunk))
+                rows = shards.read(
+                    alias,
+                    f"SELECT {query.ENTITY_COLUMNS} FROM entities WHERE id IN ({marks})",
+                    chunk,
+                )
+                for added_id, row_id, updated, body in rows:
+                    found[row_id] = from_row(
+                        alias, added_id, row_id, convert(updated, None, conn), body
+                    )
+        return found
+
+    return _patch(query, "fetch_by_ids", fetch_by_ids)
+
+
+def raw_read() -> Undo:
+    """``shards.read`` runs its SELECT on the driver's cursor under Django's error wrapper,
+    instead of a Django ``CursorWrapper`` (two Python layers and a cursor object per read).
+    Keeps Django's cursor when queries are being logged (DEBUG, debug toolbar)."""
+    from django.db import connections
+
+    from schemaless_store import shards
+
+    original = shards.read
+
+    def read(alias: str, sql: str, params: Any) -> list[tuple[Any, ...]]:
+        conn = connections[alias]
+        if conn.queries_logged or conn.in_atomic_block or conn.connection is None:
+            return original(alias, sql, params)
+        with shards.errors_named(alias), conn.wrap_database_errors:
+            cursor = conn.connection.cursor()
+            try:
+                cursor.execute(sql, params)
+                return list(cursor.fetchall())
+            finally:
+                cursor.close()
+
+    return _patch(shards, "read", read)
+
+
+def props_import() -> Undo:
+    """``Entity._properties`` decodes with a module-level ``decode_body`` instead of importing
+    it on every call (a function-level ``from .codec import ...`` costs ~1 us per entity)."""
+    from schemaless_store.codec import decode_body
+    from schemaless_store.exceptions import CorruptBody
+    from schemaless_store.models import Entity
+
+    def _properties(self: Any) -> dict[str, Any]:
+        props = self._props
+        if props is None:
+            try:
+                props = self._props = decode_body(bytes(self.row_body))
+            except CorruptBody as exc:
+                raise CorruptBody(f"entity {self.id}: {exc}") from None
+        return props
+
+    return _patch(Entity, "_properties", _properties)
+
+
+def recheck_memo() -> Undo:
+    """The query's re-check encodes each indexed property value of each entity once per query
+    value, not once per entity: ``index.column_value`` memoized per (property, type, value) for
+    the query's lifetime, and no cartesian ``rows_for`` set for scalar properties."""
+    from schemaless_store.exceptions import IndexValueError
+    from schemaless_store.query import IndexQuery
+
+    def _row_is_current(self: Any, index: Any, row: tuple[Any, ...], entity: Any) -> bool:
+        memo = self.__dict__.setdefault("_column_memo", {})
+        props = entity.body_properties()
+        for position, prop in enumerate(index.properties):
+            if prop not in props:
+                return False
+            value = props[prop]
+            elements = value if type(value) is list else (value,)
+            hit = False
+            for element in elements:
+                try:
+                    key = (prop, type(element), element)
+                    column = memo.get(key)
+                    if column is None:
+                        column = memo[key] = index.column_value(prop, element)
+                except TypeError:  # unhashable: not an index value anyway
+                    return False
+                except IndexValueError:
+                    return False
+                if column == row[position]:
+                    hit = True
+                    break
+            if not hit:
+                return False
+        return self._row_meets_conditions(index, tuple(row[:-1]))
+
+    return _patch(IndexQuery, "_row_is_current", _row_is_current)
+
+
+def exact_page() -> Undo:
+    """A sliced query reads ``limit`` index rows first, not ``limit + 8``: the 8 extra entities
+    are fetched and built for every page but only needed when stale rows are skipped (then the
+    next batch refills the page, as it already does past the 8)."""
+    from schemaless_store.query import IndexQuery
+
+    def _batch_size(self: Any) -> int:
+        if self.limit is None:
+            return 500
+        return max(1, min(1000, self.offset + self.limit))
+
+    return _patch(IndexQuery, "_batch_size", _batch_size)
+
+
+def begin_commit() -> Undo:
+    """A put's transaction is ``BEGIN`` ... ``COMMIT`` statements on a connection left in
+    autocommit, instead of Django's ``atomic()`` (``SET autocommit=0``, ``COMMIT``,
+    ``SET autocommit=1``): one round trip fewer per put. Inside a caller's own ``atomic()`` block
+    the store keeps using ``atomic()`` (a savepoint)."""
+    from django.db import connections, transaction
+
+    from schemaless_store import writes
+
+    @contextlib.contextmanager
+    def atomic(using: str | None = None, savepoint: bool = True) -> Iterator[None]:
+        conn = connections[using or "default"]
+        if conn.in_atomic_block or not conn.get_autocommit():
+            with transaction.atomic(using=using, savepoint=savepoint):
+                yield
+            return
+        with conn.cursor() as cursor:
+            cursor.execute("BEGIN")
+        try:
+            yield
+        except BaseException:
+            conn.connection.rollback()
+            raise
+        conn.connection.commit()
+
+    shim = type("transaction", (), {"atomic": staticmethod(atomic)})()
+    for name in ("on_commit", "mark_for_rollback_on_error"):
+        setattr(shim, name, getattr(transaction, name))
+    return _patch(writes, "transaction", shim)
+
+
+EXPERIMENTS = [
+    Experiment(
+        "fast_rows",
+        fast_rows.__doc__ or "",
+        ("get", "get_many", "query_page", "query_all"),
+        fast_rows,
+    ),
+    Experiment(
+        "raw_read", raw_read.__doc__ or "", ("get", "get_many", "query_page", "query_all"), raw_read
+    ),
+    Experiment(
+        "props_import",
+        props_import.__doc__ or "",
+        ("get", "get_many", "query_page", "query_all"),
+        props_import,
+    ),
+    Experiment(
+        "recheck_memo", recheck_memo.__doc__ or "", ("query_page", "query_all"), recheck_memo
+    ),
+    Experiment("exact_page", exact_page.__doc__ or "", ("query_page",), exact_page),
+    Experiment("begin_commit", begin_commit.__doc__ or "", ("put",), begin_commit),
+]
+
+
+@contextlib.contextmanager
+def applied(experiments: list[Experiment]) -> Iterator[None]:
+    undo = [experiment.apply() for experiment in experiments]
+    try:
+        yield
+    finally:
+        for step in reversed(undo):
+            step()
+
+
+def _same(bench: Any, name: str, ours: Callable[[Any], Any], make_arg: Callable[[], Any]) -> Any:
+    """What ours returns, made comparable (titles in order), to check a patch changes nothing."""
+    if name in ("get_many", "put", "bulk_put"):
+        return None
+    bench.rng.seed(len(name))
+    found = ours(make_arg())
+    if isinstance(found, list):
+        return [props["title"] for props in found]
+    return found
+
+
+def _timed(op: Callable[[Any], Any], args: list[Any]) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    for arg in args:
+        op(arg)
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def compare_variants(
+    ours: Callable[[Any], Any],
+    raw: Callable[[Any], Any],
+    make_arg: Callable[[], Any],
+    variants: list[tuple[str, list[Experiment]]],
+    n: int,
+    rounds: int,
+) -> dict[str, dict[str, float]]:
+    """Medians over rounds; in each round every variant runs ``n`` ops, then raw runs the same
+    ``n`` arguments, and ours/raw throughput is taken from that pair."""
+    samples: dict[str, list[tuple[float, float, float]]] = {label: [] for label, _ in variants}
+    for number in range(rounds):
+        shift = number % len(variants)
+        for label, experiments in variants[shift:] + variants[:shift]:
+            args = [make_arg() for _ in range(n)]
+            with applied(experiments):
+                wall, cpu = _timed(ours, args)
+            raw_wall, _raw_cpu = _timed(raw, args)
+            samples[label].append((wall / n * 1e6, cpu / n * 1e6, raw_wall / wall))
+    return {
+        label: {
+            "wall": statistics.median(s[0] for s in rows),
+            "cpu": statistics.median(s[1] for s in rows),
+            "ratio": statistics.median(s[2] for s in rows),
+        }
+        for label, rows in samples.items()
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.whatif")
+    parser.add_argument("--entities", type=int, default=100_000)
+    parser.add_argument("--ops", default="put,get,get_many,query_page,query_all")
+    parser.add_argument("--rounds", type=int, default=15)
+    args = parser.parse_args(argv)
+
+    from . import plan as plans
+    from .data import stages
+    from .load import load_stage
+    from .run import setup
+
+    bench = setup(plans.choose(quick=args.entities < 10_000, sizes=[args.entities]))
+    for stage in stages([args.entities]):
+        load_stage(bench, stage)
+    table = ops(bench)
+    print(
+        f"what-if at {bench.size:,} entities; medians over {args.rounds} rounds, raw run "
+        "right after each variant in every round\n"
+    )
+    print("| op | variant | ours wall us/op | ours client CPU us/op | ours/raw throughput |")
+    print("|---|---|---:|---:|---:|")
+    for name in args.ops.split(","):
+        ours, raw, make_arg = table[name]
+        n = {"put": 100, "get": 200, "get_many": 10, "query_page": 30, "query_all": 15}[name]
+        relevant = [e for e in EXPERIMENTS if name in e.ops]
+        variants: list[tuple[str, list[Experiment]]] = [("unchanged", [])]
+        variants += [(e.name, [e]) for e in relevant]
+        if len(relevant) > 1:
+            variants.append(("all of the above", relevant))
+        reference = None
+        for label, experiments in variants:
+            with applied(experiments):
+                for _ in range(10):
+                    ours(make_arg())
+                answer = _same(bench, name, ours, make_arg)
+            if reference is None:
+                reference = answer
+            elif answer != reference:
+                raise AssertionError(f"{label} changes the answer of {name}")
+        found = compare_variants(ours, raw, make_arg, variants, n, args.rounds)
+        for label, _ in variants:
+            row = found[label]
+            print(
+                f"| {name} | {label} | {row['wall']:,.0f} | {row['cpu']:,.0f}"
+                f" | {row['ratio']:.2f}x |",
+                flush=True,
+            )
+    print("\nExperiments:")
+    for experiment in EXPERIMENTS:
+        print(f"- {experiment.name}: {' '.join(experiment.description.split())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
