@@ -17,7 +17,7 @@ host=${HOST:-127.0.0.1}
 port=${PORT:-8000}
 
 $py manage.py migrateall
-if ! $py manage.py shell -c "from django.contrib.auth.models import User; raise SystemExit(0 if User.objects.filter(username='admin').exists() else 1)" 2>/dev/null; then
+if ! $py manage.py shell -c "from django.contrib.auth.models import User; raise SystemExit(0 if User.objects.filter(username='admin').exists() else 1)" >/dev/null 2>&1; then
   DJANGO_SUPERUSER_PASSWORD=${DJANGO_SUPERUSER_PASSWORD:-admin} \
     $py manage.py createsuperuser --noinput --username admin --email admin@example.com
   echo "demo: created the admin user 'admin' (password: ${DJANGO_SUPERUSER_PASSWORD:-admin})"
