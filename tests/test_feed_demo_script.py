@@ -11,6 +11,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -95,3 +96,31 @@ def test_scripts_demo_sh_serves_the_seeded_feed(tmp_path):
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+
+
+@pytest.mark.parametrize(("value", "declared"), [("", False), ("link", True), (" Link ,x", True)])
+def test_feed_live_indexes_declares_the_link_index(tmp_path, value, declared):
+    """The switch the README's live-index steps rely on, read as the demo project reads it."""
+    env = {k: v for k, v in os.environ.items() if k not in FOREIGN}
+    env.update(SCHEMALESS_DATA_DIR=str(tmp_path), FEED_LIVE_INDEXES=value)
+    code = (
+        "import django; django.setup(); from schemaless_store.indexes import registry; "
+        "print(' '.join(sorted(i.name for i in registry.valid())))"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**env, "DJANGO_SETTINGS_MODULE": "project.settings"},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.split()
+    feed = [
+        "index_feed_email",
+        "index_feed_entry",
+        "index_feed_published",
+        "index_feed_user_published",
+        "index_feed_username",
+    ]
+    assert found == sorted([*feed, "index_feed_link"] if declared else feed)
