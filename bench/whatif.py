@@ -53,31 +53,9 @@ def fast_rows() -> Undo:
     """``fetch_by_ids`` builds entities without ``Model.__init__`` (no per-field setattr loop,
     no pre/post_init signals: nothing listens for them on Entity; refuses if something does),
     with its imports at module level instead of three function-level imports per call."""
-    from django.db.models.base import ModelState
-    from django.db.models.signals import post_init, pre_init
-
     from schemaless_store import conf, query, shards
-    from schemaless_store.models import Entity
 
-    if pre_init.has_listeners(Entity) or post_init.has_listeners(Entity):
-        raise RuntimeError("something listens to Entity's init signals: the shortcut is unsafe")
-    new = object.__new__
-
-    def from_row(alias: str, added_id: int, row_id: bytes, updated: Any, body: bytes) -> Any:
-        entity = new(Entity)
-        state = ModelState()
-        state.adding = False
-        state.db = alias
-        entity.__dict__.update(
-            _state=state,
-            added_id=added_id,
-            row_id=row_id,
-            row_updated=updated,
-            row_body=body,
-            _props=None,
-            _generated_id=False,
-        )
-        return entity
+    from_row = _fast_entity()
 
     def fetch_by_ids(ids: Iterable[bytes]) -> dict[bytes, Any]:
         alias_for = shards.alias_for
@@ -104,6 +82,82 @@ def fast_rows() -> Undo:
         return found
 
     return _patch(query, "fetch_by_ids", fetch_by_ids)
+
+
+def _fast_entity() -> Callable[..., Any]:
+    """An Entity built from a row without ``Model.__init__`` (see :func:`fast_rows`)."""
+    from django.db.models.base import ModelState
+    from django.db.models.signals import post_init, pre_init
+
+    from schemaless_store.models import Entity
+
+    if pre_init.has_listeners(Entity) or post_init.has_listeners(Entity):
+        raise RuntimeError("something listens to Entity's init signals: the shortcut is unsafe")
+    new = object.__new__
+
+    def from_row(alias: str, added_id: int, row_id: bytes, updated: Any, body: bytes) -> Any:
+        entity = new(Entity)
+        state = ModelState()
+        state.adding = False
+        state.db = alias
+        entity.__dict__.update(
+            _state=state,
+            added_id=added_id,
+            row_id=row_id,
+            row_updated=updated,
+            row_body=body,
+            _props=None,
+            _generated_id=False,
+        )
+        return entity
+
+    return from_row
+
+
+def get_direct() -> Undo:
+    """``Entity.objects.get(id=...)`` reads its one row itself (``WHERE id = %s`` on the owning
+    shard, entity built as in ``fast_rows``) instead of going through ``get_many`` and
+    ``fetch_by_ids`` (lists, dicts and a UUID per call for one id)."""
+    from schemaless_store import keys, shards
+    from schemaless_store.models import EntityManager
+
+    from_row = _fast_entity()
+    original = EntityManager.get
+
+    def get(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if args or set(kwargs) != {"id"}:
+            return original(self, *args, **kwargs)  # its error message
+        raw_id = keys.entity_id_bytes(kwargs["id"])
+        alias = shards.alias_for(raw_id)
+        rows = shards.read(
+            alias, "SELECT added_id, id, updated, body FROM entities WHERE id = %s", [raw_id]
+        )
+        if not rows:
+            raise self.model.DoesNotExist(f"no entity with id {kwargs['id']!r}")
+        added_id, row_id, updated, body = rows[0]
+        conn = shards.connection(alias)
+        updated = conn.ops.convert_datetimefield_value(updated, None, conn)
+        return from_row(alias, added_id, row_id, updated, body)
+
+    return _patch(EntityManager, "get", get)
+
+
+def index_once() -> Undo:
+    """Slicing a query keeps the index ``order_by()`` already chose (and the converted
+    conditions): ``choose_index`` runs once per query, not twice."""
+    from schemaless_store.query import IndexQuery
+
+    original = IndexQuery.__getitem__
+
+    def getitem(self: Any, item: Any) -> Any:
+        result = original(self, item)
+        if isinstance(result, IndexQuery) and self._index is not None:
+            result._index = self._index
+            if "_conds" in self.__dict__:
+                result._conds = self._conds
+        return result
+
+    return _patch(IndexQuery, "__getitem__", getitem)
 
 
 def raw_read() -> Undo:
@@ -231,6 +285,53 @@ def begin_commit() -> Undo:
     return _patch(writes, "transaction", shim)
 
 
+def create_direct() -> Undo:
+    """The ceiling of the put path inside the store: ``create()`` of a new entity with a
+    generated id runs ``writes.prepare`` and ``writes.add_index_rows`` (the store's own code)
+    but issues ``BEGIN``, the entity ``INSERT`` and ``COMMIT`` on the driver's cursor instead of
+    Django's ``save_base`` (SQL compiler, signals) inside ``atomic()``. A real change would still
+    send ``pre_save``/``post_save`` for other receivers (nothing else listens here)."""
+    from django.db import connections
+    from django.utils import timezone
+
+    from schemaless_store import writes
+    from schemaless_store.models import EntityManager
+
+    original = EntityManager.create
+
+    def create(self: Any, **properties: Any) -> Any:
+        if "id" in properties:
+            return original(self, **properties)
+        entity = self.model(**properties)
+        prepared = writes.prepare(entity, force_insert=True)
+        conn = connections[prepared.alias]
+        conn.ensure_connection()
+        if conn.in_atomic_block:
+            return original(self, **properties)
+        now = timezone.now()
+        cursor = conn.connection.cursor()
+        with conn.wrap_database_errors:
+            cursor.execute("BEGIN")
+            try:
+                cursor.execute(
+                    "INSERT INTO entities (id, updated, body) VALUES (%s, %s, %s)",
+                    (prepared.entity_id, conn.ops.adapt_datetimefield_value(now), prepared.body),
+                )
+                writes.add_index_rows(
+                    (index, row, prepared.entity_id) for index, row in prepared.rows
+                )
+            except BaseException:
+                conn.connection.rollback()
+                raise
+            conn.connection.commit()
+        entity.added_id = cursor.lastrowid
+        entity.row_updated, entity.row_body = now, prepared.body
+        entity._state.adding, entity._state.db = False, prepared.alias
+        return entity
+
+    return _patch(EntityManager, "create", create)
+
+
 EXPERIMENTS = [
     Experiment(
         "fast_rows",
@@ -251,7 +352,10 @@ EXPERIMENTS = [
         "recheck_memo", recheck_memo.__doc__ or "", ("query_page", "query_all"), recheck_memo
     ),
     Experiment("exact_page", exact_page.__doc__ or "", ("query_page",), exact_page),
+    Experiment("get_direct", get_direct.__doc__ or "", ("get",), get_direct),
+    Experiment("index_once", index_once.__doc__ or "", ("query_page",), index_once),
     Experiment("begin_commit", begin_commit.__doc__ or "", ("put",), begin_commit),
+    Experiment("create_direct", create_direct.__doc__ or "", ("put",), create_direct),
 ]
 
 
