@@ -63,6 +63,9 @@ BACKFILL, REPAIR, SWEEP = "backfill", "repair", "sweep"
 Row = tuple[Index, tuple[Any, ...], bytes]  # (index, column values, entity id)
 # One entity read from a shard: (added_id, id, updated as read, body).
 EntityRow = tuple[int, bytes, Any, bytes]
+# What a row was read at: (added_id, updated). Every write changes updated; a delete and
+# re-create changes added_id.
+Version = tuple[int, Any]
 
 
 @dataclass
@@ -384,8 +387,8 @@ class Cleaner:
         self, index: Index, alias: str, batch: list[EntityRow], result: PassResult
     ) -> None:
         rows: list[Row] = []
-        seen: dict[bytes, Any] = {}
-        for _added_id, entity_id, updated, body in batch:
+        seen: dict[bytes, Version] = {}
+        for added_id, entity_id, updated, body in batch:
             properties = self._decode(alias, entity_id, body, result)
             if properties is None:
                 continue
@@ -394,7 +397,7 @@ class Cleaner:
             except IndexValueError as exc:
                 self._note(result, f"entity {entity_id.hex()}: {exc}; it is not indexed")
                 continue
-            seen[entity_id] = updated
+            seen[entity_id] = (added_id, updated)
             rows.extend((index, values, entity_id) for values in implied)
         result.inserted += self._insert_checked(index, alias, rows, seen, result)
 
@@ -417,12 +420,12 @@ class Cleaner:
         self, index: Index, alias: str, batch: list[EntityRow], result: PassResult
     ) -> None:
         properties: dict[bytes, Any] = {}
-        seen: dict[bytes, Any] = {}
-        for _added_id, entity_id, updated, body in batch:
+        seen: dict[bytes, Version] = {}
+        for added_id, entity_id, updated, body in batch:
             decoded = self._decode(alias, entity_id, body, result)
             if decoded is not None:
                 properties[entity_id] = decoded
-                seen[entity_id] = updated
+                seen[entity_id] = (added_id, updated)
         diff = compare(index, properties)
         for entity_id in diff.unindexable:
             self._note(
@@ -456,7 +459,7 @@ class Cleaner:
         orphans: dict[str, dict[bytes, set[tuple[Index, tuple[Any, ...]]]]] = _nested()
         stale: dict[str, dict[bytes, set[tuple[Index, tuple[Any, ...]]]]] = _nested()
         rehome: dict[str, list[Row]] = defaultdict(list)
-        seen: dict[bytes, Any] = {}
+        seen: dict[bytes, Version] = {}
         misplaced_orphans, misplaced_other = [], []
         for row in batch:
             values, entity_id = tuple(row[:-1]), row[-1]
@@ -469,9 +472,9 @@ class Cleaner:
                     misplaced_orphans.append(row)
                 continue
             if entity_id not in implied:
-                updated, body = found[entity_id]
+                added_id, updated, body = found[entity_id]
                 implied[entity_id] = self._implied(index, alias, entity_id, body, result)
-                seen[entity_id] = updated
+                seen[entity_id] = (added_id, updated)
             rows = implied[entity_id]
             if home != alias:
                 # Wrong shard (its buckets moved): deleting it is always safe once the entity's
@@ -592,31 +595,44 @@ class Cleaner:
             cursor.execute(sql, params)
             return [tuple(_plain(v) for v in row) for row in cursor.fetchall()]
 
-    def _current_entities(self, ids: Iterable[bytes]) -> dict[bytes, tuple[Any, bytes]]:
-        """``{id: (updated, body)}`` of the ids that exist, read (unlocked) from their shards."""
+    def _current_entities(self, ids: Iterable[bytes]) -> dict[bytes, tuple[int, Any, bytes]]:
+        """``{id: (added_id, updated, body)}`` of the ids that exist, read (unlocked)."""
         by_alias: dict[str, list[bytes]] = defaultdict(list)
         for entity_id in ids:
             by_alias[shards.alias_for(entity_id)].append(entity_id)
-        found: dict[bytes, tuple[Any, bytes]] = {}
+        found: dict[bytes, tuple[int, Any, bytes]] = {}
         for alias, alias_ids in by_alias.items():
             for chunk in _chunks(alias_ids, 500):
                 marks = ", ".join(["%s"] * len(chunk))
                 with shards.errors_named(alias), shards.connection(alias).cursor() as cursor:
                     cursor.execute(
-                        f"SELECT id, updated, body FROM entities WHERE id IN ({marks})", chunk
+                        f"SELECT added_id, id, updated, body FROM entities WHERE id IN ({marks})",
+                        chunk,
                     )
-                    for entity_id, updated, body in cursor.fetchall():
-                        found[bytes(entity_id)] = (updated, bytes(body))
+                    for added_id, entity_id, updated, body in cursor.fetchall():
+                        found[bytes(entity_id)] = (added_id, updated, bytes(body))
         return found
 
-    def _updated_of(self, alias: str, ids: list[bytes]) -> dict[bytes, Any]:
-        updated: dict[bytes, Any] = {}
-        for chunk in _chunks(ids, 500):
-            marks = ", ".join(["%s"] * len(chunk))
-            with shards.errors_named(alias), shards.connection(alias).cursor() as cursor:
-                cursor.execute(f"SELECT id, updated FROM entities WHERE id IN ({marks})", chunk)
-                updated.update((bytes(i), u) for i, u in cursor.fetchall())
-        return updated
+    def _current_versions(self, alias: str, added_ids: list[int]) -> dict[bytes, Version]:
+        """``{id: (added_id, updated)}`` of these rows now: a primary-key range when they are
+        (nearly) contiguous, as a backfill batch is, else primary-key lookups."""
+        added_ids = sorted(set(added_ids))
+        found: dict[bytes, Version] = {}
+        if not added_ids:
+            return found
+        low, high = added_ids[0], added_ids[-1]
+        if high - low < 2 * len(added_ids):
+            queries = [("added_id BETWEEN %s AND %s", [low, high])]
+        else:
+            queries = [
+                (f"added_id IN ({', '.join(['%s'] * len(chunk))})", list(chunk))
+                for chunk in _chunks(added_ids, 500)
+            ]
+        with shards.errors_named(alias), shards.connection(alias).cursor() as cursor:
+            for where, params in queries:
+                cursor.execute(f"SELECT id, added_id, updated FROM entities WHERE {where}", params)
+                found.update((bytes(i), (a, u)) for i, a, u in cursor.fetchall())
+        return found
 
     # --- SQL: writes ------------------------------------------------------------------------
 
@@ -640,30 +656,30 @@ class Cleaner:
         index: Index,
         alias: str,
         rows: list[Row],
-        seen: dict[bytes, Any],
+        seen: dict[bytes, Version],
         result: PassResult,
     ) -> int:
-        """Insert rows computed from unlocked reads of entities on ``alias``; then hand the rows
-        of every entity whose ``updated`` changed since (or that is gone) to ``remove_stale``.
+        """Insert rows computed from unlocked reads of entities on ``alias`` (``seen``: the
+        version each was read at); then hand the rows of every entity that changed since, or is
+        gone, to ``remove_stale``.
 
         A writer that changed the entity before our insert may already have removed the old
         row, which our insert would then bring back; one that changes it after our re-read
-        removes the row itself. Returns the number of rows written.
+        removes the row itself. Returns the number of rows written and not taken back.
         """
         if not rows:
             return 0
         written = self._insert(index, rows, result)
         if not written:
             return 0
-        now = self._updated_of(alias, list({entity_id for _, _, entity_id in written}))
+        ids = {entity_id for _, _, entity_id in written}
+        now = self._current_versions(alias, [seen[entity_id][0] for entity_id in ids])
         changed: dict[bytes, set[tuple[Index, tuple[Any, ...]]]] = defaultdict(set)
         for row_index, values, entity_id in written:
-            if now.get(entity_id) != seen.get(entity_id):
+            if now.get(entity_id) != seen[entity_id]:
                 changed[entity_id].add((row_index, values))
-        if changed:
-            removed = writes.remove_stale(alias, changed)
-            logger.debug("%d rows of entities changed meanwhile were taken back", removed)
-        return len(written)
+        taken_back = writes.remove_stale(alias, changed) if changed else 0
+        return len(written) - taken_back
 
     def _insert(self, index: Index, rows: list[Row], result: PassResult) -> list[Row]:
         if not index.unique:
