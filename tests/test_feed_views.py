@@ -377,6 +377,8 @@ def test_the_live_index_pages_with_the_link_kept(client, sharers, declared_live,
     html = client.get("/shared/", {"link": SHARED}).content.decode()
     assert len(entry_ids(html)) == 2
     assert 'href="?link=https%3A%2F%2Ffriendfeed.com%2F&amp;after=' in html
+    too_long = client.get("/shared/", {"link": "https://example.com/" + "a" * 300})
+    assert too_long.status_code == 400  # longer than an index column: refused, not a 500
     href = re.search(r'href="(\?link=[^"]+)" id="older"', html).group(1)
     response = client.get("/shared/" + href.replace("&amp;", "&"))
     assert entry_ids(response.content.decode()) == [str(sharers[2].id)]
