@@ -329,7 +329,7 @@ def test_the_page_needing_an_undeclared_index_says_how_to_add_it(client, undecla
     html = response.content.decode()
     assert 'id="index-missing"' in html
     assert "FEED_LIVE_INDEXES=link bash scripts/demo.sh" in html
-    assert f"manage.py runcleaner --index={LINK_INDEX_NAME} --once" in html
+    assert f"manage.py \\\n    runcleaner --index={LINK_INDEX_NAME} --once" in html
     assert client.get("/shared/").status_code == 400  # no link given
 
 
