@@ -227,6 +227,8 @@ class Cleaner:
         return restore
 
     def _on_signal(self, signum: int, frame: Any) -> None:
+        if signum == signal.SIGINT and not self.running:
+            raise KeyboardInterrupt  # a second Ctrl-C: the operator does not want to wait
         logger.info(
             "%s received: finishing the current batch, then stopping", signal.Signals(signum).name
         )

@@ -401,6 +401,15 @@ def test_runcleaner_runs_until_a_signal_then_exits_0(posts, sig):
     assert not passes(status="running")
 
 
+def test_a_second_ctrl_c_stops_at_once():
+    cleaner = Cleaner(once=True)
+    cleaner._on_signal(signal.SIGTERM, None)
+    assert not cleaner.running
+    cleaner._on_signal(signal.SIGTERM, None)  # a second SIGTERM: still a graceful stop
+    with pytest.raises(KeyboardInterrupt):
+        cleaner._on_signal(signal.SIGINT, None)
+
+
 # --- one cleaner per (index, shard) ---------------------------------------------------------
 
 
