@@ -99,16 +99,36 @@ class PassResult:
         return text + (f": {self.message}" if self.message else "")
 
 
+COUNTS = ("scanned", "inserted", "stale_removed", "orphans_removed", "errors")
+
+
 @dataclass
 class Summary:
-    """Totals over every pass of a run."""
+    """What a run did: every pass of its last round, and totals over all its rounds (a
+    long-running cleaner keeps counts, not every pass it ever ran)."""
 
-    passes: list[PassResult] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)  # index-level: e.g. no state recorded
+    passes: list[PassResult] = field(default_factory=list)  # of the last round
+    problems: list[str] = field(default_factory=list)  # index-level, last round: e.g. no state
     seconds: float = 0.0
+    rounds: int = 0
+    totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
+    failures: int = 0  # failed passes over all rounds
+    skips: int = 0  # passes skipped over all rounds (another cleaner held the lock)
+
+    def start_round(self) -> None:
+        self.rounds += 1
+        self.passes, self.problems = [], []
+
+    def add(self, results: Iterable[PassResult]) -> None:
+        for result in results:
+            self.passes.append(result)
+            for name in COUNTS:
+                self.totals[name] += getattr(result, name)
+            self.failures += result.status == FAILED
+            self.skips += result.status == SKIPPED
 
     def total(self, name: str) -> int:
-        return sum(getattr(p, name) for p in self.passes)
+        return self.totals[name]
 
     @property
     def failed(self) -> list[PassResult]:
@@ -124,10 +144,12 @@ class Summary:
             f"{self.total('stale_removed')} stale removed, {self.total('orphans_removed')} "
             f"orphans removed ({self.total('scanned')} scanned, {self.total('errors')} errors"
         )
-        if self.skipped:
-            text += f", {len(self.skipped)} skipped: locked by another cleaner"
-        if self.failed:
-            text += f", {len(self.failed)} failed"
+        if self.rounds > 1:
+            text += f", {self.rounds} rounds"
+        if self.skips:
+            text += f", {self.skips} skipped: locked by another cleaner"
+        if self.failures:
+            text += f", {self.failures} failed"
         return text + ")."
 
 
@@ -208,6 +230,7 @@ class Cleaner:
     def run_round(self, summary: Summary | None = None) -> Summary:
         """One full pass over every chosen index and shard."""
         summary = summary if summary is not None else Summary()
+        summary.start_round()
         states = lifecycle.states(refresh=True)
         for index in self.indexes:
             if not self.running:
@@ -248,7 +271,7 @@ class Cleaner:
             return
         if state == lifecycle.BUILDING:
             for alias in self.aliases:
-                summary.passes.extend(self._run_passes(index, alias, [BACKFILL]))
+                summary.add(self._run_passes(index, alias, [BACKFILL]))
                 if not self.running:
                     return
             waiting = self._shards_to_backfill(index)
@@ -267,7 +290,7 @@ class Cleaner:
         for alias in self.aliases:
             if not self.running:
                 return
-            summary.passes.extend(self._run_passes(index, alias, [REPAIR, SWEEP]))
+            summary.add(self._run_passes(index, alias, [REPAIR, SWEEP]))
 
     def _shards_to_backfill(self, index: Index) -> list[str]:
         from .models import CleanerCheckpoint

@@ -15,7 +15,7 @@ from django.core.management.base import CommandError
 from django.db import connections
 
 from schemaless_store import conf, lifecycle, shards
-from schemaless_store.cleaner import Cleaner
+from schemaless_store.cleaner import Cleaner, Summary
 from schemaless_store.cleaner_lock import CleanerLock, lock_name
 from schemaless_store.indexes import registry
 from schemaless_store.models import CleanerCheckpoint, CleanerPass, Entity
@@ -399,6 +399,23 @@ def test_runcleaner_runs_until_a_signal_then_exits_0(posts, sig):
     assert f"{signal.Signals(sig).name} received: finishing the current batch" in out
     assert "Cleaner finished in" in out
     assert not passes(status="running")
+
+
+def test_a_long_run_keeps_totals_of_every_round_but_only_the_last_rounds_passes(posts):
+    raw_delete("index_link", posts[0].id.bytes)
+    cleaner = Cleaner(indexes=["index_link"], once=True)
+    summary = Summary()
+
+    cleaner.run_round(summary)
+    cleaner.run_round(summary)
+
+    assert summary.rounds == 2
+    assert len(summary.passes) == 2 * len(shards.shard_aliases())  # repair + sweep, last round
+    assert summary.total("inserted") == 1  # in the first round
+    assert sum(p.inserted for p in summary.passes) == 0
+    entities_and_rows = len(posts) + len(index_rows("index_link"))
+    assert summary.total("scanned") == 2 * entities_and_rows
+    assert ", 2 rounds)" in summary.describe()
 
 
 def test_a_second_ctrl_c_stops_at_once():
