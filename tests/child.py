@@ -9,8 +9,9 @@ Modes:
 
 - ``manage <command> [args...]``: a management command, as ``manage.py`` would run it.
 - ``crashwriter``: a fork server for fault injection. It reads one JSON request per line on
-  stdin; for each it forks a writer process that counts the SQL statements it sends (by patching
-  Django's ``CursorWrapper``) and SIGKILLs itself just before statement ``kill_at``. It answers
+  stdin; for each it forks a writer process that counts the SQL statements and commits it sends
+  (by patching Django's ``CursorWrapper`` and ``commit()``) and SIGKILLs itself just before
+  number ``kill_at``. It answers
   with one JSON line: how the writer ended and how many statements it sent. Forking from a
   process that has Django loaded (and no open connection) makes each writer cheap to start.
 """
@@ -153,8 +154,13 @@ def _setup() -> None:
 
 
 def _count_statements(kill_at: int | None) -> list[int]:
-    """Patch Django's cursor wrapper: count statements, SIGKILL before number ``kill_at``."""
+    """Patch Django's cursor wrapper: count statements, SIGKILL before number ``kill_at``.
+
+    Commits count too (Django sends them through the connection, not a cursor): a kill between
+    a transaction's last statement and its COMMIT is a state of its own.
+    """
     from django.db.backends import utils
+    from django.db.backends.base.base import BaseDatabaseWrapper
 
     count = [0]
 
@@ -169,6 +175,7 @@ def _count_statements(kill_at: int | None) -> list[int]:
 
     utils.CursorWrapper.execute = counting(utils.CursorWrapper.execute)
     utils.CursorWrapper.executemany = counting(utils.CursorWrapper.executemany)
+    BaseDatabaseWrapper.commit = counting(BaseDatabaseWrapper.commit)
     return count
 
 

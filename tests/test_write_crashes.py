@@ -1,10 +1,10 @@
 """Fault injection on the write path, and concurrent writers (DESIGN section 3).
 
-A writer *process* is SIGKILLed just before each SQL statement of a put, an update and a delete
-in turn (statements are counted by patching Django's ``CursorWrapper`` in that process; see
-``tests/child.py``). After each kill, queries must obey I1 (no non-matching entity returned) and
-I2 (every committed entity found by every ready index covering it), the entity must be wholly old
-or wholly new, and one cleaner pass must restore I3 (index tables exact).
+A writer *process* is SIGKILLed just before each SQL statement (and each commit) of a put, an
+update and a delete in turn (counted by patching Django's ``CursorWrapper`` and ``commit()`` in
+that process; see ``tests/child.py``). After each kill, queries must obey I1 (no non-matching
+entity returned) and I2 (every committed entity found by every ready index covering it), the
+entity must be wholly old or wholly new, and one cleaner pass must restore I3 (exact indexes).
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def writer(django_db_setup):
 
 
 @pytest.mark.parametrize("name", list(OPERATIONS))
-def test_a_writer_killed_before_any_statement_leaves_invariants_intact(writer, name):
+def test_a_writer_killed_before_any_statement_or_commit_keeps_the_invariants(writer, name):
     request, target, new = OPERATIONS[name]
     old = BEFORE.get(target)
     request = {**request, "props": new}
@@ -113,6 +113,7 @@ def test_a_writer_killed_before_any_statement_leaves_invariants_intact(writer, n
     finished = writer.run(request)
     assert finished["ended"] == "exit 0", finished
     statements = finished["statements"]
+    print(f"{name}: {statements} kill points")
     assert statements >= 3  # lock or insert, entity write, index rows at least
     check_after(target, old, new, acknowledged=True)
     assert_exact()  # a write that completed leaves exact indexes without the cleaner
