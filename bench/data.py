@@ -28,6 +28,7 @@ LOREM = (
 # Users created by the write legs (puts, the live writer) are numbered from here, far from the
 # data set's users, so the queried users keep their ~100 entities.
 WRITER_USERS_0 = 10**9
+WRITER_USERS = 1000
 
 
 def entity_id(i: int) -> bytes:
@@ -96,7 +97,7 @@ def stages(sizes: list[int]) -> list[Stage]:
 
 def writer_properties(n: int, tag: str) -> dict[str, Any]:
     """A new entity for the write legs (random id, given by the store or the raw writer)."""
-    user = WRITER_USERS_0 + n % 1000
+    user = WRITER_USERS_0 + n % WRITER_USERS
     return {
         "user_id": user,
         "published": PUBLISHED_0 + 7 * 10**8 + n,

@@ -22,6 +22,7 @@ class Plan:
     scale_rounds: int
     scale_ops: int
     writer_before_s: float  # the live writer's warm-up before an index is added
+    settle_s: float  # at most this long, wait for InnoDB to flush before a latency measurement
     load_chunk: int  # entities generated in memory at a time while loading
     load_batch: int  # bulk_put batch size while loading
     buffer_pool: str  # innodb_buffer_pool_size of each server
@@ -41,6 +42,7 @@ FULL = Plan(
     scale_rounds=5,
     scale_ops=200,
     writer_before_s=5.0,
+    settle_s=20.0,
     load_chunk=20_000,
     load_batch=2_000,
     buffer_pool="1G",
@@ -60,6 +62,7 @@ QUICK = Plan(
     scale_rounds=3,
     scale_ops=20,
     writer_before_s=0.5,
+    settle_s=0.0,
     load_chunk=2_000,
     load_batch=1_000,
     buffer_pool="128M",

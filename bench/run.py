@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     bench = setup(plan, verbose=not args.quiet)
 
     from .legs import get, index_add, put, query, scale
-    from .load import load_stage
+    from .load import forget_writes, load_stage
 
     run: dict[str, Any] = {
         "mode": "quick" if args.quick else "full",
@@ -186,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
                     bench.log(f"{name} at {bench.size:,}")
                     found = leg(bench)
                     run["comparisons"].extend(found if isinstance(found, list) else [found])
+                    if name in ("put", "bulk_put"):
+                        forget_writes(bench)  # the store holds the data set again
         if "index_add" in args.legs and bench.size in index_add_sizes:
             run["index_add"].extend(index_add.run(bench))
     run["scale_summary"] = scale.summary(run["scale"])

@@ -33,6 +33,7 @@ from typing import Any
 from .. import peer, raw
 from ..context import Bench
 from ..data import writer_properties
+from ..load import forget_writes, settle
 from ..stats import percentile
 
 COPY_CHUNK = 10_000
@@ -90,6 +91,7 @@ class Writer(threading.Thread):
             "p50_ms": percentile(lat, 50) * 1000,
             "p99_ms": percentile(lat, 99) * 1000,
             "max_ms": max(lat) * 1000 if lat else float("nan"),
+            "over_100ms": sum(1 for x in lat if x > 0.1),
         }
 
 
@@ -103,8 +105,11 @@ def with_writer(
     """Run ``work`` while a writer commits; the writer's latency before and during it.
 
     ``during(start, end)`` may narrow the "during" window (wall clock) to the part of the work
-    that matters, e.g. the backfill passes without the cleaner process's start-up.
+    that matters, e.g. the backfill passes without the cleaner process's start-up. Starts on a
+    settled server and removes the writer's entities afterwards (the data set stays the same
+    for the next contender).
     """
+    settled = settle(bench)
     writer = Writer(make_op, on_stop)
     writer.start()
     time.sleep(bench.plan.writer_before_s)
@@ -119,6 +124,7 @@ def with_writer(
     before = writer.window(before_start, start)
     during_stats = writer.window(*window)
     return {
+        "settled_s": settled,
         "seconds": window[1] - window[0],
         "outcome": outcome,
         "writer_before": before,
@@ -170,6 +176,7 @@ def run_alters(bench: Bench) -> list[dict[str, Any]]:
             cursor.execute(f"SHOW INDEX FROM {peer.TABLE} WHERE Key_name = %s", (LINK_INDEX,))
             if cursor.fetchall():
                 cursor.execute(f"ALTER TABLE {peer.TABLE} DROP INDEX {LINK_INDEX}")
+        forget_writes(bench)
         out.append({"leg": "index_add", "contender": name, "size": bench.size, **record})
     return out
 
@@ -203,6 +210,7 @@ def run_chunked_copy(bench: Bench) -> dict[str, Any]:
     record = with_writer(bench, json_writer(bench), copy)
     record["rows_per_s"] = record["outcome"]["rows"] / record["seconds"]
     cursor.execute("DROP TABLE json_index_link")
+    forget_writes(bench)
     return {"leg": "index_add", "contender": "chunked_insert_select", "size": bench.size, **record}
 
 
@@ -298,6 +306,7 @@ def run_ours(bench: Bench) -> dict[str, Any]:
         entities=entities,
         index_exact=rows == entities,  # every entity has one link: one row each
     )
+    forget_writes(bench)
     return {"leg": "index_add", "contender": "ours_backfill", "size": bench.size, **record}
 
 
