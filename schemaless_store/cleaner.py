@@ -231,11 +231,22 @@ class Cleaner:
         """One full pass over every chosen index and shard."""
         summary = summary if summary is not None else Summary()
         summary.start_round()
-        states = lifecycle.states(refresh=True)
+        try:
+            states = lifecycle.states(refresh=True)
+        except Exception as exc:  # the metadata database: a long-running cleaner tries again
+            problem = f"cannot read the index states: {_one_line(exc)}"
+            logger.exception("%s", problem)
+            summary.problems.append(problem)
+            return summary
         for index in self.indexes:
             if not self.running:
                 break
-            self._clean_index(index, states.get(index.name), summary)
+            try:
+                self._clean_index(index, states.get(index.name), summary)
+            except Exception as exc:  # outside any pass: checkpoints or states unreadable
+                problem = f"cleaning {index.name} failed: {_one_line(exc)}"
+                logger.exception("%s", problem)
+                summary.problems.append(problem)
         return summary
 
     def _handle_signals(self) -> Callable[[], None]:

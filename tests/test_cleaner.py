@@ -12,11 +12,12 @@ import uuid
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connections
+from django.db import OperationalError, connections
 
 from schemaless_store import conf, lifecycle, shards
 from schemaless_store.cleaner import Cleaner, Summary
 from schemaless_store.cleaner_lock import CleanerLock, lock_name
+from schemaless_store.exceptions import ShardUnavailable
 from schemaless_store.indexes import registry
 from schemaless_store.models import CleanerCheckpoint, CleanerPass, Entity
 from tests import child
@@ -563,3 +564,36 @@ def test_runcleaner_fails_on_an_index_without_state(posts):
             run_command("--index=index_cleaner_color", "--once")
     finally:
         registry.unregister(index.name)
+
+
+def test_a_failing_pass_is_recorded_and_the_others_still_run(posts, monkeypatch):
+    broken = shards.shard_aliases()[0]
+    original = Cleaner._entities_newest_first
+
+    def failing(self, alias, bound):
+        if alias == broken:
+            raise ShardUnavailable(alias, "connection refused")
+        return original(self, alias, bound)
+
+    monkeypatch.setattr(Cleaner, "_entities_newest_first", failing)
+    with pytest.raises(CommandError) as caught:
+        run_command("--index=index_link", "--once")
+
+    assert f"repair of index_link on {broken}: failed" in str(caught.value)
+    (failed,) = passes(status="failed")
+    assert (failed.kind, failed.shard) == ("repair", broken)
+    assert f"shard '{broken}' is unavailable: connection refused" in failed.message
+    assert len(passes(status="done")) == 3  # its sweep, and the other shard's repair and sweep
+
+
+def test_an_unreadable_metadata_database_is_reported_not_fatal(monkeypatch):
+    def unreadable(refresh: bool = False):
+        raise OperationalError("server has gone away")
+
+    monkeypatch.setattr(lifecycle, "states", unreadable)
+    summary = Cleaner(once=True).run()
+    assert summary.problems == [
+        "cannot read the index states: OperationalError: server has gone away"
+    ]
+    with pytest.raises(CommandError, match="cannot read the index states"):
+        run_command("--once")
