@@ -30,6 +30,10 @@ DATABASES = databases_from_urls(
     [_with_timeouts(url) for url in os.environ["BENCH_SHARD_URLS"].split(",")],
 )
 DATABASES["peer"] = database_from_url(_with_timeouts(os.environ["BENCH_PEER_URL"]))
+if os.environ.get("BENCH_CONN_MAX_AGE"):  # experiments only: the benchmark runs with Django's 0
+    for _database in DATABASES.values():
+        _age = os.environ["BENCH_CONN_MAX_AGE"]
+        _database["CONN_MAX_AGE"] = None if _age == "none" else int(_age)
 
 DATABASE_ROUTERS = ["schemaless_store.router.ShardRouter", "bench.benchapp.router.PeerRouter"]
 # Shards are named explicitly: "peer" is a database of its own, not a shard.
