@@ -441,7 +441,8 @@ class Cleaner:
 
     def _repair(self, index: Index, alias: str, result: PassResult) -> None:
         self._start_record(result)
-        total = self._scalar(alias, "SELECT COUNT(*) FROM entities")
+        # Counting a big table takes a while: only for a progress bar someone watches.
+        total = self._scalar(alias, "SELECT COUNT(*) FROM entities") if self.progress else None
 
         def fetch(previous: list[EntityRow] | None) -> list[EntityRow]:
             bound = None if previous is None else (previous[-1][2], previous[-1][0])
@@ -477,7 +478,7 @@ class Cleaner:
     def _sweep(self, index: Index, alias: str, result: PassResult) -> None:
         self._start_record(result)
         table = shards.connection(alias).ops.quote_name(index.name)
-        total = self._scalar(alias, f"SELECT COUNT(*) FROM {table}")
+        total = self._scalar(alias, f"SELECT COUNT(*) FROM {table}") if self.progress else None
 
         def fetch(previous: list[tuple[Any, ...]] | None) -> list[tuple[Any, ...]]:
             return self._index_rows_after(index, alias, None if previous is None else previous[-1])
