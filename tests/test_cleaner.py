@@ -325,7 +325,8 @@ def backfilled() -> int:
 
 
 def test_stop_finishes_the_current_batch_and_a_rerun_resumes(published, posts):
-    cleaner = Cleaner(indexes=[PUBLISHED], once=True, batch_size=10, sleep=0.05)
+    # The throttle leaves seconds to stop it mid-backfill; stop() cuts the pause short.
+    cleaner = Cleaner(indexes=[PUBLISHED], once=True, batch_size=10, sleep=0.2)
     thread = threading.Thread(target=lambda: (cleaner.run(), connections.close_all()))
     thread.start()
     wait_for(lambda: backfilled() >= 20, what="the backfill to start")
@@ -353,7 +354,7 @@ def test_a_backfill_killed_with_sigkill_resumes_from_its_checkpoint(published, p
         f"--index={PUBLISHED}",
         "--once",
         "--batch-size=10",
-        "--sleep=0.05",
+        "--sleep=0.1",
         extra_indexes=(PUBLISHED,),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
