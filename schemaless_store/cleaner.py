@@ -510,7 +510,7 @@ class Cleaner:
                 continue
             if entity_id not in implied:
                 added_id, updated, body = found[entity_id]
-                implied[entity_id] = self._implied(index, alias, entity_id, body, result)
+                implied[entity_id] = self._implied(index, entity_id, body, result)
                 seen[entity_id] = (added_id, updated)
             rows = implied[entity_id]
             if home != alias:
@@ -532,7 +532,7 @@ class Cleaner:
         result.stale_removed += self._delete_on(index, alias, misplaced_other)
 
     def _implied(
-        self, index: Index, alias: str, entity_id: bytes, body: bytes, result: PassResult
+        self, index: Index, entity_id: bytes, body: bytes, result: PassResult
     ) -> set[tuple[Any, ...]] | None:
         properties = self._decode(shards.alias_for(entity_id), entity_id, body, result)
         if properties is None:

@@ -240,6 +240,35 @@ def test_repair_inserts_missing_rows_and_removes_stale_ones(posts):
     assert {p.status for p in repairs} == {"done"}
 
 
+def test_repair_walks_every_entity_once_newest_first(monkeypatch):
+    # Five bulk puts: five distinct "updated" values, each shared by 20 entities (ties).
+    everyone = [
+        e for _ in range(5) for e in Entity.objects.bulk_put(PostFactory() for _ in range(20))
+    ]
+    lost = everyone[::9]
+    for entity in lost:
+        raw_delete("index_link", entity.id.bytes)
+    walked: dict[str, list[tuple]] = {alias: [] for alias in shards.shard_aliases()}
+    original = Cleaner._repair_entities
+
+    def spy(self, index, alias, batch, result):
+        walked[alias].extend(
+            (updated, added_id, entity_id) for added_id, entity_id, updated, _ in batch
+        )
+        return original(self, index, alias, batch, result)
+
+    monkeypatch.setattr(Cleaner, "_repair_entities", spy)
+    summary = Cleaner(indexes=["index_link"], once=True, batch_size=7).run()
+
+    ids = [entity_id for rows in walked.values() for *_, entity_id in rows]
+    assert sorted(ids) == sorted(e.id.bytes for e in everyone)  # each once
+    for rows in walked.values():
+        keys = [(updated, added_id) for updated, added_id, _ in rows]
+        assert keys == sorted(keys, reverse=True)  # newest first, ties by added_id
+    assert summary.total("inserted") == len(lost)
+    assert_exact()
+
+
 def test_sweep_removes_rows_whose_entity_is_gone(posts):
     user = registry.get("index_user_id")
     ghost = uuid.uuid4().bytes
@@ -250,6 +279,25 @@ def test_sweep_removes_rows_whose_entity_is_gone(posts):
 
     assert summary.total("orphans_removed") == 1
     assert sum(p.orphans_removed for p in passes(kind="sweep")) == 1
+    assert_exact()
+
+
+def test_sweep_walks_every_row_of_a_composite_index_once():
+    # Three users, few distinct "published": ties on the leading columns of the primary key.
+    Entity.objects.bulk_put(
+        {"user_id": f"user{n % 3}", "published": n % 4, "title": str(n)} for n in range(60)
+    )
+    index = registry.get("index_user_published")
+    for n in range(10):
+        values = (index.column_value("user_id", f"user{n % 3}"), n % 4)
+        home = shards.alias_for(index.routing_key(values[0]))
+        insert_index_row(index.name, home, (*values, uuid.uuid4().bytes))
+
+    summary = Cleaner(indexes=[index.name], once=True, batch_size=7).run()
+
+    sweeps = [p for p in summary.passes if p.kind == "sweep"]
+    assert sum(p.scanned for p in sweeps) == 70  # every row once
+    assert sum(p.orphans_removed for p in sweeps) == 10
     assert_exact()
 
 
