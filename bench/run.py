@@ -103,6 +103,13 @@ def machine(conn: Any) -> dict[str, Any]:
     git = subprocess.run(
         ["git", "describe", "--always", "--dirty"], capture_output=True, text=True, check=False
     ).stdout.strip()
+    # The tree is shared with other engineers: record what was uncommitted when this ran.
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.splitlines()
     return {
         "nproc": os.cpu_count(),
         "memory_gib": total_kib / 1024 / 1024,
@@ -113,6 +120,7 @@ def machine(conn: Any) -> dict[str, Any]:
         "platform": platform.platform(),
         "loadavg_start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
         "git": git or "unknown",
+        "git_uncommitted": [line[3:] for line in dirty],
     }
 
 

@@ -6,6 +6,7 @@ measured against the raw baseline in the same process, on the same data, alterna
 unchanged code::
 
     .venv/bin/python -m bench.whatif --entities 100000
+    .venv/bin/python -m bench.whatif --entities 200000 --cleaner   # backfill settings instead
 
 For each op, the table shows ours unchanged, ours with each experiment that touches its path, and
 ours with all of them. The machine is noisy, so the variants take turns in many short rounds (the
@@ -462,11 +463,70 @@ def compare_variants(
     }
 
 
+CLEANER_VARIANTS: list[tuple[str, dict[str, str], list[str]]] = [
+    ("defaults", {}, []),
+    ("CONN_MAX_AGE=60", {"BENCH_CONN_MAX_AGE": "60"}, []),
+    ("--batch-size 2000", {}, ["--batch-size", "2000"]),
+    ("both", {"BENCH_CONN_MAX_AGE": "60"}, ["--batch-size", "2000"]),
+]
+
+
+def cleaner_variants(bench: Any, rounds: int) -> None:
+    """Backfill a fresh index on the loaded store with ``runcleaner`` under each variant (no
+    writer), each on a settled server, variants in alternating order; the backfill passes' own
+    entities/s as recorded by the cleaner, and the child's peak RSS."""
+    import dataclasses
+    import os
+    import subprocess
+
+    from django.core.management import call_command
+
+    from schemaless_store import lifecycle
+    from schemaless_store.indexes import Index, registry
+    from schemaless_store.models import CleanerPass
+
+    from .load import settle
+
+    bench.plan = dataclasses.replace(bench.plan, settle_s=30.0)
+    rates: dict[str, list[float]] = {label: [] for label, _, _ in CLEANER_VARIANTS}
+    rss: dict[str, float] = {}
+    for number in range(rounds):
+        order = CLEANER_VARIANTS if number % 2 == 0 else CLEANER_VARIANTS[::-1]
+        for label, extra_env, extra_args in order:
+            name = f"index_link_w{number}_{len(rates[label])}_{abs(hash(label)) % 10_000}"
+            registry.register(Index(table=name, properties=["link"], shard_on="link"))
+            call_command("migrateall", verbosity=0)
+            registry.unregister(name)  # declared in the child only: nothing here writes
+            settle(bench)
+            env = {**os.environ, "BENCH_LINK_INDEX": name, **extra_env}
+            command = [sys.executable, "-m", "django", "runcleaner", f"--index={name}", "--once"]
+            proc = subprocess.Popen([*command, "-v", "0", *extra_args], env=env)
+            while lifecycle.states(refresh=True).get(name) != lifecycle.READY:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"runcleaner failed under {label}")
+                time.sleep(0.05)
+            proc.terminate()  # the repair pass that follows is not measured
+            _pid, _status, usage = os.wait4(proc.pid, 0)
+            passes = list(CleanerPass.objects.filter(index_name=name, kind="backfill"))
+            seconds = sum((p.finished - p.started).total_seconds() for p in passes)
+            rates[label].append(sum(p.entities_scanned for p in passes) / seconds)
+            rss[label] = max(rss.get(label, 0.0), usage.ru_maxrss / 1024)
+    print(f"backfill of a new index over {bench.size:,} entities, no writer, {rounds} rounds\n")
+    print("| variant | entities/s (median) | each round | peak RSS MiB |")
+    print("|---|---:|---|---:|")
+    for label, found in rates.items():
+        each = ", ".join(f"{r:,.0f}" for r in found)
+        print(f"| {label} | {statistics.median(found):,.0f} | {each} | {rss[label]:.0f} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.whatif")
     parser.add_argument("--entities", type=int, default=100_000)
     parser.add_argument("--ops", default="put,get,get_many,query_page,query_all")
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument(
+        "--cleaner", action="store_true", help="compare runcleaner backfill settings instead"
+    )
     args = parser.parse_args(argv)
 
     from . import plan as plans
@@ -477,6 +537,9 @@ def main(argv: list[str] | None = None) -> int:
     bench = setup(plans.choose(quick=args.entities < 10_000, sizes=[args.entities]))
     for stage in stages([args.entities]):
         load_stage(bench, stage)
+    if args.cleaner:
+        cleaner_variants(bench, rounds=min(args.rounds, 3))
+        return 0
     table = ops(bench)
     print(
         f"what-if at {bench.size:,} entities; medians over {args.rounds} rounds, raw run "
