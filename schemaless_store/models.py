@@ -335,6 +335,7 @@ class CleanerPass(models.Model):
 
     class Meta:
         ordering = ["-started"]
+        verbose_name_plural = "cleaner passes"
 
     def __str__(self) -> str:
         return f"{self.kind} of {self.index_name}@{self.shard} ({self.status})"
