@@ -17,6 +17,7 @@ from typing import Any
 from django.db import models
 
 from . import keys, shards
+from .codec import decode_body
 from .exceptions import (
     BulkWriteNotSupported,
     CorruptBody,
@@ -190,8 +191,6 @@ class Entity(models.Model):
 
     def _properties(self) -> dict[str, Any]:
         if self._props is None:
-            from .codec import decode_body
-
             try:
                 self._props = decode_body(bytes(self.row_body))
             except CorruptBody as exc:

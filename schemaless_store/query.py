@@ -314,7 +314,8 @@ class IndexQuery:
     def _batch_size(self) -> int:
         if self.limit is None:
             return 500
-        return max(16, min(1000, self.offset + self.limit + 8))
+        # The refill loop reads further rows when stale ones are dropped: no over-fetch needed.
+        return max(1, min(1000, self.offset + self.limit))
 
     def _results(self) -> Iterator[Any]:
         if self.limit == 0:
