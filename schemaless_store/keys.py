@@ -43,7 +43,10 @@ def entity_id_bytes(value: Any) -> bytes:
 
 
 def stable_hash(data: bytes) -> int:
-    """A 64-bit hash that is the same in every process and on every machine (unlike ``hash()``)."""
+    """A 64-bit blake2b hash: the same in every process and on every machine.
+
+    (Python's builtin hash is salted per process, so it never routes anything here.)
+    """
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
 
 
