@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-import struct
-import uuid
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -339,54 +337,9 @@ def decode_column(index: Index, prop: str, value: Any) -> Any:
     Raises ``ValueError`` for a value that no column type of this store produces.
     """
     column = index.columns.get(prop)
-    name = getattr(column, "name", "")
-    if name == "key":
-        return decode_key(bytes(value))
-    if name == "str":
-        return bytes(value).decode("utf-8")
-    if name == "bytes":
-        return bytes(value)
-    if name == "uuid":
-        return uuid.UUID(bytes=bytes(value))
-    if name == "datetime":
-        return _EPOCH + dt.timedelta(microseconds=int(value))
-    if name in ("int", "float"):
-        return value
-    return bytes(value) if isinstance(value, bytearray | memoryview) else value
-
-
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_U64 = struct.Struct(">Q")
-_DOUBLE = struct.Struct(">d")
-_INT64_MIN = -(2**63)
-
-
-def decode_key(data: bytes) -> Any:
-    """The inverse of :func:`schemaless_store.keys.encode_key` (an integral float comes back as
-    the int it is indexed as; ``1.0`` and ``1`` are one key)."""
-    if not data:
-        raise ValueError("empty key")
-    tag, rest = data[:1], data[1:]
-    if tag == b"\x10" and not rest:
-        return None
-    if tag in (b"\x20", b"\x21") and not rest:
-        return tag == b"\x21"
-    if tag == b"\x50":
-        return rest.decode("utf-8")
-    if tag == b"\x60":
-        return rest
-    if tag == b"\x70" and len(rest) == 16:
-        return uuid.UUID(bytes=rest)
-    if tag == b"\x80" and len(rest) == 8:
-        return _EPOCH + dt.timedelta(microseconds=_U64.unpack(rest)[0] + _INT64_MIN)
-    if tag == b"\x30" and len(rest) in (8, 16, 17):
-        (bits,) = _U64.unpack(rest[:8])
-        bits = bits & ~(1 << 63) if bits >> 63 else bits ^ 0xFFFFFFFFFFFFFFFF
-        (number,) = _DOUBLE.unpack(_U64.pack(bits))
-        if len(rest) == 16:
-            return _U64.unpack(rest[8:])[0] + _INT64_MIN
-        return number
-    raise ValueError(f"not an index key: {data.hex()}")
+    if column is None:
+        return bytes(value) if isinstance(value, bytearray | memoryview) else value
+    return column.from_db(value)
 
 
 @dataclass

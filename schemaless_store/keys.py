@@ -135,28 +135,31 @@ def encode_key(value: Any) -> bytes:
 
 
 def decode_key(data: bytes) -> Any:
-    """The value an :func:`encode_key` output stands for (for messages and the admin)."""
+    """The value an :func:`encode_key` output stands for (for messages and the admin).
+
+    An integral float comes back as the int it is indexed as (``1.0`` and ``1`` are one key).
+    Raises ``ValueError`` for bytes that :func:`encode_key` does not produce.
+    """
     tag, rest = data[:1], data[1:]
     if tag == _TAG_STR:
         return rest.decode("utf-8")
     if tag == _TAG_BYTES:
         return rest
-    if tag == _TAG_NONE:
+    if tag == _TAG_NONE and not rest:
         return None
-    if tag in (_TAG_FALSE, _TAG_TRUE):
+    if tag in (_TAG_FALSE, _TAG_TRUE) and not rest:
         return tag == _TAG_TRUE
-    if tag == _TAG_UUID:
+    if tag == _TAG_UUID and len(rest) == 16:
         return uuid.UUID(bytes=rest)
-    if tag == _TAG_DATETIME:
-        micros = _U64.unpack(rest)[0] + _INT64_MIN
-        return _EPOCH + dt.timedelta(microseconds=micros)
-    if tag == _TAG_NUMBER:
+    if tag == _TAG_DATETIME and len(rest) == 8:
+        return _EPOCH + dt.timedelta(microseconds=_U64.unpack(rest)[0] + _INT64_MIN)
+    if tag == _TAG_NUMBER and len(rest) in (8, 16, 17):  # double, + exact int, + "beyond int64"
         if len(rest) == 16:
             return _U64.unpack(rest[8:])[0] + _INT64_MIN
         (bits,) = _U64.unpack(rest[:8])
         bits = bits & ~(1 << 63) if bits >> 63 else bits ^ 0xFFFFFFFFFFFFFFFF
         return _DOUBLE.unpack(_U64.pack(bits))[0]
-    raise ValueError(f"not an encoded key: {data!r}")
+    raise ValueError(f"not an encoded index key: {data.hex()}")
 
 
 # --- index column types -------------------------------------------------------------------
@@ -176,6 +179,11 @@ class ColumnType:
 
     def to_db(self, value: Any) -> Any:
         raise NotImplementedError
+
+    def from_db(self, value: Any) -> Any:
+        """The property value a column value stands for (the inverse of :meth:`to_db`, for
+        display); ``ValueError`` for a value this column type never produces."""
+        return bytes(value) if isinstance(value, bytearray | memoryview) else value
 
     def sql_type(self, vendor: str) -> str:
         raise NotImplementedError
@@ -201,6 +209,9 @@ class KeyColumn(ColumnType):
 
     def to_db(self, value: Any) -> bytes:
         return self._check_length(encode_key(value))
+
+    def from_db(self, value: Any) -> Any:
+        return decode_key(bytes(value))
 
     def sql_type(self, vendor: str) -> str:
         return self._varbinary(vendor)
@@ -252,6 +263,9 @@ class StrColumn(ColumnType):
         except UnicodeEncodeError as exc:
             raise IndexValueError(f"string with unencodable character: {exc}") from exc
 
+    def from_db(self, value: Any) -> str:
+        return bytes(value).decode("utf-8")
+
     def sql_type(self, vendor: str) -> str:
         return self._varbinary(vendor)
 
@@ -265,6 +279,9 @@ class BytesColumn(ColumnType):
         if type(value) is not bytes:
             raise IndexValueError(f"a bytes column cannot hold a {type(value).__name__}")
         return self._check_length(value)
+
+    def from_db(self, value: Any) -> bytes:
+        return bytes(value)
 
     def sql_type(self, vendor: str) -> str:
         return self._varbinary(vendor)
@@ -280,6 +297,9 @@ class UUIDColumn(ColumnType):
             raise IndexValueError(f"a uuid column cannot hold a {type(value).__name__}")
         return value.bytes
 
+    def from_db(self, value: Any) -> uuid.UUID:
+        return uuid.UUID(bytes=bytes(value))
+
     def sql_type(self, vendor: str) -> str:
         return "BINARY(16)" if vendor == "mysql" else "BLOB"
 
@@ -293,6 +313,9 @@ class DateTimeColumn(ColumnType):
         if type(value) is not dt.datetime:
             raise IndexValueError(f"a datetime column cannot hold a {type(value).__name__}")
         return _micros(value)
+
+    def from_db(self, value: Any) -> dt.datetime:
+        return _EPOCH + dt.timedelta(microseconds=int(value))
 
     def sql_type(self, vendor: str) -> str:
         return "BIGINT"
