@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-LEGS = ("put", "bulk_put", "get", "get_many", "query", "scale", "index_add")
+LEGS = ("put", "bulk_put", "get", "get_many", "query", "scatter", "scale", "index_add")
 
 
 @dataclass(frozen=True)

@@ -51,128 +51,16 @@ def _patch(owner: Any, name: str, value: Any) -> Undo:
 # --- experiments ---------------------------------------------------------------------------
 
 
-def fast_rows() -> Undo:
-    """``fetch_by_ids`` builds entities without ``Model.__init__`` (no per-field setattr loop,
-    no pre/post_init signals: nothing listens for them on Entity; refuses if something does),
-    with its imports at module level instead of three function-level imports per call."""
+def parallel_fetch() -> Undo:
+    """When a page's ids live on several shards, ``fetch_by_ids`` runs their ``IN`` queries at
+    once on the query module's scatter threads (as index reads already do), so a page over two
+    shards waits for one entity round trip, not two."""
     from schemaless_store import conf, query, shards
-
-    from_row = _fast_entity()
-
-    def fetch_by_ids(ids: Iterable[bytes]) -> dict[bytes, Any]:
-        alias_for = shards.alias_for
-        by_alias: dict[str, list[bytes]] = defaultdict(list)
-        for entity_id in dict.fromkeys(ids):
-            by_alias[alias_for(entity_id)].append(entity_id)
-        found: dict[bytes, Any] = {}
-        batch = conf.get().fetch_batch
-        for alias, alias_ids in by_alias.items():
-            conn = shards.connection(alias)
-            convert = conn.ops.convert_datetimefield_value
-            for start in range(0, len(alias_ids), batch):
-                chunk = alias_ids[start : start + batch]
-                marks = ", ".join(["%s"] * len(chunk))
-                rows = shards.read(
-                    alias,
-                    f"SELECT {query.ENTITY_COLUMNS} FROM entities WHERE id IN ({marks})",
-                    chunk,
-                )
-                for added_id, row_id, updated, body in rows:
-                    found[row_id] = from_row(
-                        alias, added_id, row_id, convert(updated, None, conn), body
-                    )
-        return found
-
-    return _patch(query, "fetch_by_ids", fetch_by_ids)
-
-
-def _fast_entity() -> Callable[..., Any]:
-    """An Entity built from a row without ``Model.__init__`` (see :func:`fast_rows`)."""
-    from django.db.models.base import ModelState
-    from django.db.models.signals import post_init, pre_init
-
     from schemaless_store.models import Entity
 
-    if pre_init.has_listeners(Entity) or post_init.has_listeners(Entity):
-        raise RuntimeError("something listens to Entity's init signals: the shortcut is unsafe")
-    new = object.__new__
-
-    def from_row(alias: str, added_id: int, row_id: bytes, updated: Any, body: bytes) -> Any:
-        entity = new(Entity)
-        state = ModelState()
-        state.adding = False
-        state.db = alias
-        entity.__dict__.update(
-            _state=state,
-            added_id=added_id,
-            row_id=row_id,
-            row_updated=updated,
-            row_body=body,
-            _props=None,
-            _generated_id=False,
-        )
-        return entity
-
-    return from_row
-
-
-def get_direct() -> Undo:
-    """``Entity.objects.get(id=...)`` reads its one row itself (``WHERE id = %s`` on the owning
-    shard, entity built as in ``fast_rows``) instead of going through ``get_many`` and
-    ``fetch_by_ids`` (lists, dicts and a UUID per call for one id)."""
-    from schemaless_store import keys, shards
-    from schemaless_store.models import EntityManager
-
-    from_row = _fast_entity()
-    original = EntityManager.get
-
-    def get(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if args or set(kwargs) != {"id"}:
-            return original(self, *args, **kwargs)  # its error message
-        raw_id = keys.entity_id_bytes(kwargs["id"])
-        alias = shards.alias_for(raw_id)
-        rows = shards.read(
-            alias, "SELECT added_id, id, updated, body FROM entities WHERE id = %s", [raw_id]
-        )
-        if not rows:
-            raise self.model.DoesNotExist(f"no entity with id {kwargs['id']!r}")
-        added_id, row_id, updated, body = rows[0]
-        conn = shards.connection(alias)
-        updated = conn.ops.convert_datetimefield_value(updated, None, conn)
-        return from_row(alias, added_id, row_id, updated, body)
-
-    return _patch(EntityManager, "get", get)
-
-
-def index_once() -> Undo:
-    """Slicing a query keeps the index ``order_by()`` already chose (and the converted
-    conditions): ``choose_index`` runs once per query, not twice."""
-    from schemaless_store.query import IndexQuery
-
-    original = IndexQuery.__getitem__
-
-    def getitem(self: Any, item: Any) -> Any:
-        result = original(self, item)
-        if isinstance(result, IndexQuery) and self._index is not None:
-            result._index = self._index
-            if "_conds" in self.__dict__:
-                result._conds = self._conds
-        return result
-
-    return _patch(IndexQuery, "__getitem__", getitem)
-
-
-def parallel_fetch() -> Undo:
-    """``fetch_by_ids`` as in ``fast_rows``, and when the ids live on several shards, their
-    ``IN`` queries run at once on the query module's scatter threads (as index reads already
-    do), so a page over two shards waits for one entity round trip, not two."""
-    from schemaless_store import conf, query, shards
-
-    from_row = _fast_entity()
-
     def read_shard(alias: str, alias_ids: list[bytes]) -> list[Any]:
-        conn = shards.connection(alias)
-        convert = conn.ops.convert_datetimefield_value
+        convert = query._datetime_converter(shards.connection(alias))
+        from_row = Entity.row_builder()
         batch = conf.get().fetch_batch
         out = []
         for start in range(0, len(alias_ids), batch):
@@ -182,7 +70,7 @@ def parallel_fetch() -> Undo:
                 alias, f"SELECT {query.ENTITY_COLUMNS} FROM entities WHERE id IN ({marks})", chunk
             )
             for added_id, row_id, updated, body in rows:
-                out.append(from_row(alias, added_id, row_id, convert(updated, None, conn), body))
+                out.append(from_row(alias, added_id, bytes(row_id), convert(updated), body))
         return out
 
     def fetch_by_ids(ids: Iterable[bytes]) -> dict[bytes, Any]:
@@ -200,209 +88,28 @@ def parallel_fetch() -> Undo:
     return _patch(query, "fetch_by_ids", fetch_by_ids)
 
 
-def raw_read() -> Undo:
-    """``shards.read`` runs its SELECT on the driver's cursor under Django's error wrapper,
-    instead of a Django ``CursorWrapper`` (two Python layers and a cursor object per read).
-    Keeps Django's cursor when queries are being logged (DEBUG, debug toolbar)."""
-    from django.db import connections
+def no_colocated() -> Undo:
+    """A pinned index read does not join the entities of its own shard (``COLOCATED_READS``
+    off): every entity comes from an ``IN`` query per entity shard, as before the join."""
+    from schemaless_store import query
 
-    from schemaless_store import shards
-
-    original = shards.read
-
-    def read(alias: str, sql: str, params: Any) -> list[tuple[Any, ...]]:
-        conn = connections[alias]
-        if conn.queries_logged or conn.in_atomic_block or conn.connection is None:
-            return original(alias, sql, params)
-        with shards.errors_named(alias), conn.wrap_database_errors:
-            cursor = conn.connection.cursor()
-            try:
-                cursor.execute(sql, params)
-                return list(cursor.fetchall())
-            finally:
-                cursor.close()
-
-    return _patch(shards, "read", read)
+    return _patch(query, "COLOCATED_READS", False)
 
 
-def props_import() -> Undo:
-    """``Entity._properties`` decodes with a module-level ``decode_body`` instead of importing
-    it on every call (a function-level ``from .codec import ...`` costs ~1 us per entity)."""
-    from schemaless_store.codec import decode_body
-    from schemaless_store.exceptions import CorruptBody
-    from schemaless_store.models import Entity
-
-    def _properties(self: Any) -> dict[str, Any]:
-        props = self._props
-        if props is None:
-            try:
-                props = self._props = decode_body(bytes(self.row_body))
-            except CorruptBody as exc:
-                raise CorruptBody(f"entity {self.id}: {exc}") from None
-        return props
-
-    return _patch(Entity, "_properties", _properties)
-
-
-def recheck_memo() -> Undo:
-    """The query's re-check encodes each indexed property value of each entity once per query
-    value, not once per entity: ``index.column_value`` memoized per (property, type, value) for
-    the query's lifetime, and no cartesian ``rows_for`` set for scalar properties."""
-    from schemaless_store.exceptions import IndexValueError
-    from schemaless_store.query import IndexQuery
-
-    def _row_is_current(self: Any, index: Any, row: tuple[Any, ...], entity: Any) -> bool:
-        memo = self.__dict__.setdefault("_column_memo", {})
-        props = entity.body_properties()
-        for position, prop in enumerate(index.properties):
-            if prop not in props:
-                return False
-            value = props[prop]
-            elements = value if type(value) is list else (value,)
-            hit = False
-            for element in elements:
-                try:
-                    key = (prop, type(element), element)
-                    column = memo.get(key)
-                    if column is None:
-                        column = memo[key] = index.column_value(prop, element)
-                except TypeError:  # unhashable: not an index value anyway
-                    return False
-                except IndexValueError:
-                    return False
-                if column == row[position]:
-                    hit = True
-                    break
-            if not hit:
-                return False
-        return self._row_meets_conditions(index, tuple(row[:-1]))
-
-    return _patch(IndexQuery, "_row_is_current", _row_is_current)
-
-
-def exact_page() -> Undo:
-    """A sliced query reads ``limit`` index rows first, not ``limit + 8``: the 8 extra entities
-    are fetched and built for every page but only needed when stale rows are skipped (then the
-    next batch refills the page, as it already does past the 8)."""
-    from schemaless_store.query import IndexQuery
-
-    def _batch_size(self: Any) -> int:
-        if self.limit is None:
-            return 500
-        return max(1, min(1000, self.offset + self.limit))
-
-    return _patch(IndexQuery, "_batch_size", _batch_size)
-
-
-def begin_commit() -> Undo:
-    """A put's transaction is ``BEGIN`` ... ``COMMIT`` statements on a connection left in
-    autocommit, instead of Django's ``atomic()`` (``SET autocommit=0``, ``COMMIT``,
-    ``SET autocommit=1``): one round trip fewer per put. Inside a caller's own ``atomic()`` block
-    the store keeps using ``atomic()`` (a savepoint)."""
-    from django.db import connections, transaction
-
-    from schemaless_store import writes
-
-    @contextlib.contextmanager
-    def atomic(using: str | None = None, savepoint: bool = True) -> Iterator[None]:
-        conn = connections[using or "default"]
-        if conn.in_atomic_block or not conn.get_autocommit():
-            with transaction.atomic(using=using, savepoint=savepoint):
-                yield
-            return
-        with conn.cursor() as cursor:
-            cursor.execute("BEGIN")
-        try:
-            yield
-        except BaseException:
-            conn.connection.rollback()
-            raise
-        conn.connection.commit()
-
-    shim = type("transaction", (), {"atomic": staticmethod(atomic)})()
-    for name in ("on_commit", "mark_for_rollback_on_error"):
-        setattr(shim, name, getattr(transaction, name))
-    return _patch(writes, "transaction", shim)
-
-
-def create_direct() -> Undo:
-    """The ceiling of the put path inside the store: ``create()`` of a new entity with a
-    generated id runs ``writes.prepare`` and ``writes.add_index_rows`` (the store's own code)
-    but issues ``BEGIN``, the entity ``INSERT`` and ``COMMIT`` on the driver's cursor instead of
-    Django's ``save_base`` (SQL compiler, signals) inside ``atomic()``. A real change would still
-    send ``pre_save``/``post_save`` for other receivers (nothing else listens here)."""
-    from django.db import connections
-    from django.utils import timezone
-
-    from schemaless_store import writes
-    from schemaless_store.models import EntityManager
-
-    original = EntityManager.create
-
-    def create(self: Any, **properties: Any) -> Any:
-        if "id" in properties:
-            return original(self, **properties)
-        entity = self.model(**properties)
-        prepared = writes.prepare(entity, force_insert=True)
-        conn = connections[prepared.alias]
-        conn.ensure_connection()
-        if conn.in_atomic_block:
-            return original(self, **properties)
-        now = timezone.now()
-        cursor = conn.connection.cursor()
-        with conn.wrap_database_errors:
-            cursor.execute("BEGIN")
-            try:
-                cursor.execute(
-                    "INSERT INTO entities (id, updated, body) VALUES (%s, %s, %s)",
-                    (prepared.entity_id, conn.ops.adapt_datetimefield_value(now), prepared.body),
-                )
-                writes.add_index_rows(
-                    (index, row, prepared.entity_id) for index, row in prepared.rows
-                )
-            except BaseException:
-                conn.connection.rollback()
-                raise
-            conn.connection.commit()
-        entity.added_id = cursor.lastrowid
-        entity.row_updated, entity.row_body = now, prepared.body
-        entity._state.adding, entity._state.db = False, prepared.alias
-        return entity
-
-    return _patch(EntityManager, "create", create)
-
-
-EXPERIMENTS = [
+EXPERIMENTS: list[Experiment] = [
     Experiment(
-        "fast_rows",
-        fast_rows.__doc__ or "",
-        ("get", "get_many", "query_page", "query_all"),
-        fast_rows,
+        "no_colocated",
+        no_colocated.__doc__ or "",
+        ("query_page", "query_all"),
+        no_colocated,
+        combine=False,
     ),
     Experiment(
         "parallel_fetch",
         parallel_fetch.__doc__ or "",
         ("get_many", "query_page", "query_all"),
         parallel_fetch,
-        combine=False,  # it replaces fast_rows' fetch_by_ids, and did not pay on 2 cores
     ),
-    Experiment(
-        "raw_read", raw_read.__doc__ or "", ("get", "get_many", "query_page", "query_all"), raw_read
-    ),
-    Experiment(
-        "props_import",
-        props_import.__doc__ or "",
-        ("get", "get_many", "query_page", "query_all"),
-        props_import,
-    ),
-    Experiment(
-        "recheck_memo", recheck_memo.__doc__ or "", ("query_page", "query_all"), recheck_memo
-    ),
-    Experiment("exact_page", exact_page.__doc__ or "", ("query_page",), exact_page),
-    Experiment("get_direct", get_direct.__doc__ or "", ("get",), get_direct),
-    Experiment("index_once", index_once.__doc__ or "", ("query_page",), index_once),
-    Experiment("begin_commit", begin_commit.__doc__ or "", ("put",), begin_commit),
-    Experiment("create_direct", create_direct.__doc__ or "", ("put",), create_direct),
 ]
 
 
@@ -465,9 +172,9 @@ def compare_variants(
 
 CLEANER_VARIANTS: list[tuple[str, dict[str, str], list[str]]] = [
     ("defaults", {}, []),
-    ("CONN_MAX_AGE=60", {"BENCH_CONN_MAX_AGE": "60"}, []),
-    ("--batch-size 2000", {}, ["--batch-size", "2000"]),
-    ("both", {"BENCH_CONN_MAX_AGE": "60"}, ["--batch-size", "2000"]),
+    ("--batch-size 500", {}, ["--batch-size", "500"]),
+    ("--batch-size 1000", {}, ["--batch-size", "1000"]),
+    ("--batch-size 5000", {}, ["--batch-size", "5000"]),
 ]
 
 

@@ -25,6 +25,8 @@ IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,63}")
 RESERVED_COLUMNS = frozenset({"entity_id"})
 # An entity whose multi-valued properties imply more index rows than this is refused.
 MAX_ROWS_PER_ENTITY = 1000
+# Column values a query's re-check remembers (values shared by many entities of a page).
+MEMO_LIMIT = 4096
 
 
 def is_identifier(name: object) -> bool:
@@ -136,6 +138,48 @@ class Index:
                 f"at most {MAX_ROWS_PER_ENTITY} are allowed"
             )
         return set(itertools.product(*per_property))
+
+    def implies(
+        self,
+        properties: Mapping[str, Any],
+        values: Sequence[Any],
+        memo: dict[tuple[Any, ...], Any] | None = None,
+    ) -> bool:
+        """Whether the entity's properties imply the row whose column values start ``values``.
+
+        The same answer as ``tuple(values[:n]) in self.rows_for(properties)``, without building
+        every row: the query's re-check of each entity. ``memo`` caches column values of
+        strings, ints and bytes across calls (a page's entities share e.g. their ``user_id``).
+        """
+        combinations = 1
+        for n, prop in enumerate(self.properties):
+            if prop not in properties:
+                return False
+            value = properties[prop]
+            elements = value if type(value) is list else (value,)
+            combinations *= len(elements)
+            found = False
+            for element in elements:  # every element must fit, as in rows_for
+                try:
+                    column = self._memo_column(prop, element, memo)
+                except IndexValueError:
+                    return False
+                found = found or column == values[n]
+            if not found:
+                return False
+        return combinations <= MAX_ROWS_PER_ENTITY
+
+    def _memo_column(self, prop: str, value: Any, memo: dict[tuple[Any, ...], Any] | None) -> Any:
+        kind = type(value)
+        if memo is None or not (kind is str or kind is int or kind is bytes):
+            return self.column_value(prop, value)
+        key = (self.name, prop, kind, value)
+        column = memo.get(key)
+        if column is None:
+            column = self.column_value(prop, value)
+            if len(memo) < MEMO_LIMIT:
+                memo[key] = column
+        return column
 
     def describe(self, values: tuple[Any, ...]) -> str:
         """Column values as the property values they stand for, for messages."""

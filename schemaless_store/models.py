@@ -11,10 +11,12 @@ are attributes named ``row_*`` (plus ``added_id``), so no property name can clas
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from django.db import models
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
 
 from . import keys, shards
 from .codec import decode_body
@@ -81,8 +83,10 @@ class EntityManager(models.Manager.from_queryset(EntityQuerySet)):  # type: igno
 
     def create(self, **properties: Any) -> Entity:
         """Create an entity from keyword properties (``id`` optional); fails if the id exists."""
+        from . import writes
+
         entity = self.model(**properties)
-        entity.save(force_insert=True)
+        writes.create(entity)
         return entity
 
     def get(self, *args: Any, **kwargs: Any) -> Entity:
@@ -94,10 +98,10 @@ class EntityManager(models.Manager.from_queryset(EntityQuerySet)):  # type: igno
             )
         from . import query
 
-        found = query.get_many([kwargs["id"]])
-        if not found:
+        found = query.get_one(kwargs["id"])
+        if found is None:
             raise self.model.DoesNotExist(f"no entity with id {kwargs['id']!r}")
-        return next(iter(found.values()))
+        return found
 
     def get_many(self, ids: Iterable[Any]) -> dict[uuid.UUID, Entity]:
         """The entities that exist among ``ids``, by id (one query per shard)."""
@@ -158,6 +162,38 @@ class Entity(models.Model):
         self._generated_id = ident is None
         self.row_id = uuid.uuid4().bytes if ident is None else keys.entity_id_bytes(ident)
         self._props = properties
+
+    @classmethod
+    def row_builder(cls) -> Callable[[str, int, bytes, Any, bytes], Entity]:
+        """What turns ``(alias, added_id, id, updated, body)`` read by the store's own SQL into
+        an entity (the read path's hot loop); ask once per batch of rows.
+
+        The same instance ``Model.from_db`` builds, without ``Model.__init__``'s per-field loop;
+        when something listens to ``pre_init``/``post_init`` for entities, ``from_db`` itself,
+        so that it still hears about every instance.
+        """
+        if pre_init.has_listeners(cls) or post_init.has_listeners(cls):
+            return lambda alias, *row: cls.from_db(alias, ROW_FIELDS, row)
+        return cls._from_row
+
+    @classmethod
+    def _from_row(
+        cls, alias: str, added_id: int, row_id: bytes, updated: Any, body: bytes
+    ) -> Entity:
+        entity = cls.__new__(cls)
+        state = ModelState()
+        state.adding = False
+        state.db = alias
+        entity.__dict__.update(
+            _state=state,
+            added_id=added_id,
+            row_id=row_id,
+            row_updated=updated,
+            row_body=body,
+            _props=None,
+            _generated_id=False,
+        )
+        return entity
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, Any]) -> Entity:

@@ -113,13 +113,43 @@ def read(alias: str, sql: str, params: list[Any] | tuple[Any, ...]) -> list[tupl
     conn = connections[alias]
     for attempt in (0, 1):
         try:
-            with errors_named(alias), conn.cursor() as cursor:
-                cursor.execute(sql, params)
-                return list(cursor.fetchall())
+            with errors_named(alias):
+                return _fetch_all(conn, sql, params)
         except ShardUnavailable:
             if attempt or conn.in_atomic_block:
                 raise
     raise AssertionError("unreachable")
+
+
+def _fetch_all(
+    conn: BaseDatabaseWrapper, sql: str, params: list[Any] | tuple[Any, ...]
+) -> list[tuple[Any, ...]]:
+    with statement_cursor(conn) as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
+
+
+@contextlib.contextmanager
+def statement_cursor(conn: BaseDatabaseWrapper) -> Iterator[Any]:
+    """A cursor for the hot paths' own SQL (``%s`` placeholders, Django's exceptions).
+
+    On MySQL, when Django is not recording queries (``DEBUG``, ``assertNumQueries``), it is
+    the driver's own cursor: Django's two cursor wrappers cost more client time than a
+    statement's own work. Otherwise (and on other backends) it is Django's cursor.
+    """
+    if conn.vendor != "mysql" or conn.queries_logged:
+        with conn.cursor() as cursor:
+            yield cursor
+        return
+    conn.validate_thread_sharing()
+    conn.validate_no_broken_transaction()
+    conn.ensure_connection()
+    with conn.wrap_database_errors:
+        cursor = conn.connection.cursor()
+        try:
+            yield cursor
+        finally:
+            cursor.close()
 
 
 def _discard_broken(alias: str) -> None:

@@ -41,6 +41,21 @@ def _after_migrate(sender: Any, using: str, **kwargs: Any) -> None:
         lifecycle.sync_states(using)
 
 
+def only_store_receivers() -> bool:
+    """True when nothing but the store listens to ``pre_save``/``post_save`` of ``Entity``
+    (then a write may do what the store's receivers do without sending the signals)."""
+    from .models import Entity
+
+    try:
+        for signal, ours in ((pre_save, _before_save), (post_save, _after_save)):
+            sync, asynchronous = signal._live_receivers(Entity)  # the set Django would call
+            if asynchronous or list(sync) != [ours]:
+                return False
+    except (AttributeError, TypeError, ValueError):  # another Django's internals: be safe
+        return False
+    return True
+
+
 def connect() -> None:
     """Connect the receivers (idempotent: each has a dispatch_uid)."""
     from django.apps import apps

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
-from . import conf, shards
+from . import conf, lifecycle, shards
 from .codec import decode_body
 from .exceptions import (
     BodyTooLarge,
@@ -101,15 +101,25 @@ def rows_of(properties: Mapping[str, Any], *, strict: bool = True) -> RowSet:
     """Every (index, row) an entity's properties imply, over the maintained indexes.
 
     With ``strict=False`` (reading old state), an index whose values no longer fit is skipped:
-    its rows, if any, are the cleaner's to sweep.
+    its rows, if any, are the cleaner's to sweep. Even when strict, an index still ``building``
+    is skipped (with a warning) rather than failing the write: it serves no query yet, and its
+    backfill reports the entity as not indexed.
     """
     rows: RowSet = set()
     for index in maintained_indexes():
         try:
             rows.update((index, row) for row in index.rows_for(properties))
-        except IndexValueError:
-            if strict:
+        except IndexValueError as exc:
+            if not strict:
+                continue
+            if lifecycle.state_of(index) != lifecycle.BUILDING:
                 raise
+            logger.warning(
+                "index %s is still building and cannot index this entity (%s); the write goes "
+                "on without its row",
+                index.name,
+                exc,
+            )
     return rows
 
 
@@ -134,7 +144,7 @@ def lock_current(alias: str, ids: list[bytes]) -> dict[bytes, tuple[int, bytes]]
     conn = shards.connection(alias)
     suffix = " FOR UPDATE" if conn.features.has_select_for_update else ""
     found: dict[bytes, tuple[int, bytes]] = {}
-    with conn.cursor() as cursor:
+    with shards.statement_cursor(conn) as cursor:
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
             marks = ", ".join(["%s"] * len(chunk))
@@ -182,7 +192,7 @@ def add_index_rows(rows: Iterable[tuple[Index, tuple[Any, ...], bytes]]) -> None
             )
         else:
             sql = f"INSERT OR IGNORE INTO {table} ({columns}) VALUES ({marks})"
-        with shards.errors_named(alias), conn.cursor() as cursor:
+        with shards.errors_named(alias), shards.statement_cursor(conn) as cursor:
             cursor.executemany(sql, values)
 
 
@@ -322,9 +332,9 @@ def _remove_stale_later(alias: str, candidates: Mapping[bytes, RowSet]) -> None:
 # --- single save / delete, through Django's save() and signals -----------------------------
 
 
-def save(entity: Entity, force_insert: bool = False) -> None:
+def save(entity: Entity, force_insert: bool = False, prepared: PreparedWrite | None = None) -> None:
     """Save one entity: ``pre_save`` locks and adds index rows, ``post_save`` schedules removal."""
-    prepared = prepare(entity, force_insert)
+    prepared = prepared or prepare(entity, force_insert)
 
     def attempt() -> None:
         entity._pending_write = prepared  # type: ignore[attr-defined]
@@ -345,6 +355,79 @@ def save(entity: Entity, force_insert: bool = False) -> None:
         except BaseException:
             _undo_added(prepared.alias, {prepared.entity_id: prepared.added})
             raise
+    entity._generated_id = False  # type: ignore[attr-defined]
+
+
+def create(entity: Entity) -> None:
+    """Insert a new entity (``Entity.objects.create``); :class:`EntityExists` if its id exists.
+
+    An entity whose id the store generated cannot exist yet. On MySQL, when nothing but the
+    store listens to ``pre_save``/``post_save``, Django is not recording queries, no
+    transaction is open and no unique index is involved, the insert skips Django's ``save()``:
+    the same statements in the same order (entity row, index rows committed, entity committed)
+    on the driver's connection, in ``BEGIN`` ... ``COMMIT``. Any other case is a normal
+    ``save(force_insert=True)``, signals and all.
+    """
+    prepared = prepare(entity, force_insert=True)
+    conn = shards.connection(prepared.alias)
+    # A unique claim may check its holder under Django's atomic() on this very connection:
+    # that needs Django's own transaction.
+    unique = any(index.unique for index, _row in prepared.rows)
+    if unique or not (prepared.skip_lock and _can_insert_directly(conn)):
+        save(entity, force_insert=True, prepared=prepared)
+        return
+    try:
+        with shards.errors_named(prepared.alias):
+            shards.with_retries(partial(_insert_directly, conn, entity, prepared))
+    except BaseException:
+        _undo_added(prepared.alias, {prepared.entity_id: prepared.added})
+        raise
+    entity._generated_id = False  # type: ignore[attr-defined]
+
+
+def _can_insert_directly(conn: Any) -> bool:
+    from .signals import only_store_receivers
+
+    return (
+        conn.vendor == "mysql"
+        and not conn.in_atomic_block
+        and not conn.queries_logged
+        and only_store_receivers()
+    )
+
+
+def _insert_directly(conn: Any, entity: Entity, prepared: PreparedWrite) -> None:
+    """DESIGN section 3 for a brand-new entity, on the driver's connection."""
+    now = timezone.now()
+    conn.validate_thread_sharing()
+    conn.ensure_connection()
+    driver = conn.connection
+    with conn.wrap_database_errors:
+        cursor = driver.cursor()
+        try:
+            cursor.execute("BEGIN")
+            try:
+                cursor.execute(
+                    "INSERT INTO entities (id, updated, body) VALUES (%s, %s, %s)",
+                    (prepared.entity_id, conn.ops.adapt_datetimefield_value(now), prepared.body),
+                )
+                added_id = cursor.lastrowid
+                prepared.added |= prepared.rows
+                add_index_rows(_with_entity(prepared.rows, prepared.entity_id))
+                driver.commit()
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    driver.rollback()
+                raise
+        except IntegrityError as exc:
+            raise EntityExists(f"an entity with id {entity.id} already exists") from exc
+        finally:
+            cursor.close()
+    entity.added_id = added_id
+    entity.row_updated = now
+    entity.row_body = prepared.body
+    entity._state.adding = False
+    entity._state.db = prepared.alias
 
 
 def _undo_added(alias: str, added: Mapping[bytes, RowSet]) -> None:
@@ -469,12 +552,17 @@ def _put_batch(alias: str, batch: list[tuple[Entity, PreparedWrite]]) -> None:
     stale: dict[bytes, RowSet] = {}
     added: dict[bytes, RowSet] = defaultdict(set)
 
-    def attempt() -> None:
+    def attempt(lock_all: bool = False) -> None:
         stale.clear()
         now = timezone.now()
         updated_db = conn.ops.adapt_datetimefield_value(now)
+        # An id the store generated for this entity cannot exist yet: its INSERT locks it.
+        # (After a duplicate-key error, everything is locked and read, to be sure.)
+        wanted = [
+            w.entity_id for e, w in batch if lock_all or not getattr(e, "_generated_id", False)
+        ]
         with transaction.atomic(using=alias):
-            current = lock_current(alias, [w.entity_id for _, w in batch])
+            current = lock_current(alias, wanted) if wanted else {}
             new_rows = []
             inserts, updates = [], []
             for _entity, write in batch:
@@ -490,7 +578,7 @@ def _put_batch(alias: str, batch: list[tuple[Entity, PreparedWrite]]) -> None:
                     inserts.append((write.entity_id, updated_db, write.body))
                 else:
                     updates.append((updated_db, write.body, write.entity_id))
-            with conn.cursor() as cursor:
+            with shards.statement_cursor(conn) as cursor:
                 if inserts:
                     cursor.executemany(
                         "INSERT INTO entities (id, updated, body) VALUES (%s, %s, %s)", inserts
@@ -505,14 +593,19 @@ def _put_batch(alias: str, batch: list[tuple[Entity, PreparedWrite]]) -> None:
             entity.row_body = write.body
             entity._state.adding = False
             entity._state.db = alias
+            entity._generated_id = False
 
     def attempt_or_retry_duplicates() -> None:
-        for _ in range(3):
+        try:
+            return shards.with_retries(attempt)
+        except IntegrityError:
+            pass  # a concurrent creator inserted one of the ids: redo as updates
+        for _ in range(2):
             try:
-                return shards.with_retries(attempt)
+                return shards.with_retries(partial(attempt, lock_all=True))
             except IntegrityError:
-                continue  # a concurrent creator inserted one of the ids: redo as updates
-        return shards.with_retries(attempt)
+                continue
+        return shards.with_retries(partial(attempt, lock_all=True))
 
     with shards.write_lock():
         try:

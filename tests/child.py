@@ -173,10 +173,31 @@ def _count_statements(kill_at: int | None) -> list[int]:
 
         return wrapper
 
+    from django.db import connections
+
+    if connections["default"].vendor == "mysql":
+        # At the driver, so that writes on the driver's own cursor (a new entity's direct
+        # insert) are counted too: every statement and every COMMIT is a kill point.
+        import MySQLdb.connections
+        import MySQLdb.cursors
+
+        cursors = MySQLdb.cursors.BaseCursor
+        cursors.execute = counting(cursors.execute)
+        cursors.executemany = counting(cursors.executemany)
+        MySQLdb.connections.Connection.commit = counting(MySQLdb.connections.Connection.commit)
+        return count
     utils.CursorWrapper.execute = counting(utils.CursorWrapper.execute)
     utils.CursorWrapper.executemany = counting(utils.CursorWrapper.executemany)
     BaseDatabaseWrapper.commit = counting(BaseDatabaseWrapper.commit)
     return count
+
+
+def _generate_ids(ids: list[str]) -> None:
+    """Make the store's own id generation hand out ``ids`` (so the parent knows them)."""
+    import uuid
+
+    pending = [uuid.UUID(i) for i in ids]
+    uuid.uuid4 = lambda: pending.pop(0)
 
 
 def _write(request: dict[str, Any]) -> None:
@@ -208,9 +229,103 @@ def _write(request: dict[str, Any]) -> None:
         entity.delete()
     elif op == "bulk_put":
         Entity.objects.bulk_put([{"id": uuid.UUID(i), **p} for i, p in request["items"]])
+    elif op == "create_generated":  # the id is the store's own: a new entity's fast insert
+        _generate_ids([request["id"]])
+        Entity.objects.create(**request["props"])
+    elif op == "bulk_put_generated":  # new entities with generated ids: no locking read
+        _generate_ids([i for i, _p in request["items"]])
+        Entity.objects.bulk_put([p for _i, p in request["items"]])
+    elif op == "mixed":
+        _mixed(request)
     else:
         raise ValueError(f"unknown op {op!r}")
     print(json.dumps({"statements": count[0]}), flush=True)
+
+
+MIXED_LINKS = ["https://a", "https://b", "https://c"]
+MIXED_TAGS = ["red", "green", "blue"]
+
+
+def mixed_props(rng: Any) -> dict[str, Any]:
+    """Properties for the mixed writer: they touch the link, tags and user indexes."""
+    props: dict[str, Any] = {"link": rng.choice(MIXED_LINKS), "n": rng.randint(0, 9)}
+    if rng.random() < 0.7:
+        props["tags"] = rng.sample(MIXED_TAGS, rng.randint(1, 2))
+    if rng.random() < 0.5:
+        props["user_id"] = rng.choice(["u1", "u2"])
+    return props
+
+
+def _mixed(request: dict[str, Any]) -> None:
+    """A seeded mix of writes on ``request["ids"]``; each is logged as begun, then acknowledged."""
+    import random
+    import uuid
+
+    from schemaless_store.models import Entity
+
+    rng = random.Random(request["seed"])
+    ids = list(request["ids"])
+    with open(request["acks"], "a", encoding="utf-8") as log:
+
+        def record(kind: str, states: dict[str, Any]) -> None:
+            log.write(json.dumps({kind: states}) + "\n")
+            log.flush()  # in the kernel's page cache: survives this process's SIGKILL
+
+        for _ in range(request["writes"]):
+            op = rng.choice(["create", "update", "delete", "bulk_put"])
+            if op == "create":
+                new_id = uuid.UUID(int=rng.getrandbits(128)).hex
+                props = mixed_props(rng)
+                record("begin", {new_id: props})
+                Entity.objects.create(id=uuid.UUID(new_id), **props)
+                ids.append(new_id)
+                record("ack", {new_id: props})
+            elif op == "bulk_put":
+                items = {uuid.UUID(int=rng.getrandbits(128)).hex: mixed_props(rng)}
+                items[rng.choice(ids)] = mixed_props(rng)
+                record("begin", items)
+                Entity.objects.bulk_put([{"id": uuid.UUID(i), **p} for i, p in items.items()])
+                ids.extend(i for i in items if i not in ids)
+                record("ack", items)
+            else:
+                target = rng.choice(ids)
+                entity = Entity.objects.get_many([uuid.UUID(target)]).get(uuid.UUID(target))
+                if entity is None:
+                    continue
+                if op == "delete":
+                    record("begin", {target: None})
+                    entity.delete()
+                    record("ack", {target: None})
+                    continue
+                props = mixed_props(rng)
+                for name in list(entity.body_properties()):
+                    del entity[name]
+                for name, value in props.items():
+                    entity[name] = value
+                record("begin", {target: props})
+                entity.save()
+                record("ack", {target: props})
+
+
+def _claimer() -> None:
+    import uuid
+
+    from django.db import connections
+
+    from schemaless_store.exceptions import UniqueViolation
+    from schemaless_store.models import Entity
+
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            Entity.objects.create(id=uuid.UUID(request["id"]), username=request["username"])
+            answer = "won"
+        except UniqueViolation:
+            answer = "lost"
+        except Exception as exc:
+            answer = f"error {exc!r}"
+        connections.close_all()
+        print(json.dumps({"result": answer}), flush=True)
 
 
 def _crash_server() -> None:
@@ -251,6 +366,8 @@ def main(argv: list[str]) -> None:
         execute_from_command_line(["manage.py", *args])
     elif mode == "crashwriter":
         _crash_server()
+    elif mode == "claimer":
+        _claimer()
     else:
         raise SystemExit(f"unknown mode {mode!r}")
 

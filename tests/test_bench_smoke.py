@@ -56,6 +56,7 @@ COMPARISONS = {
     "get_many": {"ours/raw"},
     "query_page": {"ours/raw", "ours/json_column"},
     "query_all": {"ours/raw", "ours/json_column", "ours/json_unindexed"},
+    "query_scatter": {"ours/pinned", "ours/raw"},
 }
 INDEX_ADD_BASELINES = {
     "alter_default",

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import io
+import itertools
+import logging
 import random
 import re
 import signal
@@ -13,12 +15,14 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import OperationalError, connections
+from django.db.backends.signals import connection_created
 
 from schemaless_store import conf, lifecycle, shards
 from schemaless_store.cleaner import Cleaner, Summary
 from schemaless_store.cleaner_lock import CleanerLock, lock_name
-from schemaless_store.exceptions import ShardUnavailable
+from schemaless_store.exceptions import IndexValueError, ShardUnavailable
 from schemaless_store.indexes import registry
+from schemaless_store.management.commands import runcleaner
 from schemaless_store.models import CleanerCheckpoint, CleanerPass, Entity
 from tests import child
 from tests.conftest import STORE
@@ -335,6 +339,31 @@ def test_corrupt_bodies_are_reported_and_skipped(published, posts):
     assert_exact([published, registry.get("index_link")])
 
 
+def test_a_write_does_not_fail_on_an_index_still_building(published, posts, caplog):
+    """A value a ``building`` index cannot hold does not fail the write (that index serves no
+    query yet): the write skips its row, the backfill reports the entity. Once the index is
+    ready, the same write is refused as for any serving index."""
+    with caplog.at_level(logging.WARNING, logger="schemaless_store.writes"):
+        odd = Entity.objects.create(published="yesterday", link="https://example.com/odd")
+    assert "index_cleaner_published is still building" in caplog.text
+    assert Entity.objects.get(id=odd.id).body_properties()["published"] == "yesterday"
+    assert not [row for row in index_rows(PUBLISHED) if odd.id.bytes in row]
+    # The indexes that serve queries got their rows.
+    assert [row for row in index_rows("index_link") if odd.id.bytes in row]
+
+    summary = Cleaner(indexes=[PUBLISHED], once=True, batch_size=64).run()
+
+    assert not summary.failed
+    assert state(PUBLISHED) == "ready"
+    recorded = passes(index_name=PUBLISHED, kind="backfill", errors__gt=0)
+    assert len(recorded) == 1 and odd.id.hex in recorded[0].message
+    lifecycle.forget_states()
+    with pytest.raises(IndexValueError):
+        Entity.objects.create(published="tomorrow")
+    odd.delete()
+    assert_exact([published])
+
+
 def test_a_unique_conflict_is_reported_not_fatal():
     first = Entity.objects.create(username="bob")
     second = Entity.objects.create(username="alice")
@@ -370,6 +399,50 @@ def backfilled() -> int:
             "entities_done", flat=True
         )
     )
+
+
+def test_connections_are_kept_from_batch_to_batch(published, posts):
+    """Connections are renewed between passes, not per batch (that cost a fifth of a
+    backfill): far fewer connects than batches."""
+    opened = []
+
+    def count(sender, connection, **kwargs):
+        opened.append(connection.alias)
+
+    connection_created.connect(count)
+    try:
+        summary = Cleaner(indexes=[PUBLISHED], once=True, batch_size=5).run()
+    finally:
+        connection_created.disconnect(count)
+
+    batches = sum(-(-p.scanned // 5) for p in summary.passes)
+    assert batches >= 100 and len(summary.passes) == 6
+    assert len(opened) <= 4 * len(summary.passes) < batches
+    assert state(PUBLISHED) == "ready"
+    assert_exact([published])
+
+
+def test_duty_pauses_after_each_batch_for_a_share_of_its_time(published, posts, monkeypatch):
+    cleaner = Cleaner(indexes=[PUBLISHED], once=True, batch_size=20, duty=0.25)
+    waits: list[tuple[float, float, float]] = []  # (asked at, pause, returned at)
+
+    def wait(pause: float) -> bool:
+        asked = time.monotonic()
+        waits.append((asked, pause, time.monotonic()))
+        return False
+
+    monkeypatch.setattr(cleaner._stop, "wait", wait)
+    summary = cleaner.run()
+
+    assert not summary.failed and state(PUBLISHED) == "ready"
+    batches = sum(-(-p.scanned // 20) for p in summary.passes)
+    assert len(waits) == batches
+    for (_, _, previous_end), (asked, pause, _) in itertools.pairwise(waits):
+        # Working at most a quarter of the time: three times the batch's own time, which
+        # began after the previous pause ended (or after a pass began).
+        assert pause > 0
+        assert pause <= 3 * (asked - previous_end) + 1e-6
+    assert_exact([published])
 
 
 def test_stop_finishes_the_current_batch_and_a_rerun_resumes(published, posts):
@@ -579,6 +652,16 @@ def test_runcleaner_once_prints_a_summary(published, posts):
     assert state(PUBLISHED) == "ready"
 
 
+@pytest.mark.parametrize(("args", "niced"), [([], [10]), (["--nice=3"], [3]), (["--nice=0"], [])])
+def test_runcleaner_lowers_its_cpu_priority(posts, monkeypatch, args, niced):
+    calls: list[int] = []
+    monkeypatch.setattr(runcleaner.os, "nice", calls.append)
+
+    run_command("--once", "--index=index_link", *args)
+
+    assert calls == niced
+
+
 def test_runcleaner_is_quiet_with_verbosity_0(published, posts):
     out, err = run_command("--once", "-v", "0")
     assert (out, err) == ("", "")
@@ -615,6 +698,9 @@ def test_progress_bars_show_done_total_rate_and_eta(published, posts):
         (["--batch-size=0"], "--batch-size: must be a whole number of at least 1, not '0'"),
         (["--sleep=-1"], "--sleep: must be a number of seconds (0 or more), not '-1'"),
         (["--lock-wait=soon"], "--lock-wait: must be a number of seconds"),
+        (["--duty=0"], "--duty: must be a share above 0 and at most 1, not '0'"),
+        (["--duty=1.5"], "--duty: must be a share above 0 and at most 1, not '1.5'"),
+        (["--nice=20"], "--nice: must be a whole number from 0 to 19, not '20'"),
     ],
 )
 def test_runcleaner_refuses_bad_options(args, message):

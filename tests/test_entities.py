@@ -229,3 +229,101 @@ def test_queryset_delete_removes_index_rows():
 def test_unrouted_orm_query_is_a_clear_error():
     with pytest.raises(InvalidQuery, match="shard"):
         list(Entity.objects.filter(added_id=1))
+
+
+# --- the fast paths for new entities ----------------------------------------------------------
+
+
+@pytest.mark.mariadb_only
+def test_a_new_entity_is_inserted_without_django_save_when_only_the_store_listens(monkeypatch):
+    from django.db import models
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("save_base was called")
+
+    monkeypatch.setattr(models.Model, "save_base", refuse)
+    entity = Entity.objects.create(user_id="u-direct", link="https://direct", published=5)
+    assert entity.added_id and entity.row_updated.tzinfo is not None
+    assert entity.shard == entity._state.db
+    assert Entity.objects.get(id=entity.id).body_properties() == entity.body_properties()
+    assert [e.id for e in Entity.objects.filter_index(link="https://direct")] == [entity.id]
+    assert [e.id for e in Entity.objects.filter_index(user_id="u-direct")] == [entity.id]
+    entity["link"] = "https://later"  # then a normal save (through save_base) is needed
+    monkeypatch.undo()
+    entity.save()
+    assert [e.id for e in Entity.objects.filter_index(link="https://later")] == [entity.id]
+    assert not list(Entity.objects.filter_index(link="https://direct"))
+
+
+def test_a_new_entity_still_sends_save_signals_to_other_listeners():
+    from django.db.models.signals import post_save, pre_save
+
+    heard = []
+
+    def before(sender, instance, **kwargs):
+        heard.append(("pre", instance.id))
+
+    def after(sender, instance, created, **kwargs):
+        heard.append(("post", instance.id, created))
+
+    pre_save.connect(before, sender=Entity)
+    post_save.connect(after, sender=Entity)
+    try:
+        entity = Entity.objects.create(link="https://heard")
+    finally:
+        pre_save.disconnect(before, sender=Entity)
+        post_save.disconnect(after, sender=Entity)
+    assert heard == [("pre", entity.id), ("post", entity.id, True)]
+    assert [e.id for e in Entity.objects.filter_index(link="https://heard")] == [entity.id]
+
+
+def test_bulk_put_of_generated_ids_twice_updates_instead_of_inserting():
+    entities = Entity.objects.bulk_put([{"link": "https://one"}, {"link": "https://two"}])
+    for entity in entities:
+        entity["link"] += "/changed"
+    Entity.objects.bulk_put(entities)
+    assert count_everything() >= 2
+    found = sorted(e["link"] for e in Entity.objects.get_many([e.id for e in entities]).values())
+    assert found == ["https://one/changed", "https://two/changed"]
+    assert not list(Entity.objects.filter_index(link="https://one"))
+
+
+def test_get_many_of_many_ids_over_both_shards(monkeypatch):
+    from schemaless_store import query
+
+    entities = Entity.objects.bulk_put([{"n": n} for n in range(150)])
+    assert len({e.shard for e in entities}) == 2
+    read_on = set()
+    fetch_shard = query._fetch_shard
+
+    def watched(item):
+        import threading
+
+        read_on.add(threading.current_thread().name.startswith("schemaless-scatter"))
+        return fetch_shard(item)
+
+    monkeypatch.setattr(query, "_fetch_shard", watched)
+    wanted = [e.id for e in entities] + [uuid.uuid4()]  # one that does not exist
+    found = Entity.objects.get_many(wanted)
+    assert list(found) == [e.id for e in entities]  # in the order asked, missing ones left out
+    assert [found[e.id]["n"] for e in entities] == list(range(150))
+    # On MySQL shards the two IN queries run at once on the scatter threads.
+    assert read_on == ({True} if _mysql() else {False})
+
+
+def test_get_many_inside_a_transaction_sees_its_own_writes():
+    from django.db import transaction
+
+    entities = Entity.objects.bulk_put([{"n": n} for n in range(100)])
+    shard = entities[0].shard
+    with transaction.atomic(using=shard):
+        entities[0]["n"] = "changed"
+        entities[0].save()
+        found = Entity.objects.get_many([e.id for e in entities])
+        assert found[entities[0].id]["n"] == "changed"
+
+
+def _mysql() -> bool:
+    from django.db import connections
+
+    return connections["default"].vendor == "mysql"

@@ -120,3 +120,48 @@ def test_stale_rows_do_not_shorten_a_page():
 def test_bad_queries_are_clear_errors(call):
     with pytest.raises((InvalidQuery, NoIndexForQuery)):
         call()
+
+
+def test_a_page_reads_each_entity_from_the_shard_that_owns_it():
+    """A pinned page joins the entities of the index's own shard: a stale copy of an entity
+    left on a shard that does not own its id (e.g. after a bucket move) must not answer."""
+    from django.db import connections
+
+    from schemaless_store import conf
+
+    user = uuid.uuid4().bytes
+    index_alias = shards.alias_for(keys.encode_key(user))
+    # Ids chosen so the page mixes both shards, whatever uuid4 draws: three posts owned by the
+    # index's shard, three by another.
+    ids = {True: [], False: []}
+    while len(ids[True]) < 3 or len(ids[False]) < 3:
+        candidate = uuid.uuid4()
+        local = shards.alias_for(candidate.bytes) == index_alias
+        if len(ids[local]) < 3:
+            ids[local].append(candidate)
+    posts = Entity.objects.bulk_put(
+        [
+            PostFactory(id=entity_id, user_id=user, published=1000 + n)
+            for n, entity_id in enumerate(ids[True] + ids[False])
+        ]
+    )
+    foreign = [p for p in posts if p.shard != index_alias]
+    assert len(foreign) == 3
+    stale = foreign[0]
+    copy = {**stale.body_properties(), "title": "stale copy"}
+    conn = connections[index_alias]
+    with conn.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO entities (id, updated, body) VALUES (%s, %s, %s)",
+            [
+                stale.row_id,
+                conn.ops.adapt_datetimefield_value(stale.row_updated),
+                conf.get().codec.encode(copy),
+            ],
+        )
+    page = Entity.objects.filter_index(user_id=user).order_by("-published").page(size=10)
+    assert [e.id for e in page] == [p.id for p in sorted(posts, key=lambda p: -p["published"])]
+    assert all(e["title"] != "stale copy" for e in page)
+    assert {e.id: e.shard for e in page} == {p.id: p.shard for p in posts}
+    sliced = list(Entity.objects.filter_index(user_id=user).order_by("published")[:3])
+    assert [e.id for e in sliced] == [p.id for p in posts[:3]]

@@ -39,6 +39,8 @@ BEFORE: dict[uuid.UUID, dict[str, Any]] = {
     B: {"user_id": "u2", "link": "https://b", "published": 2, "tags": ["y"], "username": "bo"},
     C: {"user_id": "u1", "link": "https://c", "published": 3, "tags": ["z"]},
 }
+# A new entity without a unique property (a unique claim takes Django's save() path).
+NEW = {"user_id": "u3", "link": "https://d", "published": 4, "tags": ["y", "w"]}
 # Every operation touches every index: rows to add on some shards, rows to remove on others.
 OPERATIONS = {
     "put": (
@@ -64,6 +66,10 @@ OPERATIONS = {
         },
     ),
     "delete": ({"op": "delete", "id": B.hex}, B, None),
+    # New entities whose ids the store generates (Entity.objects.create(**props) and bulk_put
+    # of dicts): no locking read, and on MySQL a create skips Django's save().
+    "put_generated": ({"op": "create_generated", "id": D.hex}, D, NEW),
+    "bulk_put_generated": ({"op": "bulk_put_generated", "items": [[D.hex, NEW]]}, D, NEW),
 }
 
 

@@ -20,6 +20,7 @@ import importlib.util
 import itertools
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -254,6 +255,8 @@ def run_ours(bench: Bench) -> dict[str, Any]:
     bench.log(f"index add: ours, runcleaner --index={name} over {bench.size:,} entities")
     env = {**os.environ, "BENCH_LINK_INDEX": name, "DJANGO_SETTINGS_MODULE": "bench.settings"}
     command = [sys.executable, "-m", "django", "runcleaner", f"--index={name}", "--once", "-v", "1"]
+    # Extra runcleaner options to compare throttles, e.g. BENCH_CLEANER_ARGS="--duty 0.5".
+    command += shlex.split(os.environ.get("BENCH_CLEANER_ARGS", ""))
     child: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryFile() as log:
 
@@ -302,6 +305,7 @@ def run_ours(bench: Bench) -> dict[str, Any]:
         backfill_pass_seconds=pass_seconds,
         cleaner_peak_rss_mib=usage.ru_maxrss / 1024 if usage else float("nan"),
         cleaner_exit=child[0].returncode if child else None,
+        cleaner_args=os.environ.get("BENCH_CLEANER_ARGS", ""),
         index_rows=rows,
         entities=entities,
         index_exact=rows == entities,  # every entity has one link: one row each

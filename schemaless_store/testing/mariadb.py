@@ -71,6 +71,10 @@ class MariaDBServer:
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
+    def tmpdir(self) -> Path:
+        return self.root / "tmp"
+
+    @property
     def log_path(self) -> Path:
         return self.root / "error.log"
 
@@ -87,11 +91,15 @@ class MariaDBServer:
                 install_datadir(self.datadir)
         if not self.port:
             self.port = free_port()
+        # Temporary files (big sorts, ALTER TABLE) go next to the datadir, never to the
+        # machine's /tmp: the server leaves nothing behind and depends on nothing outside root.
+        self.tmpdir.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
             [
                 MARIADBD,
                 "--no-defaults",
                 f"--datadir={self.datadir}",
+                f"--tmpdir={self.tmpdir}",
                 f"--port={self.port}",
                 "--bind-address=127.0.0.1",
                 f"--socket={self.root / 'mysqld.sock'}",
