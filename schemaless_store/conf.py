@@ -37,6 +37,11 @@ DEFAULTS: dict[str, Any] = {
     "WRITE_RETRIES": 5,
     # Entities fetched per IN (...) query when reading many ids from one shard.
     "FETCH_BATCH": 500,
+    # Keep every version of every entity as a cell (entity.history(), the change feed).
+    "HISTORY": False,
+    # The change feed stops before a hole in the cell sequence until the cell after it is this
+    # many seconds old: a transaction that inserted a cell commits within it (docs/cells.md).
+    "FEED_GAP_GRACE": 10.0,
 }
 
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
@@ -52,6 +57,8 @@ class StoreSettings:
     max_body_bytes: int
     write_retries: int
     fetch_batch: int
+    history: bool
+    feed_gap_grace: float
     raw: dict[str, Any]
 
 
@@ -148,6 +155,15 @@ def get() -> StoreSettings:
             codec = import_string(codec)()
         except ImportError as exc:
             raise ConfigurationError(f"SCHEMALESS['CODEC']: cannot import {codec!r}") from exc
+    if not isinstance(raw["HISTORY"], bool):
+        raise ConfigurationError(
+            f"SCHEMALESS['HISTORY'] must be True or False, not {raw['HISTORY']!r}"
+        )
+    grace = raw["FEED_GAP_GRACE"]
+    if isinstance(grace, bool) or not isinstance(grace, int | float) or not grace >= 0:
+        raise ConfigurationError(
+            f"SCHEMALESS['FEED_GAP_GRACE'] must be a number of seconds >= 0, not {grace!r}"
+        )
     return StoreSettings(
         shards=aliases,
         buckets=raw["BUCKETS"],
@@ -157,6 +173,8 @@ def get() -> StoreSettings:
         max_body_bytes=int(raw["MAX_BODY_BYTES"]),
         write_retries=int(raw["WRITE_RETRIES"]),
         fetch_batch=int(raw["FETCH_BATCH"]),
+        history=bool(raw["HISTORY"]),
+        feed_gap_grace=float(raw["FEED_GAP_GRACE"]),
         raw=raw,
     )
 

@@ -82,3 +82,12 @@ class ShardUnavailable(SchemalessError, ConnectionError):
 
 class BulkWriteNotSupported(SchemalessError, NotImplementedError):
     """A Django bulk API that would bypass index maintenance was called."""
+
+
+class CellImmutable(SchemalessError, ValueError):
+    """A stored cell was asked to change: another body for an existing
+    ``(row_key, column_name, ref_key)``, or an update or delete of a cell."""
+
+
+class InvalidCell(SchemalessError, ValueError):
+    """A cell's row key, column name, version or body is not acceptable."""

@@ -22,6 +22,7 @@ from . import keys, shards
 from .codec import decode_body
 from .exceptions import (
     BulkWriteNotSupported,
+    CellImmutable,
     CorruptBody,
     InvalidEntityError,
     InvalidQuery,
@@ -298,6 +299,140 @@ class Entity(models.Model):
     def refresh_from_db(self, using: str | None = None, fields: Any = None, **kwargs: Any) -> None:
         super().refresh_from_db(using=using or self.shard, fields=fields, **kwargs)
         self._props = None
+
+    def history(self) -> list[Any]:
+        """Every version of this entity the store kept, oldest first, each a
+        :class:`~schemaless_store.cells.EntityVersion` (``ref_key``, ``created_at``,
+        ``properties`` or ``None`` for a deletion). Needs ``SCHEMALESS["HISTORY"] = True``."""
+        from . import cells
+
+        return cells.entity_history(self.row_id)
+
+
+class CellQuerySet(models.QuerySet):
+    """A Django queryset over the cells of *one* shard: ``Cell.objects.using("shard_0")``.
+
+    Cells are immutable: the bulk APIs that would change or remove them refuse.
+    """
+
+    def update(self, **kwargs: Any) -> int:
+        raise CellImmutable("cells are immutable: write a new version with Cell.objects.put()")
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise CellImmutable("cells are immutable: they are never deleted")
+
+    delete.alters_data = True  # type: ignore[attr-defined]
+
+    def bulk_update(self, *args: Any, **kwargs: Any) -> Any:
+        raise CellImmutable("cells are immutable: write a new version with Cell.objects.put()")
+
+    def bulk_create(self, *args: Any, **kwargs: Any) -> Any:
+        raise BulkWriteNotSupported("write cells with Cell.objects.put()")
+
+    @property
+    def db(self) -> str:
+        alias = self._db
+        if alias is None:
+            raise InvalidQuery(
+                "cells live on shards: use Cell.objects.get_cell(), versions(), row(), "
+                "or Cell.objects.using(<shard alias>)"
+            )
+        return alias
+
+
+class CellManager(models.Manager.from_queryset(CellQuerySet)):  # type: ignore[misc]
+    """``Cell.objects``: the versioned cell store (see :mod:`.cells`)."""
+
+    def using(self, alias: str) -> CellQuerySet:
+        return super().using(shards.check_alias(alias))
+
+    def put(
+        self,
+        row_key: Any,
+        column_name: str,
+        body: Mapping[str, Any] | None,
+        ref_key: int | None = None,
+    ) -> Cell:
+        """Write a new version of ``(row_key, column_name)``: the next ``ref_key``, or the one
+        given (writing an existing version with another body raises :class:`CellImmutable`)."""
+        from . import cells
+
+        return cells.put(row_key, column_name, body, ref_key)
+
+    def get_cell(self, row_key: Any, column_name: str, ref_key: int | None = None) -> Cell:
+        """The latest version of a column (or version ``ref_key``); ``Cell.DoesNotExist``."""
+        from . import cells
+
+        return cells.get(row_key, column_name, ref_key)
+
+    def versions(self, row_key: Any, column_name: str) -> list[Cell]:
+        """Every version of a column, oldest first."""
+        from . import cells
+
+        return cells.versions(row_key, column_name)
+
+    def row(self, row_key: Any) -> dict[str, Cell]:
+        """The latest version of every column of a row, by column name."""
+        from . import cells
+
+        return cells.row(row_key)
+
+
+class Cell(models.Model):
+    """One immutable version of one column of one row, in the ``cell`` table of the shard that
+    owns ``row_key`` (the same routing as entities: a row's cells live with its entity)."""
+
+    added_at = models.BigAutoField(primary_key=True)
+    row_key_bytes = Binary16Field(db_column="row_key")
+    column_name = models.CharField(max_length=64)
+    ref_key = models.BigIntegerField()
+    body_bytes = BodyField(db_column="body", null=True)
+    created_at = models.DateTimeField()
+
+    objects = CellManager()
+
+    class Meta:
+        db_table = "cell"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["row_key_bytes", "column_name", "ref_key"], name="cell_idx"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.row_key}/{self.column_name}@{self.ref_key}"
+
+    def __repr__(self) -> str:
+        return f"<Cell {self}>"
+
+    @property
+    def row_key(self) -> uuid.UUID:
+        return uuid.UUID(bytes=bytes(self.row_key_bytes))
+
+    @property
+    def shard(self) -> str:
+        return shards.alias_for(bytes(self.row_key_bytes))
+
+    @property
+    def body(self) -> dict[str, Any] | None:
+        """The decoded body (a new dict each time), or None for a cell written without one
+        (an entity's deletion in its history)."""
+        if self.body_bytes is None:
+            return None
+        try:
+            return decode_body(bytes(self.body_bytes))
+        except CorruptBody as exc:
+            raise CorruptBody(f"cell {self}: {exc}") from None
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        raise CellImmutable("write cells with Cell.objects.put(); a stored cell never changes")
+
+    save.alters_data = True  # type: ignore[attr-defined]
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise CellImmutable("cells are immutable: they are never deleted")
+
+    delete.alters_data = True  # type: ignore[attr-defined]
 
 
 class IndexState(models.Model):

@@ -1,4 +1,4 @@
-"""The database router: entities on their shards, everything else on ``default``.
+"""The database router: entities and cells on their shards, everything else on ``default``.
 
 Add ``"schemaless_store.router.ShardRouter"`` to ``DATABASE_ROUTERS``.
 """
@@ -37,7 +37,7 @@ class ShardRouter:
     ) -> bool | None:
         is_shard = db in conf.get().shards
         if app_label == "schemaless_store":
-            if model_name == "entity":
+            if model_name in ("entity", "cell"):
                 return is_shard
             return db == DEFAULT_DB_ALIAS
         # Shards hold entities and index tables only: no auth, sessions or admin tables.

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
-from . import conf, lifecycle, shards
+from . import cells, conf, lifecycle, shards
 from .codec import decode_body
 from .exceptions import (
     BodyTooLarge,
@@ -390,6 +390,7 @@ def _can_insert_directly(conn: Any) -> bool:
 
     return (
         conn.vendor == "mysql"
+        and not conf.get().history
         and not conn.in_atomic_block
         and not conn.queries_logged
         and only_store_receivers()
@@ -484,6 +485,10 @@ def after_save(entity: Entity, using: str) -> None:
     new = prepared.rows - prepared.old
     prepared.added |= new
     add_index_rows(_with_entity(new, prepared.entity_id))
+    if conf.get().history:
+        cells.append_entity_versions(
+            using, [(prepared.entity_id, prepared.body)], entity.row_updated
+        )
     stale = prepared.old - prepared.rows
     if stale:
         transaction.on_commit(
@@ -506,6 +511,8 @@ def delete(entity: Entity) -> int:
             entity.added_id = current[entity_id][0]
             entity._pending_delete = stored_rows(entity_id, current[entity_id][1])  # type: ignore[attr-defined]
             count, _ = models.Model.delete(entity, using=alias)
+            if count and conf.get().history:
+                cells.append_entity_versions(alias, [(entity_id, None)], timezone.now())
             return 1 if count else 0
 
     with shards.write_lock(), shards.errors_named(alias):
@@ -587,6 +594,10 @@ def _put_batch(alias: str, batch: list[tuple[Entity, PreparedWrite]]) -> None:
                     cursor.executemany(
                         "UPDATE entities SET updated = %s, body = %s WHERE id = %s", updates
                     )
+            if conf.get().history:
+                cells.append_entity_versions(
+                    alias, [(write.entity_id, write.body) for _e, write in batch], now
+                )
             add_index_rows(new_rows)  # committed now, before the entities commit
         for entity, write in batch:
             entity.row_updated = now

@@ -24,9 +24,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     if settings.BACKEND == "mariadb":
         return
-    skip = pytest.mark.skip(
-        reason="needs a MariaDB server (kills its connections); the MariaDB run covers it"
-    )
+    skip = pytest.mark.skip(reason="needs real MariaDB servers; the MariaDB run covers it")
     for item in items:
         if item.get_closest_marker("mariadb_only"):
             item.add_marker(skip)
