@@ -48,9 +48,9 @@ MAX_COLUMN_NAME = 64
 MAX_REF_KEY = 2**63 - 1
 CELL_COLUMNS = "added_at, row_key, column_name, ref_key, body, created_at"
 
-# Attempts at the next ref_key when concurrent writers keep taking it first (a duplicate key,
-# or a deadlock between two first versions of a column).
-_NEXT_REF_ATTEMPTS = 20
+# Attempts when concurrent first writers of a column collide on its new head row (a duplicate
+# key, or a deadlock).
+_HEAD_ATTEMPTS = 20
 
 
 def put(
@@ -69,62 +69,79 @@ def put(
     conn = shards.connection(alias)
     created = timezone.now()
 
-    def insert(version: int) -> int:
-        with shards.statement_cursor(conn) as cursor:
+    stamp = conn.ops.adapt_datetimefield_value(created)
+
+    def lock_head(cursor: Any) -> int | None:
+        # Concurrent writers of one column queue on its head row; the first version of a
+        # column has no head row yet: two first writers may both insert one, and the second
+        # gets a duplicate key (or a deadlock) and tries again, then finds it.
+        cursor.execute(
+            "SELECT ref_key FROM cell_head WHERE row_key = %s AND column_name = %s"
+            + _for_update(conn),
+            (key, column_name),
+        )
+        found = cursor.fetchone()
+        return None if found is None else int(found[0])
+
+    def move_head(cursor: Any, head: int | None, version: int) -> None:
+        if head is None:
             cursor.execute(
-                "INSERT INTO cell (row_key, column_name, ref_key, body, created_at) "
+                "INSERT INTO cell_head (row_key, column_name, ref_key, updated, body) "
                 "VALUES (%s, %s, %s, %s, %s)",
-                (key, column_name, version, encoded, conn.ops.adapt_datetimefield_value(created)),
+                (key, column_name, version, stamp, encoded),
             )
-            return int(cursor.lastrowid)
-
-    def append_next() -> tuple[int, int]:
-        # The locking read of the column's newest version makes a second writer wait for the
-        # first one's commit, then read its version; on an empty column both may pass and one
-        # gets a deadlock or a duplicate key, and tries again.
-        with transaction.atomic(using=alias):
-            rows = shards.read(
-                alias,
-                "SELECT ref_key FROM cell WHERE row_key = %s AND column_name = %s "
-                "ORDER BY ref_key DESC LIMIT 1" + _for_update(conn),
-                (key, column_name),
+        elif version > head:
+            cursor.execute(
+                "UPDATE cell_head SET ref_key = %s, updated = %s, body = %s "
+                "WHERE row_key = %s AND column_name = %s",
+                (version, stamp, encoded, key, column_name),
             )
-            version = (rows[0][0] if rows else 0) + 1
-            return version, insert(version)
 
-    def append_given(version: int) -> tuple[int, int] | None:
-        try:
-            with transaction.atomic(using=alias):
-                return version, insert(version)
-        except IntegrityError:
-            return None  # the version exists: compare bodies below
+    def append(cursor: Any, version: int) -> int:
+        cursor.execute(
+            "INSERT INTO cell (row_key, column_name, ref_key, body, created_at) "
+            "VALUES (%s, %s, %s, %s, %s)",
+            (key, column_name, version, encoded, stamp),
+        )
+        return int(cursor.lastrowid)
+
+    def attempt() -> tuple[int, int] | None:
+        with transaction.atomic(using=alias), shards.statement_cursor(conn) as cursor:
+            head = lock_head(cursor)
+            version = ref_key if ref_key is not None else (head or 0) + 1
+            if (
+                ref_key is not None
+                and head is not None
+                and ref_key <= head
+                and _version_exists(cursor, key, column_name, ref_key)
+            ):
+                return None  # stored already: compare bodies below
+            move_head(cursor, head, version)
+            return version, append(cursor, version)
 
     caller_atomic = conn.in_atomic_block
     with shards.write_lock(), shards.errors_named(alias):
-        if ref_key is None:
-            for attempt in range(_NEXT_REF_ATTEMPTS):
-                try:
-                    version, added_at = append_next()
-                    break
-                except (IntegrityError, OperationalError) as exc:
-                    # A deadlock rolls back a caller's whole transaction: theirs to retry.
-                    taken = isinstance(exc, IntegrityError) or (
-                        shards.is_retryable(exc) and not caller_atomic
-                    )
-                    if not taken or attempt == _NEXT_REF_ATTEMPTS - 1:
-                        raise
-                    time.sleep(random.uniform(0, 0.002 * (attempt + 1)))
-        else:
-            stored = shards.with_retries(lambda: append_given(ref_key))
-            if stored is None:
-                existing = get(key, column_name, ref_key)
-                if not _same_body(existing.body_bytes, encoded):
-                    raise CellImmutable(
-                        f"cell {existing} already exists with another body; cells are "
-                        "immutable: write the next version with ref_key=None"
-                    )
-                return existing
-            version, added_at = stored
+        for attempt_number in range(_HEAD_ATTEMPTS):
+            try:
+                stored = attempt()
+                break
+            except (IntegrityError, OperationalError) as exc:
+                # A deadlock rolls back a caller's whole transaction: theirs to retry.
+                again = isinstance(exc, IntegrityError) or (
+                    shards.is_retryable(exc) and not caller_atomic
+                )
+                if not again or attempt_number == _HEAD_ATTEMPTS - 1:
+                    raise
+                time.sleep(random.uniform(0, 0.002 * (attempt_number + 1)))
+        if stored is None:
+            existing = get(key, column_name, ref_key)
+            if not _same_body(existing.body_bytes, encoded):
+                raise CellImmutable(
+                    f"cell {existing} already exists with another body; cells are "
+                    "immutable: write the next version with ref_key=None"
+                )
+            return existing
+        version, added_at = stored
     return _cell(alias, added_at, key, column_name, version, encoded, created)
 
 
@@ -315,6 +332,14 @@ def _cell(
     cell._state.adding = False
     cell._state.db = alias
     return cell
+
+
+def _version_exists(cursor: Any, key: bytes, column_name: str, ref_key: int) -> bool:
+    cursor.execute(
+        "SELECT 1 FROM cell WHERE row_key = %s AND column_name = %s AND ref_key = %s",
+        (key, column_name, ref_key),
+    )
+    return cursor.fetchone() is not None
 
 
 def _same_body(stored: bytes | None, given: bytes | None) -> bool:

@@ -435,6 +435,32 @@ class Cell(models.Model):
     delete.alters_data = True  # type: ignore[attr-defined]
 
 
+class CellHead(models.Model):
+    """The latest version of each ``(row_key, column_name)`` of user cells, on the same shard.
+
+    ``Cell.objects.put`` locks this row (``SELECT ... FOR UPDATE``) to number the next version,
+    so concurrent writers of one column queue instead of colliding, and updates it in the same
+    transaction as it appends the cell; reading the latest version of a column is one lookup.
+    (Entity history is not here: the entity row is its head.)
+    """
+
+    added_id = models.BigAutoField(primary_key=True)
+    row_key_bytes = Binary16Field(db_column="row_key")
+    column_name = models.CharField(max_length=64)
+    ref_key = models.BigIntegerField()
+    updated = models.DateTimeField(db_index=True)
+    body_bytes = BodyField(db_column="body", null=True)
+
+    class Meta:
+        db_table = "cell_head"
+        constraints = [
+            models.UniqueConstraint(fields=["row_key_bytes", "column_name"], name="cell_head_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{uuid.UUID(bytes=bytes(self.row_key_bytes))}/{self.column_name}@{self.ref_key}"
+
+
 class IndexState(models.Model):
     """Lifecycle of an index, kept in the metadata database (``default``)."""
 

@@ -37,7 +37,7 @@ class ShardRouter:
     ) -> bool | None:
         is_shard = db in conf.get().shards
         if app_label == "schemaless_store":
-            if model_name in ("entity", "cell"):
+            if model_name in ("entity", "cell", "cellhead"):
                 return is_shard
             return db == DEFAULT_DB_ALIAS
         # Shards hold entities and index tables only: no auth, sessions or admin tables.

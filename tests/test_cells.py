@@ -161,3 +161,16 @@ def test_concurrent_writers_to_one_column_get_distinct_versions_and_lose_none():
     for n in range(threads):
         mine = [c.body["i"] for c in stored if c.body["writer"] == n]
         assert mine == list(range(per_thread))
+
+
+def test_an_older_explicit_version_does_not_become_the_latest():
+    row = uuid.uuid4()
+    Cell.objects.put(row, "users", {"v": 5}, ref_key=5)
+    Cell.objects.put(row, "users", {"v": 2}, ref_key=2)
+    assert Cell.objects.get_cell(row, "users").body == {"v": 5}
+    assert Cell.objects.row(row)["users"].ref_key == 5
+    assert [c.ref_key for c in Cell.objects.versions(row, "users")] == [2, 5]
+    assert Cell.objects.put(row, "users", {"v": 6}).ref_key == 6
+    with connections[shards.alias_for(row.bytes)].cursor() as cursor:
+        cursor.execute("SELECT ref_key FROM cell_head WHERE row_key = %s", [row.bytes])
+        assert [tuple(r) for r in cursor.fetchall()] == [(6,)]
