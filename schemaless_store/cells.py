@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import IntegrityError, OperationalError, transaction
 from django.utils import timezone
 
-from . import conf, keys, shards
+from . import conf, keys, shards, writes
 from .exceptions import (
     BodyTooLarge,
     CellImmutable,
@@ -39,6 +39,7 @@ from .exceptions import (
     InvalidCell,
     InvalidEntityError,
 )
+from .indexes import cell_source
 
 if TYPE_CHECKING:
     from .models import Cell
@@ -65,23 +66,30 @@ def put(
     if ref_key is not None:
         _check_ref_key(ref_key)
     encoded = encode(body)
+    # Index rows the new version implies: computed (and validated) before anything is written.
+    rows = set() if body is None else writes.rows_of(dict(body), column=column_name)
+    source = cell_source(column_name)
     alias = shards.alias_for(key)
     conn = shards.connection(alias)
     created = timezone.now()
+    added: set[Any] = set()
+    stale: set[Any] = set()
 
     stamp = conn.ops.adapt_datetimefield_value(created)
 
-    def lock_head(cursor: Any) -> int | None:
+    def lock_head(cursor: Any) -> tuple[int, bytes | None] | None:
         # Concurrent writers of one column queue on its head row; the first version of a
         # column has no head row yet: two first writers may both insert one, and the second
         # gets a duplicate key (or a deadlock) and tries again, then finds it.
         cursor.execute(
-            "SELECT ref_key FROM cell_head WHERE row_key = %s AND column_name = %s"
+            "SELECT ref_key, body FROM cell_head WHERE row_key = %s AND column_name = %s"
             + _for_update(conn),
             (key, column_name),
         )
         found = cursor.fetchone()
-        return None if found is None else int(found[0])
+        if found is None:
+            return None
+        return int(found[0]), None if found[1] is None else bytes(found[1])
 
     def move_head(cursor: Any, head: int | None, version: int) -> None:
         if head is None:
@@ -107,7 +115,8 @@ def put(
 
     def attempt() -> tuple[int, int] | None:
         with transaction.atomic(using=alias), shards.statement_cursor(conn) as cursor:
-            head = lock_head(cursor)
+            locked = lock_head(cursor)
+            head, head_body = (None, None) if locked is None else locked
             version = ref_key if ref_key is not None else (head or 0) + 1
             if (
                 ref_key is not None
@@ -117,6 +126,15 @@ def put(
             ):
                 return None  # stored already: compare bodies below
             move_head(cursor, head, version)
+            stale.clear()
+            if (rows or head_body is not None) and (head is None or version > head):
+                # DESIGN section 3: the new version's rows are committed before it is;
+                # the rows only the old head implied go once it has committed.
+                old = writes.stored_rows(key, head_body, source)
+                new_rows = rows - old
+                added.update(new_rows)
+                writes.add_index_rows(writes._with_entity(new_rows, key))
+                stale.update(old - rows)
             return version, append(cursor, version)
 
     caller_atomic = conn.in_atomic_block
@@ -131,6 +149,7 @@ def put(
                     shards.is_retryable(exc) and not caller_atomic
                 )
                 if not again or attempt_number == _HEAD_ATTEMPTS - 1:
+                    writes._undo_added(alias, {key: added}, source)
                     raise
                 time.sleep(random.uniform(0, 0.002 * (attempt_number + 1)))
         if stored is None:
@@ -142,6 +161,8 @@ def put(
                 )
             return existing
         version, added_at = stored
+    if stale:
+        writes._remove_stale_later(alias, {key: stale}, source)
     return _cell(alias, added_at, key, column_name, version, encoded, created)
 
 
@@ -198,6 +219,31 @@ def row(row_key: Any) -> dict[str, Cell]:
         (key,),
     )
     return {cell.column_name: cell for cell in (from_row(alias, r) for r in rows)}
+
+
+def latest_by_keys(keys_: Iterable[bytes], column_name: str) -> dict[bytes, Cell]:
+    """The latest version of ``column_name`` of each row key that has one (the read path of
+    queries over cell indexes: one query per shard, like entities)."""
+    by_alias: dict[str, list[bytes]] = {}
+    for key in keys_:
+        by_alias.setdefault(shards.alias_for(key), []).append(key)
+    columns = ", ".join(f"c.{name.strip()}" for name in CELL_COLUMNS.split(","))
+    found: dict[bytes, Cell] = {}
+    for alias, alias_keys in by_alias.items():
+        for start in range(0, len(alias_keys), 500):
+            chunk = alias_keys[start : start + 500]
+            marks = ", ".join(["%s"] * len(chunk))
+            rows = shards.read(
+                alias,
+                f"SELECT {columns} FROM cell_head h JOIN cell c ON c.row_key = h.row_key "
+                "AND c.column_name = h.column_name AND c.ref_key = h.ref_key "
+                f"WHERE h.row_key IN ({marks}) AND h.column_name = %s",
+                [*chunk, column_name],
+            )
+            for row in rows:
+                cell = from_row(alias, row)
+                found[bytes(cell.row_key_bytes)] = cell
+    return found
 
 
 # --- entity history -------------------------------------------------------------------------
@@ -377,3 +423,8 @@ def _for_update(conn: Any) -> str:
 
 def _uuid(key: bytes) -> str:
     return str(uuid.UUID(bytes=key))
+
+
+def check_column(column_name: Any) -> None:
+    """Raise :class:`InvalidCell` unless ``column_name`` names a user cell column."""
+    _check_column(column_name, user=True)

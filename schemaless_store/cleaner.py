@@ -44,7 +44,7 @@ from .cleaner_lock import CleanerLock
 from .codec import decode_body
 from .consistency import compare
 from .exceptions import ConfigurationError, CorruptBody, IndexValueError, UniqueViolation
-from .indexes import Index, registry
+from .indexes import Index, Source, registry
 
 logger = logging.getLogger(__name__)
 
@@ -395,11 +395,22 @@ class Cleaner:
         if checkpoint.done:
             return  # nothing to record: an earlier pass finished this shard
         self._start_record(result)
+        source = index.source
+        extra, extra_params = source.where()
         if checkpoint.target_added_id is None:
-            target = self._scalar(alias, "SELECT MAX(added_id) FROM entities") or 0
+            target = (
+                self._scalar(
+                    alias,
+                    f"SELECT MAX(added_id) FROM {source.table} WHERE 1 = 1{extra}",
+                    extra_params,
+                )
+                or 0
+            )
             checkpoint.target_added_id = target
             checkpoint.entities_total = self._scalar(
-                alias, "SELECT COUNT(*) FROM entities WHERE added_id <= %s", [target]
+                alias,
+                f"SELECT COUNT(*) FROM {source.table} WHERE added_id <= %s{extra}",
+                [target, *extra_params],
             )
             checkpoint.save(update_fields=["target_added_id", "entities_total", "changed"])
         elif checkpoint.last_added_id:
@@ -419,7 +430,7 @@ class Cleaner:
         ) as bar:
             for batch in self._batches(
                 lambda _previous: self._entities_after(
-                    alias, checkpoint.last_added_id, checkpoint.target_added_id
+                    source, alias, checkpoint.last_added_id, checkpoint.target_added_id
                 ),
                 result,
             ):
@@ -455,11 +466,19 @@ class Cleaner:
     def _repair(self, index: Index, alias: str, result: PassResult) -> None:
         self._start_record(result)
         # Counting a big table takes a while: only for a progress bar someone watches.
-        total = self._scalar(alias, "SELECT COUNT(*) FROM entities") if self.progress else None
+        source = index.source
+        extra, extra_params = source.where()
+        total = (
+            self._scalar(
+                alias, f"SELECT COUNT(*) FROM {source.table} WHERE 1 = 1{extra}", extra_params
+            )
+            if self.progress
+            else None
+        )
 
         def fetch(previous: list[EntityRow] | None) -> list[EntityRow]:
             bound = None if previous is None else (previous[-1][2], previous[-1][0])
-            return self._entities_newest_first(alias, bound)
+            return self._entities_newest_first(source, alias, bound)
 
         with self._bar(f"repair {index.name} {alias}", total, 0, "entities") as bar:
             for batch in self._batches(fetch, result):
@@ -484,7 +503,7 @@ class Cleaner:
         missing = [(index, values, entity_id) for values, entity_id in diff.missing]
         result.inserted += self._insert_checked(index, alias, missing, seen, result)
         for entity_alias, candidates in diff.stale_by_entity_shard().items():
-            result.stale_removed += writes.remove_stale(entity_alias, candidates)
+            result.stale_removed += writes.remove_stale(entity_alias, candidates, index.source)
 
     # --- sweep ----------------------------------------------------------------------------
 
@@ -504,7 +523,7 @@ class Cleaner:
     def _sweep_rows(
         self, index: Index, alias: str, batch: list[tuple[Any, ...]], result: PassResult
     ) -> None:
-        found = self._current_entities({row[-1] for row in batch})
+        found = self._current_entities(index.source, {row[-1] for row in batch})
         implied: dict[bytes, set[tuple[Any, ...]] | None] = {}
         orphans: dict[str, dict[bytes, set[tuple[Index, tuple[Any, ...]]]]] = _nested()
         stale: dict[str, dict[bytes, set[tuple[Index, tuple[Any, ...]]]]] = _nested()
@@ -536,9 +555,9 @@ class Cleaner:
                 stale[entity_alias][entity_id].add((index, values))
             # rows is None: undecodable body; its rows are left alone (reported)
         for entity_alias, candidates in orphans.items():
-            result.orphans_removed += writes.remove_stale(entity_alias, candidates)
+            result.orphans_removed += writes.remove_stale(entity_alias, candidates, index.source)
         for entity_alias, candidates in stale.items():
-            result.stale_removed += writes.remove_stale(entity_alias, candidates)
+            result.stale_removed += writes.remove_stale(entity_alias, candidates, index.source)
         for entity_alias, rows_to_add in rehome.items():
             result.inserted += self._insert_checked(index, entity_alias, rows_to_add, seen, result)
         result.orphans_removed += self._delete_on(index, alias, misplaced_orphans)
@@ -610,28 +629,33 @@ class Cleaner:
         with shards.errors_named(alias), shards.connection(alias).cursor() as cursor:
             cursor.execute(sql, list(params))
             return [
-                (added_id, bytes(entity_id), updated, bytes(body))
+                (added_id, bytes(entity_id), updated, None if body is None else bytes(body))
                 for added_id, entity_id, updated, body in cursor.fetchall()
             ]
 
-    def _entities_after(self, alias: str, after: int, upto: int) -> list[EntityRow]:
+    def _entities_after(self, source: Source, alias: str, after: int, upto: int) -> list[EntityRow]:
+        extra, extra_params = source.where()
         return self._entity_rows(
             alias,
-            "SELECT added_id, id, updated, body FROM entities "
-            f"WHERE added_id > %s AND added_id <= %s ORDER BY added_id LIMIT {self.batch_size}",
-            [after, upto],
+            f"SELECT added_id, {source.id_column}, updated, body FROM {source.table} "
+            f"WHERE added_id > %s AND added_id <= %s{extra} "
+            f"ORDER BY added_id LIMIT {self.batch_size}",
+            [after, upto, *extra_params],
         )
 
-    def _entities_newest_first(self, alias: str, bound: tuple[Any, int] | None) -> list[EntityRow]:
-        where, params = "", []
+    def _entities_newest_first(
+        self, source: Source, alias: str, bound: tuple[Any, int] | None
+    ) -> list[EntityRow]:
+        extra, params = source.where()
+        where = f"WHERE 1 = 1{extra} "
         if bound is not None:
             updated = _as_param(alias, bound[0])
             # The leading "<=" lets the server seek the updated index; the OR breaks ties.
-            where = "WHERE updated <= %s AND (updated < %s OR added_id < %s) "
-            params = [updated, updated, bound[1]]
+            where += "AND updated <= %s AND (updated < %s OR added_id < %s) "
+            params = [*params, updated, updated, bound[1]]
         return self._entity_rows(
             alias,
-            f"SELECT added_id, id, updated, body FROM entities {where}"
+            f"SELECT added_id, {source.id_column}, updated, body FROM {source.table} {where}"
             f"ORDER BY updated DESC, added_id DESC LIMIT {self.batch_size}",
             params,
         )
@@ -653,25 +677,36 @@ class Cleaner:
             cursor.execute(sql, params)
             return [tuple(_plain(v) for v in row) for row in cursor.fetchall()]
 
-    def _current_entities(self, ids: Iterable[bytes]) -> dict[bytes, tuple[int, Any, bytes]]:
+    def _current_entities(
+        self, source: Source, ids: Iterable[bytes]
+    ) -> dict[bytes, tuple[int, Any, bytes | None]]:
         """``{id: (added_id, updated, body)}`` of the ids that exist, read (unlocked)."""
+        extra, extra_params = source.where()
         by_alias: dict[str, list[bytes]] = defaultdict(list)
         for entity_id in ids:
             by_alias[shards.alias_for(entity_id)].append(entity_id)
-        found: dict[bytes, tuple[int, Any, bytes]] = {}
+        found: dict[bytes, tuple[int, Any, bytes | None]] = {}
+        key = source.id_column
         for alias, alias_ids in by_alias.items():
             for chunk in _chunks(alias_ids, 500):
                 marks = ", ".join(["%s"] * len(chunk))
                 with shards.errors_named(alias), shards.connection(alias).cursor() as cursor:
                     cursor.execute(
-                        f"SELECT added_id, id, updated, body FROM entities WHERE id IN ({marks})",
-                        chunk,
+                        f"SELECT added_id, {key}, updated, body FROM {source.table} "
+                        f"WHERE {key} IN ({marks}){extra}",
+                        [*chunk, *extra_params],
                     )
                     for added_id, entity_id, updated, body in cursor.fetchall():
-                        found[bytes(entity_id)] = (added_id, updated, bytes(body))
+                        found[bytes(entity_id)] = (
+                            added_id,
+                            updated,
+                            None if body is None else bytes(body),
+                        )
         return found
 
-    def _current_versions(self, alias: str, added_ids: list[int]) -> dict[bytes, Version]:
+    def _current_versions(
+        self, source: Source, alias: str, added_ids: list[int]
+    ) -> dict[bytes, Version]:
         """``{id: (added_id, updated)}`` of these rows now: a primary-key range when they are
         (nearly) contiguous, as a backfill batch is, else primary-key lookups."""
         added_ids = sorted(set(added_ids))
@@ -686,9 +721,14 @@ class Cleaner:
                 (f"added_id IN ({', '.join(['%s'] * len(chunk))})", list(chunk))
                 for chunk in _chunks(added_ids, 500)
             ]
+        extra, extra_params = source.where()
         with shards.errors_named(alias), shards.connection(alias).cursor() as cursor:
             for where, params in queries:
-                cursor.execute(f"SELECT id, added_id, updated FROM entities WHERE {where}", params)
+                cursor.execute(
+                    f"SELECT {source.id_column}, added_id, updated FROM {source.table} "
+                    f"WHERE {where}{extra}",
+                    [*params, *extra_params],
+                )
                 found.update((bytes(i), (a, u)) for i, a, u in cursor.fetchall())
         return found
 
@@ -731,12 +771,12 @@ class Cleaner:
         if not written:
             return 0
         ids = {entity_id for _, _, entity_id in written}
-        now = self._current_versions(alias, [seen[entity_id][0] for entity_id in ids])
+        now = self._current_versions(index.source, alias, [seen[entity_id][0] for entity_id in ids])
         changed: dict[bytes, set[tuple[Index, tuple[Any, ...]]]] = defaultdict(set)
         for row_index, values, entity_id in written:
             if now.get(entity_id) != seen[entity_id]:
                 changed[entity_id].add((row_index, values))
-        taken_back = writes.remove_stale(alias, changed) if changed else 0
+        taken_back = writes.remove_stale(alias, changed, index.source) if changed else 0
         return len(written) - taken_back
 
     def _insert(self, index: Index, rows: list[Row], result: PassResult) -> list[Row]:
@@ -781,8 +821,10 @@ class Cleaner:
     # --- reporting --------------------------------------------------------------------------
 
     def _decode(
-        self, alias: str, entity_id: bytes, body: bytes, result: PassResult
+        self, alias: str, entity_id: bytes, body: bytes | None, result: PassResult
     ) -> dict[str, Any] | None:
+        if body is None:  # a cell version without a body: it implies no index row
+            return {}
         try:
             return decode_body(body)
         except CorruptBody as exc:

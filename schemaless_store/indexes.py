@@ -15,6 +15,7 @@ import contextlib
 import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
 
@@ -32,6 +33,34 @@ MEMO_LIMIT = 4096
 def is_identifier(name: object) -> bool:
     """True for names safe to use unquoted-or-quoted as a MySQL and SQLite identifier."""
     return isinstance(name, str) and IDENTIFIER.fullmatch(name) is not None
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where an index's rows come from: the ``entities`` table, or the latest version of one
+    column of the cell store (``cell_head``, which has the same shape: ``added_id``, a 16-byte
+    key, ``updated``, ``body``). The write protocol and the cleaner run the same way over both."""
+
+    table: str
+    id_column: str
+    column: str | None = None
+
+    @property
+    def noun(self) -> str:
+        return "entity" if self.column is None else f"row (column {self.column!r})"
+
+    def where(self) -> tuple[str, list[Any]]:
+        """An ``AND ...`` to add to a ``WHERE`` over :attr:`table`, and its parameters."""
+        if self.column is None:
+            return "", []
+        return " AND column_name = %s", [self.column]
+
+
+ENTITIES = Source("entities", "id")
+
+
+def cell_source(column: str) -> Source:
+    return Source("cell_head", "row_key", column)
 
 
 class Index:
@@ -53,8 +82,11 @@ class Index:
         *,
         types: Mapping[str, str | ColumnType] | None = None,
         unique: bool = False,
+        column: str | None = None,
     ) -> None:
         self.name = table
+        # None: an index over entities; a name: over the latest version of that cell column.
+        self.column = column
         self.properties: tuple[str, ...] = (
             (properties,) if isinstance(properties, str) else tuple(properties)
         )
@@ -96,11 +128,28 @@ class Index:
                 self.columns[prop] = KeyColumn()
         for prop in set(types) - set(self.properties):
             errors.append(f"types names {prop!r}, which is not one of the properties")
+        if self.column is not None:
+            if (
+                not isinstance(self.column, str)
+                or not 1 <= len(self.column) <= 64
+                or self.column.startswith("_")
+            ):
+                errors.append(
+                    f"column {self.column!r} is not a cell column name (1 to 64 characters, "
+                    "not starting with _)"
+                )
+            if self.unique:
+                errors.append("unique indexes over cell columns are not supported")
+
+    @property
+    def source(self) -> Source:
+        return ENTITIES if self.column is None else cell_source(self.column)
 
     def __repr__(self) -> str:
         return (
             f"Index(table={self.name!r}, properties={list(self.properties)!r}, "
-            f"shard_on={self.shard_on!r}{', unique=True' if self.unique else ''})"
+            f"shard_on={self.shard_on!r}{', unique=True' if self.unique else ''}"
+            f"{f', column={self.column!r}' if self.column is not None else ''})"
         )
 
     def require_valid(self) -> None:

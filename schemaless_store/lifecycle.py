@@ -16,7 +16,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS
 
 from .exceptions import ConfigurationError, IndexNotReady
-from .indexes import Index, registry
+from .indexes import ENTITIES, Index, Source, registry
 
 BUILDING, READY, RETIRED = "building", "ready", "retired"
 # How long a process trusts the states it read (a backfill finishing shows up within this).
@@ -93,11 +93,18 @@ def mark_ready(name: str) -> bool:
     return bool(changed)
 
 
-def store_is_empty() -> bool:
+def store_is_empty(source: Source = ENTITIES) -> bool:
+    """No entities (or, for an index over a cell column, no row has that column) on any shard:
+    an index declared now has nothing to backfill."""
     from . import shards
-    from .models import Entity
+    from .models import CellHead, Entity
 
-    return not any(Entity.objects.using(alias).exists() for alias in shards.shard_aliases())
+    if source.column is None:
+        return not any(Entity.objects.using(alias).exists() for alias in shards.shard_aliases())
+    return not any(
+        CellHead.objects.using(alias).filter(column_name=source.column).exists()
+        for alias in shards.shard_aliases()
+    )
 
 
 def declare(index: Index, *, empty: bool | None = None) -> str:
@@ -108,7 +115,7 @@ def declare(index: Index, *, empty: bool | None = None) -> str:
     if existing is not None and existing.state != RETIRED:
         return existing.state
     if empty is None:
-        empty = store_is_empty()
+        empty = store_is_empty(index.source)
     state = READY if empty else BUILDING
     IndexState.objects.using(DEFAULT_DB_ALIAS).update_or_create(
         name=index.name,
@@ -130,22 +137,20 @@ def sync_states(using: str = DEFAULT_DB_ALIAS) -> None:
     declared = {index.name: index for index in registry.valid()}
     known = dict(IndexState.objects.using(using).values_list("name", "state"))
     new = [index for name, index in declared.items() if known.get(name) in (None, RETIRED)]
-    if new:
-        empty = _empty_or_unknown()
-        for index in new:
-            declare(index, empty=empty)
+    for index in new:
+        declare(index, empty=_empty_or_unknown(index.source))
     gone = [name for name, state in known.items() if name not in declared and state != RETIRED]
     if gone:
         IndexState.objects.using(using).filter(name__in=gone).update(state=RETIRED)
     forget_states()
 
 
-def _empty_or_unknown() -> bool:
+def _empty_or_unknown(source: Source) -> bool:
     # On a first migrate of ``default`` the shards may not have their tables yet: no entities.
     from django.db import DatabaseError
 
     try:
-        return store_is_empty()
+        return store_is_empty(source)
     except DatabaseError:
         return False  # promote_if_empty() settles it when the shards are migrated
 
@@ -155,14 +160,13 @@ def promote_if_empty() -> None:
     from django.db import DatabaseError
 
     building = [name for name, state in states(refresh=True).items() if state == BUILDING]
-    if not building:
-        return
-    try:
-        empty = store_is_empty()
-    except DatabaseError:
-        return  # another shard is not migrated yet
-    if empty:
-        for name in building:
+    for name in building:
+        source = registry.get(name).source if name in registry else ENTITIES
+        try:
+            empty = store_is_empty(source)
+        except DatabaseError:
+            return  # another shard is not migrated yet
+        if empty:
             set_state(name, READY)
 
 

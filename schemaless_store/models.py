@@ -377,6 +377,15 @@ class CellManager(models.Manager.from_queryset(CellQuerySet)):  # type: ignore[m
 
         return cells.row(row_key)
 
+    def filter_index(self, column_name: str, **conditions: Any) -> Any:
+        """A lazy query over the indexes of one cell column (``Index(..., column=...)``): the
+        latest version of each matching row, re-checked like entities (see :mod:`.query`)."""
+        from . import query
+        from .cells import check_column
+
+        check_column(column_name)
+        return query.IndexQuery(conditions, column=column_name)
+
 
 class Cell(models.Model):
     """One immutable version of one column of one row, in the ``cell`` table of the shard that
@@ -423,6 +432,14 @@ class Cell(models.Model):
             return decode_body(bytes(self.body_bytes))
         except CorruptBody as exc:
             raise CorruptBody(f"cell {self}: {exc}") from None
+
+    def body_properties(self) -> dict[str, Any]:
+        """The decoded body, decoded once (``{}`` for a cell without a body): what index
+        queries re-check."""
+        cached = self.__dict__.get("_decoded")
+        if cached is None:
+            cached = self.__dict__["_decoded"] = self.body or {}
+        return cached
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         raise CellImmutable("write cells with Cell.objects.put(); a stored cell never changes")

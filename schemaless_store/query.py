@@ -216,7 +216,10 @@ def _plan_for(
 
 
 def choose_index(
-    conditions: list[Condition], order: str | None = None, allow_building: bool = False
+    conditions: list[Condition],
+    order: str | None = None,
+    allow_building: bool = False,
+    column: str | None = None,
 ) -> Index:
     """The index for a query: most equality columns, then pinned shard, then fewest columns.
 
@@ -225,15 +228,21 @@ def choose_index(
     """
     candidates = []
     for index in maintained_indexes():
+        if index.column != column:
+            continue
         score = _plan_for(index, conditions, order)
         if score is not None:
             candidates.append((score, index.name, index))
     if not candidates:
         names = sorted({c.prop for c in conditions})
         declared = "; ".join(
-            f"{i.name} ({', '.join(i.properties)}, shard_on={i.shard_on})" for i in registry.valid()
+            f"{i.name} ({', '.join(i.properties)}, shard_on={i.shard_on})"
+            for i in registry.valid()
+            if i.column == column
         )
         wanted = f"properties {names}" + (f" ordered by {order!r}" if order else "")
+        if column is not None:
+            wanted += f" of cell column {column!r}"
         raise NoIndexForQuery(
             f"no index covers {wanted}; declared indexes: {declared or 'none'}. An index serves "
             "equality on a prefix of its properties, then a range or ordering on the next one."
@@ -255,8 +264,12 @@ def choose_index(
 class IndexQuery:
     """A lazy query over one index. Iterate it, slice it, or call ``first``/``count``/``ids``."""
 
-    def __init__(self, conditions: dict[str, Any], order: str | None = None) -> None:
+    def __init__(
+        self, conditions: dict[str, Any], order: str | None = None, column: str | None = None
+    ) -> None:
         self._raw = dict(conditions)
+        # None: a query over entities; a name: over the latest versions of that cell column.
+        self.column = column
         self.conditions = parse_conditions(conditions)
         self.order = order
         self.descending = False
@@ -322,7 +335,7 @@ class IndexQuery:
     @property
     def index(self) -> Index:
         if self._index is None:
-            self._index = choose_index(self.conditions, self.order, self.building_ok)
+            self._index = choose_index(self.conditions, self.order, self.building_ok, self.column)
         return self._index
 
     # --- evaluating -------------------------------------------------------------------------
@@ -383,7 +396,7 @@ class IndexQuery:
         # Measured (bench.whatif no_colocated): the join pays for a page (a slice), and costs
         # more than it saves when iterating every match in batches of 500.
         colocated: dict[bytes, Any] | None = (
-            {} if COLOCATED_READS and self.limit is not None else None
+            {} if COLOCATED_READS and self.limit is not None and self.column is None else None
         )
         rows = self._index_rows(batch, after, colocated)
         while True:
@@ -399,7 +412,12 @@ class IndexQuery:
                 else:
                     entities[row[-1]] = entity
             if elsewhere:
-                entities.update(fetch_by_ids(elsewhere))
+                if self.column is None:
+                    entities.update(fetch_by_ids(elsewhere))
+                else:
+                    from .cells import latest_by_keys
+
+                    entities.update(latest_by_keys(elsewhere, self.column))
             for key, row in chunk:
                 entity_id = row[-1]
                 if entity_id in seen:

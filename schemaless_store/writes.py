@@ -47,7 +47,7 @@ from .exceptions import (
     ShardUnavailable,
     UniqueViolation,
 )
-from .indexes import Index
+from .indexes import ENTITIES, Index, Source
 from .lifecycle import maintained_indexes
 
 if TYPE_CHECKING:
@@ -97,8 +97,11 @@ def prepare(entity: Entity, force_insert: bool = False) -> PreparedWrite:
     )
 
 
-def rows_of(properties: Mapping[str, Any], *, strict: bool = True) -> RowSet:
-    """Every (index, row) an entity's properties imply, over the maintained indexes.
+def rows_of(
+    properties: Mapping[str, Any], *, strict: bool = True, column: str | None = None
+) -> RowSet:
+    """Every (index, row) an entity's properties imply, over the maintained indexes (with
+    ``column``: the indexes over that cell column, for a version of it).
 
     With ``strict=False`` (reading old state), an index whose values no longer fit is skipped:
     its rows, if any, are the cleaner's to sweep. Even when strict, an index still ``building``
@@ -107,6 +110,8 @@ def rows_of(properties: Mapping[str, Any], *, strict: bool = True) -> RowSet:
     """
     rows: RowSet = set()
     for index in maintained_indexes():
+        if index.column != column:
+            continue
         try:
             rows.update((index, row) for row in index.rows_for(properties))
         except IndexValueError as exc:
@@ -123,14 +128,15 @@ def rows_of(properties: Mapping[str, Any], *, strict: bool = True) -> RowSet:
     return rows
 
 
-def stored_rows(entity_id: bytes, body: bytes | None) -> RowSet:
+def stored_rows(entity_id: bytes, body: bytes | None, source: Source = ENTITIES) -> RowSet:
     if body is None:
         return set()
     try:
-        return rows_of(decode_body(bytes(body)), strict=False)
+        return rows_of(decode_body(bytes(body)), strict=False, column=source.column)
     except CorruptBody:
         logger.warning(
-            "entity %s has an undecodable body; its old index rows are left to the cleaner",
+            "%s %s has an undecodable body; its old index rows are left to the cleaner",
+            source.noun,
             entity_id.hex(),
         )
         return set()
@@ -139,20 +145,26 @@ def stored_rows(entity_id: bytes, body: bytes | None) -> RowSet:
 # --- SQL helpers (hot path: raw statements, batched) ---------------------------------------
 
 
-def lock_current(alias: str, ids: list[bytes]) -> dict[bytes, tuple[int, bytes]]:
+def lock_current(
+    alias: str, ids: list[bytes], source: Source = ENTITIES
+) -> dict[bytes, tuple[int, bytes | None]]:
     """``{id: (added_id, body)}`` for the ids that exist, locked until the transaction ends."""
     conn = shards.connection(alias)
     suffix = " FOR UPDATE" if conn.features.has_select_for_update else ""
-    found: dict[bytes, tuple[int, bytes]] = {}
+    extra, extra_params = source.where()
+    key = source.id_column
+    found: dict[bytes, tuple[int, bytes | None]] = {}
     with shards.statement_cursor(conn) as cursor:
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
             marks = ", ".join(["%s"] * len(chunk))
             cursor.execute(
-                f"SELECT id, added_id, body FROM entities WHERE id IN ({marks}){suffix}", chunk
+                f"SELECT {key}, added_id, body FROM {source.table} "
+                f"WHERE {key} IN ({marks}){extra}{suffix}",
+                [*chunk, *extra_params],
             )
             for row_id, added_id, body in cursor.fetchall():
-                found[bytes(row_id)] = (added_id, bytes(body))
+                found[bytes(row_id)] = (added_id, None if body is None else bytes(body))
     return found
 
 
@@ -293,18 +305,21 @@ def _with_entity(rows: RowSet, entity_id: bytes) -> list[tuple[Index, tuple[Any,
 # --- removal of keys an entity no longer has (step 3) --------------------------------------
 
 
-def remove_stale(alias: str, candidates: Mapping[bytes, RowSet]) -> int:
-    """Delete candidate rows that the (locked, current) entities do not imply. Returns count."""
+def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source = ENTITIES) -> int:
+    """Delete candidate rows that the (locked, current) entities do not imply. Returns count.
+
+    ``source``: where the current properties are (entities, or a cell column's latest version).
+    """
     if not any(candidates.values()):
         return 0
 
     def attempt() -> int:
         failure: ShardUnavailable | None = None
         with transaction.atomic(using=alias):
-            current = lock_current(alias, list(candidates))
+            current = lock_current(alias, list(candidates), source)
             doomed = []
             for entity_id, rows in candidates.items():
-                now = stored_rows(entity_id, current.get(entity_id, (None, None))[1])
+                now = stored_rows(entity_id, current.get(entity_id, (None, None))[1], source)
                 doomed.extend(_with_entity(rows - now, entity_id))
             try:
                 deleted = delete_index_rows(doomed)
@@ -320,9 +335,11 @@ def remove_stale(alias: str, candidates: Mapping[bytes, RowSet]) -> int:
         return shards.with_retries(attempt)
 
 
-def _remove_stale_later(alias: str, candidates: Mapping[bytes, RowSet]) -> None:
+def _remove_stale_later(
+    alias: str, candidates: Mapping[bytes, RowSet], source: Source = ENTITIES
+) -> None:
     try:
-        remove_stale(alias, candidates)
+        remove_stale(alias, candidates, source)
     except Exception:
         # The entity is committed; its leftover rows are invisible to queries (re-check) and
         # swept by the cleaner. Report, but do not fail a write that succeeded.
@@ -431,14 +448,14 @@ def _insert_directly(conn: Any, entity: Entity, prepared: PreparedWrite) -> None
     entity._state.db = prepared.alias
 
 
-def _undo_added(alias: str, added: Mapping[bytes, RowSet]) -> None:
+def _undo_added(alias: str, added: Mapping[bytes, RowSet], source: Source = ENTITIES) -> None:
     """After a failed write: remove the index rows it added that the entity does not imply.
 
     They are harmless (queries re-check entities) but a failed write should leave nothing
     behind. This is best effort: if it fails too, the cleaner removes them.
     """
     if any(added.values()):
-        _remove_stale_later(alias, added)
+        _remove_stale_later(alias, added, source)
 
 
 class _ConcurrentInsert(Exception):

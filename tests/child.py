@@ -43,6 +43,14 @@ EXTRA_INDEXES = {
             types={"published": "int"},
         ),
         Index(table="index_cleaner_color", properties=["color"], shard_on="color"),
+        Index(table="index_cell_email", properties=["email"], shard_on="email", column="users"),
+        Index(
+            table="index_cell_school_year",
+            properties=["school", "year"],
+            shard_on="school",
+            types={"year": "int"},
+            column="users",
+        ),
     ]
 }
 

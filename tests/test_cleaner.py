@@ -736,10 +736,10 @@ def test_a_failing_pass_is_recorded_and_the_others_still_run(posts, monkeypatch)
     broken = shards.shard_aliases()[0]
     original = Cleaner._entities_newest_first
 
-    def failing(self, alias, bound):
+    def failing(self, source, alias, bound):
         if alias == broken:
             raise ShardUnavailable(alias, "connection refused")
-        return original(self, alias, bound)
+        return original(self, source, alias, bound)
 
     monkeypatch.setattr(Cleaner, "_entities_newest_first", failing)
     with pytest.raises(CommandError) as caught:
