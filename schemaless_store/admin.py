@@ -16,7 +16,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
+import uuid
 from typing import Any
+from urllib.parse import urlencode
 
 import django
 from django import forms
@@ -30,11 +32,18 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.views.decorators.http import require_POST
 
-from . import conf, health, jsonview, keys, shards
+from . import admin_versions, conf, health, jsonview, keys, shards
 from .admin_browse import Cursor, SearchError, index_results, newest_page, parse_search
-from .exceptions import CorruptBody, InvalidEntityId, SchemalessError, ShardUnavailable
+from .exceptions import (
+    ConfigurationError,
+    CorruptBody,
+    InvalidCell,
+    InvalidEntityId,
+    SchemalessError,
+    ShardUnavailable,
+)
 from .indexes import is_identifier
-from .models import CleanerPass, Entity, IndexState
+from .models import Cell, CleanerPass, Entity, IndexState
 
 # Larger bodies are shown truncated and cannot be edited here: a browser chokes on a textarea
 # of many megabytes, and Django refuses such a POST (DATA_UPLOAD_MAX_MEMORY_SIZE) anyway.
@@ -356,6 +365,7 @@ class EntityAdmin(admin.ModelAdmin):
             "has_delete_permission": self.has_delete_permission(request, entity),
             "delete_url": entity_url(entity.id, "delete"),
             "history_url": entity_url(entity.id, "history"),
+            "versions_url": entity_url(entity.id, "versions"),
             "changelist_url": reverse("admin:schemaless_store_entity_changelist"),
             "health_url": reverse("admin:schemaless_store_indexstate_changelist"),
             "media": self.media,
@@ -432,6 +442,53 @@ class EntityAdmin(admin.ModelAdmin):
         request.current_app = self.admin_site.name
         return TemplateResponse(request, self.delete_confirmation_template, context)
 
+    def get_urls(self) -> list[URLPattern]:
+        versions = self.admin_site.admin_view(self.versions_view)
+        return [
+            path(
+                "<path:object_id>/versions/",
+                versions,
+                name="schemaless_store_entity_versions",
+            ),
+            *super().get_urls(),
+        ]
+
+    def versions_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Every stored version of an entity (``SCHEMALESS["HISTORY"]``), and two compared."""
+        found = self._entity_or_redirect(request, object_id, "versions")
+        if not isinstance(found, Entity):
+            return found
+        if not self.has_view_or_change_permission(request, found):
+            raise PermissionDenied
+        try:
+            history = found.history()
+            off = ""
+        except ConfigurationError as exc:
+            history, off = [], f"Entity history is off: {exc}"
+        views = [
+            admin_versions.version_view(v.ref_key, v.created_at, lambda v=v: v.properties)
+            for v in history
+        ]
+        bodies = {v.ref_key: (lambda v=v: v.properties) for v in history}
+        context = _versions_context(request, views, bodies, [])
+        context.update(
+            {
+                **self.admin_site.each_context(request),
+                "title": f"Versions of entity {found.id}",
+                "subtitle": None,
+                "opts": self.opts,
+                **_crumbs(
+                    self.opts,
+                    ("Entities", _changelist_url()),
+                    (str(found.id), entity_url(found.id)),
+                    ("Versions", ""),
+                ),
+                "off_message": off,
+            }
+        )
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/schemaless_store/versions.html", context)
+
     def history_view(
         self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
@@ -451,6 +508,36 @@ class EntityAdmin(admin.ModelAdmin):
                 **(extra_context or {}),
             },
         )
+
+
+def _versions_context(
+    request: HttpRequest,
+    views: list[admin_versions.VersionView],
+    bodies: dict[int, Any],
+    keep: list[tuple[str, str]],
+) -> dict[str, Any]:
+    """The versions page's list and, given ``?a=N&b=M``, the comparison of those two."""
+    known = [v.ref_key for v in views]
+    a, a_problem = admin_versions.parse_version(request.GET.get("a"), known)
+    b, b_problem = admin_versions.parse_version(request.GET.get("b"), known)
+    problems = [p for p in (a_problem, b_problem) if p]
+    changes = None
+    if (a is None or b is None) and len(known) > 1 and not problems:
+        a, b = known[-2], known[-1]  # by default: the latest against the one before
+    if a is not None and b is not None:
+        try:
+            changes = admin_versions.compare(bodies[a](), bodies[b]())
+        except CorruptBody as exc:
+            problems.append(str(exc))
+    return {
+        "versions": views,
+        "versions_newest_first": list(reversed(views)),
+        "a": a,
+        "b": b,
+        "changes": changes,
+        "problems": problems,
+        "keep": keep,
+    }
 
 
 def _changelist_url() -> str:
@@ -608,3 +695,107 @@ class CleanerPassAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+@admin.register(Cell)
+class CellAdmin(admin.ModelAdmin):
+    """The cell store, read-only: a row's columns (latest version of each), a column's versions,
+    and two versions compared. Cells are immutable: nothing can be added, changed or deleted."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("", wrap(self.changelist_view), name="schemaless_store_cell_changelist"),
+            path("versions/", wrap(self.versions_view), name="schemaless_store_cell_versions"),
+        ]
+
+    def _row_key(self, request: HttpRequest) -> tuple[bytes | None, str]:
+        text = request.GET.get("row", "").strip()
+        if not text:
+            return None, ""
+        try:
+            return keys.entity_id_bytes(text), ""
+        except (InvalidEntityId, ValueError, TypeError) as exc:
+            return None, f"{text!r} is not a row key: {exc}"
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        key, error = self._row_key(request)
+        columns = []
+        if key is not None:
+            try:
+                latest = Cell.objects.row(key)
+            except ShardUnavailable as exc:
+                error, latest = str(exc), {}
+            for cell in latest.values():
+                url = (
+                    reverse("admin:schemaless_store_cell_versions")
+                    + "?"
+                    + urlencode({"row": str(cell.row_key), "column": cell.column_name})
+                )
+                columns.append((cell, url))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Cells of a row",
+            "subtitle": None,
+            "opts": self.opts,
+            **_crumbs(self.opts, ("Cells", "")),
+            "row_text": request.GET.get("row", ""),
+            "row_key": None if key is None else str(uuid.UUID(bytes=key)),
+            "shard": None if key is None else shards.alias_for(key),
+            "columns": columns,
+            "error": error,
+            **(extra_context or {}),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/schemaless_store/cell/row.html", context)
+
+    def versions_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        key, error = self._row_key(request)
+        column = request.GET.get("column", "")
+        rows_url = reverse("admin:schemaless_store_cell_changelist")
+        if key is None or not column:
+            messages.error(request, error or "give a row key and a column")
+            return HttpResponseRedirect(rows_url)
+        try:
+            cells = Cell.objects.versions(key, column)
+        except (InvalidCell, ShardUnavailable) as exc:
+            messages.error(request, str(exc))
+            return HttpResponseRedirect(rows_url)
+        views = [
+            admin_versions.version_view(c.ref_key, c.created_at, lambda c=c: c.body) for c in cells
+        ]
+        bodies = {c.ref_key: (lambda c=c: c.body) for c in cells}
+        row_text = str(uuid.UUID(bytes=key))
+        context = _versions_context(request, views, bodies, [("row", row_text), ("column", column)])
+        context.update(
+            {
+                **self.admin_site.each_context(request),
+                "title": f"Versions of column {column!r} of row {row_text}",
+                "subtitle": None,
+                "opts": self.opts,
+                **_crumbs(
+                    self.opts,
+                    ("Cells", rows_url),
+                    (row_text, rows_url + "?" + urlencode({"row": row_text})),
+                    (column, ""),
+                ),
+                "off_message": "",
+            }
+        )
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/schemaless_store/versions.html", context)
