@@ -12,6 +12,7 @@ from schemaless_store import shards
 from schemaless_store.exceptions import CellImmutable, InvalidCell, UnsupportedValue
 from schemaless_store.models import Cell, Entity
 from tests.conftest import STORE
+from tests.reliability_report import record
 
 pytestmark = STORE
 
@@ -131,6 +132,7 @@ def test_a_cell_may_have_no_body():
     assert cell.body is None and Cell.objects.get_cell(row, "users").body is None
 
 
+@pytest.mark.reliability
 def test_concurrent_writers_to_one_column_get_distinct_versions_and_lose_none():
     row = uuid.uuid4()
     threads, per_thread = 6, 15
@@ -153,6 +155,14 @@ def test_concurrent_writers_to_one_column_get_distinct_versions_and_lose_none():
         worker.join()
     assert errors == []
     stored = Cell.objects.versions(row, "users")
+    wanted = {(n, i) for n in range(threads) for i in range(per_thread)}
+    got = [(c.body["writer"], c.body["i"]) for c in stored]
+    record(
+        "Cells: 6 threads appending versions of one column (versions)",
+        len(wanted),
+        len(wanted - set(got)),
+        len(got) - len(set(c.ref_key for c in stored)),
+    )
     assert [c.ref_key for c in stored] == list(range(1, threads * per_thread + 1))
     assert sorted((c.body["writer"], c.body["i"]) for c in stored) == [
         (n, i) for n in range(threads) for i in range(per_thread)

@@ -18,6 +18,7 @@ from django.utils import timezone
 from schemaless_store import feed, shards
 from schemaless_store.exceptions import ConfigurationError, InvalidQuery
 from schemaless_store.models import Cell, Entity
+from tests.reliability_report import record
 
 # Positions start at 1 in every test (SQLite's flush keeps AUTOINCREMENT counters otherwise, and
 # a feed read from 0 would rightly wait at the "hole" before the first cell).
@@ -146,6 +147,7 @@ def test_an_uncommitted_insert_before_a_committed_one_is_not_skipped():
     assert [c.position for c in page] == [slow_position, fast.added_at]
 
 
+@pytest.mark.reliability
 @override_settings(SCHEMALESS={"BUCKETS": 4096, "FEED_GAP_GRACE": 2.0})
 def test_concurrent_writers_and_a_restarting_reader_see_every_change_exactly_once():
     """Writers racing (on MariaDB: deadlocks between first versions leave permanent holes in
@@ -193,6 +195,12 @@ def test_concurrent_writers_and_a_restarting_reader_see_every_change_exactly_onc
         read_some()
         if len(seen) == before:
             break
+    record(
+        "Change feed: 4 writers and a reader restarting from saved positions (changes)",
+        len(written),
+        len(set(written) - set(seen)),
+        len(seen) - len(set(seen)),
+    )
     assert len(seen) == len(set(seen)), "a change came twice"
     assert sorted(seen, key=str) == sorted(written, key=str)
     assert len(written) == 160

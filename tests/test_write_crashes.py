@@ -30,6 +30,7 @@ from tests.invariants import (
     committed_entities,
     conditions_for,
 )
+from tests.reliability_report import record
 
 pytestmark = [STORE, pytest.mark.slow]
 
@@ -113,6 +114,7 @@ def writer(django_db_setup):
     process.close()
 
 
+@pytest.mark.reliability
 @pytest.mark.parametrize("name", list(OPERATIONS))
 def test_a_writer_killed_before_any_statement_or_commit_keeps_the_invariants(writer, name):
     request, target, new = OPERATIONS[name]
@@ -136,6 +138,7 @@ def test_a_writer_killed_before_any_statement_or_commit_keeps_the_invariants(wri
         run_cleaner_pass()
         assert_exact()  # I3 after one pass
         check_after(target, old, new, acknowledged=False)
+    record(f"SIGKILL before each statement and commit of one {name}", statements, 0, 0)
 
 
 # --- concurrent writers ------------------------------------------------------------------------
@@ -144,6 +147,7 @@ LINKS = [f"https://example.com/{n}" for n in range(4)]
 TAGS = ["red", "green", "blue", "black"]
 
 
+@pytest.mark.reliability
 def test_concurrent_writers_on_the_same_entities_never_show_a_non_matching_one():
     rng = random.Random(11)
     ids = [
@@ -197,6 +201,12 @@ def test_concurrent_writers_on_the_same_entities_never_show_a_non_matching_one()
     stop.set()
     watcher.join()
 
+    record(
+        "4 writer threads and a reader on the same entities (query rounds)",
+        queries[0],
+        0,
+        sum(1 for p in problems if "returned" in p),
+    )
     assert not problems, problems[:5]
     assert queries[0] > 0
     check_no_false_negatives()
