@@ -470,24 +470,14 @@ class EntityAdmin(admin.ModelAdmin):
             for v in history
         ]
         bodies = {v.ref_key: (lambda v=v: v.properties) for v in history}
-        context = _versions_context(request, views, bodies, [])
-        context.update(
-            {
-                **self.admin_site.each_context(request),
-                "title": f"Versions of entity {found.id}",
-                "subtitle": None,
-                "opts": self.opts,
-                **_crumbs(
-                    self.opts,
-                    ("Entities", _changelist_url()),
-                    (str(found.id), entity_url(found.id)),
-                    ("Versions", ""),
-                ),
-                "off_message": off,
-            }
+        crumbs = _crumbs(
+            self.opts,
+            ("Entities", _changelist_url()),
+            (str(found.id), entity_url(found.id)),
+            ("Versions", ""),
         )
-        request.current_app = self.admin_site.name
-        return TemplateResponse(request, "admin/schemaless_store/versions.html", context)
+        title = f"Versions of entity {found.id}"
+        return _versions_page(self, request, title, crumbs, views, bodies, [], off)
 
     def history_view(
         self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
@@ -510,13 +500,19 @@ class EntityAdmin(admin.ModelAdmin):
         )
 
 
-def _versions_context(
+def _versions_page(
+    model_admin: admin.ModelAdmin,
     request: HttpRequest,
+    title: str,
+    crumbs: dict[str, Any],
     views: list[admin_versions.VersionView],
     bodies: dict[int, Any],
     keep: list[tuple[str, str]],
-) -> dict[str, Any]:
-    """The versions page's list and, given ``?a=N&b=M``, the comparison of those two."""
+    off_message: str,
+) -> HttpResponse:
+    """The versions page (an entity's, or a cell column's): the list of ``views`` and, given
+    ``?a=N&b=M`` (default: the latest two), those two versions compared (``bodies[n]()`` reads
+    version ``n``'s properties). ``keep``: query parameters the compare form carries along."""
     known = [v.ref_key for v in views]
     a, a_problem = admin_versions.parse_version(request.GET.get("a"), known)
     b, b_problem = admin_versions.parse_version(request.GET.get("b"), known)
@@ -529,7 +525,13 @@ def _versions_context(
             changes = admin_versions.compare(bodies[a](), bodies[b]())
         except CorruptBody as exc:
             problems.append(str(exc))
-    return {
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": title,
+        "subtitle": None,
+        "opts": model_admin.opts,
+        **crumbs,
+        "off_message": off_message,
         "versions": views,
         "versions_newest_first": list(reversed(views)),
         "a": a,
@@ -538,6 +540,8 @@ def _versions_context(
         "problems": problems,
         "keep": keep,
     }
+    request.current_app = model_admin.admin_site.name
+    return TemplateResponse(request, "admin/schemaless_store/versions.html", context)
 
 
 def _changelist_url() -> str:
@@ -781,21 +785,12 @@ class CellAdmin(admin.ModelAdmin):
         ]
         bodies = {c.ref_key: (lambda c=c: c.body) for c in cells}
         row_text = str(uuid.UUID(bytes=key))
-        context = _versions_context(request, views, bodies, [("row", row_text), ("column", column)])
-        context.update(
-            {
-                **self.admin_site.each_context(request),
-                "title": f"Versions of column {column!r} of row {row_text}",
-                "subtitle": None,
-                "opts": self.opts,
-                **_crumbs(
-                    self.opts,
-                    ("Cells", rows_url),
-                    (row_text, rows_url + "?" + urlencode({"row": row_text})),
-                    (column, ""),
-                ),
-                "off_message": "",
-            }
+        crumbs = _crumbs(
+            self.opts,
+            ("Cells", rows_url),
+            (row_text, rows_url + "?" + urlencode({"row": row_text})),
+            (column, ""),
         )
-        request.current_app = self.admin_site.name
-        return TemplateResponse(request, "admin/schemaless_store/versions.html", context)
+        title = f"Versions of column {column!r} of row {row_text}"
+        keep = [("row", row_text), ("column", column)]
+        return _versions_page(self, request, title, crumbs, views, bodies, keep, "")
