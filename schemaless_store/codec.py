@@ -34,6 +34,9 @@ _NAIVE_EPOCH = dt.datetime(1970, 1, 1)
 # JSON view and Python's own recursion limit (1000 frames) would fail long before that.
 MAX_NESTING = 100
 _CONTAINERS = frozenset((list, dict))
+# Types MessagePack would quietly store as ``bytes``; they would come back as another type.
+_CONVERTED = frozenset((bytearray, memoryview))
+_WALKED = _CONTAINERS | _CONVERTED
 
 # Format bytes. Never reuse one: rows written with it may still exist.
 FORMAT_MSGPACK = 0x01
@@ -68,14 +71,16 @@ def _default(value: Any) -> Any:
     raise UnsupportedValue(f"cannot store a value of type {type(value).__name__}{hint}")
 
 
-def check_nesting(properties: dict[str, Any]) -> None:
-    """:class:`UnsupportedValue` if lists and dicts nest deeper than :data:`MAX_NESTING`.
+def check_values(properties: dict[str, Any]) -> None:
+    """What MessagePack alone would let through: :class:`UnsupportedValue` if lists and dicts
+    nest deeper than :data:`MAX_NESTING`, or for a ``bytearray`` or ``memoryview`` (stored as
+    ``bytes``, they would read back as another type).
 
     Walks containers only, a level at a time (no recursion), so a flat bag costs one pass over
     its values.
     """
     level = 0
-    todo = [v for v in properties.values() if type(v) in _CONTAINERS]
+    todo = [v for v in properties.values() if type(v) in _WALKED]
     while todo:
         level += 1
         if level > MAX_NESTING:
@@ -85,8 +90,11 @@ def check_nesting(properties: dict[str, Any]) -> None:
             )
         inner: list[Any] = []
         for container in todo:
-            items = container.values() if type(container) is dict else container
-            inner.extend([v for v in items if type(v) in _CONTAINERS])
+            kind = type(container)
+            if kind in _CONVERTED:
+                raise UnsupportedValue(f"cannot store a value of type {kind.__name__} (use bytes)")
+            items = container.values() if kind is dict else container
+            inner.extend([v for v in items if type(v) in _WALKED])
         todo = inner
 
 
@@ -116,7 +124,7 @@ class MsgpackCodec:
 
     def encode(self, properties: dict[str, Any]) -> bytes:
         if type(properties) is dict:  # anything else is refused by packb below
-            check_nesting(properties)
+            check_values(properties)
         try:
             packed = msgpack.packb(
                 properties, use_bin_type=True, strict_types=True, default=_default, datetime=False

@@ -87,6 +87,9 @@ def test_large_bodies_are_compressed_small_ones_are_not():
         object(),
         dt.datetime(2020, 1, 1),  # naive
         dt.date(2020, 1, 1),
+        bytearray(b"x"),
+        memoryview(b"x"),
+        [[bytearray()]],
         2**64,
         -(2**63) - 1,
         1 + 2j,
