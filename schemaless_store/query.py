@@ -465,6 +465,7 @@ class IndexQuery:
             len(key) == len(self._sort_columns(self.index))
             and all(type(v) in _CURSOR_TYPES for v in key)
             and all(-(2**63) <= v < 2**63 for v in key if type(v) is int)
+            and all(v == v for v in key if type(v) is float)  # no NaN
             and type(key[-1]) is bytes
             and len(key[-1]) == 16
         ):
