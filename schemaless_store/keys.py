@@ -237,7 +237,7 @@ class IntColumn(ColumnType):
 
 
 class FloatColumn(ColumnType):
-    """``DOUBLE``: ints and floats, NaN refused."""
+    """``DOUBLE``: ints and floats, NaN and infinities refused."""
 
     name = "float"
 
@@ -247,6 +247,8 @@ class FloatColumn(ColumnType):
         result = float(value)
         if math.isnan(result):
             raise IndexValueError("NaN cannot be indexed: it is not equal to itself")
+        if math.isinf(result):  # the "key" column type holds them
+            raise IndexValueError("a float column cannot hold an infinity (MySQL's DOUBLE cannot)")
         return result + 0.0  # -0.0 -> 0.0
 
     def sql_type(self, vendor: str) -> str:

@@ -115,3 +115,9 @@ def test_a_datetime_key_whose_utc_instant_is_out_of_range_decodes_to_value_error
     value = dt.datetime(1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=1)))  # UTC: year 0
     with pytest.raises(ValueError, match="outside datetime's range"):
         keys.decode_key(keys.encode_key(value))
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
+def test_a_float_column_refuses_what_mysql_double_cannot_hold(value):
+    with pytest.raises(IndexValueError):
+        keys.FloatColumn().to_db(value)
