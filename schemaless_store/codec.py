@@ -7,7 +7,8 @@ Supported values (they read back equal, and of the same type): ``str``, ``int`` 
 2**64-1), ``float`` (NaN and infinities included), ``bool``, ``None``, ``list``, ``dict``,
 ``bytes``, ``uuid.UUID`` and timezone-aware ``datetime.datetime`` (read back with a fixed-offset
 ``timezone`` of the same UTC offset). Everything else, tuples and sets included, raises
-:class:`~schemaless_store.exceptions.UnsupportedValue` rather than coming back as something else.
+:class:`~schemaless_store.exceptions.UnsupportedValue` rather than coming back as something else,
+and so do lists and dicts nested more than :data:`MAX_NESTING` levels deep.
 """
 
 from __future__ import annotations
@@ -26,6 +27,16 @@ _EXT_UUID = 1
 _EXT_DATETIME = 2
 _DATETIME = struct.Struct(">qi")  # microseconds since the epoch (UTC), UTC offset in seconds
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_NAIVE_EPOCH = dt.datetime(1970, 1, 1)
+
+# Lists and dicts nest at most this deep: a property whose value is a list or dict is level 1, a
+# list inside it level 2, and so on. MessagePack itself stops near 1023 levels, but the admin's
+# JSON view and Python's own recursion limit (1000 frames) would fail long before that.
+MAX_NESTING = 100
+_CONTAINERS = frozenset((list, dict))
+# Types MessagePack would quietly store as ``bytes``; they would come back as another type.
+_CONVERTED = frozenset((bytearray, memoryview))
+_WALKED = _CONTAINERS | _CONVERTED
 
 # Format bytes. Never reuse one: rows written with it may still exist.
 FORMAT_MSGPACK = 0x01
@@ -49,11 +60,42 @@ def _default(value: Any) -> Any:
             raise UnsupportedValue(
                 f"naive datetime {value!r}: give it a timezone (datetime.UTC or zoneinfo)"
             )
+        if offset.microseconds:
+            raise UnsupportedValue(
+                f"datetime {value!r}: its UTC offset is not a whole number of seconds"
+            )
         delta = value - _EPOCH
         micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
         return msgpack.ExtType(_EXT_DATETIME, _DATETIME.pack(micros, int(offset.total_seconds())))
     hint = " (use a list)" if isinstance(value, tuple | set | frozenset) else ""
     raise UnsupportedValue(f"cannot store a value of type {type(value).__name__}{hint}")
+
+
+def check_values(properties: dict[str, Any]) -> None:
+    """What MessagePack alone would let through: :class:`UnsupportedValue` if lists and dicts
+    nest deeper than :data:`MAX_NESTING`, or for a ``bytearray`` or ``memoryview`` (stored as
+    ``bytes``, they would read back as another type).
+
+    Walks containers only, a level at a time (no recursion), so a flat bag costs one pass over
+    its values.
+    """
+    level = 0
+    todo = [v for v in properties.values() if type(v) in _WALKED]
+    while todo:
+        level += 1
+        if level > MAX_NESTING:
+            raise UnsupportedValue(
+                f"lists and dicts nest more than {MAX_NESTING} levels deep "
+                "(the limit is schemaless_store.codec.MAX_NESTING)"
+            )
+        inner: list[Any] = []
+        for container in todo:
+            kind = type(container)
+            if kind in _CONVERTED:
+                raise UnsupportedValue(f"cannot store a value of type {kind.__name__} (use bytes)")
+            items = container.values() if kind is dict else container
+            inner.extend([v for v in items if type(v) in _WALKED])
+        todo = inner
 
 
 def _ext_hook(code: int, data: bytes) -> Any:
@@ -62,7 +104,10 @@ def _ext_hook(code: int, data: bytes) -> Any:
     if code == _EXT_DATETIME:
         micros, offset = _DATETIME.unpack(data)
         tz = dt.UTC if offset == 0 else dt.timezone(dt.timedelta(seconds=offset))
-        return (_EPOCH + dt.timedelta(microseconds=micros)).astimezone(tz)
+        # From the local wall time, not through UTC: near datetime.min/max, the UTC instant of a
+        # valid local time can lie outside datetime's range (year 0 or 10000).
+        local = _NAIVE_EPOCH + dt.timedelta(microseconds=micros + offset * 1_000_000)
+        return local.replace(tzinfo=tz)
     raise CorruptBody(f"unknown extension type {code}")
 
 
@@ -78,6 +123,8 @@ class MsgpackCodec:
         self.level = level
 
     def encode(self, properties: dict[str, Any]) -> bytes:
+        if type(properties) is dict:  # anything else is refused by packb below
+            check_values(properties)
         try:
             packed = msgpack.packb(
                 properties, use_bin_type=True, strict_types=True, default=_default, datetime=False

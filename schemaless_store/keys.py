@@ -152,7 +152,10 @@ def decode_key(data: bytes) -> Any:
     if tag == _TAG_UUID and len(rest) == 16:
         return uuid.UUID(bytes=rest)
     if tag == _TAG_DATETIME and len(rest) == 8:
-        return _EPOCH + dt.timedelta(microseconds=_U64.unpack(rest)[0] + _INT64_MIN)
+        try:
+            return _EPOCH + dt.timedelta(microseconds=_U64.unpack(rest)[0] + _INT64_MIN)
+        except OverflowError:  # an instant of year 0 or 10000 (datetime.min/max, offset)
+            raise ValueError(f"datetime key outside datetime's range: {data.hex()}") from None
     if tag == _TAG_NUMBER and len(rest) in (8, 16, 17):  # double, + exact int, + "beyond int64"
         if len(rest) == 16:
             return _U64.unpack(rest[8:])[0] + _INT64_MIN
@@ -234,7 +237,7 @@ class IntColumn(ColumnType):
 
 
 class FloatColumn(ColumnType):
-    """``DOUBLE``: ints and floats, NaN refused."""
+    """``DOUBLE``: ints and floats, NaN and infinities refused."""
 
     name = "float"
 
@@ -244,6 +247,8 @@ class FloatColumn(ColumnType):
         result = float(value)
         if math.isnan(result):
             raise IndexValueError("NaN cannot be indexed: it is not equal to itself")
+        if math.isinf(result):  # the "key" column type holds them
+            raise IndexValueError("a float column cannot hold an infinity (MySQL's DOUBLE cannot)")
         return result + 0.0  # -0.0 -> 0.0
 
     def sql_type(self, vendor: str) -> str:

@@ -477,6 +477,17 @@ class IndexQuery:
         fingerprint, key = payload
         if fingerprint != self._fingerprint():
             raise InvalidCursor("the cursor belongs to another query")
+        # Signed, so written by this store; still, a key of the wrong shape (an old release, a
+        # leaked secret) is refused here rather than failing in the driver.
+        if not (
+            len(key) == len(self._sort_columns(self.index))
+            and all(type(v) in _CURSOR_TYPES for v in key)
+            and all(-(2**63) <= v < 2**63 for v in key if type(v) is int)
+            and all(v == v for v in key if type(v) is float)  # no NaN
+            and type(key[-1]) is bytes
+            and len(key[-1]) == 16
+        ):
+            raise InvalidCursor("the cursor is invalid or was tampered with")
         return tuple(key)
 
     def _row_is_current(self, index: Index, row: tuple[Any, ...], entity: Any) -> bool:
@@ -601,6 +612,10 @@ class Page:
 
     def __len__(self) -> int:
         return len(self.entities)
+
+
+# What index column values are (keys.ColumnType.to_db): a cursor's key holds nothing else.
+_CURSOR_TYPES = frozenset((bytes, int, float))
 
 
 class _CursorSerializer:

@@ -1,59 +1,104 @@
-"""Render the reliability suite's JSON-lines report as the Markdown table of docs/reliability.md.
+#!/usr/bin/env python3
+"""Render the reliability suite's JSON-lines report(s) as the Markdown table of docs/reliability.md.
 
-    SCHEMALESS_RELIABILITY_REPORT=var/reliability.jsonl SCHEMALESS_TEST_DB=mariadb \\
-        .venv/bin/python -m pytest -m reliability
-    .venv/bin/python scripts/reliability_table.py var/reliability.jsonl
+Usage::
 
-Rows of the same fault class and backend (several runs) are added up.
+    python scripts/reliability_table.py REPORT.jsonl [MORE.jsonl ...] > table.md
+
+Each line is one row written by ``tests/reliability_report.record()``: ``fault``, ``backend``,
+``cases``, ``data_lost``, ``wrong_results`` (and details, ignored here). Rows of the same fault
+and backend (several runs appended to one file, or several files) are added up. Faults keep the
+order in which they first appear; backends are listed in that order too.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-COLUMNS = ("fault or input class", "backend", "cases run", "data lost", "wrong results")
+COLUMNS = ("Fault or input class", "Backend", "Cases run", "Data lost", "Wrong results")
+COUNTS = ("cases", "data_lost", "wrong_results")
 
 
-def load(paths: list[Path]) -> list[dict]:
+class ReportError(ValueError):
+    """A line of a report is not a row ``record()`` writes."""
+
+
+def read_rows(paths: Iterable[Path]) -> list[dict[str, object]]:
     rows = []
     for path in paths:
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as exc:
-                raise SystemExit(f"{path}:{number}: not JSON: {exc}") from exc
-            missing = {"fault", "backend", "cases", "data_lost", "wrong_results"} - set(row)
-            if missing:
-                raise SystemExit(f"{path}:{number}: missing {sorted(missing)}")
-            rows.append(row)
+        with open(path, encoding="utf-8") as lines:
+            for number, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ReportError(f"{path}:{number}: not JSON ({exc})") from None
+                if not isinstance(row, dict):
+                    raise ReportError(f"{path}:{number}: not a JSON object")
+                missing = [k for k in ("fault", "backend", *COUNTS) if k not in row]
+                if missing:
+                    raise ReportError(f"{path}:{number}: missing {', '.join(missing)}")
+                for key in COUNTS:
+                    value = row[key]
+                    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                        raise ReportError(f"{path}:{number}: {key} is not a count: {value!r}")
+                rows.append(row)
     return rows
 
 
-def render(rows: list[dict]) -> str:
-    totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+def totals(rows: Iterable[dict[str, object]]) -> dict[tuple[str, str], dict[str, int]]:
+    """Counts added up per (fault, backend), in order of first appearance."""
+    out: dict[tuple[str, str], dict[str, int]] = {}
     for row in rows:
-        total = totals[row["fault"], row["backend"]]
-        total[0] += int(row["cases"])
-        total[1] += int(row["data_lost"])
-        total[2] += int(row["wrong_results"])
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|---|---|---:|---:|---:|"]
-    for (fault, backend), (cases, lost, wrong) in sorted(totals.items()):
-        lines.append(f"| {fault} | {backend} | {cases} | {lost} | {wrong} |")
+        key = (str(row["fault"]), str(row["backend"]))
+        summed = out.setdefault(key, dict.fromkeys(COUNTS, 0))
+        for count in COUNTS:
+            summed[count] += int(row[count])  # type: ignore[call-overload]
+    return out
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render(rows: Iterable[dict[str, object]]) -> str:
+    """The Markdown table, one line per fault and backend (faults grouped together)."""
+    summed = totals(rows)
+    faults = list(dict.fromkeys(fault for fault, _backend in summed))
+    backends = list(dict.fromkeys(backend for _fault, backend in summed))
+    lines = [
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "|".join(["---", "---", "---:", "---:", "---:"]) + "|",
+    ]
+    for fault in faults:
+        for backend in backends:
+            counts = summed.get((fault, backend))
+            if counts is None:
+                continue
+            cells = [_cell(fault), _cell(backend), *(str(counts[c]) for c in COUNTS)]
+            lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str]) -> int:
-    if not argv:
-        print(__doc__, file=sys.stderr)
+def main(argv: Sequence[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__.strip(), file=sys.stderr)
         return 2
-    sys.stdout.write(render(load([Path(arg) for arg in argv])))
+    try:
+        rows = read_rows(Path(arg) for arg in argv)
+    except (OSError, ReportError) as exc:
+        print(f"reliability_table: {exc}", file=sys.stderr)
+        return 1
+    if not rows:
+        print("reliability_table: the report is empty", file=sys.stderr)
+        return 1
+    sys.stdout.write(render(rows))
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:]))

@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schemaless_store.codec import FORMAT_MSGPACK, FORMAT_MSGPACK_ZLIB, MsgpackCodec, decode_body
+from schemaless_store.codec import (
+    FORMAT_MSGPACK,
+    FORMAT_MSGPACK_ZLIB,
+    MAX_NESTING,
+    MsgpackCodec,
+    decode_body,
+)
 from schemaless_store.exceptions import CorruptBody, SchemalessError, UnsupportedValue
 
 codec = MsgpackCodec()
@@ -81,6 +87,9 @@ def test_large_bodies_are_compressed_small_ones_are_not():
         object(),
         dt.datetime(2020, 1, 1),  # naive
         dt.date(2020, 1, 1),
+        bytearray(b"x"),
+        memoryview(b"x"),
+        [[bytearray()]],
         2**64,
         -(2**63) - 1,
         1 + 2j,
@@ -134,3 +143,45 @@ values = st.recursive(
 @given(st.dictionaries(st.text(), values, max_size=6))
 def test_any_supported_bag_round_trips(bag):
     assert same(codec.decode(codec.encode(bag)), bag)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        dt.datetime(1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=1))),  # UTC: year 0
+        dt.datetime(9999, 12, 31, 23, tzinfo=dt.timezone(dt.timedelta(hours=-2))),  # UTC: 10000
+        dt.datetime(2020, 5, 1, 3, 4, 5, 6, tzinfo=dt.timezone(-dt.timedelta(hours=3, seconds=7))),
+    ],
+    ids=["min-east", "max-west", "offset-with-seconds"],
+)
+def test_datetimes_whose_utc_instant_is_out_of_range_still_round_trip(value):
+    back = codec.decode(codec.encode({"t": value}))["t"]
+    assert same(back, value)
+
+
+def test_an_offset_with_microseconds_is_refused_rather_than_rounded():
+    value = dt.datetime(2020, 1, 1, tzinfo=dt.timezone(dt.timedelta(microseconds=5)))
+    with pytest.raises(UnsupportedValue, match="whole number of seconds"):
+        codec.encode({"t": value})
+
+
+def nested(depth: int, leaf=1):
+    """``depth`` levels of alternating lists and dicts around ``leaf``."""
+    value = leaf
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+def test_nesting_up_to_max_nesting_round_trips_one_more_level_is_refused():
+    bag = {"deep": nested(MAX_NESTING), "flat": 1}
+    assert same(codec.decode(codec.encode(bag)), bag)
+    with pytest.raises(UnsupportedValue, match=f"more than {MAX_NESTING} levels"):
+        codec.encode({"deep": nested(MAX_NESTING + 1), "flat": 1})
+
+
+def test_a_list_that_contains_itself_is_refused():
+    loop: list = []
+    loop.append(loop)
+    with pytest.raises(UnsupportedValue):
+        codec.encode({"loop": loop})

@@ -108,3 +108,16 @@ def test_column_types():
     with pytest.raises(IndexValueTooLong):
         keys.KeyColumn().to_db("x" * 300)
     assert keys.StrColumn().to_db("é") == "é".encode()
+
+
+def test_a_datetime_key_whose_utc_instant_is_out_of_range_decodes_to_value_error():
+    """``decode_key`` promises ValueError for what it cannot show (the admin relies on it)."""
+    value = dt.datetime(1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=1)))  # UTC: year 0
+    with pytest.raises(ValueError, match="outside datetime's range"):
+        keys.decode_key(keys.encode_key(value))
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
+def test_a_float_column_refuses_what_mysql_double_cannot_hold(value):
+    with pytest.raises(IndexValueError):
+        keys.FloatColumn().to_db(value)
