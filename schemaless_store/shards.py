@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import threading
 import time
@@ -28,6 +29,7 @@ from .exceptions import ConfigurationError, ShardUnavailable
 from .keys import bucket_of
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 # MySQL/MariaDB client and server error codes that mean "the server is not there".
 CONNECTION_LOST = {2002, 2003, 2005, 2006, 2013, 2055, 1927, 4031}
@@ -170,15 +172,36 @@ def is_retryable(exc: BaseException) -> bool:
     return "database is locked" in str(exc)
 
 
-def with_retries(operation: Callable[[], T]) -> T:
-    """Run ``operation`` again after a deadlock or lock wait timeout, a bounded number of times."""
+_retries = 0
+_retries_lock = threading.Lock()
+
+
+def retries_made() -> int:
+    """How many times this process retried an operation after a deadlock or lock wait timeout."""
+    return _retries
+
+
+def with_retries(operation: Callable[[], T], alias: str | None = None) -> T:
+    """Run ``operation`` again after a deadlock or lock wait timeout, a bounded number of times
+    (``SCHEMALESS["WRITE_RETRIES"]``).
+
+    ``operation`` must be a whole transaction of its own. When the caller already has a
+    transaction open on ``alias`` (``transaction.atomic``), it runs once: a deadlock rolled back
+    the caller's whole transaction, so only the caller can retry it.
+    """
+    global _retries
     attempts = conf.get().write_retries
+    if alias is not None and connections[alias].in_atomic_block:
+        attempts = 0
     for attempt in range(attempts + 1):
         try:
             return operation()
         except OperationalError as exc:
             if attempt == attempts or not is_retryable(exc):
                 raise
+            with _retries_lock:
+                _retries += 1
+            logger.info("retrying after %s (attempt %d of %d)", exc, attempt + 1, attempts)
             time.sleep(0.005 * (2**attempt))
     raise AssertionError("unreachable")
 

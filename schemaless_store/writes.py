@@ -332,7 +332,7 @@ def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source 
         return deleted
 
     with shards.write_lock(), shards.errors_named(alias):
-        return shards.with_retries(attempt)
+        return shards.with_retries(attempt, alias)
 
 
 def _remove_stale_later(
@@ -368,7 +368,7 @@ def save(entity: Entity, force_insert: bool = False, prepared: PreparedWrite | N
     with shards.write_lock():
         try:
             with shards.errors_named(prepared.alias):
-                _retry_concurrent_insert(lambda: shards.with_retries(attempt))
+                _retry_concurrent_insert(lambda: shards.with_retries(attempt, prepared.alias))
         except BaseException:
             _undo_added(prepared.alias, {prepared.entity_id: prepared.added})
             raise
@@ -395,7 +395,7 @@ def create(entity: Entity) -> None:
         return
     try:
         with shards.errors_named(prepared.alias):
-            shards.with_retries(partial(_insert_directly, conn, entity, prepared))
+            shards.with_retries(partial(_insert_directly, conn, entity, prepared), prepared.alias)
     except BaseException:
         _undo_added(prepared.alias, {prepared.entity_id: prepared.added})
         raise
@@ -533,7 +533,7 @@ def delete(entity: Entity) -> int:
             return 1 if count else 0
 
     with shards.write_lock(), shards.errors_named(alias):
-        return shards.with_retries(attempt)
+        return shards.with_retries(attempt, alias)
 
 
 def after_delete(entity: Entity, using: str) -> None:
@@ -625,15 +625,15 @@ def _put_batch(alias: str, batch: list[tuple[Entity, PreparedWrite]]) -> None:
 
     def attempt_or_retry_duplicates() -> None:
         try:
-            return shards.with_retries(attempt)
+            return shards.with_retries(attempt, alias)
         except IntegrityError:
             pass  # a concurrent creator inserted one of the ids: redo as updates
         for _ in range(2):
             try:
-                return shards.with_retries(partial(attempt, lock_all=True))
+                return shards.with_retries(partial(attempt, lock_all=True), alias)
             except IntegrityError:
                 continue
-        return shards.with_retries(partial(attempt, lock_all=True))
+        return shards.with_retries(partial(attempt, lock_all=True), alias)
 
     with shards.write_lock():
         try:

@@ -8,6 +8,8 @@ servers (tests/settings.py). ``SCHEMALESS_TEST_EXTRA_INDEXES`` names indexes fro
 Modes:
 
 - ``manage <command> [args...]``: a management command, as ``manage.py`` would run it.
+- ``mixedloop``: reads one JSON request (seed, shared ids, seconds) on stdin, runs
+  :func:`mixed_loop` and prints its counts (with this process's write retries) as JSON.
 - ``crashwriter``: a fork server for fault injection. It reads one JSON request per line on
   stdin; for each it forks a writer process that counts the SQL statements and commits it sends
   (by patching Django's ``CursorWrapper`` and ``commit()``) and SIGKILLs itself just before
@@ -315,6 +317,71 @@ def _mixed(request: dict[str, Any]) -> None:
                 record("ack", {target: props})
 
 
+def mixed_loop(seed: int, ids: list[str], seconds: float) -> dict[str, Any]:
+    """Seeded mixed writes on the shared ``ids`` for ``seconds``, changing indexed properties:
+    creates, updates, deletes and ``bulk_put`` calls. Concurrent writers race on the same ids;
+    :class:`EntityExists` (a create that lost the race) is a normal answer, anything else raised
+    is counted as an error. Returns counts, the first errors, and this process's retries."""
+    import random
+    import time
+    import uuid
+
+    from django.db import connections
+
+    from schemaless_store import shards
+    from schemaless_store.exceptions import EntityExists
+    from schemaless_store.models import Entity
+
+    rng = random.Random(seed)
+    counts: dict[str, int] = {}
+    errors: list[str] = []
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            op = rng.choice(["create", "update", "delete", "bulk_put"])
+            target = uuid.UUID(rng.choice(ids))
+            try:
+                if op == "create":
+                    Entity.objects.create(id=target, **mixed_props(rng))
+                elif op == "bulk_put":
+                    chosen = rng.sample(ids, 3)
+                    Entity.objects.bulk_put(
+                        [{"id": uuid.UUID(i), **mixed_props(rng)} for i in chosen]
+                    )
+                else:
+                    entity = Entity.objects.get_many([target]).get(target)
+                    if entity is None:
+                        op = "missing"
+                    elif op == "delete":
+                        entity.delete()
+                    else:
+                        for name in list(entity.body_properties()):
+                            del entity[name]
+                        for name, value in mixed_props(rng).items():
+                            entity[name] = value
+                        entity.save()
+            except EntityExists:
+                op = "exists"
+            except Exception as exc:
+                errors.append(f"{op}: {exc!r}")
+                op = "error"
+            counts[op] = counts.get(op, 0) + 1
+    finally:
+        connections.close_all()
+        shards.close_index_connections()
+    return {"counts": counts, "errors": errors[:10], "error_count": len(errors)}
+
+
+def _mixed_loop() -> None:
+    from schemaless_store import shards
+
+    request = json.loads(sys.stdin.readline())
+    before = shards.retries_made()
+    answer = mixed_loop(request["seed"], request["ids"], request["seconds"])
+    answer["retries"] = shards.retries_made() - before
+    print(json.dumps(answer), flush=True)
+
+
 def _claimer() -> None:
     import uuid
 
@@ -376,6 +443,8 @@ def main(argv: list[str]) -> None:
         _crash_server()
     elif mode == "claimer":
         _claimer()
+    elif mode == "mixedloop":
+        _mixed_loop()
     else:
         raise SystemExit(f"unknown mode {mode!r}")
 
