@@ -154,7 +154,6 @@ def components(bench: Any) -> list[tuple[str, str, float]]:
     from schemaless_store.models import ROW_FIELDS, Entity
 
     from .data import entity_id, writer_properties
-    from .whatif import fast_rows
 
     codec = conf.get().codec
     raw_id = entity_id(bench.random_entity())
@@ -188,13 +187,7 @@ def components(bench: Any) -> list[tuple[str, str, float]]:
         e = Entity.from_db(alias, ROW_FIELDS, row)
         return e.body_properties()
 
-    undo = fast_rows()
-    try:
-        from schemaless_store import query as query_module
-
-        fast = query_module.fetch_by_ids
-    finally:
-        undo()
+    from schemaless_store import query as query_module
 
     def empty_atomic() -> None:
         with transaction.atomic(using=alias):
@@ -207,7 +200,6 @@ def components(bench: Any) -> list[tuple[str, str, float]]:
         raw_conn.commit()
 
     fetch_one_ours = _per_call(lambda: query_module.fetch_by_ids([raw_id]), n=500)
-    fetch_one_fast = _per_call(lambda: fast([raw_id]), n=500)
     write_props = writer_properties(0, "components")
     return [
         (
@@ -226,7 +218,6 @@ def components(bench: Any) -> list[tuple[str, str, float]]:
             _per_call(lambda: shards.read(alias, select, [raw_id]), 500),
         ),
         ("call", "query.fetch_by_ids([one id]) (SELECT + Entity)", fetch_one_ours),
-        ("call", "fetch_by_ids with fast_rows (what-if)", fetch_one_fast),
         (
             "transaction",
             "Django atomic(), empty: SET autocommit=0, COMMIT, SET autocommit=1",

@@ -138,6 +138,21 @@ class EntityManager(models.Manager.from_queryset(EntityQuerySet)):  # type: igno
         return items
 
 
+_DEFAULTS: dict[type, dict[str, Any]] = {}
+_IMMUTABLE = (type(None), bytes, str, int)
+
+
+def _init_defaults(cls: type[models.Model]) -> dict[str, Any]:
+    """The field values ``Model.__init__()`` sets on a new instance of ``cls``, when they are all
+    constants (None, bytes, str, int) that instances may share; else an empty dict."""
+    defaults = _DEFAULTS.get(cls)
+    if defaults is None:
+        values = {f.attname: f.get_default() for f in cls._meta.concrete_fields}
+        constant = all(type(v) in _IMMUTABLE for v in values.values())
+        defaults = _DEFAULTS[cls] = values if constant else {}
+    return defaults
+
+
 class Entity(models.Model):
     """A property bag stored in the ``entities`` table of the shard that owns its id."""
 
@@ -158,7 +173,11 @@ class Entity(models.Model):
             self._props: dict[str, Any] | None = None
             self._generated_id = False
             return
-        super().__init__()
+        if pre_init.receivers or post_init.receivers or not _init_defaults(type(self)):
+            super().__init__()
+        else:  # what Model.__init__() does with no arguments, when no one listens to it
+            self._state = ModelState()
+            self.__dict__.update(_init_defaults(type(self)))
         ident = properties.pop("id", None)
         self._generated_id = ident is None
         self.row_id = uuid.uuid4().bytes if ident is None else keys.entity_id_bytes(ident)
@@ -173,7 +192,10 @@ class Entity(models.Model):
         when something listens to ``pre_init``/``post_init`` for entities, ``from_db`` itself,
         so that it still hears about every instance.
         """
-        if pre_init.has_listeners(cls) or post_init.has_listeners(cls):
+        # No receivers at all (the usual case) is a cheap test; has_listeners() is not.
+        if (pre_init.receivers or post_init.receivers) and (
+            pre_init.has_listeners(cls) or post_init.has_listeners(cls)
+        ):
             return lambda alias, *row: cls.from_db(alias, ROW_FIELDS, row)
         return cls._from_row
 

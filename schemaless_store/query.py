@@ -23,7 +23,7 @@ import threading
 import uuid
 import zlib
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
@@ -44,10 +44,16 @@ RANGE_LOOKUPS = ("gt", "gte", "lt", "lte")
 _SQL_OP = {"exact": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 
 
-def _entity_model() -> Any:
-    from .models import Entity
+_ENTITY: Any = None
 
-    return Entity
+
+def _entity_model() -> Any:
+    global _ENTITY
+    if _ENTITY is None:
+        from .models import Entity
+
+        _ENTITY = Entity
+    return _ENTITY
 
 
 # --- fetching entities by id -----------------------------------------------------------------
@@ -58,6 +64,7 @@ ENTITY_COLUMNS = "added_id, id, updated, body"
 PARALLEL_FETCH_MIN = 64
 # A pinned index read joins the entities that live on its own shard (one IN query saved).
 COLOCATED_READS = True
+_SELECT_ONE = f"SELECT {ENTITY_COLUMNS} FROM entities WHERE id = %s"
 
 
 def fetch_by_ids(ids: Iterable[bytes]) -> dict[bytes, Any]:
@@ -119,13 +126,13 @@ def get_one(entity_id: Any) -> Any | None:
     """The entity with this id, or None: one ``SELECT`` on its shard."""
     key = keys.entity_id_bytes(entity_id)
     alias = shards.alias_for(key)
-    rows = shards.read(alias, f"SELECT {ENTITY_COLUMNS} FROM entities WHERE id = %s", (key,))
+    conn = shards.connection(alias)
+    rows = shards.read(alias, _SELECT_ONE, (key,), conn)
     if not rows:
         return None
     added_id, row_id, updated, body = rows[0]
-    convert = _datetime_converter(shards.connection(alias))
     build = _entity_model().row_builder()
-    return build(alias, added_id, bytes(row_id), convert(updated), bytes(body))
+    return build(alias, added_id, bytes(row_id), _datetime_converter(conn)(updated), bytes(body))
 
 
 def get_many(ids: Iterable[Any]) -> dict[uuid.UUID, Any]:
@@ -673,31 +680,17 @@ class _ShardScan:
         )
         self.colocated = colocated
         conn = shards.connection(alias)
-        quote = conn.ops.quote_name
-        columns = [*index.properties, "entity_id"]
-        self.width = len(columns)
-
-        def col(name: str) -> str:
-            return f"i.{quote(name)}"
-
-        self.where, self.params = [], []
-        for prop, lookup, value in conds:
+        self.convert = _datetime_converter(conn)
+        self.select, self.where, self.order_sql, self.sort_columns = _scan_sql(
+            conn.vendor, conn.ops.quote_name, index, conds, sort_positions, descending, colocated
+        )
+        self.width = len(index.properties) + 1
+        self.params: list[Any] = []
+        for _prop, lookup, value in conds:
             if lookup == "in":
-                self.where.append(f"{col(prop)} IN ({', '.join(['%s'] * len(value))})")
                 self.params.extend(value)
             else:
-                self.where.append(f"{col(prop)} {_SQL_OP[lookup]} %s")
                 self.params.append(value)
-        direction = " DESC" if descending else ""
-        self.order_sql = ", ".join(f"{col(columns[p])}{direction}" for p in sort_positions)
-        self.sort_columns = [col(columns[p]) for p in sort_positions]
-        selected = ", ".join(col(c) for c in columns)
-        table = f"{quote(index.name)} i"
-        if colocated is not None:
-            # The entities on this shard come along (NULLs for the others): one round trip.
-            selected += ", e.added_id, e.updated, e.body"
-            table += f" LEFT JOIN entities e ON e.id = {col('entity_id')}"
-        self.select = f"SELECT {selected} FROM {table}"
 
     def fetch(self, last: tuple[Any, ...] | None) -> list[tuple[Any, ...]]:
         """One batch of rows after the ``last`` sort key (runs on any thread)."""
@@ -713,10 +706,13 @@ class _ShardScan:
         )
         width = self.width
         found = shards.read(self.alias, sql, args)
-        rows = [
-            tuple(bytes(v) if isinstance(v, bytearray | memoryview) else v for v in raw[:width])
-            for raw in found
-        ]
+        if found and any(isinstance(v, bytearray | memoryview) for v in found[0][:width]):
+            rows = [  # a driver that hands out binary columns as buffers: the store uses bytes
+                tuple(bytes(v) if isinstance(v, bytearray | memoryview) else v for v in raw[:width])
+                for raw in found
+            ]
+        else:
+            rows = [raw[:width] for raw in found]
         if self.colocated is not None:
             self._keep_colocated(rows, found)
         return rows
@@ -724,15 +720,15 @@ class _ShardScan:
     def _keep_colocated(self, rows: list[tuple[Any, ...]], found: list[Any]) -> None:
         """Entities of the joined rows, built as ``fetch_by_ids`` builds them, by id; only
         those this shard owns (a copy left on another shard by a bucket move never counts)."""
-        alias, width = self.alias, self.width
+        alias, width, colocated = self.alias, self.width, self.colocated
         build = _entity_model().row_builder()
-        convert = _datetime_converter(shards.connection(alias))
+        convert = self.convert
         alias_for = shards.alias_for
         for row, raw in zip(rows, found, strict=True):
             added_id, updated, body = raw[width:]
             entity_id = row[-1]
             if added_id is not None and alias_for(entity_id) == alias:
-                self.colocated[entity_id] = build(
+                colocated[entity_id] = build(
                     alias, added_id, entity_id, convert(updated), bytes(body)
                 )
 
@@ -749,6 +745,62 @@ class _ShardScan:
                 return
             after = key
             fetched = self.fetch(after)
+
+
+# (backend, index, condition shape, sort, direction, join) -> the scan's SQL pieces.
+_SCAN_SQL: dict[tuple[Any, ...], tuple[str, tuple[str, ...], str, list[str]]] = {}
+_SCAN_SQL_MAX = 512  # IN lists of many lengths make many shapes: start over past this
+
+
+def _scan_sql(
+    vendor: str,
+    quote: Callable[[str], str],
+    index: Index,
+    conds: list[tuple[str, str, Any]],
+    sort_positions: list[int],
+    descending: bool,
+    colocated: dict[bytes, Any] | None,
+) -> tuple[str, tuple[str, ...], str, list[str]]:
+    """``(SELECT ... FROM ..., WHERE clauses, ORDER BY columns, sort columns)`` of an index
+    scan, built once per shape of query (the values are parameters)."""
+    shape = tuple((p, lookup, len(v) if lookup == "in" else 0) for p, lookup, v in conds)
+    key = (
+        vendor,
+        index.name,
+        index.properties,
+        shape,
+        tuple(sort_positions),
+        descending,
+        colocated is not None,
+    )
+    cached = _SCAN_SQL.get(key)
+    if cached is not None:
+        return cached
+    columns = [*index.properties, "entity_id"]
+
+    def col(name: str) -> str:
+        return f"i.{quote(name)}"
+
+    where = []
+    for prop, lookup, count in shape:
+        if lookup == "in":
+            where.append(f"{col(prop)} IN ({', '.join(['%s'] * count)})")
+        else:
+            where.append(f"{col(prop)} {_SQL_OP[lookup]} %s")
+    direction = " DESC" if descending else ""
+    order_sql = ", ".join(f"{col(columns[p])}{direction}" for p in sort_positions)
+    sort_columns = [col(columns[p]) for p in sort_positions]
+    selected = ", ".join(col(c) for c in columns)
+    table = f"{quote(index.name)} i"
+    if colocated is not None:
+        # The entities on this shard come along (NULLs for the others): one round trip.
+        selected += ", e.added_id, e.updated, e.body"
+        table += f" LEFT JOIN entities e ON e.id = {col('entity_id')}"
+    built = (f"SELECT {selected} FROM {table}", tuple(where), order_sql, sort_columns)
+    if len(_SCAN_SQL) >= _SCAN_SQL_MAX:
+        _SCAN_SQL.clear()
+    _SCAN_SQL[key] = built
+    return built
 
 
 def _keyset_after(

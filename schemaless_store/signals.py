@@ -41,9 +41,28 @@ def _after_migrate(sender: Any, using: str, **kwargs: Any) -> None:
         lifecycle.sync_states(using)
 
 
+# (pre_save receivers, post_save receivers, answer) when only_store_receivers() last computed.
+_last_answer: tuple[list[Any], list[Any], bool] | None = None
+
+
 def only_store_receivers() -> bool:
     """True when nothing but the store listens to ``pre_save``/``post_save`` of ``Entity``
-    (then a write may do what the store's receivers do without sending the signals)."""
+    (then a write may do what the store's receivers do without sending the signals).
+
+    Remembered while the signals' receiver lists stay the same (``connect``/``disconnect``
+    change them): asking Django which receivers are live is the costly part of a ``create``.
+    """
+    global _last_answer
+    last = _last_answer
+    if last is not None and last[0] == pre_save.receivers and last[1] == post_save.receivers:
+        return last[2]
+    pre, post = list(pre_save.receivers), list(post_save.receivers)
+    answer = _only_store_receivers()
+    _last_answer = (pre, post, answer)
+    return answer
+
+
+def _only_store_receivers() -> bool:
     from .models import Entity
 
     try:

@@ -28,11 +28,12 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
@@ -192,20 +193,35 @@ def add_index_rows(rows: Iterable[tuple[Index, tuple[Any, ...], bytes]]) -> None
             plain.append((index, values, entity_id))
     for (index, alias), values in _group(plain).items():
         conn = shards.index_connection(alias)
-        ops = conn.ops
-        columns = ", ".join(ops.quote_name(c) for c in (*index.properties, "entity_id"))
+        sql = _insert_sql(index, conn.vendor, conn.ops.quote_name)
+        with shards.errors_named(alias), shards.statement_cursor(conn) as cursor:
+            if len(values) == 1:  # executemany's statement rewriting costs more than it saves
+                cursor.execute(sql, values[0])
+            else:
+                cursor.executemany(sql, values)
+
+
+_INSERT_SQL: dict[tuple[str, tuple[str, ...], str], str] = {}
+
+
+def _insert_sql(index: Index, vendor: str, quote: Callable[[str], str]) -> str:
+    """The idempotent ``INSERT`` of one row of ``index`` (built once per index and backend)."""
+    key = (index.name, index.properties, vendor)
+    sql = _INSERT_SQL.get(key)
+    if sql is None:
+        columns = ", ".join(quote(c) for c in (*index.properties, "entity_id"))
         marks = ", ".join(["%s"] * (len(index.properties) + 1))
-        table = ops.quote_name(index.name)
-        if conn.vendor == "mysql":
-            entity_col = ops.quote_name("entity_id")
+        table = quote(index.name)
+        if vendor == "mysql":
+            entity_col = quote("entity_id")
             sql = (
                 f"INSERT INTO {table} ({columns}) VALUES ({marks}) "
                 f"ON DUPLICATE KEY UPDATE {entity_col} = {entity_col}"
             )
         else:
             sql = f"INSERT OR IGNORE INTO {table} ({columns}) VALUES ({marks})"
-        with shards.errors_named(alias), shards.statement_cursor(conn) as cursor:
-            cursor.executemany(sql, values)
+        _INSERT_SQL[key] = sql
+    return sql
 
 
 def _claim_unique(index: Index, values: tuple[Any, ...], entity_id: bytes) -> None:
@@ -417,6 +433,8 @@ def _can_insert_directly(conn: Any) -> bool:
 def _insert_directly(conn: Any, entity: Entity, prepared: PreparedWrite) -> None:
     """DESIGN section 3 for a brand-new entity, on the driver's connection."""
     now = timezone.now()
+    # What conn.ops.adapt_datetimefield_value(now) gives on MySQL, without its checks.
+    stored = str(now.astimezone(conn.timezone).replace(tzinfo=None) if settings.USE_TZ else now)
     conn.validate_thread_sharing()
     conn.ensure_connection()
     driver = conn.connection
@@ -427,7 +445,7 @@ def _insert_directly(conn: Any, entity: Entity, prepared: PreparedWrite) -> None
             try:
                 cursor.execute(
                     "INSERT INTO entities (id, updated, body) VALUES (%s, %s, %s)",
-                    (prepared.entity_id, conn.ops.adapt_datetimefield_value(now), prepared.body),
+                    (prepared.entity_id, stored, prepared.body),
                 )
                 added_id = cursor.lastrowid
                 prepared.added |= prepared.rows
