@@ -266,6 +266,7 @@ def test_a_new_entity_still_sends_save_signals_to_other_listeners():
     def after(sender, instance, created, **kwargs):
         heard.append(("post", instance.id, created))
 
+    Entity.objects.create(link="https://unheard")  # the store remembers: only its receivers
     pre_save.connect(before, sender=Entity)
     post_save.connect(after, sender=Entity)
     try:
@@ -275,6 +276,51 @@ def test_a_new_entity_still_sends_save_signals_to_other_listeners():
         post_save.disconnect(after, sender=Entity)
     assert heard == [("pre", entity.id), ("post", entity.id, True)]
     assert [e.id for e in Entity.objects.filter_index(link="https://heard")] == [entity.id]
+    Entity.objects.create(link="https://unheard-again")  # disconnected: no one hears it
+    assert len(heard) == 2
+
+
+def test_init_signals_still_hear_every_entity_built():
+    from django.db.models.signals import post_init, pre_init
+
+    heard = []
+
+    def before(sender, args, kwargs, **rest):
+        heard.append("pre")
+
+    def after(sender, instance, **rest):
+        heard.append(("post", type(instance).__name__))
+
+    created = Entity.objects.create(link="https://built")  # no listeners: built without them
+    pre_init.connect(before, sender=Entity)
+    post_init.connect(after, sender=Entity)
+    try:
+        Entity.objects.create(link="https://built-heard")
+        assert heard == ["pre", ("post", "Entity")]
+        Entity.objects.get(id=created.id)
+        Entity.objects.get_many([created.id])
+        assert heard == ["pre", ("post", "Entity")] * 3
+    finally:
+        pre_init.disconnect(before, sender=Entity)
+        post_init.disconnect(after, sender=Entity)
+
+
+def test_a_new_entity_has_the_field_values_model_init_gives_it():
+    from django.db import models
+
+    fast = Entity(link="https://fast")
+    slow = Entity.__new__(Entity)
+    models.Model.__init__(slow)
+    fields = [f.attname for f in Entity._meta.concrete_fields if f.attname != "row_id"]
+    assert {f: getattr(fast, f) for f in fields} == {f: getattr(slow, f) for f in fields}
+    assert (
+        (fast._state.adding, fast._state.db)
+        == (slow._state.adding, slow._state.db)
+        == (
+            True,
+            None,
+        )
+    )
 
 
 def test_bulk_put_of_generated_ids_twice_updates_instead_of_inserting():
