@@ -92,7 +92,7 @@ class EntityManager(models.Manager.from_queryset(EntityQuerySet)):  # type: igno
 
     def get(self, *args: Any, **kwargs: Any) -> Entity:
         """``get(id=...)``: fetch one entity from its shard, or raise ``Entity.DoesNotExist``."""
-        if args or set(kwargs) != {"id"}:
+        if args or len(kwargs) != 1 or "id" not in kwargs:
             raise InvalidQuery(
                 "Entity.objects.get() takes only id=...; query properties with filter_index(), "
                 "row columns with Entity.objects.using(alias).get(...)"

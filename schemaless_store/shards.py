@@ -110,11 +110,9 @@ class errors_named:  # lower case: used like the function it replaced
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if exc_type is None or not issubclass(exc_type, OperationalError):
             return
-        args = exc.args if exc is not None else ()
-        code = args[0] if args and isinstance(args[0], int) else None
-        if code in CONNECTION_LOST or "unable to open database file" in str(exc):
-            _discard_broken(self.alias)
-            raise ShardUnavailable(self.alias, str(exc)) from exc
+        unavailable = _unavailable(self.alias, exc)  # type: ignore[arg-type]
+        if unavailable is not None:
+            raise unavailable from exc
 
 
 def read(
@@ -131,22 +129,55 @@ def read(
     """
     if conn is None:
         conn = connections[alias]
-    for attempt in (0, 1):
-        try:
-            with errors_named(alias):
-                return _fetch_all(conn, sql, params)
-        except ShardUnavailable:
-            if attempt or conn.in_atomic_block:
-                raise
-    raise AssertionError("unreachable")
+    try:
+        return _fetch_all(conn, sql, params)
+    except OperationalError as exc:
+        unavailable = _unavailable(alias, exc)
+        if unavailable is None:
+            raise
+        if conn.in_atomic_block:
+            raise unavailable from exc
+    try:
+        return _fetch_all(conn, sql, params)
+    except OperationalError as exc:
+        unavailable = _unavailable(alias, exc)
+        if unavailable is None:
+            raise
+        raise unavailable from exc
+
+
+def _unavailable(alias: str, exc: OperationalError) -> ShardUnavailable | None:
+    """:class:`ShardUnavailable` if ``exc`` means the server is not there (its connection is
+    then discarded), else None."""
+    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+    if code in CONNECTION_LOST or "unable to open database file" in str(exc):
+        _discard_broken(alias)
+        return ShardUnavailable(alias, str(exc))
+    return None
 
 
 def _fetch_all(
     conn: BaseDatabaseWrapper, sql: str, params: list[Any] | tuple[Any, ...]
 ) -> list[tuple[Any, ...]]:
-    with statement_cursor(conn) as cursor:
-        cursor.execute(sql, params)
-        return list(cursor.fetchall())
+    if conn.vendor != "mysql" or conn.queries_logged:
+        with conn.cursor() as cursor:
+            cursor.execute(sql, params)
+            return list(cursor.fetchall())
+    # statement_cursor() spelled out: this is every read's path, and each layer costs.
+    conn.validate_thread_sharing()
+    conn.validate_no_broken_transaction()
+    if conn.connection is None:
+        conn.ensure_connection()
+    try:
+        cursor = conn.connection.cursor()
+        try:
+            cursor.execute(sql, params)
+            return list(cursor.fetchall())
+        finally:
+            cursor.close()
+    except Exception:
+        with conn.wrap_database_errors:  # the driver's exception, as Django's
+            raise
 
 
 class statement_cursor:  # lower case: used like the function it replaced
