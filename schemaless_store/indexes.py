@@ -28,6 +28,7 @@ RESERVED_COLUMNS = frozenset({"entity_id"})
 MAX_ROWS_PER_ENTITY = 1000
 # Column values a query's re-check remembers (values shared by many entities of a page).
 MEMO_LIMIT = 4096
+_MISSING = object()
 
 
 def is_identifier(name: object) -> bool:
@@ -202,10 +203,25 @@ class Index:
         """
         combinations = 1
         for n, prop in enumerate(self.properties):
-            if prop not in properties:
+            value = properties.get(prop, _MISSING)
+            if value is _MISSING:
                 return False
-            value = properties[prop]
-            elements = value if type(value) is list else (value,)
+            kind = type(value)
+            if memo is not None and (kind is str or kind is int or kind is bytes):
+                # One scalar (the usual case): its column value, memoized, is the whole test.
+                key = (self.name, prop, kind, value)
+                column = memo.get(key)
+                if column is None:
+                    try:
+                        column = self.column_value(prop, value)
+                    except IndexValueError:
+                        return False
+                    if len(memo) < MEMO_LIMIT:
+                        memo[key] = column
+                if column != values[n]:
+                    return False
+                continue
+            elements = value if kind is list else (value,)
             combinations *= len(elements)
             found = False
             for element in elements:  # every element must fit, as in rows_for

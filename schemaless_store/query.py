@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import operator
 import threading
 import uuid
 import zlib
@@ -42,6 +43,15 @@ CURSOR_SALT = "schemaless_store.query.cursor"
 LOOKUPS = ("exact", "in", "gt", "gte", "lt", "lte")
 RANGE_LOOKUPS = ("gt", "gte", "lt", "lte")
 _SQL_OP = {"exact": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+# The same comparisons in Python (column value, condition's column value): the re-check.
+_CHECKS: dict[str, Callable[[Any, Any], bool]] = {
+    "exact": operator.eq,
+    "gt": operator.gt,
+    "gte": operator.ge,
+    "lt": operator.lt,
+    "lte": operator.le,
+    "in": lambda value, targets: value in targets,
+}
 
 
 _ENTITY: Any = None
@@ -425,12 +435,17 @@ class IndexQuery:
                     from .cells import latest_by_keys
 
                     entities.update(latest_by_keys(elsewhere, self.column))
+            memo = self.__dict__.setdefault("_memo", {})
+            implies, meets = index.implies, self._row_meets_conditions
             for key, row in chunk:
                 entity_id = row[-1]
                 if entity_id in seen:
                     continue
                 entity = entities.get(entity_id)
-                if entity is None or not self._row_is_current(index, row, entity):
+                # The re-check (_row_is_current), spelled out: it runs once per candidate.
+                if entity is None or not (
+                    implies(entity.body_properties(), row, memo) and meets(index, row)
+                ):
                     continue
                 seen.add(entity_id)
                 yield key, entity
@@ -528,21 +543,13 @@ class IndexQuery:
         cached = self.__dict__.get("_placed")
         if cached is None or cached[0] is not index:
             position = {p: n for n, p in enumerate(index.properties)}
-            placed = [(position[p], lookup, t) for p, lookup, t in self._column_conditions(index)]
+            placed = [
+                (position[p], _CHECKS[lookup], frozenset(t) if lookup == "in" else t)
+                for p, lookup, t in self._column_conditions(index)
+            ]
             cached = self._placed = (index, placed)
-        for n, lookup, target in cached[1]:
-            value = values[n]
-            if lookup == "exact" and value != target:
-                return False
-            if lookup == "in" and value not in target:
-                return False
-            if lookup == "gt" and not value > target:
-                return False
-            if lookup == "gte" and not value >= target:
-                return False
-            if lookup == "lt" and not value < target:
-                return False
-            if lookup == "lte" and not value <= target:
+        for n, check, target in cached[1]:  # noqa: SIM110 - all() of a generator is slower
+            if not check(values[n], target):
                 return False
         return True
 

@@ -37,7 +37,7 @@ from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemaless_store import Index, checks, shards
+from schemaless_store import Index, checks, feed, shards
 from schemaless_store.codec import FORMAT_MSGPACK, FORMAT_MSGPACK_ZLIB, MAX_NESTING, MsgpackCodec
 from schemaless_store.exceptions import (
     BodyTooLarge,
@@ -51,7 +51,7 @@ from schemaless_store.exceptions import (
     UnsupportedValue,
 )
 from schemaless_store.indexes import registry
-from schemaless_store.models import Entity
+from schemaless_store.models import Cell, Entity
 from schemaless_store.query import CURSOR_SALT, _CursorSerializer
 from tests.conftest import STORE
 from tests.reliability_report import record
@@ -80,7 +80,7 @@ INJECTIONS = [
 
 
 def store_tables() -> list[str]:
-    return ["entities", *(index.name for index in registry.valid())]
+    return ["entities", "cell", "cell_head", *(index.name for index in registry.valid())]
 
 
 def snapshot() -> dict[tuple[str, str], list[tuple]]:
@@ -673,6 +673,43 @@ def test_injection_in_management_command_arguments(seeded):
             cases += 1
     assert_unchanged(before, "hostile command arguments")
     record("SQL injection: runcleaner --index/--shard, dropindex names", cases, 0, 0)
+
+
+def test_injection_in_cell_columns_and_feed_positions(seeded):
+    before = snapshot()
+    row = uuid.uuid4()
+    cases = 0
+    for text in INJECTIONS:
+        column = text[:64]
+        Cell.objects.put(row, column, {"v": text})  # a column name is a parameter
+        assert Cell.objects.get_cell(row, column).body == {"v": text}
+        cases += 1
+        with pytest.raises(InvalidQuery):  # a feed position is a number or nothing
+            feed.changes(shards.shard_aliases()[0], after=text)  # type: ignore[arg-type]
+        cases += 1
+    assert len(Cell.objects.row(row)) == len({text[:64] for text in INJECTIONS})
+    for alias in shards.shard_aliases():  # the cells just written are expected; nothing else
+        with connections[alias].cursor() as cursor:
+            cursor.execute("DELETE FROM cell WHERE row_key = %s", [row.bytes])
+            cursor.execute("DELETE FROM cell_head WHERE row_key = %s", [row.bytes])
+    assert_unchanged(before, "hostile cell columns and feed positions")
+    record("SQL injection: cell column names, feed positions", cases, 0, 0)
+
+
+def test_injection_in_the_cell_admin_and_tailchanges(seeded):
+    client = client_for("view_cell")
+    before = snapshot()
+    cases = 0
+    for text in INJECTIONS:
+        response = client.get("/admin/schemaless_store/cell/", {"row": text})
+        assert response.status_code == 200 and "is not a row key" in response.content.decode()
+        with pytest.raises(CommandError):
+            call_command(
+                "tailchanges", "--once", "--shard", text, stdout=io.StringIO(), stderr=io.StringIO()
+            )
+        cases += 2
+    assert_unchanged(before, "hostile cell admin rows and tailchanges shards")
+    record("SQL injection: cell admin row parameter, tailchanges --shard", cases, 0, 0)
 
 
 # --- 4. Unicode and sizes ------------------------------------------------------------------
