@@ -18,7 +18,7 @@ from django.db import models
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
-from . import keys, shards
+from . import keys, query, shards
 from .codec import decode_body
 from .exceptions import (
     BulkWriteNotSupported,
@@ -97,8 +97,6 @@ class EntityManager(models.Manager.from_queryset(EntityQuerySet)):  # type: igno
                 "Entity.objects.get() takes only id=...; query properties with filter_index(), "
                 "row columns with Entity.objects.using(alias).get(...)"
             )
-        from . import query
-
         found = query.get_one(kwargs["id"])
         if found is None:
             raise self.model.DoesNotExist(f"no entity with id {kwargs['id']!r}")
@@ -106,20 +104,14 @@ class EntityManager(models.Manager.from_queryset(EntityQuerySet)):  # type: igno
 
     def get_many(self, ids: Iterable[Any]) -> dict[uuid.UUID, Entity]:
         """The entities that exist among ``ids``, by id (one query per shard)."""
-        from . import query
-
         return query.get_many(ids)
 
     def filter_index(self, **conditions: Any) -> Any:
         """A lazy query over the index that covers ``conditions``; see :mod:`.query`."""
-        from . import query
-
         return query.IndexQuery(conditions)
 
     def all(self) -> Any:
         """Every entity on every shard (for browsing; walks the shards one after another)."""
-        from . import query
-
         return query.AllEntities()
 
     def bulk_put(
@@ -402,7 +394,6 @@ class CellManager(models.Manager.from_queryset(CellQuerySet)):  # type: ignore[m
     def filter_index(self, column_name: str, **conditions: Any) -> Any:
         """A lazy query over the indexes of one cell column (``Index(..., column=...)``): the
         latest version of each matching row, re-checked like entities (see :mod:`.query`)."""
-        from . import query
         from .cells import check_column
 
         check_column(column_name)

@@ -140,9 +140,12 @@ def get_one(entity_id: Any) -> Any | None:
     rows = shards.read(alias, _SELECT_ONE, (key,), conn)
     if not rows:
         return None
-    added_id, row_id, updated, body = rows[0]
-    build = _entity_model().row_builder()
-    return build(alias, added_id, bytes(row_id), _datetime_converter(conn)(updated), bytes(body))
+    added_id, _row_id, updated, body = rows[0]
+    if conn.vendor == "mysql" and settings.USE_TZ and updated is not None:
+        updated = updated.replace(tzinfo=conn.timezone)  # _datetime_converter's work, inline
+    elif conn.vendor != "mysql":
+        updated = _datetime_converter(conn)(updated)
+    return (_ENTITY or _entity_model()).row_builder()(alias, added_id, key, updated, bytes(body))
 
 
 def get_many(ids: Iterable[Any]) -> dict[uuid.UUID, Any]:
