@@ -172,6 +172,16 @@ class Index:
         An entity that lacks any of the properties has no rows; a list value gives one row per
         element (so a row per combination when several properties are lists).
         """
+        scalars = []
+        for prop in self.properties:
+            value = properties.get(prop, _MISSING)
+            if value is _MISSING:
+                return set()
+            if type(value) is list:
+                break
+            scalars.append(self.column_value(prop, value))
+        else:  # no list values (the usual case): one row
+            return {tuple(scalars)}
         per_property: list[list[Any]] = []
         for prop in self.properties:
             if prop not in properties:
