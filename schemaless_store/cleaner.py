@@ -64,6 +64,11 @@ DONE, INTERRUPTED, FAILED, SKIPPED = "done", "interrupted", "failed", "skipped"
 BACKFILL, REPAIR, SWEEP = "backfill", "repair", "sweep"
 
 Row = tuple[Index, tuple[Any, ...], bytes]  # (index, column values, entity id)
+# How the cleaner reads ``updated``: as text. It is only compared for equality (a version) and
+# passed back as a keyset bound, and text costs no Python datetime per row (profiled: building
+# them was 15% of a backfill's CPU).
+UPDATED = "CAST(updated AS CHAR)"
+
 # One entity read from a shard: (added_id, id, updated as read, body).
 EntityRow = tuple[int, bytes, Any, bytes]
 # What a row was read at: (added_id, updated). Every write changes updated; a delete and
@@ -637,7 +642,7 @@ class Cleaner:
         extra, extra_params = source.where()
         return self._entity_rows(
             alias,
-            f"SELECT added_id, {source.id_column}, updated, body FROM {source.table} "
+            f"SELECT added_id, {source.id_column}, {UPDATED}, body FROM {source.table} "
             f"WHERE added_id > %s AND added_id <= %s{extra} "
             f"ORDER BY added_id LIMIT {self.batch_size}",
             [after, upto, *extra_params],
@@ -655,7 +660,7 @@ class Cleaner:
             params = [*params, updated, updated, bound[1]]
         return self._entity_rows(
             alias,
-            f"SELECT added_id, {source.id_column}, updated, body FROM {source.table} {where}"
+            f"SELECT added_id, {source.id_column}, {UPDATED}, body FROM {source.table} {where}"
             f"ORDER BY updated DESC, added_id DESC LIMIT {self.batch_size}",
             params,
         )
@@ -692,7 +697,7 @@ class Cleaner:
                 marks = ", ".join(["%s"] * len(chunk))
                 with shards.errors_named(alias), shards.connection(alias).cursor() as cursor:
                     cursor.execute(
-                        f"SELECT added_id, {key}, updated, body FROM {source.table} "
+                        f"SELECT added_id, {key}, {UPDATED}, body FROM {source.table} "
                         f"WHERE {key} IN ({marks}){extra}",
                         [*chunk, *extra_params],
                     )
@@ -725,7 +730,7 @@ class Cleaner:
         with shards.errors_named(alias), shards.connection(alias).cursor() as cursor:
             for where, params in queries:
                 cursor.execute(
-                    f"SELECT {source.id_column}, added_id, updated FROM {source.table} "
+                    f"SELECT {source.id_column}, added_id, {UPDATED} FROM {source.table} "
                     f"WHERE {where}{extra}",
                     [*params, *extra_params],
                 )

@@ -105,6 +105,27 @@ def test_backfill_indexes_existing_entities_then_the_index_is_ready(published, p
     assert [e.id for e in found] == [post.id]
 
 
+def test_entities_nobody_changes_are_not_re_checked(published, posts, monkeypatch):
+    """The version a batch was read at (added_id, updated) matches its re-read when nothing
+    changed: only entities changed in between go to the locked re-check (remove_stale)."""
+    from schemaless_store import writes
+
+    rechecked: list[int] = []
+    remove_stale = writes.remove_stale
+
+    def counting(alias, candidates, source=writes.ENTITIES):
+        rechecked.append(len(candidates))
+        return remove_stale(alias, candidates, source)
+
+    monkeypatch.setattr(writes, "remove_stale", counting)
+    raw_delete("index_link", posts[3].id.bytes)  # one row for the repair pass to put back
+    summary = Cleaner(indexes=[PUBLISHED, "index_link"], once=True, batch_size=40).run()
+
+    assert summary.total("inserted") == len(posts) + 1
+    assert rechecked == []
+    assert_exact()
+
+
 class BackfillThenCheck(Cleaner):
     """Runs ``after_backfill`` once the backfill is over, before the first repair pass."""
 
