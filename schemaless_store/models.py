@@ -18,7 +18,7 @@ from django.db import models
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
-from . import keys, query, shards
+from . import keys, query, shards, writes
 from .codec import decode_body
 from .exceptions import (
     BulkWriteNotSupported,
@@ -56,8 +56,6 @@ class EntityQuerySet(models.QuerySet):
 
     def delete(self) -> tuple[int, dict[str, int]]:
         """Delete each entity through the write path, so its index rows go too."""
-        from . import writes
-
         deleted = 0
         for entity in self.iterator(chunk_size=500):
             deleted += writes.delete(entity)
@@ -84,8 +82,6 @@ class EntityManager(models.Manager.from_queryset(EntityQuerySet)):  # type: igno
 
     def create(self, **properties: Any) -> Entity:
         """Create an entity from keyword properties (``id`` optional); fails if the id exists."""
-        from . import writes
-
         entity = self.model(**properties)
         writes.create(entity)
         return entity
@@ -123,8 +119,6 @@ class EntityManager(models.Manager.from_queryset(EntityQuerySet)):  # type: igno
         ``bulk_create``, no ``pre_save``/``post_save`` signals are sent. Every item is validated
         before anything is written.
         """
-        from . import writes
-
         items = [e if isinstance(e, Entity) else self.model.from_properties(e) for e in entities]
         writes.put_many(items, batch_size=batch_size)
         return items
@@ -295,16 +289,12 @@ class Entity(models.Model):
     def save(self, *args: Any, force_insert: bool = False, **kwargs: Any) -> None:
         """Write the entity and its index rows (DESIGN section 3). ``using`` is ignored:
         the entity's id picks its shard."""
-        from . import writes
-
         writes.save(self, force_insert=bool(force_insert))
 
     save.alters_data = True  # type: ignore[attr-defined]
 
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
         """Delete the entity, then its index rows."""
-        from . import writes
-
         deleted = writes.delete(self)
         return deleted, {self._meta.label: deleted}
 

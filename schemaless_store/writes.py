@@ -50,6 +50,7 @@ from .exceptions import (
 )
 from .indexes import ENTITIES, Index, Source
 from .lifecycle import maintained_indexes
+from .signals import only_store_receivers
 
 if TYPE_CHECKING:
     from .models import Entity
@@ -173,8 +174,15 @@ def _group(
     rows: Iterable[tuple[Index, tuple[Any, ...], bytes]],
 ) -> dict[tuple[Index, str], list[tuple[Any, ...]]]:
     groups: dict[tuple[Index, str], list[tuple[Any, ...]]] = defaultdict(list)
+    # (type, shard_on column value) -> alias: an entity's indexes often share it. The type is
+    # part of the key: True, 1 and 1.0 are equal in Python but route as different values.
+    routed: dict[tuple[type, Any], str] = {}
     for index, row, entity_id in rows:
-        alias = shards.alias_for(index.routing_key(row[index.shard_position]))
+        value = row[index.shard_position]
+        key = (type(value), value)
+        alias = routed.get(key)
+        if alias is None:
+            alias = routed[key] = shards.alias_for(index.routing_key(value))
         groups[index, alias].append((*row, entity_id))
     return groups
 
@@ -419,8 +427,6 @@ def create(entity: Entity) -> None:
 
 
 def _can_insert_directly(conn: Any) -> bool:
-    from .signals import only_store_receivers
-
     return (
         conn.vendor == "mysql"
         and not conf.get().history
