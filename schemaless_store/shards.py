@@ -129,21 +129,16 @@ def read(
     """
     if conn is None:
         conn = connections[alias]
-    try:
-        return _fetch_all(conn, sql, params)
-    except OperationalError as exc:
-        unavailable = _unavailable(alias, exc)
-        if unavailable is None:
-            raise
-        if conn.in_atomic_block:
-            raise unavailable from exc
-    try:
-        return _fetch_all(conn, sql, params)
-    except OperationalError as exc:
-        unavailable = _unavailable(alias, exc)
-        if unavailable is None:
-            raise
-        raise unavailable from exc
+    for attempt in (0, 1):
+        try:
+            return _fetch_all(conn, sql, params)
+        except OperationalError as exc:
+            unavailable = _unavailable(alias, exc)
+            if unavailable is None:
+                raise
+            if attempt or conn.in_atomic_block:
+                raise unavailable from exc
+    raise AssertionError("unreachable")
 
 
 def _unavailable(alias: str, exc: OperationalError) -> ShardUnavailable | None:
