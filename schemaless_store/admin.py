@@ -671,8 +671,21 @@ class IndexStateAdmin(admin.ModelAdmin):
         return HttpResponseRedirect(_health_url(name))
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Nothing can be added, changed or deleted: a record or an immutable store."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(CleanerPass)
-class CleanerPassAdmin(admin.ModelAdmin):
+class CleanerPassAdmin(ReadOnlyAdmin):
     """Every recorded cleaner pass, read-only (the cleaner writes them)."""
 
     list_display = (
@@ -691,29 +704,11 @@ class CleanerPassAdmin(admin.ModelAdmin):
     list_filter = ("index_name", "shard", "kind", "status")
     # No date_hierarchy: on MySQL it needs the server's time zone tables, often not loaded.
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(Cell)
-class CellAdmin(admin.ModelAdmin):
+class CellAdmin(ReadOnlyAdmin):
     """The cell store, read-only: a row's columns (latest version of each), a column's versions,
     and two versions compared. Cells are immutable: nothing can be added, changed or deleted."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def get_urls(self) -> list[URLPattern]:
         wrap = self.admin_site.admin_view
