@@ -536,11 +536,13 @@ def test_check_now_reports_logs_and_shows_problems():
     assert LogEntry.objects.count() == len(registry.valid())
 
     # Break the index: one row gone, one row that no entity implies.
-    victim = entities[0]
-    with connections[shards.alias_for(keys.encode_key(victim["link"]))].cursor() as cursor:
-        cursor.execute("DELETE FROM index_link WHERE entity_id = %s", [victim.id.bytes])
-    stale = keys.encode_key("https://nobody")
-    insert_index_row("index_link", shards.alias_for(stale), (stale, entities[1].id.bytes))
+    victim, link_index = entities[0], registry.get("index_link")
+    for alias in shards.shard_aliases():
+        with connections[alias].cursor() as cursor:
+            cursor.execute("DELETE FROM index_link WHERE entity_id = %s", [victim.id.bytes])
+    stale = keys.encode_key("https://nobody")  # its column value; routed as the store does
+    home = shards.alias_for(link_index.routing_key(stale))
+    insert_index_row("index_link", home, (stale, entities[1].id.bytes))
     response = client.post(
         CHECK,
         {"sample": "10", "index": "index_link", "csrfmiddlewaretoken": token},
