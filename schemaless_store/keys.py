@@ -176,6 +176,10 @@ class ColumnType:
     """
 
     name: str = ""
+    # The type of every value ``to_db`` returns (bytes, int or float), which lets index rows be
+    # written as literals without the driver's escaping (:mod:`.literals`); None: unknown, the
+    # driver renders them.
+    python_type: type | None = None
 
     def __init__(self, max_bytes: int = 255) -> None:
         self.max_bytes = max_bytes
@@ -209,6 +213,7 @@ class KeyColumn(ColumnType):
     """The default: any scalar, stored with :func:`encode_key` in a ``VARBINARY``."""
 
     name = "key"
+    python_type = bytes
 
     def to_db(self, value: Any) -> bytes:
         return self._check_length(encode_key(value))
@@ -224,6 +229,7 @@ class IntColumn(ColumnType):
     """``BIGINT``: Python ints only (not bools)."""
 
     name = "int"
+    python_type = int
 
     def to_db(self, value: Any) -> int:
         if type(value) is not int:
@@ -240,6 +246,7 @@ class FloatColumn(ColumnType):
     """``DOUBLE``: ints and floats, NaN and infinities refused."""
 
     name = "float"
+    python_type = float
 
     def to_db(self, value: Any) -> float:
         if type(value) not in (int, float):
@@ -259,6 +266,7 @@ class StrColumn(ColumnType):
     """UTF-8 bytes in a ``VARBINARY``: compares by code point, no collation or padding rules."""
 
     name = "str"
+    python_type = bytes
 
     def to_db(self, value: Any) -> bytes:
         if type(value) is not str:
@@ -279,6 +287,7 @@ class BytesColumn(ColumnType):
     """Raw bytes in a ``VARBINARY``."""
 
     name = "bytes"
+    python_type = bytes
 
     def to_db(self, value: Any) -> bytes:
         if type(value) is not bytes:
@@ -296,6 +305,7 @@ class UUIDColumn(ColumnType):
     """``BINARY(16)``: ``uuid.UUID`` values."""
 
     name = "uuid"
+    python_type = bytes
 
     def to_db(self, value: Any) -> bytes:
         if type(value) is not uuid.UUID:
@@ -313,6 +323,7 @@ class DateTimeColumn(ColumnType):
     """``BIGINT`` microseconds since the epoch (UTC): aware datetimes only."""
 
     name = "datetime"
+    python_type = int
 
     def to_db(self, value: Any) -> int:
         if type(value) is not dt.datetime:

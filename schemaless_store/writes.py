@@ -37,7 +37,7 @@ from django.conf import settings
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
-from . import cells, conf, lifecycle, shards
+from . import cells, conf, lifecycle, literals, shards
 from .codec import decode_body
 from .exceptions import (
     BodyTooLarge,
@@ -201,12 +201,43 @@ def add_index_rows(rows: Iterable[tuple[Index, tuple[Any, ...], bytes]]) -> None
             plain.append((index, values, entity_id))
     for (index, alias), values in _group(plain).items():
         conn = shards.index_connection(alias)
-        sql = _insert_sql(index, conn.vendor, conn.ops.quote_name)
+        quote = conn.ops.quote_name
         with shards.errors_named(alias), shards.statement_cursor(conn) as cursor:
-            if len(values) == 1:  # executemany's statement rewriting costs more than it saves
-                cursor.execute(sql, values[0])
+            mysql = _mysql_insert(index, quote) if conn.vendor == "mysql" else None
+            if mysql is not None:
+                head, tail, row_format = mysql
+                for sql in literals.statements(head, values, row_format, tail):
+                    cursor.execute(sql)
+            elif len(values) == 1:  # executemany's statement rewriting costs more than it saves
+                cursor.execute(_insert_sql(index, conn.vendor, quote), values[0])
             else:
-                cursor.executemany(sql, values)
+                cursor.executemany(_insert_sql(index, conn.vendor, quote), values)
+
+
+# Built once per index: the text around the rows, and how each row is written.
+_MYSQL_INSERT: dict[tuple[str, tuple[str, ...], tuple[Any, ...]], Any] = {}
+
+
+def _mysql_insert(
+    index: Index, quote: Callable[[str], str]
+) -> tuple[str, str, literals.RowFormat] | None:
+    """The idempotent multi-row ``INSERT`` of ``index`` on MySQL, with its rows written as
+    literals (:mod:`.literals`): the text before the rows, after them, and the rows' format.
+    None when a column type does not say what its values are (the driver renders them)."""
+    types = tuple(index.columns[p].python_type for p in index.properties)
+    key = (index.name, index.properties, types)
+    if key not in _MYSQL_INSERT:
+        parts = None
+        if all(t in literals.TYPES for t in types):
+            columns = ", ".join(quote(c) for c in (*index.properties, "entity_id"))
+            entity_col = quote("entity_id")
+            parts = (
+                f"INSERT INTO {quote(index.name)} ({columns}) VALUES ",
+                f" ON DUPLICATE KEY UPDATE {entity_col} = {entity_col}",
+                literals.RowFormat([*types, bytes]),
+            )
+        _MYSQL_INSERT[key] = parts
+    return _MYSQL_INSERT[key]
 
 
 _INSERT_SQL: dict[tuple[str, tuple[str, ...], str], str] = {}
