@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import operator
 from binascii import hexlify
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 # Largest statement sent at once (MySQLdb's executemany uses the same bound); a longer batch
@@ -70,20 +70,30 @@ class RowFormat:
         return self._template % tuple(c(v) for c, v in zip(self._converters, row, strict=True))
 
 
-def statements(
-    head: str, rows: Iterable[Sequence[Any]], row_format: RowFormat, tail: str = ""
-) -> Iterator[str]:
-    """``head`` + the rendered rows + ``tail``, as statements of at most
-    :data:`MAX_STATEMENT_BYTES` (a single longer row still goes, alone)."""
-    start, end = head.encode("ascii"), tail.encode("ascii")
-    parts: list[bytes] = []
-    size = len(start) + len(end)
-    for row in rows:
-        literal = row_format.render(row)
-        if parts and size + len(literal) + 1 > MAX_STATEMENT_BYTES:
-            yield (start + b",".join(parts) + end).decode("ascii")
-            parts, size = [], len(start) + len(end)
-        parts.append(literal)
-        size += len(literal) + 1
-    if parts:
-        yield (start + b",".join(parts) + end).decode("ascii")
+class Insert:
+    """A multi-row ``INSERT``: the text before the rows, the rows' format, the text after."""
+
+    __slots__ = ("_head", "_row_format", "_tail")
+
+    def __init__(self, head: str, row_format: RowFormat, tail: str = "") -> None:
+        self._head, self._tail = head.encode("ascii"), tail.encode("ascii")
+        self._row_format = row_format
+
+    def statements(self, rows: Sequence[Sequence[Any]]) -> Iterator[str]:
+        """The statements that insert ``rows``, each at most :data:`MAX_STATEMENT_BYTES`
+        long (a single longer row still goes, alone)."""
+        head, tail, render = self._head, self._tail, self._row_format.render
+        if len(rows) == 1:  # a single put's row
+            yield (head + render(rows[0]) + tail).decode("ascii")
+            return
+        parts: list[bytes] = []
+        size = len(head) + len(tail)
+        for row in rows:
+            literal = render(row)
+            if parts and size + len(literal) + 1 > MAX_STATEMENT_BYTES:
+                yield (head + b",".join(parts) + tail).decode("ascii")
+                parts, size = [], len(head) + len(tail)
+            parts.append(literal)
+            size += len(literal) + 1
+        if parts:
+            yield (head + b",".join(parts) + tail).decode("ascii")

@@ -205,8 +205,7 @@ def add_index_rows(rows: Iterable[tuple[Index, tuple[Any, ...], bytes]]) -> None
         with shards.errors_named(alias), shards.statement_cursor(conn) as cursor:
             mysql = _mysql_insert(index, quote) if conn.vendor == "mysql" else None
             if mysql is not None:
-                head, tail, row_format = mysql
-                for sql in literals.statements(head, values, row_format, tail):
+                for sql in mysql.statements(values):
                     cursor.execute(sql)
             elif len(values) == 1:  # executemany's statement rewriting costs more than it saves
                 cursor.execute(_insert_sql(index, conn.vendor, quote), values[0])
@@ -214,30 +213,30 @@ def add_index_rows(rows: Iterable[tuple[Index, tuple[Any, ...], bytes]]) -> None
                 cursor.executemany(_insert_sql(index, conn.vendor, quote), values)
 
 
-# Built once per index: the text around the rows, and how each row is written.
-_MYSQL_INSERT: dict[tuple[str, tuple[str, ...], tuple[Any, ...]], Any] = {}
+# Per index object (a redeclared index is another object): its multi-row INSERT on MySQL.
+_MYSQL_INSERT: dict[Index, literals.Insert | None] = {}
 
 
-def _mysql_insert(
-    index: Index, quote: Callable[[str], str]
-) -> tuple[str, str, literals.RowFormat] | None:
-    """The idempotent multi-row ``INSERT`` of ``index`` on MySQL, with its rows written as
-    literals (:mod:`.literals`): the text before the rows, after them, and the rows' format.
-    None when a column type does not say what its values are (the driver renders them)."""
-    types = tuple(index.columns[p].python_type for p in index.properties)
-    key = (index.name, index.properties, types)
-    if key not in _MYSQL_INSERT:
-        parts = None
-        if all(t in literals.TYPES for t in types):
-            columns = ", ".join(quote(c) for c in (*index.properties, "entity_id"))
-            entity_col = quote("entity_id")
-            parts = (
-                f"INSERT INTO {quote(index.name)} ({columns}) VALUES ",
-                f" ON DUPLICATE KEY UPDATE {entity_col} = {entity_col}",
-                literals.RowFormat([*types, bytes]),
-            )
-        _MYSQL_INSERT[key] = parts
-    return _MYSQL_INSERT[key]
+def _mysql_insert(index: Index, quote: Callable[[str], str]) -> literals.Insert | None:
+    """The idempotent multi-row ``INSERT`` of ``index`` on MySQL, its rows written as literals
+    (:mod:`.literals`); None when a column type does not say what its values are (then the
+    driver renders them)."""
+    try:
+        return _MYSQL_INSERT[index]
+    except KeyError:
+        pass
+    types = [index.columns[p].python_type for p in index.properties]
+    insert = None
+    if all(t in literals.TYPES for t in types):
+        columns = ", ".join(quote(c) for c in (*index.properties, "entity_id"))
+        entity_col = quote("entity_id")
+        insert = literals.Insert(
+            f"INSERT INTO {quote(index.name)} ({columns}) VALUES ",
+            literals.RowFormat([*types, bytes]),
+            f" ON DUPLICATE KEY UPDATE {entity_col} = {entity_col}",
+        )
+    _MYSQL_INSERT[index] = insert
+    return insert
 
 
 _INSERT_SQL: dict[tuple[str, tuple[str, ...], str], str] = {}

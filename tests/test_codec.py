@@ -52,7 +52,9 @@ def same(a, b) -> bool:
     if isinstance(a, float) and math.isnan(a):
         return math.isnan(b)
     if isinstance(a, dt.datetime):
-        return a == b and a.utcoffset() == b.utcoffset()
+        # Wall time and offset, not ==: PEP 495 makes a time in a repeated hour (a DST fold)
+        # unequal to every datetime of another tzinfo, even at the same instant.
+        return a.replace(tzinfo=None) == b.replace(tzinfo=None) and a.utcoffset() == b.utcoffset()
     return a == b
 
 
@@ -64,6 +66,17 @@ def test_zoneinfo_datetime_comes_back_with_the_same_offset():
     value = dt.datetime(2021, 7, 1, 12, tzinfo=zoneinfo.ZoneInfo("Europe/Paris"))
     back = codec.decode(codec.encode({"t": value}))["t"]
     assert back == value and back.utcoffset() == value.utcoffset()
+
+
+@pytest.mark.parametrize("fold", [0, 1])
+def test_a_time_in_a_repeated_hour_keeps_its_instant_and_offset(fold):
+    # 01:30 happened twice in New York on 2017-11-05: at -04:00 (fold 0), then at -05:00.
+    value = dt.datetime(2017, 11, 5, 1, 30, tzinfo=zoneinfo.ZoneInfo("America/New_York"), fold=fold)
+    back = codec.decode(codec.encode({"t": value}))["t"]
+    assert back.utcoffset() == value.utcoffset() == dt.timedelta(hours=-4 - fold)
+    assert back.timestamp() == value.timestamp()
+    assert same(back, value)
+    assert back != value  # Python's own ==, across tzinfos, in a fold (PEP 495)
 
 
 def test_nan_round_trips():

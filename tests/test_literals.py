@@ -61,13 +61,17 @@ def test_only_bytes_int_and_float_columns_have_a_format():
 def test_long_batches_are_split_into_bounded_statements(monkeypatch):
     monkeypatch.setattr(literals, "MAX_STATEMENT_BYTES", 100)
     rows = [(bytes([n]) * 10,) for n in range(20)]
-    sql = list(literals.statements("INSERT INTO t (a) VALUES ", rows, literals.RowFormat([bytes])))
+    insert = literals.Insert("INSERT INTO t (a) VALUES ", literals.RowFormat([bytes]))
+    sql = list(insert.statements(rows))
     assert len(sql) > 1
     assert all(len(s) <= 100 for s in sql)
     rendered = ",".join(s.removeprefix("INSERT INTO t (a) VALUES ") for s in sql)
     assert rendered == ",".join(f"(X'{row[0].hex()}')" for row in rows)
     too_long = [(b"x" * 200,)]  # a row longer than the bound still goes, alone
-    assert len(list(literals.statements("I ", too_long, literals.RowFormat([bytes])))) == 1
+    assert len(list(insert.statements(too_long))) == 1
+    assert list(insert.statements(rows[:1])) == [
+        "INSERT INTO t (a) VALUES (X'00000000000000000000')"
+    ]
 
 
 @pytest.mark.mariadb_only
