@@ -87,10 +87,11 @@ def test_values_read_back_from_mariadb_are_the_values_written(rows):
             "(n INT AUTO_INCREMENT PRIMARY KEY, b VARBINARY(64), i BIGINT, f DOUBLE)"
         )
         try:
-            fmt = literals.RowFormat([bytes, int, float])
-            for sql in literals.statements(
-                "INSERT INTO literal_check (b, i, f) VALUES ", rows, fmt
-            ):
+            insert = literals.Insert(
+                "INSERT INTO literal_check (b, i, f) VALUES ",
+                literals.RowFormat([bytes, int, float]),
+            )
+            for sql in insert.statements(rows):
                 cursor.execute(sql)
             cursor.execute("SELECT b, i, f FROM literal_check ORDER BY n")
             back = [(bytes(b), i, f) for b, i, f in cursor.fetchall()]
