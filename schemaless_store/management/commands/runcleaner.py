@@ -12,55 +12,18 @@ import logging
 import os
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, OutputWrapper
+from django.core.management.base import BaseCommand, CommandError
 
 from schemaless_store.cleaner import DEFAULT_BATCH_SIZE, DEFAULT_INTERVAL, Cleaner
 from schemaless_store.exceptions import ConfigurationError
+
+from ..arguments import niceness, seconds, share, whole_number
+from ..progress import ProgressStream
 
 LOG_LEVELS = {0: logging.ERROR, 1: logging.INFO}
 # The cleaner is background work: by default it yields the CPU to writers on the same machine
 # (measured: the writer's p99 during a backfill grew 2.6x instead of 3.6x; docs/cleaner.md).
 DEFAULT_NICE = 10
-
-
-def whole_number(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
-    return value
-
-
-def share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value <= 1:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"must be a share above 0 and at most 1, not {text!r}")
-    return value
-
-
-def niceness(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 19:
-        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to 19, not {text!r}")
-    return value
-
-
-def seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"must be a number of seconds (0 or more), not {text!r}")
-    return value
 
 
 class Command(BaseCommand):
@@ -154,7 +117,7 @@ class Command(BaseCommand):
                     interval=options["interval"],
                     lock_wait=options["lock_wait"],
                     progress=verbosity >= 1 and self.stderr.isatty(),
-                    progress_file=_ProgressStream(self.stderr),  # type: ignore[arg-type]
+                    progress_file=ProgressStream(self.stderr),  # type: ignore[arg-type]
                 )
             except (ConfigurationError, ValueError) as exc:
                 raise CommandError(str(exc)) from exc
@@ -172,19 +135,6 @@ class Command(BaseCommand):
         if options["once"] and (summary.failed or summary.problems):
             reasons = [p.describe() for p in summary.failed] + summary.problems
             raise CommandError("the cleaner did not finish its pass: " + "; ".join(reasons))
-
-
-class _ProgressStream:
-    """tqdm redraws its line with ``\\r``: write to the command's stderr without a newline."""
-
-    def __init__(self, out: OutputWrapper) -> None:
-        self.out = out
-
-    def write(self, text: str) -> None:
-        self.out.write(text, ending="")
-
-    def flush(self) -> None:
-        self.out.flush()
 
 
 class _CommandLogHandler(logging.Handler):

@@ -31,7 +31,7 @@ from django.core.management.base import BaseCommand, CommandError
 from schemaless_store import conf, feed, jsonview
 from schemaless_store.exceptions import SchemalessError
 
-from .runcleaner import seconds, whole_number
+from ..arguments import seconds, whole_number
 
 
 def change_to_json(change: feed.Change) -> dict[str, Any]:

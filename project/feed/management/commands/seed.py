@@ -15,10 +15,11 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import factory.random
-from django.core.management.base import BaseCommand, CommandError, OutputWrapper
+from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from schemaless_store.exceptions import UniqueViolation
+from schemaless_store.management.progress import ProgressStream
 from schemaless_store.models import Entity
 
 from ... import entities
@@ -108,7 +109,7 @@ class Command(BaseCommand):
             total=total,
             unit=" entities",
             disable=verbosity == 0,
-            file=_ProgressStream(self.stderr),
+            file=ProgressStream(self.stderr),
             desc="seed",
         ) as bar:
             seeder.put_users(users, bar)
@@ -194,16 +195,3 @@ class Seeder:
         for item in batch:
             self.written[item["kind"]] += 1
         bar.update(len(batch))
-
-
-class _ProgressStream:
-    """tqdm redraws its line with ``\\r``: write to the command's stderr without a newline."""
-
-    def __init__(self, out: OutputWrapper) -> None:
-        self.out = out
-
-    def write(self, text: str) -> None:
-        self.out.write(text, ending="")
-
-    def flush(self) -> None:
-        self.out.flush()
