@@ -226,7 +226,9 @@ def _plan_for(
     leftover = [p for p in rest if p in by_prop]
     if len(leftover) > 1 or (leftover and leftover[0] != rest[0]):
         return None  # a condition the index cannot seek to
-    if order is not None and (not rest or rest[0] != order):
+    # The order may be the next property, or one of the equality prefix (an ``in`` list is
+    # scanned in the order of its values; an ``exact`` one orders nothing, harmlessly).
+    if order is not None and order not in index.properties[:eq_prefix] + rest[:1]:
         return None
     pinned = any(c.prop == index.shard_on and c.lookup == "exact" for c in conditions)
     exact_prefix = sum(
@@ -445,13 +447,34 @@ class IndexQuery:
                 if entity_id in seen:
                     continue
                 entity = entities.get(entity_id)
+                if entity is None:
+                    continue
+                properties = entity.body_properties()
                 # The re-check (_row_is_current), spelled out: it runs once per candidate.
-                if entity is None or not (
-                    implies(entity.body_properties(), row, memo) and meets(index, row)
+                if not (implies(properties, row, memo) and meets(index, row)):
+                    continue
+                # An entity with list values has several rows; it answers at its first
+                # matching one only, so a later page (whose cursor is past that row) never
+                # returns it again. A scalar entity has one row: this one.
+                if any(type(properties.get(p)) is list for p in index.properties) and (
+                    key != self._first_match_key(index, properties, entity_id)
                 ):
                     continue
                 seen.add(entity_id)
                 yield key, entity
+
+    def _first_match_key(
+        self, index: Index, properties: dict[str, Any], entity_id: bytes
+    ) -> tuple[Any, ...]:
+        """The sort key of the entity's first row, in result order, that meets the conditions
+        (the re-check passed, so there is one)."""
+        positions = self._sort_columns(index)
+        matching = [
+            tuple((*row, entity_id)[p] for p in positions)
+            for row in index.rows_for(properties)
+            if self._row_meets_conditions(index, row)
+        ]
+        return max(matching) if self.descending else min(matching)
 
     # --- cursor pagination ------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ import uuid
 
 import pytest
 
+from schemaless_store import keys
 from schemaless_store.exceptions import InvalidCursor, InvalidQuery
 from schemaless_store.models import Entity
 from tests.conftest import STORE
@@ -87,3 +88,69 @@ def test_scatter_gather_pages_merge_shards_in_order():
     # Ordered by user_id, then entity id (the index's own order); every entity exactly once.
     assert [u for u, _p in got] == [u for u in users for _ in range(4)]
     assert sorted(got) == [(u, p) for u in users for p in range(4)]
+
+
+def walk(qs, size: int) -> list[uuid.UUID]:
+    """Every entity of ``qs``, page after page."""
+    got, cursor = [], None
+    while True:
+        page = qs.page(after=cursor, size=size)
+        got.extend(e.id for e in page)
+        if not page.has_next:
+            return got
+        cursor = page.next_cursor
+
+
+def tag_matches(tag: str, conditions: dict) -> bool:
+    checks = {
+        "tags": lambda t: tag == t,
+        "tags__in": lambda t: tag in t,
+        "tags__gt": lambda t: tag > t,
+        "tags__gte": lambda t: tag >= t,
+        "tags__lt": lambda t: tag < t,
+        "tags__lte": lambda t: tag <= t,
+    }
+    return all(checks[key](target) for key, target in conditions.items())
+
+
+TAG_QUERIES = [
+    ({"tags__gte": "a"}, "tags"),
+    ({"tags__gte": "a"}, "-tags"),
+    ({"tags__gt": "a", "tags__lte": "c"}, "tags"),
+    ({"tags__lt": "d"}, "-tags"),
+    ({"tags": "b"}, None),
+    ({"tags__in": ["a", "c", "d"]}, None),
+    ({"tags__in": ["c", "a"]}, "tags"),
+    ({"tags__in": ["a", "b", "c", "d"]}, "-tags"),
+]
+
+
+@pytest.mark.parametrize(("conditions", "order"), TAG_QUERIES)
+def test_pages_return_a_list_valued_entity_once(conditions, order):
+    """An entity with several matching index rows (one per list element) appears once, at its
+    first matching row in the result order, whether the results are read at once or by page."""
+    made = Entity.objects.bulk_put(
+        [
+            {"tags": ["a", "b", "c"]},
+            {"tags": ["a", "b", "c"]},
+            {"tags": ["c", "a", "b"]},
+            {"tags": ["b", "d"]},
+            {"tags": ["d"]},
+            {"tags": "c"},
+            {"tags": ["a", "a", "e"]},
+        ]
+    )
+    qs = Entity.objects.filter_index(**conditions)
+    if order:
+        qs = qs.order_by(order)
+    everything = [e.id for e in qs]
+    descending = bool(order and order.startswith("-"))
+    first_rows = {}  # entity -> its first matching (tag, id) in the result order
+    for entity in made:
+        tags = entity["tags"] if isinstance(entity["tags"], list) else [entity["tags"]]
+        rows = [(keys.encode_key(t), entity.id.bytes) for t in tags if tag_matches(t, conditions)]
+        if rows:
+            first_rows[entity.id] = max(rows) if descending else min(rows)
+    assert everything == sorted(first_rows, key=first_rows.get, reverse=descending)
+    for size in (1, 2, 3, 4):
+        assert walk(qs, size) == everything, f"pages of {size}"
