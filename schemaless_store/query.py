@@ -490,7 +490,9 @@ class IndexQuery:
         if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 1000:
             raise InvalidQuery(f"page size must be an int from 1 to 1000, not {size!r}")
         start = None if after is None else self._decode_cursor(after)
-        sized = self[:size]  # sizes the index batches for one page
+        # Batches of size + 1 rows: one index read finds the page and whether another follows
+        # (a batch of ``size`` would need a second read, and fetch, to learn that).
+        sized = self[: size + 1]
         found = list(islice(sized._matching_keyed(start), size + 1))
         has_next = len(found) > size
         entities = [entity for _key, entity in found[:size]]

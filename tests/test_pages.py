@@ -4,11 +4,12 @@ import uuid
 
 import pytest
 
-from schemaless_store import keys
+from schemaless_store import keys, shards
 from schemaless_store.exceptions import InvalidCursor, InvalidQuery
 from schemaless_store.models import Entity
 from tests.conftest import STORE
 from tests.factories import PostFactory
+from tests.helpers import record_reads
 
 pytestmark = STORE
 
@@ -154,3 +155,40 @@ def test_pages_return_a_list_valued_entity_once(conditions, order):
     assert everything == sorted(first_rows, key=first_rows.get, reverse=descending)
     for size in (1, 2, 3, 4):
         assert walk(qs, size) == everything, f"pages of {size}"
+
+
+@pytest.mark.parametrize(("count", "size"), [(23, 5), (20, 5), (3, 5), (6, 1)])
+def test_a_page_is_one_index_read(monkeypatch, count, size):
+    """Finding a page, and whether another follows, takes one index query: a batch of
+    ``size + 1`` rows (a batch of ``size`` would need a second query, and a second fetch)."""
+    alice = uuid.uuid4().bytes
+    posts(alice, count)
+    qs = Entity.objects.filter_index(user_id=alice).order_by("-published")
+    reads = record_reads(monkeypatch, "index_user_published")
+    cursor, pages = None, 0
+    while True:
+        reads.clear()
+        page = qs.page(after=cursor, size=size)
+        pages += 1
+        assert len(reads) == 1, f"page {pages}: {len(reads)} index reads"
+        assert f"LIMIT {size + 1}" in reads[0].sql
+        if not page.has_next:
+            break
+        cursor = page.next_cursor
+    assert pages == -(-count // size)
+
+
+def test_a_scatter_page_is_one_index_read_per_shard(monkeypatch):
+    users = sorted(uuid.uuid4().bytes for _ in range(6))
+    for user in users:
+        posts(user, 4)
+    qs = Entity.objects.filter_index(user_id__gte=b"").order_by("user_id")
+    reads = record_reads(monkeypatch, qs.index.name)
+    cursor = None
+    while True:
+        reads.clear()
+        page = qs.page(after=cursor, size=7)
+        assert sorted(r.alias for r in reads) == sorted(shards.shard_aliases())
+        if not page.has_next:
+            break
+        cursor = page.next_cursor
