@@ -210,7 +210,14 @@ def parse_conditions(conditions: dict[str, Any]) -> list[Condition]:
 def _plan_for(
     index: Index, conditions: list[Condition], order: str | None
 ) -> tuple[int, ...] | None:
-    """A sort key for how well ``index`` serves the query (higher is better), or None."""
+    """A sort key for how well ``index`` serves the query (higher is better), or None.
+
+    Every index that serves a query has the same equality columns: each property with only
+    ``exact``/``in`` conditions must be in its equality prefix (were it not, it would be the next
+    property, and so in the prefix), and a property with a range cannot be. So the number of
+    equality (and of ``exact``) columns never separates two candidates, and the key does not
+    count them: it prefers a pinned shard (one shard read instead of all), then fewer columns.
+    """
     by_prop: dict[str, list[Condition]] = defaultdict(list)
     for cond in conditions:
         by_prop[cond.prop].append(cond)
@@ -231,10 +238,7 @@ def _plan_for(
     if order is not None and order not in index.properties[:eq_prefix] + rest[:1]:
         return None
     pinned = any(c.prop == index.shard_on and c.lookup == "exact" for c in conditions)
-    exact_prefix = sum(
-        1 for p in index.properties[:eq_prefix] if all(c.lookup == "exact" for c in by_prop[p])
-    )
-    return (eq_prefix, exact_prefix, int(pinned), -len(index.properties))
+    return (int(pinned), -len(index.properties))
 
 
 def choose_index(
@@ -243,7 +247,10 @@ def choose_index(
     allow_building: bool = False,
     column: str | None = None,
 ) -> Index:
-    """The index for a query: most equality columns, then pinned shard, then fewest columns.
+    """The index for a query: among those that serve it, one whose ``shard_on`` value an exact
+    condition pins (one shard read), then the fewest properties, then the table name that
+    sorts first. (Every index that serves a query has the same equality columns: see
+    :func:`_plan_for`.)
 
     Only ``ready`` indexes are used; if only a ``building`` one covers the query,
     :class:`IndexNotReady` says so (unless ``allow_building``).
@@ -269,7 +276,8 @@ def choose_index(
             f"no index covers {wanted}; declared indexes: {declared or 'none'}. An index serves "
             "equality on a prefix of its properties, then a range or ordering on the next one."
         )
-    candidates.sort(key=lambda c: (c[0], c[1]), reverse=True)
+    candidates.sort(key=lambda c: c[1])  # then stable: equal plans stay in name order
+    candidates.sort(key=lambda c: c[0], reverse=True)
     if allow_building:
         return candidates[0][2]
     states = lifecycle.states()
