@@ -210,7 +210,14 @@ def parse_conditions(conditions: dict[str, Any]) -> list[Condition]:
 def _plan_for(
     index: Index, conditions: list[Condition], order: str | None
 ) -> tuple[int, ...] | None:
-    """A sort key for how well ``index`` serves the query (higher is better), or None."""
+    """A sort key for how well ``index`` serves the query (higher is better), or None.
+
+    Every index that serves a query has the same equality columns: each property with only
+    ``exact``/``in`` conditions must be in its equality prefix (were it not, it would be the next
+    property, and so in the prefix), and a property with a range cannot be. So the number of
+    equality (and of ``exact``) columns never separates two candidates, and the key does not
+    count them: it prefers a pinned shard (one shard read instead of all), then fewer columns.
+    """
     by_prop: dict[str, list[Condition]] = defaultdict(list)
     for cond in conditions:
         by_prop[cond.prop].append(cond)
@@ -226,13 +233,12 @@ def _plan_for(
     leftover = [p for p in rest if p in by_prop]
     if len(leftover) > 1 or (leftover and leftover[0] != rest[0]):
         return None  # a condition the index cannot seek to
-    if order is not None and (not rest or rest[0] != order):
+    # The order may be the next property, or one of the equality prefix (an ``in`` list is
+    # scanned in the order of its values; an ``exact`` one orders nothing, harmlessly).
+    if order is not None and order not in index.properties[:eq_prefix] + rest[:1]:
         return None
     pinned = any(c.prop == index.shard_on and c.lookup == "exact" for c in conditions)
-    exact_prefix = sum(
-        1 for p in index.properties[:eq_prefix] if all(c.lookup == "exact" for c in by_prop[p])
-    )
-    return (eq_prefix, exact_prefix, int(pinned), -len(index.properties))
+    return (int(pinned), -len(index.properties))
 
 
 def choose_index(
@@ -241,7 +247,10 @@ def choose_index(
     allow_building: bool = False,
     column: str | None = None,
 ) -> Index:
-    """The index for a query: most equality columns, then pinned shard, then fewest columns.
+    """The index for a query: among those that serve it, one whose ``shard_on`` value an exact
+    condition pins (one shard read), then the fewest properties, then the table name that
+    sorts first. (Every index that serves a query has the same equality columns: see
+    :func:`_plan_for`.)
 
     Only ``ready`` indexes are used; if only a ``building`` one covers the query,
     :class:`IndexNotReady` says so (unless ``allow_building``).
@@ -267,7 +276,8 @@ def choose_index(
             f"no index covers {wanted}; declared indexes: {declared or 'none'}. An index serves "
             "equality on a prefix of its properties, then a range or ordering on the next one."
         )
-    candidates.sort(key=lambda c: (c[0], c[1]), reverse=True)
+    candidates.sort(key=lambda c: c[1])  # then stable: equal plans stay in name order
+    candidates.sort(key=lambda c: c[0], reverse=True)
     if allow_building:
         return candidates[0][2]
     states = lifecycle.states()
@@ -445,13 +455,34 @@ class IndexQuery:
                 if entity_id in seen:
                     continue
                 entity = entities.get(entity_id)
+                if entity is None:
+                    continue
+                properties = entity.body_properties()
                 # The re-check (_row_is_current), spelled out: it runs once per candidate.
-                if entity is None or not (
-                    implies(entity.body_properties(), row, memo) and meets(index, row)
+                if not (implies(properties, row, memo) and meets(index, row)):
+                    continue
+                # An entity with list values has several rows; it answers at its first
+                # matching one only, so a later page (whose cursor is past that row) never
+                # returns it again. A scalar entity has one row: this one.
+                if any(type(properties.get(p)) is list for p in index.properties) and (
+                    key != self._first_match_key(index, properties, entity_id)
                 ):
                     continue
                 seen.add(entity_id)
                 yield key, entity
+
+    def _first_match_key(
+        self, index: Index, properties: dict[str, Any], entity_id: bytes
+    ) -> tuple[Any, ...]:
+        """The sort key of the entity's first row, in result order, that meets the conditions
+        (the re-check passed, so there is one)."""
+        positions = self._sort_columns(index)
+        matching = [
+            tuple((*row, entity_id)[p] for p in positions)
+            for row in index.rows_for(properties)
+            if self._row_meets_conditions(index, row)
+        ]
+        return max(matching) if self.descending else min(matching)
 
     # --- cursor pagination ------------------------------------------------------------------
 
@@ -467,7 +498,9 @@ class IndexQuery:
         if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 1000:
             raise InvalidQuery(f"page size must be an int from 1 to 1000, not {size!r}")
         start = None if after is None else self._decode_cursor(after)
-        sized = self[:size]  # sizes the index batches for one page
+        # Batches of size + 1 rows: one index read finds the page and whether another follows
+        # (a batch of ``size`` would need a second read, and fetch, to learn that).
+        sized = self[: size + 1]
         found = list(islice(sized._matching_keyed(start), size + 1))
         has_next = len(found) > size
         entities = [entity for _key, entity in found[:size]]

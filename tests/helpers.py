@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from django.db import connections
 
 from schemaless_store import shards
@@ -46,3 +49,26 @@ def insert_index_row(table: str, alias: str, values: tuple) -> None:
     marks = ", ".join(["%s"] * len(values))
     with conn.cursor() as cursor:
         cursor.execute(f"INSERT INTO {conn.ops.quote_name(table)} VALUES ({marks})", list(values))
+
+
+@dataclass
+class Read:
+    alias: str
+    sql: str
+    rows: int
+
+
+def record_reads(monkeypatch: Any, table: str | None = None) -> list[Read]:
+    """From now on, every ``shards.read`` (on any thread) whose SQL names ``table`` (default:
+    all), with the number of rows it returned."""
+    reads: list[Read] = []
+    real = shards.read
+
+    def read(alias: str, sql: str, params: Any, conn: Any = None) -> list[tuple]:
+        rows = real(alias, sql, params, conn)
+        if table is None or table in sql:
+            reads.append(Read(alias, sql, len(rows)))
+        return rows
+
+    monkeypatch.setattr(shards, "read", read)
+    return reads

@@ -4,10 +4,12 @@ import uuid
 
 import pytest
 
+from schemaless_store import keys, shards
 from schemaless_store.exceptions import InvalidCursor, InvalidQuery
 from schemaless_store.models import Entity
 from tests.conftest import STORE
 from tests.factories import PostFactory
+from tests.helpers import record_reads
 
 pytestmark = STORE
 
@@ -87,3 +89,106 @@ def test_scatter_gather_pages_merge_shards_in_order():
     # Ordered by user_id, then entity id (the index's own order); every entity exactly once.
     assert [u for u, _p in got] == [u for u in users for _ in range(4)]
     assert sorted(got) == [(u, p) for u in users for p in range(4)]
+
+
+def walk(qs, size: int) -> list[uuid.UUID]:
+    """Every entity of ``qs``, page after page."""
+    got, cursor = [], None
+    while True:
+        page = qs.page(after=cursor, size=size)
+        got.extend(e.id for e in page)
+        if not page.has_next:
+            return got
+        cursor = page.next_cursor
+
+
+def tag_matches(tag: str, conditions: dict) -> bool:
+    checks = {
+        "tags": lambda t: tag == t,
+        "tags__in": lambda t: tag in t,
+        "tags__gt": lambda t: tag > t,
+        "tags__gte": lambda t: tag >= t,
+        "tags__lt": lambda t: tag < t,
+        "tags__lte": lambda t: tag <= t,
+    }
+    return all(checks[key](target) for key, target in conditions.items())
+
+
+TAG_QUERIES = [
+    ({"tags__gte": "a"}, "tags"),
+    ({"tags__gte": "a"}, "-tags"),
+    ({"tags__gt": "a", "tags__lte": "c"}, "tags"),
+    ({"tags__lt": "d"}, "-tags"),
+    ({"tags": "b"}, None),
+    ({"tags__in": ["a", "c", "d"]}, None),
+    ({"tags__in": ["c", "a"]}, "tags"),
+    ({"tags__in": ["a", "b", "c", "d"]}, "-tags"),
+]
+
+
+@pytest.mark.parametrize(("conditions", "order"), TAG_QUERIES)
+def test_pages_return_a_list_valued_entity_once(conditions, order):
+    """An entity with several matching index rows (one per list element) appears once, at its
+    first matching row in the result order, whether the results are read at once or by page."""
+    made = Entity.objects.bulk_put(
+        [
+            {"tags": ["a", "b", "c"]},
+            {"tags": ["a", "b", "c"]},
+            {"tags": ["c", "a", "b"]},
+            {"tags": ["b", "d"]},
+            {"tags": ["d"]},
+            {"tags": "c"},
+            {"tags": ["a", "a", "e"]},
+        ]
+    )
+    qs = Entity.objects.filter_index(**conditions)
+    if order:
+        qs = qs.order_by(order)
+    everything = [e.id for e in qs]
+    descending = bool(order and order.startswith("-"))
+    first_rows = {}  # entity -> its first matching (tag, id) in the result order
+    for entity in made:
+        tags = entity["tags"] if isinstance(entity["tags"], list) else [entity["tags"]]
+        rows = [(keys.encode_key(t), entity.id.bytes) for t in tags if tag_matches(t, conditions)]
+        if rows:
+            first_rows[entity.id] = max(rows) if descending else min(rows)
+    assert everything == sorted(first_rows, key=first_rows.get, reverse=descending)
+    for size in (1, 2, 3, 4):
+        assert walk(qs, size) == everything, f"pages of {size}"
+
+
+@pytest.mark.parametrize(("count", "size"), [(23, 5), (20, 5), (3, 5), (6, 1)])
+def test_a_page_is_one_index_read(monkeypatch, count, size):
+    """Finding a page, and whether another follows, takes one index query: a batch of
+    ``size + 1`` rows (a batch of ``size`` would need a second query, and a second fetch)."""
+    alice = uuid.uuid4().bytes
+    posts(alice, count)
+    qs = Entity.objects.filter_index(user_id=alice).order_by("-published")
+    reads = record_reads(monkeypatch, "index_user_published")
+    cursor, pages = None, 0
+    while True:
+        reads.clear()
+        page = qs.page(after=cursor, size=size)
+        pages += 1
+        assert len(reads) == 1, f"page {pages}: {len(reads)} index reads"
+        assert f"LIMIT {size + 1}" in reads[0].sql
+        if not page.has_next:
+            break
+        cursor = page.next_cursor
+    assert pages == -(-count // size)
+
+
+def test_a_scatter_page_is_one_index_read_per_shard(monkeypatch):
+    users = sorted(uuid.uuid4().bytes for _ in range(6))
+    for user in users:
+        posts(user, 4)
+    qs = Entity.objects.filter_index(user_id__gte=b"").order_by("user_id")
+    reads = record_reads(monkeypatch, qs.index.name)
+    cursor = None
+    while True:
+        reads.clear()
+        page = qs.page(after=cursor, size=7)
+        assert sorted(r.alias for r in reads) == sorted(shards.shard_aliases())
+        if not page.has_next:
+            break
+        cursor = page.next_cursor

@@ -1,15 +1,17 @@
 from __future__ import annotations
 
+import threading
 import uuid
 
 import pytest
 
-from schemaless_store import keys, shards
+from schemaless_store import keys, lifecycle, shards
 from schemaless_store.exceptions import InvalidQuery, NoIndexForQuery, SchemalessError
+from schemaless_store.indexes import Index, create_tables, drop_table, registry
 from schemaless_store.models import Entity
 from tests.conftest import STORE
 from tests.factories import PostFactory
-from tests.helpers import insert_index_row
+from tests.helpers import insert_index_row, record_reads
 
 pytestmark = STORE
 
@@ -165,3 +167,107 @@ def test_a_page_reads_each_entity_from_the_shard_that_owns_it():
     assert {e.id: e.shard for e in page} == {p.id: p.shard for p in posts}
     sliced = list(Entity.objects.filter_index(user_id=user).order_by("published")[:3])
     assert [e.id for e in sliced] == [p.id for p in posts[:3]]
+
+
+# --- scatter-gather: the issue's shape, concurrency, limits ----------------------------------
+
+
+@pytest.fixture
+def published_first():
+    """An index led by ``published`` and sharded on ``user_id``: a range on ``published``
+    alone reads every shard (the issue's scatter shape). Declared on an empty store, so ready."""
+    index = Index(
+        table="index_published_user",
+        properties=["published", "user_id"],
+        shard_on="user_id",
+        types={"published": "int"},
+    )
+    registry.register(index)
+    try:
+        for alias in shards.shard_aliases():
+            create_tables(alias, [index])
+        lifecycle.declare(index)
+        yield index
+    finally:
+        registry.unregister(index.name)
+        for alias in shards.shard_aliases():
+            drop_table(alias, index.name)
+        lifecycle.forget_states()
+
+
+def newest_first(entities: list[Entity], before: int) -> list[uuid.UUID]:
+    """The documented order of ``published__lt=before`` by ``-published``: published, then
+    user_id (the index's next column), then entity id, all descending."""
+    chosen = [e for e in entities if e["published"] < before]
+    chosen.sort(
+        key=lambda e: (e["published"], keys.encode_key(e["user_id"]), e.id.bytes), reverse=True
+    )
+    return [e.id for e in chosen]
+
+
+def spread_posts(users: int = 8, each: int = 12) -> list[Entity]:
+    # Published times collide across users (ties are broken by user_id, then id).
+    return Entity.objects.bulk_put(
+        [
+            PostFactory(user_id=bytes([n + 1]) * 16, published=1000 + (k * 3 + n) // 2)
+            for n in range(users)
+            for k in range(each)
+        ]
+    )
+
+
+def test_a_range_on_published_alone_scatters_over_every_shard(published_first, monkeypatch):
+    made = spread_posts()
+    before = 1000 + 40
+    qs = Entity.objects.filter_index(published__lt=before).order_by("-published")
+    assert qs.index is published_first
+    want = newest_first(made, before)
+    assert len(want) > 60
+    reads = record_reads(monkeypatch, published_first.name)
+    assert [e.id for e in qs[:30]] == want[:30]
+    assert sorted(r.alias for r in reads) == sorted(shards.shard_aliases())
+    assert [e.id for e in qs] == want
+    for size in (1, 7, 30):
+        got, cursor = [], None
+        while True:
+            page = qs.page(after=cursor, size=size)
+            got.extend(e.id for e in page)
+            if not page.has_next:
+                break
+            cursor = page.next_cursor
+        assert got == want, f"pages of {size}"
+
+
+@pytest.mark.parametrize(("start", "stop"), [(0, 30), (10, 40), (0, 1)])
+def test_the_limit_is_pushed_down_to_every_shard(published_first, monkeypatch, start, stop):
+    """A slice of a scatter query asks each shard for ``offset + limit`` rows, once: what is
+    read follows the page, not the table."""
+    made = spread_posts(users=8, each=25)
+    qs = Entity.objects.filter_index(published__lt=10**6).order_by("-published")
+    reads = record_reads(monkeypatch, published_first.name)
+    assert [e.id for e in qs[start:stop]] == newest_first(made, 10**6)[start:stop]
+    assert len(reads) == len(shards.shard_aliases())
+    assert all(r.sql.endswith(f"LIMIT {stop}") for r in reads), [r.sql for r in reads]
+    assert sum(r.rows for r in reads) <= stop * len(reads) < len(made)
+
+
+def test_scatter_reads_the_shards_at_once(published_first, monkeypatch):
+    """The first batches of every shard run concurrently: each read waits for the others at a
+    barrier, which reads made one after the other would never pass."""
+    spread_posts(users=6, each=4)
+    aliases = shards.shard_aliases()
+    assert len(aliases) > 1
+    barrier = threading.Barrier(len(aliases), timeout=10)
+    waiting = list(aliases)
+    real = shards.read
+
+    def read(alias, sql, params, conn=None):
+        if published_first.name in sql and alias in waiting:
+            waiting.remove(alias)
+            barrier.wait()
+        return real(alias, sql, params, conn)
+
+    monkeypatch.setattr(shards, "read", read)
+    page = Entity.objects.filter_index(published__gte=0).order_by("published").page(size=5)
+    assert len(page) == 5
+    assert not waiting
