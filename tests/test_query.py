@@ -11,7 +11,7 @@ from schemaless_store.indexes import Index, create_tables, drop_table, registry
 from schemaless_store.models import Entity
 from tests.conftest import STORE
 from tests.factories import PostFactory
-from tests.helpers import insert_index_row, record_reads
+from tests.helpers import index_rows, insert_index_row, record_reads
 
 pytestmark = STORE
 
@@ -132,7 +132,8 @@ def test_a_page_reads_each_entity_from_the_shard_that_owns_it():
     from schemaless_store import conf
 
     user = uuid.uuid4().bytes
-    index_alias = shards.alias_for(keys.encode_key(user))
+    index = registry.get("index_user_published")  # what the page below reads
+    index_alias = shards.alias_for(index.routing_key(index.column_value("user_id", user)))
     # Ids chosen so the page mixes both shards, whatever uuid4 draws: three posts owned by the
     # index's shard, three by another.
     ids = {True: [], False: []}
@@ -149,6 +150,8 @@ def test_a_page_reads_each_entity_from_the_shard_that_owns_it():
     )
     foreign = [p for p in posts if p.shard != index_alias]
     assert len(foreign) == 3
+    # The premise: the page's index rows are on index_alias, next to the stale copy below.
+    assert len(index_rows("index_user_published", index_alias)) == 6
     stale = foreign[0]
     copy = {**stale.body_properties(), "title": "stale copy"}
     conn = connections[index_alias]
