@@ -207,16 +207,18 @@ class Cleaner:
         self.progress = progress
         self.progress_file = progress_file
         self._stop = threading.Event()
+        self._signalled = False  # set by the signal handler, which must not take a lock
 
     # --- running and stopping ---------------------------------------------------------------
 
     @property
     def running(self) -> bool:
-        return not self._stop.is_set()
+        return not (self._signalled or self._stop.is_set())
 
     @running.setter
     def running(self, value: bool) -> None:
         if value:
+            self._signalled = False
             self._stop.clear()
         else:
             self._stop.set()
@@ -279,10 +281,15 @@ class Cleaner:
     def _on_signal(self, signum: int, frame: Any) -> None:
         if signum == signal.SIGINT and not self.running:
             raise KeyboardInterrupt  # a second Ctrl-C: the operator does not want to wait
+        self._signalled = True  # what `running` reads from now on
         logger.info(
             "%s received: finishing the current batch, then stopping", signal.Signals(signum).name
         )
-        self.stop()
+        # Not self.stop() here: a handler runs in the main thread between two bytecodes, and
+        # that thread may be inside the throttle's Event.wait() holding the event's own lock,
+        # which Event.set() takes (a deadlock, seen: the process hung after "SIGTERM
+        # received"). A thread sets it once the lock is free, and wakes the wait.
+        threading.Thread(target=self._stop.set, name="cleaner-stop", daemon=True).start()
 
     # --- one index ------------------------------------------------------------------------
 

@@ -602,6 +602,25 @@ def test_a_second_ctrl_c_stops_at_once():
         cleaner._on_signal(signal.SIGINT, None)
 
 
+def test_a_signal_landing_inside_the_throttles_wait_does_not_deadlock():
+    """A handler runs in the main thread between two bytecodes, so it can land while that
+    thread, inside the throttle's ``Event.wait()``, holds the event's own lock: handling the
+    signal must not need that lock (it did: runcleaner hung after "SIGTERM received")."""
+    cleaner = Cleaner(once=True)
+    handled = threading.Event()
+
+    def signal_inside_the_wait():
+        with cleaner._stop._cond:  # held by Event.wait() around its checks
+            cleaner._on_signal(signal.SIGTERM, None)
+            handled.set()
+
+    # On a thread of its own, so that a deadlock fails this test instead of hanging the suite.
+    threading.Thread(target=signal_inside_the_wait, daemon=True).start()
+    assert handled.wait(10), "the signal handler blocked on the stop event's lock"
+    assert not cleaner.running
+    assert cleaner._stop.wait(10)  # and a wait in progress wakes up once the lock is free
+
+
 # --- one cleaner per (index, shard) ---------------------------------------------------------
 
 
