@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import signal
 import threading
 import time
@@ -208,6 +209,7 @@ class Cleaner:
         self.progress_file = progress_file
         self._stop = threading.Event()
         self._signalled = False  # set by the signal handler, which must not take a lock
+        self._wakeups: queue.SimpleQueue[int | None] | None = None  # see _handle_signals
 
     # --- running and stopping ---------------------------------------------------------------
 
@@ -270,11 +272,29 @@ class Cleaner:
     def _handle_signals(self) -> Callable[[], None]:
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
+        # A handler runs in the main thread between two bytecodes, perhaps while that thread
+        # holds a lock: the stop event's own, inside the throttle's Event.wait() (runcleaner
+        # hung after "SIGTERM received" when the handler called Event.set()), or threading's,
+        # inside a Thread.start(). So the handler takes no lock: it sets a flag and puts the
+        # signal on a SimpleQueue (documented as safe in signal handlers), and this thread
+        # sets the event, which wakes a wait in progress.
+        wakeups: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+
+        def relay() -> None:
+            while wakeups.get() is not None:
+                self._stop.set()
+
+        relayer = threading.Thread(target=relay, name="cleaner-signals", daemon=True)
+        relayer.start()
+        self._wakeups = wakeups
         previous = {sig: signal.signal(sig, self._on_signal) for sig in _STOP_SIGNALS}
 
         def restore() -> None:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            self._wakeups = None
+            wakeups.put(None)
+            relayer.join(timeout=5)
 
         return restore
 
@@ -285,11 +305,9 @@ class Cleaner:
         logger.info(
             "%s received: finishing the current batch, then stopping", signal.Signals(signum).name
         )
-        # Not self.stop() here: a handler runs in the main thread between two bytecodes, and
-        # that thread may be inside the throttle's Event.wait() holding the event's own lock,
-        # which Event.set() takes (a deadlock, seen: the process hung after "SIGTERM
-        # received"). A thread sets it once the lock is free, and wakes the wait.
-        threading.Thread(target=self._stop.set, name="cleaner-stop", daemon=True).start()
+        wakeups = self._wakeups
+        if wakeups is not None:
+            wakeups.put(signum)  # never self.stop() here: see _handle_signals
 
     # --- one index ------------------------------------------------------------------------
 

@@ -608,6 +608,7 @@ def test_a_signal_landing_inside_the_throttles_wait_does_not_deadlock():
     signal must not need that lock (it did: runcleaner hung after "SIGTERM received")."""
     cleaner = Cleaner(once=True)
     handled = threading.Event()
+    restore = cleaner._handle_signals()  # as run() does
 
     def signal_inside_the_wait():
         with cleaner._stop._cond:  # held by Event.wait() around its checks
@@ -616,9 +617,12 @@ def test_a_signal_landing_inside_the_throttles_wait_does_not_deadlock():
 
     # On a thread of its own, so that a deadlock fails this test instead of hanging the suite.
     threading.Thread(target=signal_inside_the_wait, daemon=True).start()
-    assert handled.wait(10), "the signal handler blocked on the stop event's lock"
-    assert not cleaner.running
-    assert cleaner._stop.wait(10)  # and a wait in progress wakes up once the lock is free
+    try:
+        assert handled.wait(10), "the signal handler blocked on the stop event's lock"
+        assert not cleaner.running
+        assert cleaner._stop.wait(10)  # and a wait in progress wakes up once the lock is free
+    finally:
+        restore()
 
 
 # --- one cleaner per (index, shard) ---------------------------------------------------------
