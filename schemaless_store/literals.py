@@ -18,8 +18,9 @@ from binascii import hexlify
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-# Largest statement sent at once (MySQLdb's executemany uses the same bound); a longer batch
-# goes as several statements.
+# Largest statement sent at once; a longer batch goes as several statements. (MySQLdb's
+# executemany splits at 64 KiB of escaped text; hex literals are longer, and the store's
+# batches, 500 index rows, fit one statement either way.)
 MAX_STATEMENT_BYTES = 1_000_000
 
 

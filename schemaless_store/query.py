@@ -406,7 +406,8 @@ class IndexQuery:
         if self.limit is None:
             return 500
         # The refill loop reads further rows when stale ones are dropped: no over-fetch needed.
-        return max(1, min(1000, self.offset + self.limit))
+        # (1001: a page of the largest size, 1000, reads its size + 1 rows at once.)
+        return max(1, min(1001, self.offset + self.limit))
 
     def _results(self) -> Iterator[Any]:
         if self.limit == 0:

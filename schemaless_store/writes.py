@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -213,8 +214,11 @@ def add_index_rows(rows: Iterable[tuple[Index, tuple[Any, ...], bytes]]) -> None
                 cursor.executemany(_insert_sql(index, conn.vendor, quote), values)
 
 
-# Per index object (a redeclared index is another object): its multi-row INSERT on MySQL.
-_MYSQL_INSERT: dict[Index, literals.Insert | None] = {}
+# Per index object (a redeclared index is another object; one no longer referenced drops out):
+# its multi-row INSERT on MySQL.
+_MYSQL_INSERT: weakref.WeakKeyDictionary[Index, literals.Insert | None] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _mysql_insert(index: Index, quote: Callable[[str], str]) -> literals.Insert | None:

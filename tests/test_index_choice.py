@@ -77,8 +77,8 @@ def test_every_serving_index_has_the_same_equality_columns(declare):
 
 
 def test_order_on_an_equality_property(declare):
-    declare(Index(table="t_ab", properties=["a", "b"], shard_on="b"))
-    assert chosen("a", a__in=[1, 2]) == "t_ab"
-    assert chosen("b", a__in=[1, 2]) == "t_ab"
-    with pytest.raises(NoIndexForQuery):
-        chosen("a", b=1)
+    declare(Index(table="t_abc", properties=["a", "b", "c"], shard_on="b"))
+    assert chosen("a", a__in=[1, 2]) == "t_abc"
+    assert chosen("b", a__in=[1, 2]) == "t_abc"
+    with pytest.raises(NoIndexForQuery):  # c is neither the next property nor in the prefix
+        chosen("c", a=1)
