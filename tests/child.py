@@ -61,13 +61,15 @@ EXTRA_INDEXES = {
 
 
 @contextlib.contextmanager
-def declared(name: str) -> Iterator[Index]:
-    """Declare ``EXTRA_INDEXES[name]`` as a deploy would (tables on every shard, then a state:
-    ``ready`` on an empty store, else ``building``); undeclare it and drop its tables after."""
+def declared(which: str | Index) -> Iterator[Index]:
+    """Declare an index (``EXTRA_INDEXES[name]``, or one given) as a deploy would (tables on
+    every shard, then a state: ``ready`` on an empty store, else ``building``); undeclare it
+    and drop its tables after."""
     from schemaless_store import lifecycle, shards
     from schemaless_store.indexes import create_tables, drop_table, registry
 
-    index = EXTRA_INDEXES[name]
+    index = EXTRA_INDEXES[which] if isinstance(which, str) else which
+    name = index.name
     registry.register(index)
     try:
         for alias in shards.shard_aliases():

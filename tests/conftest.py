@@ -54,3 +54,20 @@ def backend() -> str:
     from django.conf import settings
 
     return settings.BACKEND
+
+
+@pytest.fixture
+def published_first():
+    """An index led by ``published`` and sharded on ``user_id``: a range on ``published``
+    alone reads every shard (the issue's scatter shape). Declared on an empty store, so ready."""
+    from schemaless_store.indexes import Index
+    from tests import child
+
+    index = Index(
+        table="index_published_user",
+        properties=["published", "user_id"],
+        shard_on="user_id",
+        types={"published": "int"},
+    )
+    with child.declared(index):
+        yield index

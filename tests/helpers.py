@@ -72,3 +72,20 @@ def record_reads(monkeypatch: Any, table: str | None = None) -> list[Read]:
 
     monkeypatch.setattr(shards, "read", read)
     return reads
+
+
+def walk_pages(qs: Any, size: int, between: Any = None) -> list[Any]:
+    """The ids of every entity of ``qs``, page after page; ``between()`` runs once, after the
+    first page (e.g. to insert entities while a reader pages)."""
+    paged, cursor = [], None
+    while True:
+        page = qs.page(after=cursor, size=size)
+        paged.extend(e.id for e in page)
+        if not page.has_next:
+            return paged
+        assert len(page) == size, "a page short of its size has a next one"
+        assert len(paged) <= 100, "paging does not end"
+        if between is not None:
+            between()
+            between = None
+        cursor = page.next_cursor

@@ -111,23 +111,13 @@ class Shouting(KeyColumn):
 
 @STORE
 def test_a_column_type_of_unknown_values_is_still_written_by_the_driver():
-    from schemaless_store import lifecycle, shards
-    from schemaless_store.indexes import create_tables, drop_table, registry
+    from tests import child
 
     index = Index(
         table="index_shout", properties=["word"], shard_on="word", types={"word": Shouting()}
     )
-    registry.register(index)
-    try:
-        for alias in shards.shard_aliases():
-            create_tables(alias, [index])
-        lifecycle.declare(index)  # an empty store: ready at once
+    with child.declared(index):  # an empty store: ready at once
         if connections["shard_0"].vendor == "mysql":
             assert writes._mysql_insert(index, connections["shard_0"].ops.quote_name) is None
         entity = Entity.objects.create(word="hello")
         assert [e.id for e in Entity.objects.filter_index(word="hello")] == [entity.id]
-    finally:
-        registry.unregister(index.name)
-        for alias in shards.shard_aliases():
-            drop_table(alias, index.name)
-        lifecycle.forget_states()

@@ -10,7 +10,7 @@ from schemaless_store.exceptions import InvalidCursor, InvalidQuery
 from schemaless_store.models import Entity
 from tests.conftest import STORE
 from tests.factories import PostFactory
-from tests.helpers import record_reads
+from tests.helpers import record_reads, walk_pages
 
 pytestmark = STORE
 
@@ -92,17 +92,6 @@ def test_scatter_gather_pages_merge_shards_in_order():
     assert sorted(got) == [(u, p) for u in users for p in range(4)]
 
 
-def walk(qs, size: int) -> list[uuid.UUID]:
-    """Every entity of ``qs``, page after page."""
-    got, cursor = [], None
-    while True:
-        page = qs.page(after=cursor, size=size)
-        got.extend(e.id for e in page)
-        if not page.has_next:
-            return got
-        cursor = page.next_cursor
-
-
 def tag_matches(tag: str, conditions: dict) -> bool:
     checks = {
         "tags": lambda t: tag == t,
@@ -155,7 +144,7 @@ def test_pages_return_a_list_valued_entity_once(conditions, order):
             first_rows[entity.id] = max(rows) if descending else min(rows)
     assert everything == sorted(first_rows, key=first_rows.get, reverse=descending)
     for size in (1, 2, 3, 4):
-        assert walk(qs, size) == everything, f"pages of {size}"
+        assert walk_pages(qs, size) == everything, f"pages of {size}"
 
 
 @pytest.mark.parametrize("order", ["tags", "-tags"])

@@ -5,9 +5,9 @@ import uuid
 
 import pytest
 
-from schemaless_store import keys, lifecycle, shards
+from schemaless_store import keys, shards
 from schemaless_store.exceptions import InvalidQuery, NoIndexForQuery, SchemalessError
-from schemaless_store.indexes import Index, create_tables, drop_table, registry
+from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
 from tests.conftest import STORE
 from tests.factories import PostFactory
@@ -173,29 +173,6 @@ def test_a_page_reads_each_entity_from_the_shard_that_owns_it():
 
 
 # --- scatter-gather: the issue's shape, concurrency, limits ----------------------------------
-
-
-@pytest.fixture
-def published_first():
-    """An index led by ``published`` and sharded on ``user_id``: a range on ``published``
-    alone reads every shard (the issue's scatter shape). Declared on an empty store, so ready."""
-    index = Index(
-        table="index_published_user",
-        properties=["published", "user_id"],
-        shard_on="user_id",
-        types={"published": "int"},
-    )
-    registry.register(index)
-    try:
-        for alias in shards.shard_aliases():
-            create_tables(alias, [index])
-        lifecycle.declare(index)
-        yield index
-    finally:
-        registry.unregister(index.name)
-        for alias in shards.shard_aliases():
-            drop_table(alias, index.name)
-        lifecycle.forget_states()
 
 
 def newest_first(entities: list[Entity], before: int) -> list[uuid.UUID]:

@@ -15,39 +15,17 @@ from django.db import connections
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from schemaless_store import keys, lifecycle, shards
-from schemaless_store.indexes import Index, create_tables, drop_table, registry
+from schemaless_store import keys, shards
+from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
 from tests.conftest import STORE
-from tests.helpers import insert_index_row
+from tests.helpers import insert_index_row, walk_pages
 
 pytestmark = STORE
 
 USERS = [bytes([n]) * 4 for n in (1, 2, 3, 200)]
 TAGS = ["a", "b", "c"]  # few values: entities share them, so their rows interleave
 INT_PROPERTIES = {"published"}  # int columns; every other property is a `key` column
-
-
-@pytest.fixture
-def published_first():
-    """An index led by ``published``, sharded on ``user_id``: ranges on ``published`` scatter."""
-    index = Index(
-        table="index_published_user",
-        properties=["published", "user_id"],
-        shard_on="user_id",
-        types={"published": "int"},
-    )
-    registry.register(index)
-    try:
-        for alias in shards.shard_aliases():
-            create_tables(alias, [index])
-        lifecycle.declare(index)
-        yield index
-    finally:
-        registry.unregister(index.name)
-        for alias in shards.shard_aliases():
-            drop_table(alias, index.name)
-        lifecycle.forget_states()
 
 
 def wipe() -> None:
@@ -208,22 +186,6 @@ def leave_stale_rows(entity: Entity) -> None:
         )
 
 
-def walk(qs, size: int, between=None) -> list[uuid.UUID]:
-    """Every entity of ``qs`` page by page; ``between()`` runs after the first page."""
-    paged, cursor = [], None
-    while True:
-        page = qs.page(after=cursor, size=size)
-        paged.extend(e.id for e in page)
-        if not page.has_next:
-            return paged
-        assert len(page) == size, "a page short of its size has a next one"
-        assert len(paged) <= 100, "paging does not end"
-        if between is not None:
-            between()
-            between = None
-        cursor = page.next_cursor
-
-
 @pytest.mark.parametrize("family", QUERIES)
 @settings(
     max_examples=150,
@@ -255,14 +217,14 @@ def test_filter_index_equals_python_filter(
     current = list(Entity.objects.get_many([e.id for e in made]).values())
     want = expected(current, conditions, order, properties)
     assert [e.id for e in qs] == want
-    assert walk(qs, size) == want
+    assert walk_pages(qs, size) == want
     assert qs.count() == len(want)
 
     # Entities arriving while a reader pages: every entity that existed when the first page
     # was read is returned once; an arrival may or may not be; nothing comes twice, and the
     # order holds.
     new: list[Entity] = []
-    paged = walk(qs, size, between=lambda: new.extend(Entity.objects.bulk_put(arriving)))
+    paged = walk_pages(qs, size, between=lambda: new.extend(Entity.objects.bulk_put(arriving)))
     assert len(set(paged)) == len(paged)
     assert set(want) <= set(paged)
     everything = expected(current + new, conditions, order, properties)
