@@ -424,7 +424,6 @@ class IndexQuery:
         index = self.index
         batch = self._batch_size()
         seen: set[bytes] = set()
-        firsts: dict[bytes, tuple[Any, ...]] = {}  # list-valued entities: their first row's key
         # Measured (bench.whatif no_colocated): the join pays for a page (a slice), and costs
         # more than it saves when iterating every match in batches of 500.
         colocated: dict[bytes, Any] | None = (
@@ -470,20 +469,17 @@ class IndexQuery:
                 # page had it). Comparing with the cursor, not with this row, keeps an entity
                 # a writer gave an earlier element while the scan ran: it is answered here,
                 # not lost. (A plain loop: a generator per candidate cost 2-3% of a page.)
+                # Either way the entity is decided for this call: ``seen`` skips its other rows.
+                seen.add(entity_id)
                 if after is not None:
                     earlier = False
                     for prop in props:
                         if type(properties.get(prop)) is list:
-                            first = firsts.get(entity_id)
-                            if first is None:
-                                first = firsts[entity_id] = self._first_match_key(
-                                    index, properties, entity_id
-                                )
+                            first = self._first_match_key(index, properties, entity_id)
                             earlier = first >= after if self.descending else first <= after
                             break
                     if earlier:
                         continue
-                seen.add(entity_id)
                 yield key, entity
 
     def _first_match_key(

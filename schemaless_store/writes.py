@@ -232,37 +232,36 @@ def _mysql_insert(index: Index, quote: Callable[[str], str]) -> literals.Insert 
     types = [index.columns[p].python_type for p in index.properties]
     insert = None
     if all(t in literals.TYPES for t in types):
-        columns = ", ".join(quote(c) for c in (*index.properties, "entity_id"))
-        entity_col = quote("entity_id")
-        insert = literals.Insert(
-            f"INSERT INTO {quote(index.name)} ({columns}) VALUES ",
-            literals.RowFormat([*types, bytes]),
-            f" ON DUPLICATE KEY UPDATE {entity_col} = {entity_col}",
-        )
+        head, tail = _insert_text(index, "mysql", quote)
+        insert = literals.Insert(head, literals.RowFormat([*types, bytes]), tail)
     _MYSQL_INSERT[index] = insert
     return insert
+
+
+def _insert_text(index: Index, vendor: str, quote: Callable[[str], str]) -> tuple[str, str]:
+    """The idempotent ``INSERT`` of ``index`` around its rows: the text before and after."""
+    columns = ", ".join(quote(c) for c in (*index.properties, "entity_id"))
+    if vendor == "mysql":
+        entity_col = quote("entity_id")
+        return (
+            f"INSERT INTO {quote(index.name)} ({columns}) VALUES ",
+            f" ON DUPLICATE KEY UPDATE {entity_col} = {entity_col}",
+        )
+    return f"INSERT OR IGNORE INTO {quote(index.name)} ({columns}) VALUES ", ""
 
 
 _INSERT_SQL: dict[tuple[str, tuple[str, ...], str], str] = {}
 
 
 def _insert_sql(index: Index, vendor: str, quote: Callable[[str], str]) -> str:
-    """The idempotent ``INSERT`` of one row of ``index`` (built once per index and backend)."""
+    """The idempotent ``INSERT`` of one row of ``index`` with placeholders, for the driver to
+    fill (SQLite; MySQL when a column type does not say what its values are)."""
     key = (index.name, index.properties, vendor)
     sql = _INSERT_SQL.get(key)
     if sql is None:
-        columns = ", ".join(quote(c) for c in (*index.properties, "entity_id"))
+        head, tail = _insert_text(index, vendor, quote)
         marks = ", ".join(["%s"] * (len(index.properties) + 1))
-        table = quote(index.name)
-        if vendor == "mysql":
-            entity_col = quote("entity_id")
-            sql = (
-                f"INSERT INTO {table} ({columns}) VALUES ({marks}) "
-                f"ON DUPLICATE KEY UPDATE {entity_col} = {entity_col}"
-            )
-        else:
-            sql = f"INSERT OR IGNORE INTO {table} ({columns}) VALUES ({marks})"
-        _INSERT_SQL[key] = sql
+        sql = _INSERT_SQL[key] = f"{head}({marks}){tail}"
     return sql
 
 
