@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-LEGS = ("put", "bulk_put", "get", "get_many", "query", "scatter", "scale", "index_add")
+LEGS = ("put", "bulk_put", "get", "get_many", "query", "scatter", "scale", "index_add", "backup")
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class Plan:
     load_chunk: int  # entities generated in memory at a time while loading
     load_batch: int  # bulk_put batch size while loading
     buffer_pool: str  # innodb_buffer_pool_size of each server
+    backup_rounds: int  # alternating rounds of whole-store exports (ours, raw)
 
 
 FULL = Plan(
@@ -46,6 +47,7 @@ FULL = Plan(
     load_chunk=20_000,
     load_batch=2_000,
     buffer_pool="1G",
+    backup_rounds=3,
 )
 
 QUICK = Plan(
@@ -66,6 +68,7 @@ QUICK = Plan(
     load_chunk=2_000,
     load_batch=1_000,
     buffer_pool="128M",
+    backup_rounds=2,
 )
 
 
@@ -86,7 +89,7 @@ def choose(
             raise ValueError(f"--main-size {main_size} is not one of the sizes {plan.sizes}")
         plan = replace(plan, main_size=main_size)
     if rounds is not None:
-        plan = replace(plan, rounds=rounds, scale_rounds=rounds)
+        plan = replace(plan, rounds=rounds, scale_rounds=rounds, backup_rounds=rounds)
     if buffer_pool is not None:
         plan = replace(plan, buffer_pool=buffer_pool)
     return plan

@@ -148,10 +148,13 @@ def components(bench: Any) -> list[tuple[str, str, float]]:
 
     from django.db import connections, transaction
 
-    from schemaless_store import conf, keys, shards, writes
+    from schemaless_store import conf, keys, shards
     from schemaless_store.codec import decode_body
     from schemaless_store.indexes import registry
-    from schemaless_store.models import ROW_FIELDS, Entity
+    from schemaless_store.models import Entity
+    from schemaless_store.models.entity import ROW_FIELDS
+    from schemaless_store.query import fetch
+    from schemaless_store.writes import entities as entity_writes
 
     from .data import entity_id, writer_properties
 
@@ -187,8 +190,6 @@ def components(bench: Any) -> list[tuple[str, str, float]]:
         e = Entity.from_db(alias, ROW_FIELDS, row)
         return e.body_properties()
 
-    from schemaless_store import query as query_module
-
     def empty_atomic() -> None:
         with transaction.atomic(using=alias):
             pass
@@ -199,7 +200,7 @@ def components(bench: Any) -> list[tuple[str, str, float]]:
         raw_conn.cursor().execute("BEGIN")
         raw_conn.commit()
 
-    fetch_one_ours = _per_call(lambda: query_module.fetch_by_ids([raw_id]), n=500)
+    fetch_one_ours = _per_call(lambda: fetch.fetch_by_ids(Entity, [raw_id]), n=500)
     write_props = writer_properties(0, "components")
     return [
         (
@@ -256,8 +257,13 @@ def components(bench: Any) -> list[tuple[str, str, float]]:
         ),
         (
             "entity",
-            "re-check: IndexQuery._row_is_current (decoded entity)",
-            _per_call(lambda: query._row_is_current(index, index_row, entity)),
+            "re-check: index.implies + the conditions (decoded entity)",
+            _per_call(
+                lambda: (
+                    index.implies(entity.body_properties(), index_row, {})
+                    and query.bound.meets(index_row)
+                )
+            ),
         ),
         (
             "entity",
@@ -266,8 +272,8 @@ def components(bench: Any) -> list[tuple[str, str, float]]:
         ),
         (
             "entity",
-            "  of which _row_meets_conditions",
-            _per_call(lambda: query._row_meets_conditions(index, index_row[:-1])),
+            "  of which the conditions (ColumnConditions.meets)",
+            _per_call(lambda: query.bound.meets(index_row[:-1])),
         ),
         (
             "query",
@@ -278,8 +284,8 @@ def components(bench: Any) -> list[tuple[str, str, float]]:
         ),
         (
             "put",
-            "writes.prepare (validate, encode body, index rows)",
-            _per_call(lambda: writes.prepare(Entity(**write_props)), 500),
+            "writes.entities.prepare (validate, encode body, index rows)",
+            _per_call(lambda: entity_writes.prepare(Entity(**write_props)), 500),
         ),
         ("put", "Entity(**properties)", _per_call(lambda: Entity(**write_props), 500)),
         (

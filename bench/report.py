@@ -1,4 +1,4 @@
-"""The run's JSON record and its Markdown tables, with the targets of issues 3, 4 and 7."""
+"""The run's JSON record and its Markdown tables, with the targets of issues 3, 4, 7 and 21."""
 
 from __future__ import annotations
 
@@ -20,7 +20,11 @@ TARGETS: list[tuple[str, str, str, str, float]] = [
     ("query_all", "ours/raw", "throughput", ">=", 0.8),
     ("query_all", "ours/json_column", "p50_latency", "<=", 2.0),
     ("query_all", "ours/json_unindexed", "throughput", ">=", 50.0),
+    ("export", "ours/raw", "throughput", ">=", 0.7),
+    ("import", "ours/bulk_put", "throughput", ">=", 0.9),
 ]
+# Peak RSS of exportentities and importentities at the largest size over the smallest: "flat".
+MEMORY_BOUND = 1.2
 SCALE_BOUND = 1.3
 
 
@@ -195,6 +199,29 @@ def index_add_targets(records: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def backup_memory_table(records: list[dict[str, Any]], summary: dict[str, Any]) -> list[str]:
+    lines = [
+        "| size | exportentities peak RSS MiB | entities/s | importentities peak RSS MiB"
+        " | entities/s |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for r in records:
+        lines.append(
+            f"| {r['size']:,} | {_f(r['export_peak_rss_mib'])} | {_f(r['export_entities_per_s'])}"
+            f" | {_f(r['import_peak_rss_mib'])} | {_f(r['import_entities_per_s'])} |"
+        )
+    if summary:
+        lines += [
+            "",
+            f"Peak RSS at {summary['to_size']:,} over {summary['from_size']:,}: export "
+            f"{_f(summary['export_growth'])}x ({_met(summary['export_growth'], '<=', MEMORY_BOUND)}"
+            f"), import {_f(summary['import_growth'])}x "
+            f"({_met(summary['import_growth'], '<=', MEMORY_BOUND)}); flat means <= "
+            f"{MEMORY_BOUND}x. The commands run as processes of their own (with Django loaded).",
+        ]
+    return lines
+
+
 def markdown(run: dict[str, Any]) -> str:
     machine = run["machine"]
     out = [
@@ -229,6 +256,9 @@ def markdown(run: dict[str, Any]) -> str:
         out += ["## Scale", "", *scale_table(run["scale"], run["scale_summary"]), ""]
     if run["index_add"]:
         out += ["## Index add on a live store", "", *index_add_table(run["index_add"]), ""]
+    if run.get("backup_memory"):
+        summary = run.get("backup_memory_summary", {})
+        out += ["## Backups: memory", "", *backup_memory_table(run["backup_memory"], summary), ""]
     return "\n".join(out) + "\n"
 
 

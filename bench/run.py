@@ -25,7 +25,10 @@ from typing import Any
 from . import plan as plans
 from .data import stages
 
-MARIADB_DATABASES = {0: ("meta", "shard0", "peer"), 1: ("shard1",)}
+MARIADB_DATABASES = {
+    0: ("meta", "shard0", "peer", "importa0", "importb0"),
+    1: ("shard1", "importa1", "importb1"),
+}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -87,6 +90,14 @@ def start_databases(buffer_pool: str) -> list[Any]:
     os.environ["BENCH_META_URL"] = first.url("meta")
     os.environ["BENCH_SHARD_URLS"] = f"{first.url('shard0')},{second.url('shard1')}"
     os.environ["BENCH_PEER_URL"] = first.url("peer")
+    os.environ["BENCH_IMPORT_URLS"] = ",".join(
+        [
+            first.url("importa0"),
+            second.url("importa1"),
+            first.url("importb0"),
+            second.url("importb1"),
+        ]
+    )
     os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
     return servers
 
@@ -158,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     clock = time.perf_counter()
     bench = setup(plan, verbose=not args.quiet)
 
-    from .legs import get, index_add, put, query, scale, scatter
+    from .legs import backup, get, index_add, put, query, scale, scatter
     from .load import forget_writes, load_stage
 
     run: dict[str, Any] = {
@@ -172,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         "comparisons": [],
         "scale": [],
         "index_add": [],
+        "backup_memory": [],
     }
     main_legs = {
         "put": put.run_put,
@@ -183,6 +195,11 @@ def main(argv: list[str] | None = None) -> int:
     # The live index add runs where the other legs compare (100k) and at the largest size, so
     # that the cleaner's peak memory is seen at both.
     index_add_sizes = {plan.main_size, max(plan.sizes)}
+    # Backups at the main size and above (100k and 1M in a full run), or at every size when
+    # that leaves fewer than two (memory is compared between the smallest and the largest).
+    backup_sizes = [s for s in plan.sizes if s >= plan.main_size]
+    if len(backup_sizes) < 2:
+        backup_sizes = list(plan.sizes)
     for stage in stages(list(plan.sizes)):
         run["loads"].append(load_stage(bench, stage))
         if "scale" in args.legs:
@@ -202,7 +219,12 @@ def main(argv: list[str] | None = None) -> int:
             run["comparisons"].extend(scatter.run(bench))
         if "index_add" in args.legs and bench.size in index_add_sizes:
             run["index_add"].extend(index_add.run(bench))
+        if "backup" in args.legs and bench.size in backup_sizes:
+            compared, memory = backup.run(bench)
+            run["comparisons"].extend(compared)
+            run["backup_memory"].append(memory)
     run["scale_summary"] = scale.summary(run["scale"])
+    run["backup_memory_summary"] = backup.memory_summary(run["backup_memory"])
     run["machine"]["loadavg_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     run["seconds"] = time.perf_counter() - clock
     bench.raw.close()

@@ -7,7 +7,12 @@ up; these settings read them back from the environment so that child processes (
 - ``BENCH_META_URL``: the metadata database (``default``), on the first server;
 - ``BENCH_SHARD_URLS``: comma-separated, one per shard (``shard_0`` on the first server,
   ``shard_1`` on the second), exactly as ``tests/settings.py`` lays them out;
-- ``BENCH_PEER_URL``: the single-server peer (a table with a JSON column), on the first server.
+- ``BENCH_PEER_URL``: the single-server peer (a table with a JSON column), on the first server;
+- ``BENCH_IMPORT_URLS``: comma-separated, the backup leg's two empty target stores of two shards
+  each (``import_a_0``, ``import_a_1``, ``import_b_0``, ``import_b_1``), not shards of the
+  store: the leg points ``SCHEMALESS["SHARDS"]`` at them;
+- ``BENCH_SHARDS``: comma-separated aliases to use as the shards instead of ``shard_0`` and
+  ``shard_1`` (the backup leg's ``importentities`` child process).
 """
 
 from __future__ import annotations
@@ -30,6 +35,12 @@ DATABASES = databases_from_urls(
     [_with_timeouts(url) for url in os.environ["BENCH_SHARD_URLS"].split(",")],
 )
 DATABASES["peer"] = database_from_url(_with_timeouts(os.environ["BENCH_PEER_URL"]))
+for _alias, _url in zip(
+    ("import_a_0", "import_a_1", "import_b_0", "import_b_1"),
+    [url for url in os.environ.get("BENCH_IMPORT_URLS", "").split(",") if url],
+    strict=False,
+):
+    DATABASES[_alias] = database_from_url(_with_timeouts(_url))
 if os.environ.get("BENCH_CONN_MAX_AGE"):  # experiments only: the benchmark runs with Django's 0
     for _database in DATABASES.values():
         _age = os.environ["BENCH_CONN_MAX_AGE"]
@@ -37,7 +48,10 @@ if os.environ.get("BENCH_CONN_MAX_AGE"):  # experiments only: the benchmark runs
 
 DATABASE_ROUTERS = ["schemaless_store.router.ShardRouter", "bench.benchapp.router.PeerRouter"]
 # Shards are named explicitly: "peer" is a database of its own, not a shard.
-SCHEMALESS = {"BUCKETS": 4096, "SHARDS": ["shard_0", "shard_1"]}
+SCHEMALESS = {
+    "BUCKETS": 4096,
+    "SHARDS": os.environ.get("BENCH_SHARDS", "shard_0,shard_1").split(","),
+}
 
 INSTALLED_APPS = ["schemaless_store", "bench.benchapp"]
 SECRET_KEY = "bench-only"

@@ -23,8 +23,7 @@ import contextlib
 import statistics
 import sys
 import time
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,51 +51,33 @@ def _patch(owner: Any, name: str, value: Any) -> Undo:
 
 
 def parallel_fetch() -> Undo:
-    """When a page's ids live on several shards, ``fetch_by_ids`` runs their ``IN`` queries at
-    once on the query module's scatter threads (as index reads already do), so a page over two
-    shards waits for one entity round trip, not two."""
-    from schemaless_store import conf, query, shards
-    from schemaless_store.models import Entity
+    """``fetch_by_ids`` reads the shards of any page at once on the scatter threads (as index
+    reads already do), not only from ``PARALLEL_FETCH_MIN`` (64) ids, so a page over two shards
+    waits for one entity round trip, not two."""
+    from schemaless_store.query import fetch
 
-    def read_shard(alias: str, alias_ids: list[bytes]) -> list[Any]:
-        convert = query._datetime_converter(shards.connection(alias))
-        from_row = Entity.row_builder()
-        batch = conf.get().fetch_batch
-        out = []
-        for start in range(0, len(alias_ids), batch):
-            chunk = alias_ids[start : start + batch]
-            marks = ", ".join(["%s"] * len(chunk))
-            rows = shards.read(
-                alias, f"SELECT {query.ENTITY_COLUMNS} FROM entities WHERE id IN ({marks})", chunk
-            )
-            for added_id, row_id, updated, body in rows:
-                out.append(from_row(alias, added_id, bytes(row_id), convert(updated), body))
-        return out
-
-    def fetch_by_ids(ids: Iterable[bytes]) -> dict[bytes, Any]:
-        alias_for = shards.alias_for
-        by_alias: dict[str, list[bytes]] = defaultdict(list)
-        for entity_id in dict.fromkeys(ids):
-            by_alias[alias_for(entity_id)].append(entity_id)
-        if len(by_alias) > 1:
-            pool = query._scatter_pool()
-            batches = list(pool.map(lambda item: read_shard(*item), by_alias.items()))
-        else:
-            batches = [read_shard(*item) for item in by_alias.items()]
-        return {entity.row_id: entity for batch in batches for entity in batch}
-
-    return _patch(query, "fetch_by_ids", fetch_by_ids)
+    return _patch(fetch, "PARALLEL_FETCH_MIN", 2)
 
 
 def no_colocated() -> Undo:
-    """A pinned index read does not join the entities of its own shard (``COLOCATED_READS``
-    off): every entity comes from an ``IN`` query per entity shard, as before the join."""
-    from schemaless_store import query
+    """A pinned index read does not join the entities of its own shard: every entity comes from
+    an ``IN`` query per entity shard, as before the join."""
+    from schemaless_store.query.fetch import EntityFetcher
 
-    return _patch(query, "COLOCATED_READS", False)
+    return _patch(EntityFetcher, "join_entities", False)
+
+
+def model_init() -> Undo:
+    """A new ``Entity`` runs Django's ``Model.__init__`` (its per-field loop), instead of the
+    store setting the same field values directly (``models/entity.py``'s ``_init_defaults``),
+    so one can see what that shortcut saves on ``create``."""
+    from schemaless_store.models import entity
+
+    return _patch(entity, "_init_defaults", lambda cls: {})
 
 
 EXPERIMENTS: list[Experiment] = [
+    Experiment("model_init", model_init.__doc__ or "", ("put",), model_init, combine=False),
     Experiment(
         "no_colocated",
         no_colocated.__doc__ or "",

@@ -6,6 +6,7 @@ Configuration comes from the environment (django-environ):
 - ``SHARD_DATABASE_URLS``: comma-separated URLs, one per shard (``shard_0``, ``shard_1``...).
 - With neither set: the embedded default, SQLite files in ``SCHEMALESS_DATA_DIR`` (``./var``),
   two shards.
+- ``DJANGO_DEBUG=1``: Django's ``DEBUG`` (off by default).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ env = environ.Env()
 
 DATA_DIR = Path(env("SCHEMALESS_DATA_DIR", default=str(BASE_DIR / "var")))
 SECRET_KEY = env("SECRET_KEY", default="insecure-demo-key-change-me-for-any-real-deployment")
-DEBUG = env.bool("DEBUG", default=True)
+# Off unless asked for (DJANGO_DEBUG=1): Django's debug pages list the URL patterns and show
+# settings and tracebacks. The demo's runserver serves static files anyway (--insecure).
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 
 _has_meta = "DATABASE_URL" in env.ENVIRON
@@ -40,6 +43,9 @@ DATABASE_ROUTERS = ["schemaless_store.router.ShardRouter"]
 
 SCHEMALESS = {
     "BUCKETS": 4096,
+    # Every version of every entity is kept as a cell: entity.history(), the admin's Versions
+    # page, entity changes in manage.py tailchanges (docs/cells.md).
+    "HISTORY": True,
 }
 
 INSTALLED_APPS = [
@@ -93,5 +99,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"schemaless_store": {"handlers": ["console"], "level": "INFO"}},
+    "loggers": {
+        "schemaless_store": {"handlers": ["console"], "level": "INFO"},
+        # Tracebacks of server errors: Django prints them to the console only with DEBUG on.
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+    },
 }

@@ -17,6 +17,7 @@ import datetime as dt
 import struct
 import uuid
 import zlib
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import msgpack
@@ -46,7 +47,7 @@ FORMAT_MSGPACK_ZLIB = 0x02
 class Codec(Protocol):
     """What ``SCHEMALESS["CODEC"]`` names: turns a property bag into a body and back."""
 
-    def encode(self, properties: dict[str, Any]) -> bytes: ...
+    def encode(self, properties: Mapping[str, Any]) -> bytes: ...
 
     def decode(self, body: bytes) -> dict[str, Any]: ...
 
@@ -122,7 +123,7 @@ class MsgpackCodec:
         self.compress_min_bytes = compress_min_bytes
         self.level = level
 
-    def encode(self, properties: dict[str, Any]) -> bytes:
+    def encode(self, properties: Mapping[str, Any]) -> bytes:
         if type(properties) is dict:  # anything else is refused by packb below
             check_values(properties)
         try:

@@ -8,13 +8,14 @@ A row is *missing* when an entity's current properties imply it and the index la
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import shards
 from .exceptions import IndexValueError
 from .indexes import Index
+from .tables import index_rows as index_table
 
 Row = tuple[tuple[Any, ...], bytes]  # (column values, entity id)
 
@@ -27,39 +28,14 @@ class Diff:
     unindexable: list[bytes] = field(default_factory=list)  # entities whose values do not fit
 
     def stale_by_entity_shard(self) -> dict[str, dict[bytes, set[tuple[Index, tuple[Any, ...]]]]]:
-        """Stale rows grouped as :func:`schemaless_store.writes.remove_stale` takes them."""
+        """Stale rows grouped as :func:`schemaless_store.writes.protocol.remove_stale` takes
+        them."""
         grouped: dict[str, dict[bytes, set[tuple[Index, tuple[Any, ...]]]]] = defaultdict(
             lambda: defaultdict(set)
         )
         for values, entity_id in self.stale:
             grouped[shards.alias_for(entity_id)][entity_id].add((self.index, values))
         return grouped
-
-
-def index_rows_of(index: Index, entity_ids: Iterable[bytes], batch: int = 500) -> set[Row]:
-    """Every row of ``index``, on any shard, that points at one of ``entity_ids``."""
-    ids = list(dict.fromkeys(entity_ids))
-    found: set[Row] = set()
-    if not ids:
-        return found
-    for alias in shards.shard_aliases():
-        conn = shards.connection(alias)
-        quote = conn.ops.quote_name
-        columns = ", ".join(quote(c) for c in (*index.properties, "entity_id"))
-        with shards.errors_named(alias), conn.cursor() as cursor:
-            for start in range(0, len(ids), batch):
-                chunk = ids[start : start + batch]
-                cursor.execute(
-                    f"SELECT {columns} FROM {quote(index.name)} WHERE {quote('entity_id')} "
-                    f"IN ({', '.join(['%s'] * len(chunk))})",
-                    chunk,
-                )
-                for row in cursor.fetchall():
-                    values = tuple(
-                        bytes(v) if isinstance(v, bytearray | memoryview) else v for v in row
-                    )
-                    found.add((values[:-1], values[-1]))
-    return found
 
 
 def implied_rows(
@@ -81,7 +57,7 @@ def implied_rows(
 def compare(index: Index, properties: Mapping[bytes, Mapping[str, Any] | None]) -> Diff:
     """Missing and stale rows of ``index`` for these entities (read without locks)."""
     expected, unindexable = implied_rows(index, properties)
-    actual = index_rows_of(index, properties)
+    actual = index_table.of_entities(index, properties)
     return Diff(
         index=index,
         missing=sorted(expected - actual, key=_order),

@@ -56,12 +56,13 @@ class UniqueViolation(SchemalessError, ValueError):
         self.values = values
 
 
-class NoIndexForQuery(SchemalessError, LookupError):
-    """No declared index covers the conditions given to ``filter_index``."""
-
-
 class InvalidQuery(SchemalessError, ValueError):
     """A query is malformed: unknown lookup, bad value for a lookup, bad ordering or slice."""
+
+
+class NoIndexForQuery(InvalidQuery, LookupError):
+    """No declared index can serve the query without missing matches: its message names the
+    conditions, why each close declared index was rejected, and what would serve it."""
 
 
 class InvalidCursor(InvalidQuery):

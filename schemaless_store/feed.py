@@ -26,9 +26,11 @@ from typing import Any
 
 from django.utils import timezone
 
-from . import cells, conf, shards
+from . import conf, shards
 from .codec import decode_body
 from .exceptions import CorruptBody, InvalidQuery
+from .tables import cells as cell_table
+from .tables.values import datetime_converter
 
 MAX_LIMIT = 10_000
 
@@ -48,7 +50,7 @@ class Change:
     @property
     def is_entity(self) -> bool:
         """True for an entity's version (``SCHEMALESS["HISTORY"]``); ``row_key`` is its id."""
-        return self.column_name == cells.ENTITY_COLUMN
+        return self.column_name == cell_table.ENTITY_COLUMN
 
     @property
     def deleted(self) -> bool:
@@ -89,35 +91,31 @@ def changes(shard: str, after: int = 0, limit: int = 100) -> ChangePage:
         raise InvalidQuery(f"after is a feed position (an int >= 0), not {after!r}")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise InvalidQuery(f"limit is an int from 1 to {MAX_LIMIT}, not {limit!r}")
-    rows = shards.read(
-        shard,
-        f"SELECT {cells.CELL_COLUMNS} FROM cell WHERE added_at > %s ORDER BY added_at LIMIT %s",
-        (after, limit),
-    )
+    rows = cell_table.appended_after(shard, after, limit)
+    convert = datetime_converter(shards.connection(shard))
     settled = timezone.now() - dt.timedelta(seconds=conf.get().feed_gap_grace)
     found: list[Change] = []
     position = after
-    for row in rows:
-        cell = cells.from_row(shard, row)
-        if cell.added_at != position + 1 and cell.created_at > settled:
+    for added_at, row_key, column_name, ref_key, body, created in rows:
+        created = convert(created)
+        if added_at != position + 1 and created > settled:
             break  # a hole that an open transaction may still fill: wait for it
         found.append(
             Change(
                 shard=shard,
-                position=cell.added_at,
-                row_key=cell.row_key,
-                column_name=cell.column_name,
-                ref_key=cell.ref_key,
-                created_at=cell.created_at,
-                body_bytes=None if cell.body_bytes is None else bytes(cell.body_bytes),
+                position=added_at,
+                row_key=uuid.UUID(bytes=bytes(row_key)),
+                column_name=column_name,
+                ref_key=ref_key,
+                created_at=created,
+                body_bytes=None if body is None else bytes(body),
             )
         )
-        position = cell.added_at
+        position = added_at
     return ChangePage(shard=shard, changes=found, position=position)
 
 
 def head(shard: str) -> int:
     """The highest position on ``shard`` now (start a consumer here to skip the past)."""
     shards.check_alias(shard)
-    rows = shards.read(shard, "SELECT MAX(added_at) FROM cell", ())
-    return int(rows[0][0] or 0)
+    return cell_table.last_position(shard)

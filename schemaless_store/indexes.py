@@ -1,10 +1,7 @@
-"""Index declarations, the registry that discovers them, and their tables.
+"""Index declarations and the registry that discovers them.
 
-An index is a table on every shard::
-
-    index_<name>(<one column per property>, entity_id BINARY(16),
-                 PRIMARY KEY(<properties>, entity_id), KEY(entity_id))
-
+An index is a table on every shard (:mod:`.tables.ddl`), one row per combination of property
+values an entity has (:meth:`Index.rows_for`), placed on the shard of its ``shard_on`` value.
 Declarations live in an ``indexes.py`` module of any installed app (``SCHEMALESS["INDEX_MODULE"]``)
 and are found the way ``admin.py`` modules are: every module-level :class:`Index` counts.
 """
@@ -45,6 +42,11 @@ class Source:
     table: str
     id_column: str
     column: str | None = None
+
+    @property
+    def version_column(self) -> str | None:
+        """The column that numbers the row's versions (``cell_head.ref_key``), if any."""
+        return None if self.column is None else "ref_key"
 
     @property
     def noun(self) -> str:
@@ -91,6 +93,8 @@ class Index:
         self.properties: tuple[str, ...] = (
             (properties,) if isinstance(properties, str) else tuple(properties)
         )
+        # What the planner compares a query's named properties with.
+        self.property_set = frozenset(self.properties)
         self.shard_on = shard_on
         self.unique = unique
         self.module: str | None = None  # set by the registry
@@ -274,39 +278,6 @@ class Index:
         """Canonical bytes of a ``shard_on`` column value; its bucket names the row's shard."""
         return encode_key(shard_value)
 
-    # --- DDL --------------------------------------------------------------------------------
-
-    def create_sql(self, vendor: str, quote: Any) -> list[str]:
-        """``CREATE TABLE IF NOT EXISTS`` statements for this index on one backend."""
-        self.require_valid()
-        table = quote(self.name)
-        cols = [f"{quote(p)} {self.columns[p].sql_type(vendor)} NOT NULL" for p in self.properties]
-        entity_col = "BINARY(16)" if vendor == "mysql" else "BLOB"
-        cols.append(f"{quote('entity_id')} {entity_col} NOT NULL")
-        pk = ", ".join(quote(c) for c in (*self.properties, "entity_id"))
-        key_name = quote(f"{self.name[:48]}_entity")
-        props = ", ".join(quote(p) for p in self.properties)
-        unique_name = quote(f"{self.name[:48]}_unique")
-        if vendor == "mysql":
-            keys_sql = [f"PRIMARY KEY ({pk})", f"KEY {key_name} ({quote('entity_id')})"]
-            if self.unique:
-                keys_sql.append(f"UNIQUE KEY {unique_name} ({props})")
-            body = ",\n  ".join([*cols, *keys_sql])
-            return [
-                f"CREATE TABLE IF NOT EXISTS {table} (\n  {body}\n) "
-                "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
-            ]
-        body = ",\n  ".join([*cols, f"PRIMARY KEY ({pk})"])
-        statements = [
-            f"CREATE TABLE IF NOT EXISTS {table} (\n  {body}\n) WITHOUT ROWID",
-            f"CREATE INDEX IF NOT EXISTS {key_name} ON {table} ({quote('entity_id')})",
-        ]
-        if self.unique:
-            statements.append(
-                f"CREATE UNIQUE INDEX IF NOT EXISTS {unique_name} ON {table} ({props})"
-            )
-        return statements
-
 
 class IndexRegistry:
     """The declared indexes, by table name."""
@@ -360,32 +331,3 @@ class IndexRegistry:
 
 
 registry = IndexRegistry()
-
-
-def create_tables(alias: str, indexes: Iterable[Index] | None = None) -> list[str]:
-    """Create the tables of ``indexes`` (default: every valid declared one) on a shard.
-
-    Idempotent (``IF NOT EXISTS``) and instant on an empty table. Returns the names created or
-    confirmed.
-    """
-    from django.db import connections
-
-    conn = connections[alias]
-    done = []
-    with conn.cursor() as cursor:
-        for index in registry.valid() if indexes is None else indexes:
-            for statement in index.create_sql(conn.vendor, conn.ops.quote_name):
-                cursor.execute(statement)
-            done.append(index.name)
-    return done
-
-
-def drop_table(alias: str, name: str) -> None:
-    """Drop an index table on one shard (``name`` must be a valid identifier)."""
-    from django.db import connections
-
-    if not is_identifier(name):
-        raise ConfigurationError(f"{name!r} is not a valid index table name")
-    conn = connections[alias]
-    with conn.cursor() as cursor:
-        cursor.execute(f"DROP TABLE IF EXISTS {conn.ops.quote_name(name)}")

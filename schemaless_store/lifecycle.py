@@ -13,10 +13,14 @@ import threading
 import time
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS
+from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
+from . import shards
 from .exceptions import ConfigurationError, IndexNotReady
 from .indexes import ENTITIES, Index, Source, registry
+from .models.metadata import CleanerCheckpoint, IndexState
+from .tables import entities as entity_table
+from .tables.ddl import drop_table
 
 BUILDING, READY, RETIRED = "building", "ready", "retired"
 # How long a process trusts the states it read (a backfill finishing shows up within this).
@@ -32,8 +36,6 @@ def maintained_indexes() -> list[Index]:
 
 def states(refresh: bool = False) -> dict[str, str]:
     """``{index name: state}`` from the metadata database (cached for a second)."""
-    from .models import IndexState
-
     now = time.monotonic()
     with _cache_lock:
         if not refresh and now - _cache["at"] < STATE_CACHE_SECONDS:
@@ -73,8 +75,6 @@ def require_ready(index: Index) -> None:
 
 
 def set_state(name: str, state: str) -> None:
-    from .models import IndexState
-
     IndexState.objects.using(DEFAULT_DB_ALIAS).filter(name=name).update(state=state)
     forget_states()
 
@@ -82,8 +82,6 @@ def set_state(name: str, state: str) -> None:
 def mark_ready(name: str) -> bool:
     """``building`` -> ``ready`` (the cleaner's last step of a backfill). False if the index was
     not building: a retirement that happened meanwhile must not be undone."""
-    from .models import IndexState
-
     changed = (
         IndexState.objects.using(DEFAULT_DB_ALIAS)
         .filter(name=name, state=BUILDING)
@@ -96,21 +94,11 @@ def mark_ready(name: str) -> bool:
 def store_is_empty(source: Source = ENTITIES) -> bool:
     """No entities (or, for an index over a cell column, no row has that column) on any shard:
     an index declared now has nothing to backfill."""
-    from . import shards
-    from .models import CellHead, Entity
-
-    if source.column is None:
-        return not any(Entity.objects.using(alias).exists() for alias in shards.shard_aliases())
-    return not any(
-        CellHead.objects.using(alias).filter(column_name=source.column).exists()
-        for alias in shards.shard_aliases()
-    )
+    return not any(entity_table.exists(source, alias) for alias in shards.shard_aliases())
 
 
 def declare(index: Index, *, empty: bool | None = None) -> str:
     """Record a newly declared index: ``ready`` on an empty store, else ``building``."""
-    from .models import CleanerCheckpoint, IndexState
-
     existing = IndexState.objects.using(DEFAULT_DB_ALIAS).filter(name=index.name).first()
     if existing is not None and existing.state != RETIRED:
         return existing.state
@@ -130,8 +118,6 @@ def declare(index: Index, *, empty: bool | None = None) -> str:
 
 def sync_states(using: str = DEFAULT_DB_ALIAS) -> None:
     """After ``migrate`` on the metadata database: record new indexes, retire removed ones."""
-    from .models import IndexState
-
     if using != DEFAULT_DB_ALIAS:
         return
     declared = {index.name: index for index in registry.valid()}
@@ -147,8 +133,6 @@ def sync_states(using: str = DEFAULT_DB_ALIAS) -> None:
 
 def _empty_or_unknown(source: Source) -> bool:
     # On a first migrate of ``default`` the shards may not have their tables yet: no entities.
-    from django.db import DatabaseError
-
     try:
         return store_is_empty(source)
     except DatabaseError:
@@ -157,8 +141,6 @@ def _empty_or_unknown(source: Source) -> bool:
 
 def promote_if_empty() -> None:
     """After ``migrate`` on a shard: an index still building on an empty store is ready."""
-    from django.db import DatabaseError
-
     building = [name for name, state in states(refresh=True).items() if state == BUILDING]
     for name in building:
         source = registry.get(name).source if name in registry else ENTITIES
@@ -174,8 +156,6 @@ def promote_if_empty() -> None:
 
 
 def retired_names() -> list[str]:
-    from .models import IndexState
-
     return sorted(
         IndexState.objects.using(DEFAULT_DB_ALIAS)
         .filter(state=RETIRED)
@@ -185,8 +165,6 @@ def retired_names() -> list[str]:
 
 def check_droppable(name: str) -> None:
     """Raise :class:`ConfigurationError` (saying what to do) unless ``name`` is retired."""
-    from .models import IndexState
-
     if name in registry:
         state = states(refresh=True).get(name, "not recorded yet")
         raise ConfigurationError(
@@ -214,10 +192,6 @@ def drop_retired(name: str) -> list[str]:
     Returns the shard aliases. Every process must run code without the declaration first: a
     process that still declares the index would fail to write to the dropped table.
     """
-    from . import shards
-    from .indexes import drop_table
-    from .models import CleanerCheckpoint, IndexState
-
     check_droppable(name)
     aliases = list(shards.shard_aliases())
     for alias in aliases:

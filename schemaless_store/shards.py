@@ -16,12 +16,12 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from django.core.signals import request_finished
-from django.db import OperationalError, connections
+from django.db import OperationalError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from . import conf
@@ -118,7 +118,7 @@ class errors_named:  # lower case: used like the function it replaced
 def read(
     alias: str,
     sql: str,
-    params: list[Any] | tuple[Any, ...],
+    params: Sequence[Any],
     conn: BaseDatabaseWrapper | None = None,
 ) -> list[tuple[Any, ...]]:
     """Run a read on ``alias`` (whose connection the caller may pass) and return its rows.
@@ -151,9 +151,7 @@ def _unavailable(alias: str, exc: OperationalError) -> ShardUnavailable | None:
     return None
 
 
-def _fetch_all(
-    conn: BaseDatabaseWrapper, sql: str, params: list[Any] | tuple[Any, ...]
-) -> list[tuple[Any, ...]]:
+def _fetch_all(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
     if conn.vendor != "mysql" or conn.queries_logged:
         with conn.cursor() as cursor:
             cursor.execute(sql, params)
@@ -175,6 +173,24 @@ def _fetch_all(
             raise
 
 
+@contextlib.contextmanager
+def snapshot(alias: str) -> Iterator[bool]:
+    """Reads on ``alias`` inside the block see the shard as of one instant (MySQL/MariaDB: a
+    read-only ``REPEATABLE READ`` transaction ``WITH CONSISTENT SNAPSHOT``, as ``mysqldump
+    --single-transaction`` takes; writers are not blocked). Yields True if so; on SQLite it
+    yields False and each read sees the latest commits. Inside the block a lost connection
+    raises :class:`ShardUnavailable` rather than reading on afresh without the snapshot."""
+    conn = connections[alias]
+    if conn.vendor != "mysql" or conn.in_atomic_block:
+        yield False
+        return
+    with errors_named(alias), transaction.atomic(using=alias):
+        with conn.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+        yield True
+
+
 class statement_cursor:  # lower case: used like the function it replaced
     """A cursor for the hot paths' own SQL (``%s`` placeholders, Django's exceptions).
 
@@ -188,6 +204,8 @@ class statement_cursor:  # lower case: used like the function it replaced
 
     def __init__(self, conn: BaseDatabaseWrapper) -> None:
         self._conn = conn
+        self._django: Any = None  # Django's cursor, when the driver's is not used
+        self._cursor: Any = None
 
     def __enter__(self) -> Any:
         conn = self._conn
@@ -277,6 +295,8 @@ class _StoreWriteLock:
         self._depth = threading.local()
         self._fd: int | None = None
         self._fd_path: str | None = None
+        # Whether every shard is MySQL (nothing to serialize), for the settings it was read from.
+        self._all_mysql: tuple[Any, bool] | None = None
 
     def _lock_path(self) -> str | None:
         for alias in shard_aliases():
@@ -285,11 +305,16 @@ class _StoreWriteLock:
                 return str(Path(name).with_name(".schemaless-write.lock"))
         return None
 
+    def __call__(self) -> contextlib.AbstractContextManager[None]:
+        settings = conf.get()  # a new object whenever SCHEMALESS or DATABASES change
+        known = self._all_mysql
+        if known is None or known[0] is not settings:
+            mysql = all(connections[a].vendor == "mysql" for a in settings.shards)
+            known = self._all_mysql = (settings, mysql)
+        return _NO_LOCK if known[1] else self._locked()
+
     @contextlib.contextmanager
-    def __call__(self) -> Iterator[None]:
-        if all(connections[a].vendor == "mysql" for a in shard_aliases()):
-            yield
-            return
+    def _locked(self) -> Iterator[None]:
         with self._thread_lock:
             depth = getattr(self._depth, "n", 0)
             self._depth.n = depth + 1
@@ -312,4 +337,5 @@ class _StoreWriteLock:
                 self._depth.n = depth
 
 
+_NO_LOCK = contextlib.nullcontext()
 write_lock = _StoreWriteLock()

@@ -5,6 +5,7 @@
 #   PORT=8001 bash scripts/demo.sh                # another port
 #   HOST=0.0.0.0 bash scripts/demo.sh             # listen on every interface (docker-compose.yml)
 #   FEED_LIVE_INDEXES=link bash scripts/demo.sh   # declare the live index (docs/demo.md)
+#   DJANGO_DEBUG=1 bash scripts/demo.sh           # Django's DEBUG pages (off by default)
 # With DATABASE_URL and SHARD_DATABASE_URLS set, the same site runs on MySQL/MariaDB servers.
 # SCHEMALESS_DATA_DIR moves the SQLite files; DEMO_SEED_ARGS replaces the seed's arguments.
 set -euo pipefail
@@ -30,4 +31,6 @@ $py manage.py seed --if-empty ${DEMO_SEED_ARGS:-}
 shown=$host
 if [ "$host" = 0.0.0.0 ]; then shown=127.0.0.1; fi
 echo "demo: open http://$shown:$port/ (admin at /admin/, user admin / ${DJANGO_SUPERUSER_PASSWORD:-admin})"
-exec $py manage.py runserver "$host:$port" --noreload
+# DEBUG is off unless DJANGO_DEBUG=1 (project/settings.py); --insecure has runserver serve the
+# static files (the admin's CSS and JavaScript) all the same. A development server, as ever.
+exec $py manage.py runserver "$host:$port" --noreload --insecure

@@ -6,8 +6,11 @@ Usage::
     python scripts/reliability_table.py REPORT.jsonl [MORE.jsonl ...] > table.md
 
 Each line is one row written by ``tests/reliability_report.record()``: ``fault``, ``backend``,
-``cases``, ``data_lost``, ``wrong_results`` (and details, ignored here). Rows of the same fault
-and backend (several runs appended to one file, or several files) are added up. Faults keep the
+``cases``, ``data_lost``, ``wrong_results``, optionally ``failures`` (problems that are neither
+data lost nor a wrong result; rows of older reports have none) and details, ignored here. A row
+is recorded whether its class passed or failed, so a failure shows: in the data lost and wrong
+results columns, and as "N other failures" after the class's name. Rows of the same fault and
+backend (several runs appended to one file, or several files) are added up. Faults keep the
 order in which they first appear; backends are listed in that order too.
 """
 
@@ -20,6 +23,7 @@ from pathlib import Path
 
 COLUMNS = ("Fault or input class", "Backend", "Cases run", "Data lost", "Wrong results")
 COUNTS = ("cases", "data_lost", "wrong_results")
+OPTIONAL_COUNTS = ("failures",)
 
 
 class ReportError(ValueError):
@@ -42,7 +46,9 @@ def read_rows(paths: Iterable[Path]) -> list[dict[str, object]]:
                 missing = [k for k in ("fault", "backend", *COUNTS) if k not in row]
                 if missing:
                     raise ReportError(f"{path}:{number}: missing {', '.join(missing)}")
-                for key in COUNTS:
+                for key in (*COUNTS, *OPTIONAL_COUNTS):
+                    if key not in row:
+                        continue
                     value = row[key]
                     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                         raise ReportError(f"{path}:{number}: {key} is not a count: {value!r}")
@@ -55,9 +61,9 @@ def totals(rows: Iterable[dict[str, object]]) -> dict[tuple[str, str], dict[str,
     out: dict[tuple[str, str], dict[str, int]] = {}
     for row in rows:
         key = (str(row["fault"]), str(row["backend"]))
-        summed = out.setdefault(key, dict.fromkeys(COUNTS, 0))
-        for count in COUNTS:
-            summed[count] += int(row[count])  # type: ignore[call-overload]
+        summed = out.setdefault(key, dict.fromkeys((*COUNTS, *OPTIONAL_COUNTS), 0))
+        for count in (*COUNTS, *OPTIONAL_COUNTS):
+            summed[count] += int(row.get(count, 0))  # type: ignore[call-overload]
     return out
 
 
@@ -79,7 +85,11 @@ def render(rows: Iterable[dict[str, object]]) -> str:
             counts = summed.get((fault, backend))
             if counts is None:
                 continue
-            cells = [_cell(fault), _cell(backend), *(str(counts[c]) for c in COUNTS)]
+            name = fault
+            if counts["failures"]:
+                plural = "s" if counts["failures"] > 1 else ""
+                name += f" ({counts['failures']} other failure{plural})"
+            cells = [_cell(name), _cell(backend), *(str(counts[c]) for c in COUNTS)]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

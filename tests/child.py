@@ -66,7 +66,8 @@ def declared(which: str | Index) -> Iterator[Index]:
     every shard, then a state: ``ready`` on an empty store, else ``building``); undeclare it
     and drop its tables after."""
     from schemaless_store import lifecycle, shards
-    from schemaless_store.indexes import create_tables, drop_table, registry
+    from schemaless_store.indexes import registry
+    from schemaless_store.tables.ddl import create_tables, drop_table
 
     index = EXTRA_INDEXES[which] if isinstance(which, str) else which
     name = index.name

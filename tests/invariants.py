@@ -3,6 +3,9 @@
 - I1 ``check_no_false_positives``: a query never returns an entity that does not match.
 - I2 ``check_no_false_negatives``: every entity is found by every ready index that covers it.
 - I3 ``assert_exact``: index tables hold exactly the rows the entities imply, on the right shards.
+
+Each asserts; ``false_positives``, ``false_negatives`` and ``inexact`` return the problems
+instead, for the reliability suite to count them (``tests/reliability_report.py``).
 """
 
 from __future__ import annotations
@@ -53,15 +56,24 @@ def stored_rows(indexes: Iterable[Index]) -> set[PlacedRow]:
     return rows
 
 
-def assert_exact(indexes: Iterable[Index] | None = None) -> None:
-    """I3: stored rows == implied rows, for every given (default: declared) index."""
+def inexact(indexes: Iterable[Index] | None = None) -> str | None:
+    """I3: None if stored rows == implied rows, for every given (default: declared) index;
+    else what differs."""
     indexes = list(registry.valid() if indexes is None else indexes)
     implied, stored = implied_rows(indexes), stored_rows(indexes)
     missing, extra = implied - stored, stored - implied
-    assert not missing and not extra, (
+    if not missing and not extra:
+        return None
+    return (
         f"index tables are not exact: {len(missing)} missing, e.g. {sorted(missing)[:3]}; "
         f"{len(extra)} extra, e.g. {sorted(extra)[:3]}"
     )
+
+
+def assert_exact(indexes: Iterable[Index] | None = None) -> None:
+    """I3, asserted (see :func:`inexact`)."""
+    problem = inexact(indexes)
+    assert problem is None, problem
 
 
 def ready_indexes() -> list[Index]:
@@ -94,27 +106,46 @@ def matches(entity: Entity, conditions: dict[str, Any]) -> bool:
     return True
 
 
-def check_no_false_positives(conditions: Iterable[dict[str, Any]]) -> None:
-    """I1 over the given queries (run only if a ready index serves them)."""
+def false_positives(conditions: Iterable[dict[str, Any]]) -> list[str]:
+    """I1 over the given queries (run only if a ready index serves them): one problem per
+    non-matching entity returned."""
     ready = {i.name for i in ready_indexes()}
+    problems = []
     for query in conditions:
         found = Entity.objects.filter_index(**query)
         if found.index.name not in ready:
             continue
         for entity in found:
-            assert matches(entity, query), f"{query} returned non-matching {entity.properties}"
+            if not matches(entity, query):
+                problems.append(f"{query} returned non-matching {entity.properties}")
+    return problems
 
 
-def check_no_false_negatives() -> list[dict[str, Any]]:
-    """I2 for every committed entity and ready index; returns the queries it ran (for I1)."""
-    queries = []
+def check_no_false_positives(conditions: Iterable[dict[str, Any]]) -> None:
+    """I1, asserted (see :func:`false_positives`)."""
+    problems = false_positives(conditions)
+    assert not problems, problems[0]
+
+
+def false_negatives() -> tuple[list[dict[str, Any]], list[str]]:
+    """I2 for every committed entity and ready index: the queries it ran (for I1), and one
+    problem per (entity, query) that does not find the entity."""
+    queries, problems = [], []
     entities = committed_entities()
     for index in ready_indexes():
         for entity_id, properties in entities.items():
             for query in conditions_for(index, properties):
                 found = {e.id.bytes for e in Entity.objects.filter_index(**query)}
-                assert entity_id in found, (
-                    f"entity {entity_id.hex()} {properties} not found by {index.name} {query}"
-                )
+                if entity_id not in found:
+                    problems.append(
+                        f"entity {entity_id.hex()} {properties} not found by {index.name} {query}"
+                    )
                 queries.append(query)
+    return queries, problems
+
+
+def check_no_false_negatives() -> list[dict[str, Any]]:
+    """I2, asserted (see :func:`false_negatives`); returns the queries it ran (for I1)."""
+    queries, problems = false_negatives()
+    assert not problems, problems[0]
     return queries

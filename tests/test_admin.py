@@ -16,7 +16,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from schemaless_store import jsonview, keys, shards
-from schemaless_store.admin import EntityAdmin
+from schemaless_store.admin.entities import EntityAdmin
 from schemaless_store.indexes import registry
 from schemaless_store.models import CleanerCheckpoint, CleanerPass, Entity, IndexState
 from tests.conftest import STORE
@@ -222,13 +222,58 @@ def test_search_by_indexed_property():
 def test_search_errors_are_messages_not_500s():
     client = client_for(*VIEW)
     for q, message in [
-        ("title=nothing indexes this", "no index covers"),
+        ("title=nothing indexes this", "Search refused: no index serves"),
+        ("order_by=-published", "order_by needs at least one condition"),
+        ("tags=x & tags=y", "tags is given twice"),
         ("just words", "neither an entity id"),
         ('link={"$uuid": "bad"}', "not a UUID"),
     ]:
         response = client.get(LIST, {"q": q})
         assert response.status_code == 200
         assert message in html.unescape(response.content.decode()), q
+
+
+def test_search_explains_how_it_runs_and_why_it_refuses():
+    """Several conditions joined by " & ", an ordering, and the query's explain() shown with
+    the answer or the refusal."""
+    user = uuid.uuid4().bytes
+    old = Entity.objects.create(**PostFactory(user_id=user, published=5))
+    new = Entity.objects.create(**PostFactory(user_id=user, published=9))
+    Entity.objects.create(**PostFactory(published=7))
+    client = client_for(*VIEW)
+    user_json = f'{{"$bytes": "{user.hex()}"}}'
+    response = client.get(LIST, {"q": f"user_id={user_json} & order_by=-published"})
+    page = html.unescape(response.content.decode())
+    assert shown_ids(response) == [str(new.id), str(old.id)]
+    assert "Found through index index_user_published" in page
+    assert "Index: index_user_published (user_id, published; shard_on user_id)" in page
+    assert "(pinned by user_id)" in page
+    response = client.get(LIST, {"q": f"user_id={user_json} & published__lte=5"})
+    assert shown_ids(response) == [str(old.id)]
+    # A search that names a prefix of an index only: refused, with the reasons and a remedy.
+    response = client.get(LIST, {"q": "published__gte=0"})
+    page = html.unescape(response.content.decode())
+    assert response.status_code == 200 and shown_ids(response) == []
+    assert "Search refused: no index serves filter_index(published__gte=0)" in page
+    assert "index_user_published (user_id, published; shard_on user_id) [ready]: also " in page
+    assert "requires `user_id`" in page
+    assert "properties=['published'], shard_on='published'" in page
+
+
+def test_search_help_gives_examples_that_work():
+    """The examples under the search box come from the ready indexes' own rows: each one,
+    searched, finds entities."""
+    user = uuid.uuid4().bytes
+    Entity.objects.create(**PostFactory(user_id=user, published=5, tags=["red"]))
+    client = client_for(*VIEW)
+    page = client.get(LIST).content.decode()
+    examples = [
+        html.unescape(e) for e in re.findall(r'class="sls-mono sls-example"[^>]*>([^<]+)<', page)
+    ]
+    assert any(e.startswith("tags=") for e in examples), examples
+    assert any(e.startswith("user_id=") and "order_by=-published" in e for e in examples)
+    for example in examples:
+        assert shown_ids(client.get(LIST, {"q": example})), example
 
 
 def test_index_search_pages_without_counting(monkeypatch):
@@ -318,7 +363,7 @@ def test_valid_edit_is_saved_through_the_write_path_and_logged():
     props["extra"] = {"$bytes": "not a tag at the top"}
     del props["title"]
     response = post_body(client, entity, jsonview.dumps(props), page)
-    assert response.status_code == 302 and response["Location"] == change_url(entity)
+    assert response.status_code == 302 and response["Location"] == change_url(entity) + "?edit=1"
     stored = Entity.objects.get(id=entity.id)
     assert stored["link"] == "https://new" and "title" not in stored
     assert link_rows() == {(keys.encode_key("https://new"), entity.id.bytes)}
@@ -496,10 +541,10 @@ def test_health_page_shows_state_rows_backfill_and_passes():
 
 
 def test_health_page_reads_estimates_for_big_tables(monkeypatch):
-    from schemaless_store import health
+    from schemaless_store.tables import counts
 
     Entity.objects.create(**PostFactory())
-    monkeypatch.setattr(health, "EXACT_COUNT_BELOW", 0)
+    monkeypatch.setattr(counts, "EXACT_COUNT_BELOW", 0)
     page = client_for(*VIEW).get(HEALTH).content.decode()
     if connections[shards.shard_aliases()[0]].vendor == "mysql":
         assert "≈" in section(page, "index_link")
@@ -515,7 +560,7 @@ def test_health_page_names_a_missing_table():
         page = client_for(*VIEW).get(HEALTH).content.decode()
         assert f"{alias}: table missing" in section(page, "index_tags")
     finally:
-        from schemaless_store.indexes import create_tables
+        from schemaless_store.tables.ddl import create_tables
 
         create_tables(alias, [registry.get("index_tags")])
 
@@ -557,11 +602,11 @@ def test_check_now_reports_logs_and_shows_problems():
 
 
 def test_check_now_samples_at_most_n_per_shard():
-    from schemaless_store import health
+    from schemaless_store.admin import sample_check
 
     for n in range(30):
         Entity.objects.create(n=n, tags=["t"])
-    results = health.check(["index_tags"], per_shard=4)
+    results = sample_check.check(["index_tags"], per_shard=4)
     assert len(results) == 1 and results[0].sampled == 4 * len(shards.shard_aliases())
     assert results[0].ok
 

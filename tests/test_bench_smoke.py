@@ -57,6 +57,8 @@ COMPARISONS = {
     "query_page": {"ours/raw", "ours/json_column"},
     "query_all": {"ours/raw", "ours/json_column", "ours/json_unindexed"},
     "query_scatter": {"ours/pinned", "ours/raw"},
+    "export": {"ours/raw"},
+    "import": {"ours/bulk_put"},
 }
 INDEX_ADD_BASELINES = {
     "alter_default",
@@ -131,3 +133,13 @@ def test_index_add_leg(quick_run: dict) -> None:
     else:
         assert "pending" not in ours
         assert _number(ours["rows_per_s"]) and _number(ours["writer_during"]["p99_ms"])
+
+
+def test_backup_leg_measures_memory_at_two_sizes(quick_run: dict) -> None:
+    records = quick_run["backup_memory"]
+    assert [r["size"] for r in records] == sorted(quick_run["plan"]["sizes"])
+    for record in records:
+        for key in ("export_peak_rss_mib", "import_peak_rss_mib", "export_entities_per_s"):
+            assert _number(record[key]), key
+    summary = quick_run["backup_memory_summary"]
+    assert _number(summary["export_growth"]) and _number(summary["import_growth"])

@@ -115,11 +115,26 @@ def test_a_stale_index_row_never_answers(email_index):
 def test_cell_and_entity_indexes_do_not_mix(email_index):
     Entity.objects.create(email="entity@example.com")
     assert index_rows(EMAIL) == []
-    with pytest.raises(NoIndexForQuery, match=r"no index covers properties \['email'\]") as info:
+    with pytest.raises(NoIndexForQuery, match=r"no index serves filter_index\(email=") as info:
         list(Entity.objects.filter_index(email="entity@example.com"))
     assert EMAIL not in str(info.value)  # an index over cells does not serve entity queries
-    with pytest.raises(NoIndexForQuery, match="of cell column 'schools'"):
+    with pytest.raises(NoIndexForQuery, match="No index is declared for this source") as info:
         list(Cell.objects.filter_index("schools", email="x"))
+    assert "Cell.objects.filter_index('schools', email='x')" in str(info.value)
+    assert "column='schools'" in str(info.value)  # the declaration that would serve it
+
+
+def test_cell_queries_follow_the_entity_rule(school_index):
+    """A cell query that names only ``school`` cannot use (school, year): a version without a
+    year has no row there. Naming ``year`` (here by ordering) answers every row that has it."""
+    with_year, without = uuid.uuid4(), uuid.uuid4()
+    Cell.objects.put(with_year, "users", {"school": "mit", "year": 2001})
+    Cell.objects.put(without, "users", {"school": "mit"})
+    with pytest.raises(NoIndexForQuery, match="also requires `year`"):
+        list(Cell.objects.filter_index("users", school="mit"))
+    ordered = Cell.objects.filter_index("users", school="mit").order_by("year")
+    assert [c.row_key for c in ordered] == [with_year]
+    assert "index_cell_school_year" in ordered.explain()
 
 
 def test_bad_cell_index_declarations_are_reported():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections import Counter
 
 import pytest
 from django.db import connections
@@ -12,7 +13,7 @@ from schemaless_store import shards
 from schemaless_store.exceptions import CellImmutable, InvalidCell, UnsupportedValue
 from schemaless_store.models import Cell, Entity
 from tests.conftest import STORE
-from tests.reliability_report import record
+from tests.reliability_report import recording
 
 pytestmark = STORE
 
@@ -148,25 +149,26 @@ def test_concurrent_writers_to_one_column_get_distinct_versions_and_lose_none():
             connections.close_all()
             shards.close_index_connections()
 
-    workers = [threading.Thread(target=writer, args=(n,)) for n in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    assert errors == []
-    stored = Cell.objects.versions(row, "users")
-    wanted = {(n, i) for n in range(threads) for i in range(per_thread)}
-    got = [(c.body["writer"], c.body["i"]) for c in stored]
-    record(
-        "Cells: 6 threads appending versions of one column (versions)",
-        len(wanted),
-        len(wanted - set(got)),
-        len(got) - len(set(c.ref_key for c in stored)),
-    )
-    assert [c.ref_key for c in stored] == list(range(1, threads * per_thread + 1))
-    assert sorted((c.body["writer"], c.body["i"]) for c in stored) == [
-        (n, i) for n in range(threads) for i in range(per_thread)
-    ]
+    with recording("Cells: 6 threads appending versions of one column (versions)") as tally:
+        workers = [threading.Thread(target=writer, args=(n,)) for n in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        for error in errors:
+            tally.fail(f"a writer raised {error!r}")
+        stored = Cell.objects.versions(row, "users")
+        wanted = {(n, i) for n in range(threads) for i in range(per_thread)}
+        got = [(c.body["writer"], c.body["i"]) for c in stored]
+        tally.cases = len(wanted)
+        for version in sorted(wanted - set(got)):
+            tally.lost(f"version {version} was not stored")
+        ref_keys = [c.ref_key for c in stored]
+        for ref_key, times in Counter(ref_keys).items():
+            if times > 1:
+                tally.wrong(f"ref_key {ref_key} given to {times} versions", count=times - 1)
+    assert ref_keys == list(range(1, threads * per_thread + 1))
+    assert sorted(got) == sorted(wanted)
     # Each writer's own versions are in the order it wrote them.
     for n in range(threads):
         mine = [c.body["i"] for c in stored if c.body["writer"] == n]

@@ -1,13 +1,16 @@
 from __future__ import annotations
 
+from io import StringIO
+
 import pytest
 from django.core.management import call_command
 from django.db import connections
 from django.test import override_settings
 
-from schemaless_store import Index, checks, conf, indexes, lifecycle, shards
+from schemaless_store import Index, checks, conf, lifecycle, shards
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
+from schemaless_store.tables import ddl
 from tests.conftest import STORE
 
 
@@ -64,7 +67,7 @@ def test_invalid_index_declarations_are_reported_and_never_used(kwargs):
         assert errors and all("tests.inline" in m.msg for m in errors)
         assert index not in registry.valid()
         with pytest.raises(Exception, match="invalid"):
-            index.create_sql("mysql", lambda n: f"`{n}`")
+            ddl.create_statements(index, "mysql", lambda n: f"`{n}`")
     finally:
         registry.unregister(index.name)
 
@@ -101,7 +104,7 @@ def test_an_index_declared_later_gets_its_tables_on_the_next_migrate():
     finally:
         registry.unregister(late.name)
         for alias in shards.shard_aliases():
-            indexes.drop_table(alias, late.name)
+            ddl.drop_table(alias, late.name)
 
 
 @STORE
@@ -110,3 +113,79 @@ def test_migrateall_migrates_every_alias(capsys):
     out = capsys.readouterr().out
     for alias in ("default", *conf.get().shards):
         assert f"Migrating {alias}" in out
+    assert "Migrated default and 2 shards." in out
+
+
+def migrateall(*args: str) -> str:
+    out = StringIO()
+    call_command("migrateall", *args, stdout=out)
+    return out.getvalue()
+
+
+def index_line(out: str, name: str) -> str:
+    (line,) = [line for line in out.splitlines() if line.split()[:1] == [name]]
+    return line
+
+
+@STORE
+def test_migrateall_names_each_index_its_tables_and_its_state():
+    out = migrateall()
+    assert f"Indexes: their tables on {', '.join(shards.shard_aliases())}; their state" in out
+    for index in registry.valid():
+        assert index_line(out, index.name).endswith("found; ready")  # the test run's migrate
+    assert "runcleaner" not in out and "dropindex" not in out
+
+
+@STORE
+def test_migrateall_says_how_to_backfill_a_new_index_on_a_store_with_data():
+    Entity.objects.create(title="already here")
+    late = Index(table="index_late_title", properties=["title"], shard_on="title")
+    registry.register(late)
+    try:
+        out = migrateall()
+        assert index_line(out, late.name).endswith("created; building")
+        assert "A building index is new on a store that already holds data" in out
+        assert f"\n  manage.py runcleaner --index={late.name} --once\n" in out
+        assert out.count("manage.py runcleaner") == 1  # the ready ones need nothing
+
+        again = migrateall()  # still building: the advice stays; the tables are there now
+        assert index_line(again, late.name).endswith("found; building")
+        assert f"manage.py runcleaner --index={late.name} --once" in again
+
+        call_command("runcleaner", f"--index={late.name}", "--once", "--nice=0", verbosity=0)
+        backfilled = migrateall()
+        assert index_line(backfilled, late.name).endswith("found; ready")
+        assert "runcleaner" not in backfilled
+    finally:
+        registry.unregister(late.name)
+    try:
+        retired = migrateall()  # no longer declared: retired, and how to drop it
+        assert lifecycle.states(refresh=True)[late.name] == lifecycle.RETIRED
+        assert "Retired (no longer declared; their tables stay until dropped" in retired
+        assert f"\n  manage.py dropindex {late.name}\n" in retired
+        assert not [line for line in retired.splitlines() if line.split()[:1] == [late.name]]
+    finally:
+        for alias in shards.shard_aliases():
+            ddl.drop_table(alias, late.name)
+        lifecycle.drop_retired(late.name)
+
+
+@STORE
+def test_migrateall_on_an_empty_store_makes_a_new_index_ready_at_once():
+    late = Index(table="index_late_title", properties=["title"], shard_on="title")
+    registry.register(late)
+    try:
+        out = migrateall()
+        assert index_line(out, late.name).endswith("created; ready")
+        assert "runcleaner" not in out
+    finally:
+        registry.unregister(late.name)
+        for alias in shards.shard_aliases():
+            ddl.drop_table(alias, late.name)
+        lifecycle.sync_states()
+        lifecycle.drop_retired(late.name)
+
+
+@STORE
+def test_migrateall_is_quiet_with_verbosity_0():
+    assert migrateall("-v", "0") == ""

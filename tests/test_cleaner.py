@@ -19,7 +19,7 @@ from django.db.backends.signals import connection_created
 
 from schemaless_store import conf, lifecycle, shards
 from schemaless_store.cleaner import Cleaner, Summary
-from schemaless_store.cleaner_lock import CleanerLock, lock_name
+from schemaless_store.cleaner.lock import CleanerLock, lock_name
 from schemaless_store.exceptions import IndexValueError, ShardUnavailable
 from schemaless_store.indexes import registry
 from schemaless_store.management.commands import runcleaner
@@ -108,16 +108,17 @@ def test_backfill_indexes_existing_entities_then_the_index_is_ready(published, p
 def test_entities_nobody_changes_are_not_re_checked(published, posts, monkeypatch):
     """The version a batch was read at (added_id, updated) matches its re-read when nothing
     changed: only entities changed in between go to the locked re-check (remove_stale)."""
-    from schemaless_store import writes
+    from schemaless_store.indexes import ENTITIES
+    from schemaless_store.writes import protocol
 
     rechecked: list[int] = []
-    remove_stale = writes.remove_stale
+    remove_stale = protocol.remove_stale
 
-    def counting(alias, candidates, source=writes.ENTITIES):
+    def counting(alias, candidates, source=ENTITIES):
         rechecked.append(len(candidates))
         return remove_stale(alias, candidates, source)
 
-    monkeypatch.setattr(writes, "remove_stale", counting)
+    monkeypatch.setattr(protocol, "remove_stale", counting)
     raw_delete("index_link", posts[3].id.bytes)  # one row for the repair pass to put back
     summary = Cleaner(indexes=[PUBLISHED, "index_link"], once=True, batch_size=40).run()
 
@@ -133,11 +134,11 @@ class BackfillThenCheck(Cleaner):
         super().__init__(**options)
         self.after_backfill = after_backfill
 
-    def _run_passes(self, index, alias, kinds):
+    def run_passes(self, index, alias, kinds):
         if "backfill" not in kinds and self.after_backfill is not None:
             self.after_backfill, after_backfill = None, self.after_backfill
             after_backfill()
-        return super()._run_passes(index, alias, kinds)
+        return super().run_passes(index, alias, kinds)
 
 
 def test_backfill_while_a_writer_keeps_writing_is_exact(published, posts):
@@ -265,6 +266,52 @@ def test_repair_inserts_missing_rows_and_removes_stale_ones(posts):
     assert {p.status for p in repairs} == {"done"}
 
 
+def plant_stale_link(entity: Entity) -> tuple[str, tuple]:
+    """A row of index_link the entity does not imply (as a writer that died before removing
+    it leaves behind), on the shard the value routes to: that shard and the row."""
+    link = registry.get("index_link")
+    old_link = link.column_value("link", "https://example.com/gone")
+    home = shards.alias_for(link.routing_key(old_link))
+    row = (old_link, entity.id.bytes)
+    insert_index_row("index_link", home, row)
+    assert row in index_rows("index_link", home)
+    return home, row
+
+
+def run_one_pass(kind: str, alias: str):
+    """One pass of index_link on one shard, alone (no other pass runs)."""
+    cleaner = Cleaner(indexes=["index_link"], shards=[alias], once=True, batch_size=50)
+    (result,) = cleaner.run_passes(registry.get("index_link"), alias, [kind])
+    assert (result.kind, result.shard, result.status) == (kind, alias, "done")
+    return result
+
+
+def test_the_repair_pass_alone_removes_a_stale_row(posts):
+    entity = posts[4]
+    home, row = plant_stale_link(entity)
+
+    result = run_one_pass("repair", entity.shard)  # it walks the entities of that shard
+
+    assert (result.stale_removed, result.orphans_removed, result.inserted) == (1, 0, 0)
+    assert row not in index_rows("index_link", home)
+    (recorded,) = passes(index_name="index_link")
+    assert (recorded.kind, recorded.stale_removed) == ("repair", 1)
+    assert_exact()
+
+
+def test_the_sweep_pass_alone_removes_a_stale_row(posts):
+    entity = posts[4]
+    home, row = plant_stale_link(entity)
+
+    result = run_one_pass("sweep", home)  # it walks the index rows of that shard
+
+    assert (result.stale_removed, result.orphans_removed, result.inserted) == (1, 0, 0)
+    assert row not in index_rows("index_link", home)
+    (recorded,) = passes(index_name="index_link")
+    assert (recorded.kind, recorded.stale_removed) == ("sweep", 1)
+    assert_exact()
+
+
 def test_repair_walks_every_entity_once_newest_first(monkeypatch):
     # Five bulk puts: five distinct "updated" values, each shared by 20 entities (ties).
     everyone = [
@@ -274,15 +321,17 @@ def test_repair_walks_every_entity_once_newest_first(monkeypatch):
     for entity in lost:
         raw_delete("index_link", entity.id.bytes)
     walked: dict[str, list[tuple]] = {alias: [] for alias in shards.shard_aliases()}
-    original = Cleaner._repair_entities
+    from schemaless_store.cleaner import passes
 
-    def spy(self, index, alias, batch, result):
+    original = passes._repair_entities
+
+    def spy(index, alias, batch, result):
         walked[alias].extend(
             (updated, added_id, entity_id) for added_id, entity_id, updated, _ in batch
         )
-        return original(self, index, alias, batch, result)
+        return original(index, alias, batch, result)
 
-    monkeypatch.setattr(Cleaner, "_repair_entities", spy)
+    monkeypatch.setattr(passes, "_repair_entities", spy)
     summary = Cleaner(indexes=["index_link"], once=True, batch_size=7).run()
 
     ids = [entity_id for rows in walked.values() for *_, entity_id in rows]
@@ -778,14 +827,16 @@ def test_runcleaner_fails_on_an_index_without_state(posts):
 
 def test_a_failing_pass_is_recorded_and_the_others_still_run(posts, monkeypatch):
     broken = shards.shard_aliases()[0]
-    original = Cleaner._entities_newest_first
+    from schemaless_store.tables import entities as entity_table
 
-    def failing(self, source, alias, bound):
+    original = entity_table.newest_first
+
+    def failing(source, alias, bound, limit):
         if alias == broken:
             raise ShardUnavailable(alias, "connection refused")
-        return original(self, source, alias, bound)
+        return original(source, alias, bound, limit)
 
-    monkeypatch.setattr(Cleaner, "_entities_newest_first", failing)
+    monkeypatch.setattr(entity_table, "newest_first", failing)
     with pytest.raises(CommandError) as caught:
         run_command("--index=index_link", "--once")
 

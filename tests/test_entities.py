@@ -22,7 +22,7 @@ from schemaless_store.exceptions import (
 from schemaless_store.models import Entity
 from tests.conftest import STORE
 from tests.factories import PostFactory
-from tests.helpers import count_everything, entity_rows
+from tests.helpers import count_everything, entity_rows, index_rows
 from tests.test_codec import EVERY_TYPE, same
 
 pytestmark = STORE
@@ -328,27 +328,31 @@ def test_bulk_put_of_generated_ids_twice_updates_instead_of_inserting():
     for entity in entities:
         entity["link"] += "/changed"
     Entity.objects.bulk_put(entities)
-    assert count_everything() >= 2
+    # Still two entities (updated, not inserted again), each with its one index_link row.
+    assert count_everything() == 4
+    assert sorted(entity_id for _value, entity_id, _alias in index_rows("index_link")) == sorted(
+        e.id.bytes for e in entities
+    )
     found = sorted(e["link"] for e in Entity.objects.get_many([e.id for e in entities]).values())
     assert found == ["https://one/changed", "https://two/changed"]
     assert not list(Entity.objects.filter_index(link="https://one"))
 
 
 def test_get_many_of_many_ids_over_both_shards(monkeypatch):
-    from schemaless_store import query
+    from schemaless_store.query import fetch
 
     entities = Entity.objects.bulk_put([{"n": n} for n in range(150)])
     assert len({e.shard for e in entities}) == 2
     read_on = set()
-    fetch_shard = query._fetch_shard
+    fetch_shard = fetch.fetch_shard
 
-    def watched(item):
+    def watched(model, alias, ids):
         import threading
 
         read_on.add(threading.current_thread().name.startswith("schemaless-scatter"))
-        return fetch_shard(item)
+        return fetch_shard(model, alias, ids)
 
-    monkeypatch.setattr(query, "_fetch_shard", watched)
+    monkeypatch.setattr(fetch, "fetch_shard", watched)
     wanted = [e.id for e in entities] + [uuid.uuid4()]  # one that does not exist
     found = Entity.objects.get_many(wanted)
     assert list(found) == [e.id for e in entities]  # in the order asked, missing ones left out

@@ -1,6 +1,7 @@
 """The demo feed in a real browser: Playwright driving Debian's headless Chromium against the live
 server. A visitor signs up, posts an entry, sees it on their page and on the public feed, likes
-and comments on it, and finds the live-index message. Screenshots go to ``test-artifacts/``.
+and comments on it (each confirmed by a message), finds the live-index message, and pages to the
+older entries and back with "Newer". Screenshots go to ``test-artifacts/``.
 
 Chromium comes from Debian (``scripts/browser-deps.sh``), never from ``playwright install``.
 Off CI a machine without it skips this test; in CI it fails.
@@ -8,6 +9,8 @@ Off CI a machine without it skips this test; in CI it fails.
 
 from __future__ import annotations
 
+import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from project.feed import entities
@@ -18,7 +21,7 @@ from tests.conftest import STORE
 from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, _require_browser
 from tests.test_feed_views import use_feed_site
 
-pytestmark = STORE
+pytestmark = [STORE, pytest.mark.browser]
 
 TITLE = "Sharding MySQL the FriendFeed way <3"
 LINK = "https://backchannel.org/blog/friendfeed-schemaless-mysql"
@@ -66,6 +69,7 @@ def test_a_visitor_signs_up_posts_and_sees_the_entry_on_their_page(live_server, 
             page.screenshot(path=str(ARTIFACTS / "feed-user-page.png"), full_page=True)
 
             mine.locator("button:has-text('Like')").click()
+            expect(page.locator(".messages")).to_contain_text(f"You like “{TITLE}”.")
             expect(page.locator("article.entry button:has-text('Unlike')")).to_have_count(1)
             expect(page.locator("article.entry")).to_contain_text("1 like")
 
@@ -77,6 +81,7 @@ def test_a_visitor_signs_up_posts_and_sees_the_entry_on_their_page(live_server, 
             first.locator("text=0 comments").click()
             page.fill("#id_body", "Indexes as tables of their own: still a good idea.")
             page.click("#comment-form button")
+            expect(page.locator(".messages")).to_contain_text("Comment added.")
             expect(page.locator("h2:has-text('Comments') + .card")).to_contain_text(
                 "still a good idea"
             )
@@ -88,14 +93,58 @@ def test_a_visitor_signs_up_posts_and_sees_the_entry_on_their_page(live_server, 
                 page.screenshot(path=str(ARTIFACTS / "feed-live-index-missing.png"))
 
             page.click("header >> text=Everyone")
+            first_page = page.locator("article.entry .title").all_inner_texts()
             page.click("#older")
             expect(page.locator("article.entry")).to_have_count(11)  # 31 entries, 20 a page
-            expect(page.locator("#newest")).to_be_visible()
+            expect(page.locator("#older")).to_have_count(0)
+            page.screenshot(path=str(ARTIFACTS / "feed-second-page.png"), full_page=True)
+            page.click("#newer")  # back one page: the first
+            expect(page.locator("article.entry")).to_have_count(20)
+            assert page.locator("article.entry .title").all_inner_texts() == first_page
+            expect(page.locator("#newer")).to_have_count(0)
         finally:
             browser.close()
 
     assert dialogs == [], "a property value ran as script"
     ada = entities.user_by_username("ada")
-    (entry,) = Entity.objects.filter_index(kind="entry", user_id=ada.id)
+    (entry,) = Entity.objects.filter_index(kind="entry", user_id=ada.id).order_by("published")
     assert entry["title"] == TITLE
-    assert Entity.objects.filter_index(kind="like", entry_id=entry.id).count() == 1
+    assert (
+        Entity.objects.filter_index(kind="like", entry_id=entry.id).order_by("created").count() == 1
+    )
+
+
+def test_error_pages_look_like_the_site_and_the_admin(live_server, settings):
+    _require_browser()
+    from playwright.sync_api import expect, sync_playwright
+
+    use_feed_site(settings)
+    User.objects.create_superuser("boss", "boss@example.com", "pw")
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            response = page.goto(f"{live_server.url}/no/such/page/")
+            assert response.status == 404
+            expect(page.locator("h1")).to_have_text("Page not found")
+            expect(page.locator("header.site .brand")).to_have_text("Feed")
+            page.screenshot(path=str(ARTIFACTS / "demo-404.png"))
+
+            page.goto(f"{live_server.url}/admin/login/")
+            page.fill("#id_username", "boss")
+            page.fill("#id_password", "pw")
+            page.click("input[type=submit]")
+            expect(page.locator("#site-name")).to_be_visible()
+            response = page.goto(f"{live_server.url}/admin/schemaless_store/entity/add/")
+            assert response.status == 403
+            expect(page.locator("#content-main h2")).to_have_text("Forbidden")
+            # The admin's stylesheet is applied: its header has the admin's colours.
+            background = page.locator("#header").evaluate(
+                "element => getComputedStyle(element).backgroundColor"
+            )
+            assert background not in ("rgba(0, 0, 0, 0)", "transparent")
+            page.screenshot(path=str(ARTIFACTS / "admin-403.png"))
+        finally:
+            browser.close()

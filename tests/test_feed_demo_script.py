@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -43,9 +44,23 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def fetch(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=10) as response:
+def fetch(url: str, opener: urllib.request.OpenerDirector | None = None) -> str:
+    with (opener or urllib.request.build_opener()).open(url, timeout=10) as response:
         return response.read().decode()
+
+
+def admin_session(base: str) -> urllib.request.OpenerDirector:
+    """An HTTP client logged in to the demo's admin as admin / admin."""
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+    form = fetch(f"{base}/admin/login/", opener)
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form).group(1)
+    data = urllib.parse.urlencode(
+        {"csrfmiddlewaretoken": token, "username": "admin", "password": "admin", "next": "/admin/"}
+    ).encode()
+    request = urllib.request.Request(f"{base}/admin/login/", data=data, headers={"Referer": base})
+    with opener.open(request, timeout=10) as response:
+        assert response.url == f"{base}/admin/", "the demo's admin login failed"
+    return opener
 
 
 def test_scripts_demo_sh_serves_the_seeded_feed(tmp_path):
@@ -85,6 +100,26 @@ def test_scripts_demo_sh_serves_the_seeded_feed(tmp_path):
         assert 'rel="next">Older' in home
         users = fetch(f"http://127.0.0.1:{port}/users/")
         assert len(re.findall(r'href="/u/[a-z0-9_]+/">@', users)) == 20  # the default seed
+        # History is on in the demo: the admin's Versions page of a seeded entry shows the
+        # version the seed wrote.
+        base = f"http://127.0.0.1:{port}"
+        entry_id = re.search(r'<article class="card entry" id="entry-([0-9a-f-]+)"', home).group(1)
+        versions = fetch(
+            f"{base}/admin/schemaless_store/entity/{entry_id}/versions/", admin_session(base)
+        )
+        assert '<tr id="version-1">' in versions
+        assert "Entity history is off" not in versions
+
+        # DEBUG is off: a missing page is the site's 404 page, not Django's debug page, and
+        # runserver --insecure still serves the admin's static files.
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            fetch(f"{base}/no-such-page/")
+        assert missing.value.code == 404
+        page = missing.value.read().decode()
+        assert "<title>Page not found · schemaless_store demo</title>" in page
+        assert "URLconf" not in page
+        assert "#header" in fetch(f"{base}/static/admin/css/base.css")
+
         shown = log.read_text()
         assert "Seeded " in shown
         assert f"demo: open http://127.0.0.1:{port}/" in shown

@@ -9,8 +9,10 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
+from html import unescape
 from io import StringIO
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.core.management import call_command
@@ -21,8 +23,9 @@ from project.feed.factories import EntryFactory, UserFactory
 from project.feed.indexes import LINK_INDEX_NAME, make_link_index
 from schemaless_store import lifecycle, shards
 from schemaless_store.exceptions import UniqueViolation
-from schemaless_store.indexes import create_tables, drop_table, registry
+from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
+from schemaless_store.tables.ddl import create_tables, drop_table
 from tests.conftest import STORE
 from tests.helpers import count_everything
 
@@ -54,23 +57,35 @@ def entry_ids(html: str) -> list[str]:
     return re.findall(r'<article class="card entry" id="entry-([0-9a-f-]+)"', html)
 
 
+def pager_href(html: str, which: str) -> str | None:
+    """The ``href`` of the pager's link ``which`` (older, newer, newest), unescaped."""
+    found = re.search(rf'<a href="([^"]*)" id="{which}"', html)
+    return unescape(found.group(1)) if found else None
+
+
 def older_link(html: str) -> str | None:
-    found = re.search(r'href="\?(?:link=[^&"]*&amp;)?after=([^"]+)" id="older"', html)
-    return found.group(1) if found else None
+    """The cursor the "Older" link leads to."""
+    href = pager_href(html, "older")
+    return parse_qs(urlsplit(href).query)["after"][0] if href else None
 
 
 def walk(client: Client, path: str) -> list[str]:
     """Entry ids on every page of ``path``, following the "Older" links."""
-    seen: list[str] = []
-    after = None
+    return [i for page in walk_pages(client, path) for i in page]
+
+
+def walk_pages(client: Client, path: str, which: str = "older", start: str = "") -> list[list[str]]:
+    """The entry ids of each page, from ``path + start`` on, following the links ``which``."""
+    pages: list[list[str]] = []
+    href: str | None = start
     for _ in range(50):
-        response = client.get(path + (f"?after={after}" if after else ""))
+        response = client.get(path + href if href.startswith("?") or not href else href)
         assert response.status_code == 200
         html = response.content.decode()
-        seen.extend(entry_ids(html))
-        after = older_link(html)
-        if after is None:
-            return seen
+        pages.append(entry_ids(html))
+        href = pager_href(html, which)
+        if href is None:
+            return pages
     raise AssertionError("pagination did not end")
 
 
@@ -88,7 +103,7 @@ def test_sign_up_then_post_shows_the_entry_on_the_users_page_and_the_public_feed
 
     (entry,) = Entity.objects.filter_index(
         kind="entry", user_id=entities.user_by_username("alice").id
-    )
+    ).order_by("published")
     assert entry["title"] == "We just launched"
     assert entry["link"] == "https://friendfeed.com"  # assume_scheme="https"
     assert isinstance(entry["published"], int)
@@ -216,6 +231,77 @@ def test_entries_posted_while_paging_do_not_shift_the_next_page(client, two_auth
     assert len(entry_ids(first)) + len(entry_ids(second)) == 9
 
 
+def test_newer_goes_back_one_page_at_a_time_to_the_first(client, two_authors):
+    forward = walk_pages(client, "/")
+    assert [len(page) for page in forward] == [5, 5, 3]
+    last_href = None
+    html = client.get("/").content.decode()
+    assert pager_href(html, "newer") is None and pager_href(html, "newest") is None
+    for _ in forward[1:]:
+        last_href = pager_href(html, "older")
+        html = client.get("/" + last_href).content.decode()
+
+    backward = walk_pages(client, "/", which="newer", start=last_href)
+    assert backward == forward[::-1]
+
+
+def test_the_second_pages_newer_link_is_the_first_page_and_newest_shows_from_the_third(
+    client, two_authors
+):
+    first = client.get("/").content.decode()
+    second = client.get("/" + pager_href(first, "older")).content.decode()
+    assert pager_href(second, "newer") == "/"
+    assert pager_href(second, "newest") is None  # it would be the same link
+    third = client.get("/" + pager_href(second, "older")).content.decode()
+    assert pager_href(third, "newest") == "/"
+    assert parse_qs(urlsplit(pager_href(third, "newer")).query)["after"] == [older_link(first)]
+    assert 'id="newer" rel="prev">&larr; Newer</a>' in third
+
+
+def test_a_users_page_and_the_users_list_page_back_too(client, two_authors):
+    forward = walk_pages(client, "/u/ann/")
+    assert [len(page) for page in forward] == [5, 4]
+    html = client.get("/u/ann/").content.decode()
+    html = client.get("/u/ann/" + pager_href(html, "older")).content.decode()
+    assert pager_href(html, "newer") == "/u/ann/"
+
+    Entity.objects.bulk_put(UserFactory(username=f"user{n:02}") for n in range(52))
+    first = client.get("/users/").content.decode()  # 50 a page, by username
+    second = client.get("/users/" + pager_href(first, "older")).content.decode()
+    # ann and ben first: user48 to user51 are left for the second page
+    assert re.findall(r'href="/u/([a-z0-9_]+)/">@', second) == [f"user{n}" for n in range(48, 52)]
+    assert pager_href(second, "newer") == "/users/"
+
+
+def test_newer_stops_where_a_cut_trail_ends(client, two_authors, monkeypatch, settings):
+    settings.FEED_PAGE_SIZE = 3  # 13 entries: five pages
+    monkeypatch.setattr(views, "BACK_LIMIT", 1)
+    pages = [client.get("/").content.decode()]
+    for _ in range(3):
+        pages.append(client.get("/" + pager_href(pages[-1], "older")).content.decode())
+    first, second, third, fourth = pages
+    third_query = parse_qs(urlsplit(pager_href(second, "older")).query)
+    assert third_query["back"] == [older_link(first)] and "cut" not in third_query
+    # The fourth page's trail would hold two cursors: the oldest is dropped, and marked so.
+    fourth_query = parse_qs(urlsplit(pager_href(third, "older")).query)
+    assert fourth_query["back"] == [older_link(second)] and fourth_query["cut"] == ["1"]
+
+    third_again = client.get("/" + pager_href(fourth, "newer")).content.decode()
+    assert entry_ids(third_again) == entry_ids(third)
+    assert pager_href(third_again, "newer") is None  # the way to the second page is forgotten
+    assert pager_href(third_again, "newest") == "/"
+    assert pager_href(third_again, "older") == pager_href(third, "older")
+
+
+def test_a_tampered_newer_cursor_is_a_400(client, two_authors):
+    first = client.get("/").content.decode()
+    second_href = pager_href(first, "older")
+    response = client.get("/" + second_href + "&back=garbage")
+    newer = pager_href(response.content.decode(), "newer")
+    assert parse_qs(urlsplit(newer).query)["after"] == ["garbage"]
+    assert client.get("/" + newer).status_code == 400
+
+
 @pytest.mark.parametrize("after", ["garbage", "", "x" * 500])
 def test_a_bad_cursor_is_a_400_with_a_way_back(client, two_authors, after):
     response = client.get("/", {"after": after})
@@ -242,7 +328,7 @@ def test_posting_needs_a_user_and_a_valid_link(client):
     response = client.post("/post/", {"title": "", "link": "not a link"})
     assert response.status_code == 200
     assert set(response.context["entry_form"].errors) == {"title", "link"}
-    assert not Entity.objects.filter_index(kind="entry").exists()
+    assert not Entity.objects.filter_index(kind="entry").order_by("published").exists()
 
 
 def test_unknown_users_and_entries_are_404(client):
@@ -274,7 +360,7 @@ def test_like_toggles_and_comments_show_oldest_first(client):
     assert response.status_code == 302 and response["Location"] == "/"
     client.post(f"/e/{entry.id}/like/")  # twice from the entry page: unlike, then like again
     client.post(f"/e/{entry.id}/like/")
-    (like,) = Entity.objects.filter_index(kind="like", entry_id=entry.id)
+    (like,) = Entity.objects.filter_index(kind="like", entry_id=entry.id).order_by("created")
     assert like["user_id"] == entities.user_by_username("gus").id
 
     for body in ["first!", "second <i>thoughts</i>"]:
@@ -288,7 +374,27 @@ def test_like_toggles_and_comments_show_oldest_first(client):
     assert "1 like" in feed and "2 comments" in feed
 
     assert client.post(f"/e/{entry.id}/comment/", {"body": ""}).status_code == 400
-    assert Entity.objects.filter_index(kind="comment", entry_id=entry.id).count() == 2
+    assert (
+        Entity.objects.filter_index(kind="comment", entry_id=entry.id).order_by("created").count()
+        == 2
+    )
+
+
+def test_liking_unliking_and_commenting_are_confirmed_like_posting(client):
+    author = entities.create_user("ivy", "ivy@example.com")
+    entry = entities.post_entry(author, "Friends <&> feeds " + "x" * 80, "https://example.com/")
+    sign_up(client, "jon")
+    shown = "Friends &lt;&amp;&gt; feeds " + "x" * 41 + "…"  # cut to 60 characters, escaped
+
+    page = client.post(f"/e/{entry.id}/like/", {"next": "/"}, follow=True).content.decode()
+    assert f'<li class="success">You like “{shown}”.</li>' in page
+    page = client.post(f"/e/{entry.id}/like/", follow=True).content.decode()
+    assert f'<li class="success">You no longer like “{shown}”.</li>' in page
+    response = client.post(f"/e/{entry.id}/comment/", {"body": "Nice."}, follow=True)
+    assert '<li class="success">Comment added.</li>' in response.content.decode()
+    assert response.redirect_chain == [(f"/e/{entry.id}/", 302)]
+    # Shown once: the next page has no message left.
+    assert 'class="messages"' not in client.get(f"/e/{entry.id}/").content.decode()
 
 
 def test_liking_needs_a_user(client):
@@ -296,7 +402,9 @@ def test_liking_needs_a_user(client):
     entry = entities.post_entry(author, "t", "https://example.com/")
     response = client.post(f"/e/{entry.id}/like/")
     assert response.status_code == 302 and response["Location"] == "/users/"
-    assert not Entity.objects.filter_index(kind="like", entry_id=entry.id).exists()
+    assert (
+        not Entity.objects.filter_index(kind="like", entry_id=entry.id).order_by("created").exists()
+    )
 
 
 # --- the live index ------------------------------------------------------------------------------
@@ -382,3 +490,6 @@ def test_the_live_index_pages_with_the_link_kept(client, sharers, declared_live,
     href = re.search(r'href="(\?link=[^"]+)" id="older"', html).group(1)
     response = client.get("/shared/" + href.replace("&amp;", "&"))
     assert entry_ids(response.content.decode()) == [str(sharers[2].id)]
+    newer = pager_href(response.content.decode(), "newer")  # back to the first page, same link
+    assert newer == "?link=https%3A%2F%2Ffriendfeed.com%2F"
+    assert entry_ids(client.get("/shared/" + newer).content.decode()) == entry_ids(html)

@@ -2,9 +2,12 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from schemaless_store import keys, shards
-from schemaless_store.indexes import registry
+from schemaless_store.indexes import ENTITIES, registry
 from schemaless_store.models import Entity
+from schemaless_store.writes import protocol
 from tests.conftest import STORE
 from tests.factories import PostFactory
 from tests.helpers import entity_rows, index_rows, insert_index_row
@@ -119,3 +122,76 @@ def test_save_of_unchanged_entity_is_idempotent():
     e.save()
     e.save()
     assert len(link_rows()) == 1
+
+
+@pytest.mark.parametrize("first_write", ["save", "bulk_put"])
+def test_a_key_put_back_before_the_removal_of_its_row_keeps_its_row(monkeypatch, first_write):
+    """DESIGN section 3, step 3: writer A moves the entity off key K and, once it has
+    committed, removes K's row; writer B puts K back in between (its insert of K's row is
+    idempotent: the row is still there) and commits. A's removal re-checks the entity under
+    its lock and must leave K's row, which the entity implies again. B runs exactly there:
+    just before A's ``remove_stale``."""
+    k, elsewhere = "https://example.com/k", "https://example.com/elsewhere"
+    entity = Entity.objects.create(**PostFactory(link=k))
+    real = protocol.remove_stale
+    removals: list[dict] = []
+    b_read: list[str] = []
+
+    # Runs inside A's post-commit removal, which logs and swallows exceptions: record what B
+    # sees here and assert it below.
+    def writer_b_first(alias, candidates, source=ENTITIES):
+        removals.append({i: set(rows) for i, rows in candidates.items()})
+        if len(removals) == 1:  # A's removal, A committed: B gets in before it runs
+            again = Entity.objects.get(id=entity.id)
+            b_read.append(again["link"])
+            again["link"] = k
+            again.save()
+        return real(alias, candidates, source)
+
+    monkeypatch.setattr(protocol, "remove_stale", writer_b_first)
+    if first_write == "save":
+        entity["link"] = elsewhere
+        entity.save()
+    else:
+        Entity.objects.bulk_put([{**entity.body_properties(), "id": entity.id, "link": elsewhere}])
+
+    # The interleaving happened: A's removal of K's row ran after B's write (B's own removal,
+    # of the "elsewhere" row, ran inside it, second).
+    assert b_read == [elsewhere]  # B read A's committed write
+    assert len(removals) == 2
+    assert removals[0] == {entity.id.bytes: {(LINK, (key(k),))}}
+    assert removals[1] == {entity.id.bytes: {(LINK, (key(elsewhere),))}}
+    assert Entity.objects.get(id=entity.id)["link"] == k
+    assert [e.id for e in Entity.objects.filter_index(link=k)] == [entity.id]
+    assert link_rows() == {(key(k), entity.id.bytes)}
+
+
+class _RolledBack(Exception):
+    pass
+
+
+@pytest.mark.parametrize("how", ["save", "bulk_put"])
+def test_a_write_in_a_callers_transaction_removes_stale_rows_only_once_it_commits(how):
+    """Inside the caller's ``transaction.atomic()``, a write that moves an entity from link A
+    to link B must not delete A's row before the caller commits: if the caller rolls back, the
+    entity has link A again and must still be found by it (on MySQL the index rows are written
+    on their own autocommit connection, so a delete there would outlive the rollback)."""
+    from django.db import transaction
+
+    entity = Entity.objects.create(link="https://a")
+    with pytest.raises(_RolledBack), transaction.atomic(using=entity.shard):
+        if how == "save":
+            moved = Entity.objects.get(id=entity.id)
+            moved["link"] = "https://b"
+            moved.save()
+        else:
+            Entity.objects.bulk_put([{"id": entity.id, "link": "https://b"}])
+        raise _RolledBack
+    assert Entity.objects.get(id=entity.id)["link"] == "https://a"
+    assert [e.id for e in Entity.objects.filter_index(link="https://a")] == [entity.id]
+    assert (key("https://a"), entity.id.bytes) in link_rows()
+    # Committed, the same write removes the stale row once the caller commits.
+    with transaction.atomic(using=entity.shard):
+        Entity.objects.bulk_put([{"id": entity.id, "link": "https://b"}])
+        assert (key("https://a"), entity.id.bytes) in link_rows()  # not yet
+    assert link_rows() == {(key("https://b"), entity.id.bytes)}

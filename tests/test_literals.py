@@ -9,10 +9,10 @@ from django.db import connections
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemaless_store import literals, writes
 from schemaless_store.indexes import Index
 from schemaless_store.keys import KeyColumn
 from schemaless_store.models import Entity
+from schemaless_store.tables import index_rows, literals
 
 from .conftest import STORE
 
@@ -118,6 +118,6 @@ def test_a_column_type_of_unknown_values_is_still_written_by_the_driver():
     )
     with child.declared(index):  # an empty store: ready at once
         if connections["shard_0"].vendor == "mysql":
-            assert writes._mysql_insert(index, connections["shard_0"].ops.quote_name) is None
+            assert index_rows._mysql_insert(index, connections["shard_0"].ops.quote_name) is None
         entity = Entity.objects.create(word="hello")
         assert [e.id for e in Entity.objects.filter_index(word="hello")] == [entity.id]

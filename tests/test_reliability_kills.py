@@ -26,13 +26,13 @@ from schemaless_store.models import Entity
 from tests import child
 from tests.conftest import STORE
 from tests.invariants import (
-    assert_exact,
-    check_no_false_negatives,
-    check_no_false_positives,
     committed_entities,
     conditions_for,
+    false_negatives,
+    false_positives,
+    inexact,
 )
-from tests.reliability_report import record
+from tests.reliability_report import recording
 from tests.test_write_crashes import reset_store as _reset_raw
 
 pytestmark = [STORE, pytest.mark.slow, pytest.mark.reliability]
@@ -65,56 +65,61 @@ def writer(django_db_setup):
 def test_random_sigkills_of_a_mixed_writer_lose_nothing_acknowledged(writer, tmp_path):
     rng = random.Random(8)
     touched = touched_indexes()
-    lost = wrong = killed_count = acked_writes = 0
-    for case in range(KILLS):
-        seed = rng.randrange(2**32)
-        kill_at = rng.randint(1, WRITES * 8)
-        expected = reset_store(random.Random(seed))
-        acks = tmp_path / f"acks-{case}.jsonl"
-        answer = writer.run(
-            {
-                "op": "mixed",
-                "seed": seed,
-                "ids": START,
-                "writes": WRITES,
-                "acks": str(acks),
-                "kill_at": kill_at,
-            }
-        )
-        assert answer["ended"] in ("signal 9", "exit 0"), answer
-        killed_count += answer["ended"] == "signal 9"
-        in_flight: dict[str, Any] = {}
-        for line in acks.read_text().splitlines() if acks.exists() else []:
-            entry = json.loads(line)
-            if "begin" in entry:
-                in_flight = entry["begin"]
-            else:
-                expected.update(entry["ack"])
-                acked_writes += 1
-                in_flight = {}
-        stored = {e.hex(): p for e, p in committed_entities().items()}
-        for entity_id in {**expected, **in_flight}:
-            allowed = [expected.get(entity_id)]
-            if entity_id in in_flight:
-                allowed.append(in_flight[entity_id])
-            if stored.get(entity_id) not in allowed:
-                lost += 1
-        assert lost == 0, (case, seed, kill_at, stored, expected, in_flight)
+    killed_count = acked_writes = 0
+    with recording("SIGKILL of a mixed writer at a random statement (seeded)") as tally:
+        for case in range(KILLS):
+            seed = rng.randrange(2**32)
+            kill_at = rng.randint(1, WRITES * 8)
+            where = f"case {case} (seed {seed}, kill at {kill_at})"
+            expected = reset_store(random.Random(seed))
+            acks = tmp_path / f"acks-{case}.jsonl"
+            answer = writer.run(
+                {
+                    "op": "mixed",
+                    "seed": seed,
+                    "ids": START,
+                    "writes": WRITES,
+                    "acks": str(acks),
+                    "kill_at": kill_at,
+                }
+            )
+            assert answer["ended"] in ("signal 9", "exit 0"), answer
+            killed_count += answer["ended"] == "signal 9"
+            tally.details.update(killed=killed_count)
+            in_flight: dict[str, Any] = {}
+            for line in acks.read_text().splitlines() if acks.exists() else []:
+                entry = json.loads(line)
+                if "begin" in entry:
+                    in_flight = entry["begin"]
+                else:
+                    expected.update(entry["ack"])
+                    acked_writes += 1
+                    in_flight = {}
+            tally.details.update(acknowledged_writes=acked_writes)
+            stored = {e.hex(): p for e, p in committed_entities().items()}
+            for entity_id in {**expected, **in_flight}:
+                allowed = [expected.get(entity_id)]
+                if entity_id in in_flight:
+                    allowed.append(in_flight[entity_id])
+                tally.expect(
+                    stored.get(entity_id) in allowed,
+                    f"{where}: {entity_id} is {stored.get(entity_id)!r}, not one of {allowed!r}",
+                    "lost",
+                )  # I4
 
-        queries = check_no_false_negatives()  # I2
-        for props in [*expected.values(), *in_flight.values()]:
-            for index in registry.valid():
-                queries.extend(conditions_for(index, props or {}))
-        check_no_false_positives(queries)  # I1 (raises on a wrong result)
-        summary = Cleaner(indexes=touched, once=True).run()
-        assert not summary.failed and not summary.problems, summary.describe()
-        assert_exact()  # I3 after one pass
-    record(
-        "SIGKILL of a mixed writer at a random statement (seeded)",
-        KILLS,
-        lost,
-        wrong,
-        killed=killed_count,
-        acknowledged_writes=acked_writes,
-    )
+            queries, missed = false_negatives()  # I2
+            tally.wrong_each(f"{where}: {problem}" for problem in missed)
+            for props in [*expected.values(), *in_flight.values()]:
+                for index in registry.valid():
+                    queries.extend(conditions_for(index, props or {}))
+            tally.wrong_each(f"{where}: {problem}" for problem in false_positives(queries))  # I1
+            summary = Cleaner(indexes=touched, once=True).run()
+            tally.expect(
+                not summary.failed and not summary.problems,
+                f"{where}: {summary.describe()}",
+                "fail",
+            )
+            problem = inexact()  # I3 after one pass
+            tally.expect(problem is None, f"{where}: after one cleaner pass, {problem}")
+            tally.cases += 1
     assert killed_count >= KILLS // 2  # the kill points really land inside the writes

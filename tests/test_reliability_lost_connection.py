@@ -39,13 +39,13 @@ from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
 from tests.conftest import STORE
 from tests.invariants import (
-    assert_exact,
-    check_no_false_negatives,
-    check_no_false_positives,
     committed_entities,
     conditions_for,
+    false_negatives,
+    false_positives,
+    inexact,
 )
-from tests.reliability_report import record
+from tests.reliability_report import recording
 from tests.test_write_crashes import BEFORE, reset_store
 
 pytestmark = [STORE, pytest.mark.slow, pytest.mark.reliability, pytest.mark.mariadb_only]
@@ -189,7 +189,7 @@ def bulk_put_generated() -> tuple[Callable[[], Any], Callable[[], dict[bytes, tu
         ids.append(candidate)
     with mock.patch.object(uuid, "uuid4", side_effect=ids):
         entities = [Entity(**props) for props in GENERATED]
-    assert all(e._generated_id for e in entities)
+    assert all(e.has_generated_id for e in entities)
     return (
         lambda: Entity.objects.bulk_put(entities, batch_size=2),
         lambda: {e.id.bytes: (None, props) for e, props in zip(entities, GENERATED, strict=True)},
@@ -224,65 +224,76 @@ def test_a_killed_connection_loses_nothing_and_a_retry_is_idempotent(name):
     operation = OPERATIONS[name]
     total = statements_of(operation)
     assert total >= 4, total
-    raised = absorbed = lost = wrong = 0
+    raised = absorbed = 0
     points = list(range(1, total + 1))
     if len(points) > MAX_POINTS:  # keep the test short: a seeded sample, first and last kept
         sample = random.Random(name).sample(points[1:-1], MAX_POINTS - 2)
         points = [points[0], *sorted(sample), points[-1]]
-    for at in points:
-        reset_store()
-        call, expected_of = operation()
-        forget_connections()
-        killer = Killer(at)
-        acknowledged = False
-        try:
-            with killer.armed():
-                try:
-                    call()
-                except ShardUnavailable:
-                    raised += 1
+    fault = f"server kills the connection mid-{name}, then the call is retried"
+    with recording(fault, statements=total) as tally:
+        for at in points:
+            where = f"{name}, kill before statement {at}"
+            reset_store()
+            call, expected_of = operation()
+            forget_connections()
+            killer = Killer(at)
+            acknowledged = False
+            try:
+                with killer.armed():
+                    try:
+                        call()
+                    except ShardUnavailable:
+                        raised += 1
+                    else:
+                        absorbed += 1
+                        acknowledged = True
+            finally:
+                killer.close()
+            tally.details.update(raised=raised, absorbed_after_commit=absorbed)
+            assert killer.killed
+            expected = expected_of()
+            forget_connections()
+            stored = committed_entities()
+            for entity_id, (old, new) in expected.items():
+                got = stored.get(entity_id)
+                if acknowledged:  # I4: a call that returned has written everything it was given
+                    tally.expect(
+                        got == new, f"{where}: acknowledged {new!r}, stored {got!r}", "lost"
+                    )
                 else:
-                    absorbed += 1
-                    acknowledged = True
-        finally:
-            killer.close()
-        assert killer.killed
-        expected = expected_of()
-        forget_connections()
-        stored = committed_entities()
-        if acknowledged:  # I4: a call that returned has written everything it was given
-            for entity_id, (_old, new) in expected.items():
-                lost += stored.get(entity_id) != new
-        for entity_id, props in BEFORE.items():
-            if entity_id.bytes not in expected:
-                lost += stored.get(entity_id.bytes) != props
-        for entity_id, (old, new) in expected.items():
-            lost += stored.get(entity_id) not in (old, new)
-        assert lost == 0, (name, at, stored, expected)
-        queries = check_no_false_negatives()  # I2, before any retry or repair
-        for _old, new in expected.values():
-            for index in registry.valid():
-                queries.extend(conditions_for(index, new or {}))
-        check_no_false_positives(queries)  # I1
+                    tally.expect(
+                        got in (old, new), f"{where}: neither old nor new: {got!r}", "lost"
+                    )
+            for entity_id, props in BEFORE.items():
+                if entity_id.bytes not in expected:
+                    got = stored.get(entity_id.bytes)
+                    tally.expect(got == props, f"{where}: untouched {props!r} is {got!r}", "lost")
+            queries, missed = false_negatives()  # I2, before any retry or repair
+            tally.wrong_each(f"{where}: {problem}" for problem in missed)
+            for _old, new in expected.values():
+                for index in registry.valid():
+                    queries.extend(conditions_for(index, new or {}))
+            tally.wrong_each(f"{where}: {problem}" for problem in false_positives(queries))  # I1
 
-        call()  # the very same call again
-        stored = committed_entities()
-        for entity_id, (_old, new) in expected.items():
-            assert stored.get(entity_id) == new, (name, at, entity_id.hex())
-        untouched = {i.bytes for i in BEFORE} - set(expected)
-        assert len(stored) == len(untouched) + len(expected), "a retry duplicated an entity"
-        states = [*BEFORE.values(), *(new for _old, new in expected.values() if new)]
-        touched = [i.name for i in registry.valid() if any(i.rows_for(p) for p in states)]
-        summary = Cleaner(indexes=touched, once=True).run()
-        assert not summary.failed and not summary.problems, summary.describe()
-        assert_exact()  # I3
+            call()  # the very same call again
+            stored = committed_entities()
+            for entity_id, (_old, new) in expected.items():
+                got = stored.get(entity_id)
+                tally.expect(got == new, f"{where}, retried: {new!r} stored as {got!r}", "lost")
+            untouched = {i.bytes for i in BEFORE} - set(expected)
+            tally.expect(
+                len(stored) == len(untouched) + len(expected),
+                f"{where}: a retry duplicated an entity ({len(stored)} stored)",
+            )
+            states = [*BEFORE.values(), *(new for _old, new in expected.values() if new)]
+            touched = [i.name for i in registry.valid() if any(i.rows_for(p) for p in states)]
+            summary = Cleaner(indexes=touched, once=True).run()
+            tally.expect(
+                not summary.failed and not summary.problems,
+                f"{where}: {summary.describe()}",
+                "fail",
+            )
+            problem = inexact()  # I3
+            tally.expect(problem is None, f"{where}: after one cleaner pass, {problem}")
+            tally.cases += 1
     assert raised > 0
-    record(
-        f"server kills the connection mid-{name}, then the call is retried",
-        len(points),
-        lost,
-        wrong,
-        raised=raised,
-        absorbed_after_commit=absorbed,
-        statements=total,
-    )

@@ -24,21 +24,22 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
-from schemaless_store import keys, query, shards
+from schemaless_store import keys, shards
 from schemaless_store.cleaner import Cleaner
 from schemaless_store.exceptions import ShardUnavailable
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
+from schemaless_store.query.pool import reset_scatter_pool
 from tests import child
 from tests.conftest import STORE
 from tests.invariants import (
-    assert_exact,
-    check_no_false_negatives,
-    check_no_false_positives,
     committed_entities,
     conditions_for,
+    false_negatives,
+    false_positives,
+    inexact,
 )
-from tests.reliability_report import record
+from tests.reliability_report import recording
 from tests.test_reliability_kills import touched_indexes
 from tests.test_shard_down import id_on
 
@@ -140,7 +141,7 @@ def timed_failure(action: Any) -> ShardUnavailable:
 def forget_connections() -> None:
     connections.close_all()
     shards.close_index_connections()
-    query.reset_scatter_pool()
+    reset_scatter_pool()
 
 
 def checks_while_down() -> int:
@@ -182,63 +183,64 @@ def test_a_shard_server_killed_during_writes_loses_nothing_acknowledged():
 
     stop = threading.Event()
     writer = Writer(seed=2, ids=start, stop=stop)
-    writer.start()
-    try:
-        time.sleep(1.0)
-        acked_before_kill = writer.outcomes["ack"]
-        server.kill()
-        time.sleep(0.3)
-        checks = checks_while_down()
-        timed_failure(lambda: list(Entity.objects.filter_index(link=remote["link"])))
-        time.sleep(0.5)
-        failed_while_down = writer.outcomes["failed"]
-        server.start()
-        forget_connections()
-        time.sleep(1.5)
-    finally:
-        stop.set()
-        writer.join(timeout=60)
-        if server.process is None:
+    with recording("SIGKILL of a shard's mariadbd during writes, then restart") as tally:
+        writer.start()
+        try:
+            time.sleep(1.0)
+            acked_before_kill = writer.outcomes["ack"]
+            server.kill()
+            time.sleep(0.3)
+            checks = checks_while_down()
+            timed_failure(lambda: list(Entity.objects.filter_index(link=remote["link"])))
+            tally.details.update(checks_while_down=checks + 1)
+            time.sleep(0.5)
+            failed_while_down = writer.outcomes["failed"]
             server.start()
-        forget_connections()
-    assert not writer.is_alive()
-    assert acked_before_kill > 0 and failed_while_down > 0, writer.outcomes
-    assert writer.outcomes["ack"] > acked_before_kill, "no write succeeded after the restart"
-    unexpected = [
-        e for e in writer.errors if not (isinstance(e, ShardUnavailable) and e.alias == DEAD)
-    ]
-    assert not unexpected, unexpected[:5]
+            forget_connections()
+            time.sleep(1.5)
+        finally:
+            stop.set()
+            writer.join(timeout=60)
+            if server.process is None:
+                server.start()
+            forget_connections()
+            tally.details.update(
+                acknowledged_writes=writer.outcomes["ack"], failed_writes=writer.outcomes["failed"]
+            )
+        assert not writer.is_alive()
+        tally.cases = 1
+        assert acked_before_kill > 0 and failed_while_down > 0, writer.outcomes
+        assert writer.outcomes["ack"] > acked_before_kill, "no write succeeded after the restart"
+        for error in writer.errors:
+            if not (isinstance(error, ShardUnavailable) and error.alias == DEAD):
+                tally.fail(f"the writer saw {error!r}")
 
-    # I4: per entity, the stored state is the last acknowledged one, or one a later failed write
-    # may have left (a failure does not say whether the commit happened).
-    stored = {e.hex(): p for e, p in committed_entities().items()}
-    lost = 0
-    for entity_id, events in writer.history.items():
-        allowed = [initial.get(entity_id)]
-        for outcome, state in events:
-            allowed = [state] if outcome == "ack" else [*allowed, state]
-        if stored.get(entity_id) not in allowed:
-            lost += 1
-    assert lost == 0, f"{lost} entities are neither acknowledged nor a failed write's state"
-    assert Entity.objects.get(id=remote.id)["link"] == remote["link"]  # the store reconnects
+        # I4: per entity, the stored state is the last acknowledged one, or one a later failed
+        # write may have left (a failure does not say whether the commit happened).
+        stored = {e.hex(): p for e, p in committed_entities().items()}
+        for entity_id, events in writer.history.items():
+            allowed = [initial.get(entity_id)]
+            for outcome, state in events:
+                allowed = [state] if outcome == "ack" else [*allowed, state]
+            tally.expect(
+                stored.get(entity_id) in allowed,
+                f"{entity_id} is {stored.get(entity_id)!r}: neither acknowledged nor a failed "
+                f"write's state ({allowed!r})",
+                "lost",
+            )
+        got = Entity.objects.get(id=remote.id)["link"]  # the store reconnects
+        tally.expect(got == remote["link"], f"{remote.id} has link {got!r}", "lost")
 
-    queries = check_no_false_negatives()  # I2
-    for events in writer.history.values():
-        for _outcome, state in events:
-            for index in registry.valid():
-                queries.extend(conditions_for(index, state or {}))
-    unique = {repr(sorted(q.items())): q for q in queries}
-    check_no_false_positives(unique.values())  # I1
-    touched = [*touched_indexes()]
-    summary = Cleaner(indexes=touched, once=True).run()
-    assert not summary.failed and not summary.problems, summary.describe()
-    assert_exact()  # I3 after one pass
-    record(
-        "SIGKILL of a shard's mariadbd during writes, then restart",
-        1,
-        lost,
-        0,
-        acknowledged_writes=writer.outcomes["ack"],
-        failed_writes=writer.outcomes["failed"],
-        checks_while_down=checks + 1,
-    )
+        queries, missed = false_negatives()  # I2
+        tally.wrong_each(missed)
+        for events in writer.history.values():
+            for _outcome, state in events:
+                for index in registry.valid():
+                    queries.extend(conditions_for(index, state or {}))
+        unique = {repr(sorted(q.items())): q for q in queries}
+        tally.wrong_each(false_positives(unique.values()))  # I1
+        touched = [*touched_indexes()]
+        summary = Cleaner(indexes=touched, once=True).run()
+        tally.expect(not summary.failed and not summary.problems, summary.describe(), "fail")
+        problem = inexact()  # I3 after one pass
+        tally.expect(problem is None, f"after one cleaner pass, {problem}")

@@ -35,6 +35,29 @@ def row(fault: str, backend: str, cases: int, lost: int = 0, wrong: int = 0, **d
     }
 
 
+def test_a_failed_class_shows_its_counts_and_other_failures(tmp_path):
+    report = write_lines(
+        tmp_path / "report.jsonl",
+        [
+            row("Codec fuzz", "sqlite", 100, failures=0),
+            row("SIGKILL of a writer", "sqlite", 7, lost=2, wrong=3, failures=1),
+            row("SIGKILL of a writer", "sqlite", 20, failures=1),  # another run, failing too
+            row("Older row", "mariadb", 4),  # written before rows had "failures"
+        ],
+    )
+
+    result = run(report)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[2:] == [
+        "| Codec fuzz | sqlite | 100 | 0 | 0 |",
+        "| SIGKILL of a writer (2 other failures) | sqlite | 27 | 2 | 3 |",
+        "| Older row | mariadb | 4 | 0 | 0 |",
+    ]
+    negative = write_lines(tmp_path / "negative.jsonl", [row("x", "sqlite", 1, failures=-1)])
+    assert "failures is not a count" in run(negative).stderr
+
+
 def test_renders_a_markdown_table_adding_up_repeated_rows(tmp_path):
     first = write_lines(
         tmp_path / "sqlite.jsonl",

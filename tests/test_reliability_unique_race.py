@@ -22,7 +22,7 @@ from tests import child
 from tests.conftest import STORE
 from tests.helpers import index_rows
 from tests.invariants import committed_entities, stored_rows
-from tests.reliability_report import record
+from tests.reliability_report import recording
 from tests.test_unique import ids_on
 
 pytestmark = [STORE, pytest.mark.slow, pytest.mark.reliability]
@@ -39,57 +39,62 @@ def test_two_processes_racing_for_one_unique_value_exactly_one_wins(django_db_se
     ]
     aliases = shards.shard_aliases()
     layouts: Counter[tuple[str, str]] = Counter()
-    wrong = 0
-    try:
-        for round_ in range(ROUNDS):
-            same_shard = round_ % 2 == 0
-            if same_shard:
-                ids = ids_on(aliases[round_ % len(aliases)], 2)
-            else:
-                ids = [ids_on(aliases[0], 1)[0], ids_on(aliases[-1], 1)[0]]
-            value = f"race-{round_}-\N{GRINNING FACE}"
-            for claimer, entity_id in zip(claimers, ids, strict=True):
-                assert claimer.stdin is not None
-                claimer.stdin.write(json.dumps({"id": entity_id.hex, "username": value}) + "\n")
-            for claimer in claimers:
-                assert claimer.stdin is not None
-                claimer.stdin.flush()
-            results = []
-            for claimer in claimers:
-                assert claimer.stdout is not None
-                results.append(json.loads(claimer.stdout.readline())["result"])
-            assert sorted(results) == ["lost", "won"], (round_, results)
-            winner = ids[results.index("won")]
-            loser = ids[results.index("lost")]
+    with recording("Unique index: two processes race for one value") as tally:
+        try:
+            for round_ in range(ROUNDS):
+                same_shard = round_ % 2 == 0
+                if same_shard:
+                    ids = ids_on(aliases[round_ % len(aliases)], 2)
+                else:
+                    ids = [ids_on(aliases[0], 1)[0], ids_on(aliases[-1], 1)[0]]
+                value = f"race-{round_}-\N{GRINNING FACE}"
+                for claimer, entity_id in zip(claimers, ids, strict=True):
+                    assert claimer.stdin is not None
+                    claimer.stdin.write(json.dumps({"id": entity_id.hex, "username": value}) + "\n")
+                for claimer in claimers:
+                    assert claimer.stdin is not None
+                    claimer.stdin.flush()
+                results = []
+                for claimer in claimers:
+                    assert claimer.stdout is not None
+                    results.append(json.loads(claimer.stdout.readline())["result"])
+                tally.cases += 1
+                if not tally.expect(
+                    sorted(results) == ["lost", "won"], f"round {round_}: {results}"
+                ):
+                    continue
+                winner = ids[results.index("won")]
+                loser = ids[results.index("lost")]
 
-            holders = [e.id for e in Entity.objects.filter_index(username=value)]
-            entities = committed_entities()
-            if holders != [winner] or loser.bytes in entities or winner.bytes not in entities:
-                wrong += 1
-            assert holders == [winner], (round_, holders, winner)
-            assert loser.bytes not in entities and winner.bytes in entities
-            leftovers = [row for row in stored_rows(registry.valid()) if row[3] == loser.bytes]
-            assert leftovers == [], leftovers  # nothing half-written
-            claim_alias = [
-                alias
-                for *_, entity_id, alias in index_rows("index_users_username")
-                if entity_id == winner.bytes
-            ]
-            assert len(claim_alias) == 1
-            layouts[("same" if same_shard else "different", claim_alias[0])] += 1
-    finally:
-        for claimer in claimers:
-            assert claimer.stdin is not None
-            claimer.stdin.close()
-            claimer.wait(timeout=30)
+                holders = [e.id for e in Entity.objects.filter_index(username=value)]
+                entities = committed_entities()
+                tally.expect(
+                    holders == [winner]
+                    and loser.bytes not in entities
+                    and winner.bytes in entities,
+                    f"round {round_}: {value} held by {holders}, winner {winner}, stored: "
+                    f"winner {winner.bytes in entities}, loser {loser.bytes in entities}",
+                )
+                leftovers = [row for row in stored_rows(registry.valid()) if row[3] == loser.bytes]
+                tally.expect(
+                    leftovers == [], f"round {round_}: the loser left {leftovers}", "fail"
+                )  # nothing half-written
+                claim_alias = [
+                    alias
+                    for *_, entity_id, alias in index_rows("index_users_username")
+                    if entity_id == winner.bytes
+                ]
+                assert len(claim_alias) == 1
+                layouts[("same" if same_shard else "different", claim_alias[0])] += 1
+        finally:
+            tally.details["layouts"] = {
+                f"entities on {a} shard(s), claim on {b}": n for (a, b), n in layouts.items()
+            }
+            for claimer in claimers:
+                assert claimer.stdin is not None
+                claimer.stdin.close()
+                claimer.wait(timeout=30)
     if len(aliases) > 1:
         # Both entity layouts were raced, and the values' claims landed on every index shard.
         assert {layout for layout, _ in layouts} == {"same", "different"}
         assert {alias for _, alias in layouts} == set(aliases), layouts
-    record(
-        "Unique index: two processes race for one value",
-        ROUNDS,
-        0,
-        wrong,
-        layouts={f"entities on {a} shard(s), claim on {b}": n for (a, b), n in layouts.items()},
-    )

@@ -10,9 +10,10 @@ import uuid
 import pytest
 from django.db import connections
 
-from schemaless_store import keys, query, shards
+from schemaless_store import keys, shards
 from schemaless_store.exceptions import ShardUnavailable
 from schemaless_store.models import Entity
+from schemaless_store.query.pool import reset_scatter_pool
 from tests.conftest import STORE
 from tests.helpers import entity_rows, index_rows
 
@@ -43,7 +44,7 @@ def shard_down(alias: str, how: str = "refused"):
     listener = None
     conn.close()
     shards.close_index_connections()
-    query.reset_scatter_pool()  # its threads hold their own connections
+    reset_scatter_pool()  # its threads hold their own connections
     if conn.vendor == "sqlite":
         conn.settings_dict["NAME"] = "/nonexistent-dir/for/sure/shard.sqlite3"
     else:

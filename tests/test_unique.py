@@ -46,7 +46,11 @@ def test_a_changed_value_is_released_for_others():
 def test_a_deleted_holder_releases_the_value():
     e = Entity.objects.create(username="gone")
     e.delete()
-    Entity.objects.create(username="gone")
+    new = Entity.objects.create(username="gone")
+    assert [x.id for x in Entity.objects.filter_index(username="gone")] == [new.id]
+    assert Entity.objects.get_many([e.id]) == {}
+    value = keys.encode_key("gone")
+    assert [(r[0], r[1]) for r in index_rows("index_users_username")] == [(value, new.id.bytes)]
 
 
 def test_a_stale_claim_left_by_a_crash_does_not_block():

@@ -24,13 +24,13 @@ from schemaless_store.models import Entity
 from tests import child
 from tests.conftest import STORE
 from tests.invariants import (
-    assert_exact,
-    check_no_false_negatives,
-    check_no_false_positives,
     committed_entities,
     conditions_for,
+    false_negatives,
+    false_positives,
+    inexact,
 )
-from tests.reliability_report import record
+from tests.reliability_report import Tally, recording
 
 pytestmark = [STORE, pytest.mark.slow]
 
@@ -84,26 +84,39 @@ def reset_store() -> None:
     Entity.objects.bulk_put([{"id": i, **props} for i, props in BEFORE.items()])
 
 
-def run_cleaner_pass() -> None:
+def run_cleaner_pass(tally: Tally, where: str = "") -> None:
     # The indexes these writes can touch: an index none of the entities (before or after any
-    # operation) implies a row in is never written (assert_exact still checks every index).
+    # operation) implies a row in is never written (inexact() still checks every index).
     states = [*BEFORE.values(), *(props for _, _, props in OPERATIONS.values() if props)]
     touched = [i.name for i in registry.valid() if any(i.rows_for(p) for p in states)]
     summary = Cleaner(indexes=touched, once=True).run()
-    assert not summary.failed and not summary.problems, summary.describe()
+    tally.expect(
+        not summary.failed and not summary.problems, f"{where}{summary.describe()}", "fail"
+    )
+    problem = inexact()  # I3 after one pass
+    tally.expect(problem is None, f"{where}after one cleaner pass, {problem}")
 
 
-def check_after(target: uuid.UUID, old: dict | None, new: dict | None, acknowledged: bool) -> None:
+def check_after(
+    tally: Tally,
+    where: str,
+    target: uuid.UUID,
+    old: dict | None,
+    new: dict | None,
+    acknowledged: bool,
+) -> None:
     stored = committed_entities().get(target.bytes)
-    if acknowledged:
-        assert stored == new  # I4: an acknowledged write is what is stored
+    if acknowledged:  # I4: an acknowledged write is what is stored
+        tally.expect(stored == new, f"{where}: acknowledged {new!r}, stored {stored!r}", "lost")
     else:
-        assert stored in (old, new), f"{target}: neither old nor new: {stored}"
-    queries = check_no_false_negatives()  # I2
+        tally.expect(stored in (old, new), f"{where}: neither old nor new: {stored!r}", "lost")
+    queries, missed = false_negatives()  # I2
+    tally.wrong_each(f"{where}: {problem}" for problem in missed)
     for props in (old, new):
         for index in registry.valid():
             queries.extend(conditions_for(index, props or {}))
-    check_no_false_positives(queries)  # I1, old values included (stale rows must not show)
+    # I1, old values included (stale rows must not show)
+    tally.wrong_each(f"{where}: {problem}" for problem in false_positives(queries))
 
 
 @pytest.fixture(scope="module")
@@ -121,24 +134,26 @@ def test_a_writer_killed_before_any_statement_or_commit_keeps_the_invariants(wri
     old = BEFORE.get(target)
     request = {**request, "props": new}
 
-    reset_store()
-    finished = writer.run(request)
-    assert finished["ended"] == "exit 0", finished
-    statements = finished["statements"]
-    print(f"{name}: {statements} kill points")
-    assert statements >= 3  # lock or insert, entity write, index rows at least
-    check_after(target, old, new, acknowledged=True)
-    assert_exact()  # a write that completed leaves exact indexes without the cleaner
-
-    for kill_at in range(1, statements + 1):
+    with recording(f"SIGKILL before each statement and commit of one {name}") as tally:
         reset_store()
-        killed = writer.run({**request, "kill_at": kill_at})
-        assert killed["ended"] == "signal 9", (kill_at, killed)
-        check_after(target, old, new, acknowledged=False)
-        run_cleaner_pass()
-        assert_exact()  # I3 after one pass
-        check_after(target, old, new, acknowledged=False)
-    record(f"SIGKILL before each statement and commit of one {name}", statements, 0, 0)
+        finished = writer.run(request)
+        assert finished["ended"] == "exit 0", finished
+        statements = finished["statements"]
+        print(f"{name}: {statements} kill points")
+        assert statements >= 3  # lock or insert, entity write, index rows at least
+        check_after(tally, f"{name} not killed", target, old, new, acknowledged=True)
+        problem = inexact()  # a write that completed leaves exact indexes without the cleaner
+        tally.expect(problem is None, f"{name} not killed: {problem}")
+
+        for kill_at in range(1, statements + 1):
+            where = f"{name} killed before statement {kill_at}"
+            reset_store()
+            killed = writer.run({**request, "kill_at": kill_at})
+            assert killed["ended"] == "signal 9", (kill_at, killed)
+            check_after(tally, where, target, old, new, acknowledged=False)
+            run_cleaner_pass(tally, f"{where}: ")
+            check_after(tally, f"{where}, cleaned", target, old, new, acknowledged=False)
+            tally.cases += 1
 
 
 # --- concurrent writers ------------------------------------------------------------------------
@@ -191,24 +206,23 @@ def test_concurrent_writers_on_the_same_entities_never_show_a_non_matching_one()
         finally:
             connections.close_all()
 
-    writers = [threading.Thread(target=writer, args=(seed,)) for seed in range(4)]
-    watcher = threading.Thread(target=reader)
-    watcher.start()
-    for thread in writers:
-        thread.start()
-    for thread in writers:
-        thread.join()
-    stop.set()
-    watcher.join()
-
-    record(
-        "4 writer threads and a reader on the same entities (query rounds)",
-        queries[0],
-        0,
-        sum(1 for p in problems if "returned" in p),
-    )
-    assert not problems, problems[:5]
+    with recording("4 writer threads and a reader on the same entities (query rounds)") as tally:
+        writers = [threading.Thread(target=writer, args=(seed,)) for seed in range(4)]
+        watcher = threading.Thread(target=reader)
+        watcher.start()
+        for thread in writers:
+            thread.start()
+        for thread in writers:
+            thread.join()
+        stop.set()
+        watcher.join()
+        tally.cases = queries[0]
+        for problem in problems:
+            if "returned" in problem:
+                tally.wrong(problem)
+            else:
+                tally.fail(problem)
+        _queries, missed = false_negatives()
+        tally.wrong_each(missed)
+        run_cleaner_pass(tally)
     assert queries[0] > 0
-    check_no_false_negatives()
-    run_cleaner_pass()
-    assert_exact()

@@ -1,8 +1,8 @@
 """Leg 3b: a scatter-gather page against a pinned page (issue 4).
 
 A page whose conditions do not pin the index's ``shard_on`` value must read every index shard.
-The leg declares ``index_published_user_<size>`` (properties ``published, user_id``,
-``shard_on="user_id"``) on the loaded store, backfills it with the Cleaner in this process, and
+The leg declares ``index_published_<size>`` (property ``published``, ``shard_on="published"``)
+on the loaded store, backfills it with the Cleaner in this process, and
 compares, in alternating rounds:
 
 - ``ours``: ``filter_index(published__lt=t).order_by("-published")[:30]``: the 30 newest entities
@@ -22,16 +22,14 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from schemaless_store import keys
-
 from ..context import Bench
 from ..data import PUBLISHED_0
 from ..stats import Contender, compare, result
 
 PAGE = 30
 SCATTER_PAGE = (
-    "SELECT published, user_id, entity_id FROM {table} WHERE published < %s "
-    "ORDER BY published DESC, user_id DESC, entity_id DESC LIMIT %s"
+    "SELECT published, entity_id FROM {table} WHERE published < %s "
+    "ORDER BY published DESC, entity_id DESC LIMIT %s"
 )
 
 
@@ -43,12 +41,9 @@ def declare(bench: Bench) -> str:
     from schemaless_store.cleaner import Cleaner
     from schemaless_store.indexes import Index, registry
 
-    name = f"index_published_user_{bench.size}"
+    name = f"index_published_{bench.size}"
     index = Index(
-        table=name,
-        properties=["published", "user_id"],
-        shard_on="user_id",
-        types={"published": "int"},
+        table=name, properties=["published"], shard_on="published", types={"published": "int"}
     )
     registry.register(index, module="bench.legs.scatter")
     call_command("migrateall", verbosity=0)
@@ -81,15 +76,11 @@ def raw_scatter(bench: Bench, table: str, before: int, size: int = PAGE) -> list
         cursor.execute(sql, (before, size))
         streams.append(cursor.fetchall())
     rows = list(heapq.merge(*streams, reverse=True))[:size]
-    found = store.get_many([row[2] for row in rows])
+    found = store.get_many([row[1] for row in rows])
     out = []
-    for published, user_key, entity_id in rows:
+    for published, entity_id in rows:
         properties = found.get(entity_id)
-        if (
-            properties is not None
-            and properties.get("published") == published
-            and keys.encode_key(properties.get("user_id")) == user_key
-        ):
+        if properties is not None and properties.get("published") == published:
             out.append(properties)
     return out
 
@@ -147,7 +138,7 @@ def run(bench: Bench) -> list[dict[str, Any]]:
             size=bench.size,
             hits=hits,
             what=f'filter_index(published__lt=t).order_by("-published")[:{PAGE}] over both '
-            "index shards (index (published, user_id), shard_on=user_id) vs ours' pinned page "
+            "index shards (index (published), shard_on=published) vs ours' pinned page "
             f'filter_index(user_id=u).order_by("-published")[:{PAGE}] vs raw doing the scatter '
             "by hand (shards one after the other)",
         )

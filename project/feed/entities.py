@@ -27,7 +27,7 @@ from typing import Any
 
 from schemaless_store.exceptions import EntityExists
 from schemaless_store.models import Entity
-from schemaless_store.query import Page
+from schemaless_store.query.indexquery import Page
 
 USER, ENTRY, LIKE, COMMENT = "user", "entry", "like", "comment"
 # Like ids are uuid5(this namespace, "<entry id>:<user id>"): liking twice finds the same entity.
@@ -147,11 +147,13 @@ def add_comment(entry: Entity, user: Entity, body: str) -> Entity:
 
 
 def activity_of(entry_ids: Iterable[uuid.UUID]) -> list[Entity]:
-    """Likes and comments of these entries, oldest first per entry, in one index query."""
+    """Likes and comments of these entries, oldest first, in one index query."""
     ids = list(dict.fromkeys(entry_ids))
     if not ids:
         return []
-    return list(Entity.objects.filter_index(kind__in=[LIKE, COMMENT], entry_id__in=ids))
+    return list(
+        Entity.objects.filter_index(kind__in=[LIKE, COMMENT], entry_id__in=ids).order_by("created")
+    )
 
 
 # --- what templates show ---------------------------------------------------------------------

@@ -17,6 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
+from django.utils.text import Truncator
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from schemaless_store.exceptions import (
@@ -29,7 +30,7 @@ from schemaless_store.exceptions import (
 )
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
-from schemaless_store.query import Page
+from schemaless_store.query.indexquery import Page
 
 from . import entities
 from .forms import ActAsForm, CommentForm, EntryForm, SignUpForm
@@ -37,6 +38,11 @@ from .indexes import LINK_INDEX_NAME
 
 SESSION_KEY = "feed_user_id"
 UNIQUE_FIELDS = ("username", "email")
+# "Newer" links: a page's URL carries the cursors of the pages before it (``?back=``, oldest
+# first), since the store's cursors only lead forward. At most this many (a cursor is about 115
+# characters); past that the oldest are dropped (``?cut=1``) and "Newer" stops where the trail
+# ends, while "Newest" still leads to the first page.
+BACK_LIMIT = 20
 
 
 def _unique_field(violation: UniqueViolation) -> str | None:
@@ -77,9 +83,11 @@ def act_as(request: HttpRequest, user: Entity) -> None:
     request._feed_user = user  # type: ignore[attr-defined]
 
 
-def _render(
+def render_page(
     request: HttpRequest, template: str, context: dict[str, Any], status: int = 200
 ) -> HttpResponse:
+    """A page of the site (a template extending ``feed/base.html``), with what its header
+    needs: the user this visitor acts as. Also used by the project's error pages."""
     viewer = current_user(request)
     base = {"viewer": viewer, "act_as_form": ActAsForm(), "live_index": LINK_INDEX_NAME}
     return render(request, template, {**base, **context}, status=status)
@@ -96,7 +104,7 @@ def _next_url(request: HttpRequest, default: str) -> str:
 
 def _bad_cursor(request: HttpRequest, first_page: str) -> HttpResponse:
     # Cursors are signed: a hand-edited or foreign ?after= is a client error, not a crash.
-    return _render(request, "feed/bad_cursor.html", {"first_page": first_page}, status=400)
+    return render_page(request, "feed/bad_cursor.html", {"first_page": first_page}, status=400)
 
 
 def _paged(
@@ -109,6 +117,47 @@ def _paged(
         return None, after
 
 
+def _pager(
+    request: HttpRequest, page: Page, after: str | None, keep: dict[str, str] | None = None
+) -> dict[str, str | None]:
+    """The links of a paged list: ``newest`` (the first page), ``newer`` (the page before this
+    one) and ``older`` (the next one), each None where there is none. ``keep``: query parameters
+    every link carries (the shared link).
+
+    The store's cursors lead forward only, so each link carries the trail of cursors of the
+    pages seen before it (``back``); "Newer" pops the last one. Cursors in the trail are not
+    checked here: one that was tampered with is refused when "Newer" uses it (a 400 page).
+    """
+    trail = [cursor for cursor in request.GET.getlist("back") if cursor]
+    cut = request.GET.get("cut") == "1" or len(trail) > BACK_LIMIT
+    trail = trail[-BACK_LIMIT:]
+
+    def link(at: str | None, earlier: list[str], was_cut: bool) -> str:
+        params = list((keep or {}).items())
+        if at:
+            params.append(("after", at))
+            params += [("back", cursor) for cursor in earlier]
+            if was_cut:
+                params.append(("cut", "1"))
+        return f"?{urlencode(params)}" if params else request.path
+
+    first = link(None, [], False)
+    newer = None
+    if after and trail:
+        newer = link(trail[-1], trail[:-1], cut)
+    elif after and not cut:
+        newer = first  # this is the second page
+    older = None
+    if page.has_next:
+        longer = [*trail, after] if after else []
+        older = link(page.next_cursor, longer[-BACK_LIMIT:], cut or len(longer) > BACK_LIMIT)
+    return {
+        "newest": first if after and newer != first else None,
+        "newer": newer,
+        "older": older,
+    }
+
+
 # --- pages ---------------------------------------------------------------------------------------
 
 
@@ -119,13 +168,13 @@ def home(request: HttpRequest) -> HttpResponse:
     if page is None:
         return _bad_cursor(request, reverse("feed:home"))
     viewer = current_user(request)
-    return _render(
+    return render_page(
         request,
         "feed/home.html",
         {
             "entries": entities.entry_views(page.entities, viewer),
             "page": page,
-            "after": after,
+            "pager": _pager(request, page, after),
             "entry_form": EntryForm(),
         },
     )
@@ -141,14 +190,14 @@ def user_detail(request: HttpRequest, username: str) -> HttpResponse:
     if page is None:
         return _bad_cursor(request, reverse("feed:user", args=[user["username"]]))
     viewer = current_user(request)
-    return _render(
+    return render_page(
         request,
         "feed/user.html",
         {
             "profile": user,
             "entries": entities.entry_views(page.entities, viewer),
             "page": page,
-            "after": after,
+            "pager": _pager(request, page, after),
             "entry_form": EntryForm() if viewer is not None and viewer.id == user.id else None,
         },
     )
@@ -159,8 +208,10 @@ def user_list(request: HttpRequest) -> HttpResponse:
     page, after = _paged(request, lambda after: entities.users_page(after, 50))
     if page is None:
         return _bad_cursor(request, reverse("feed:users"))
-    return _render(
-        request, "feed/users.html", {"users": page.entities, "page": page, "after": after}
+    return render_page(
+        request,
+        "feed/users.html",
+        {"users": page.entities, "page": page, "pager": _pager(request, page, after)},
     )
 
 
@@ -180,7 +231,7 @@ def sign_up(request: HttpRequest) -> HttpResponse:
             act_as(request, user)
             messages.success(request, f"Welcome, {user['username']}! You can post now.")
             return redirect("feed:user", user["username"])
-    return _render(request, "feed/signup.html", {"form": form})
+    return render_page(request, "feed/signup.html", {"form": form})
 
 
 @require_POST
@@ -212,7 +263,7 @@ def post_entry(request: HttpRequest) -> HttpResponse:
         entities.post_entry(viewer, form.cleaned_data["title"], form.cleaned_data["link"])
         messages.success(request, "Posted.")
         return redirect("feed:user", viewer["username"])
-    return _render(request, "feed/post.html", {"entry_form": form})
+    return render_page(request, "feed/post.html", {"entry_form": form})
 
 
 def _entry_or_404(entry_id: uuid.UUID) -> Entity:
@@ -231,7 +282,7 @@ def _entry_page(
     request: HttpRequest, entry: Entity, comment_form: CommentForm, status: int = 200
 ) -> HttpResponse:
     (view,) = entities.entry_views([entry], current_user(request))
-    return _render(
+    return render_page(
         request, "feed/entry.html", {"entry": view, "comment_form": comment_form}, status=status
     )
 
@@ -250,7 +301,9 @@ def like(request: HttpRequest, entry_id: uuid.UUID) -> HttpResponse:
     viewer = _require_viewer(request)
     if isinstance(viewer, HttpResponseRedirect):
         return viewer
-    entities.toggle_like(entry, viewer)
+    liked = entities.toggle_like(entry, viewer)
+    title = Truncator(entry.get("title", "")).chars(60)
+    messages.success(request, f"You like “{title}”." if liked else f"You no longer like “{title}”.")
     return redirect(_next_url(request, reverse("feed:entry", args=[entry.id])))
 
 
@@ -264,6 +317,7 @@ def comment(request: HttpRequest, entry_id: uuid.UUID) -> HttpResponse:
     if not form.is_valid():
         return _entry_page(request, entry, form, status=400)
     entities.add_comment(entry, viewer, form.cleaned_data["body"])
+    messages.success(request, "Comment added.")
     return redirect("feed:entry", entry.id)
 
 
@@ -273,25 +327,27 @@ def shared(request: HttpRequest) -> HttpResponse:
     link = request.GET.get("link", "").strip()
     context: dict[str, Any] = {"link": link, "index_name": LINK_INDEX_NAME}
     if not link:
-        return _render(request, "feed/shared.html", {**context, "problem": "no-link"}, status=400)
+        return render_page(
+            request, "feed/shared.html", {**context, "problem": "no-link"}, status=400
+        )
     try:
         page, after = _paged(request, lambda after: entities.sharers_page(link, after, page_size()))
+    except NoIndexForQuery:  # an InvalidQuery too: caught first
+        return render_page(request, "feed/shared.html", {**context, "problem": "undeclared"}, 503)
     except InvalidQuery:
         # Not a cursor problem (those are handled by _paged): a link too long to be indexed.
-        return _render(request, "feed/shared.html", {**context, "problem": "bad-link"}, 400)
-    except NoIndexForQuery:
-        return _render(request, "feed/shared.html", {**context, "problem": "undeclared"}, 503)
+        return render_page(request, "feed/shared.html", {**context, "problem": "bad-link"}, 400)
     except IndexNotReady:
-        return _render(request, "feed/shared.html", {**context, "problem": "building"}, 503)
+        return render_page(request, "feed/shared.html", {**context, "problem": "building"}, 503)
     if page is None:
         return _bad_cursor(request, f"{reverse('feed:shared')}?{urlencode({'link': link})}")
-    return _render(
+    return render_page(
         request,
         "feed/shared.html",
         {
             **context,
             "entries": entities.entry_views(page.entities, current_user(request)),
             "page": page,
-            "after": after,
+            "pager": _pager(request, page, after, keep={"link": link}),
         },
     )

@@ -6,10 +6,10 @@ import argparse
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connections
 
 from schemaless_store import lifecycle, shards
 from schemaless_store.exceptions import ConfigurationError
+from schemaless_store.tables.counts import exact_count
 
 
 class Command(BaseCommand):
@@ -59,11 +59,6 @@ class Command(BaseCommand):
 def _describe_tables(name: str) -> str:
     parts = []
     for alias in shards.shard_aliases():
-        conn = connections[alias]
-        with shards.errors_named(alias), conn.cursor() as cursor:
-            if name not in conn.introspection.table_names(cursor):
-                parts.append(f"{alias} (no table)")
-                continue
-            cursor.execute(f"SELECT COUNT(*) FROM {conn.ops.quote_name(name)}")
-            parts.append(f"{alias} ({cursor.fetchone()[0]} rows)")
+        rows = exact_count(alias, name)
+        parts.append(f"{alias} (no table)" if rows is None else f"{alias} ({rows} rows)")
     return ", ".join(parts)

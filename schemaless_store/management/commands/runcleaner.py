@@ -10,19 +10,21 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from schemaless_store.cleaner import DEFAULT_BATCH_SIZE, DEFAULT_INTERVAL, Cleaner
+from schemaless_store.cleaner.worker import DEFAULT_BATCH_SIZE, DEFAULT_INTERVAL, Cleaner
 from schemaless_store.exceptions import ConfigurationError
 
 from ..arguments import niceness, seconds, share, whole_number
-from ..progress import ProgressStream
+from ..progress import progress_stream
 
+LOGGER = "schemaless_store.cleaner"
 LOG_LEVELS = {0: logging.ERROR, 1: logging.INFO}
 # The cleaner is background work: by default it yields the CPU to writers on the same machine
-# (measured: the writer's p99 during a backfill grew 2.6x instead of 3.6x; docs/cleaner.md).
+# (docs/cleaner.md).
 DEFAULT_NICE = 10
 
 
@@ -97,14 +99,21 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         verbosity = options["verbosity"]
-        logger = logging.getLogger("schemaless_store.cleaner")
+        if options["nice"]:
+            os.nice(options["nice"])
+        logger = logging.getLogger(LOGGER)
         handler = _CommandLogHandler(self)
         handler.setLevel(LOG_LEVELS.get(verbosity, logging.DEBUG))
         previous_level = logger.level
+        # The command prints the cleaner's records itself, at its verbosity: a handler of the
+        # project's LOGGING that prints to the same terminal would print each one a second time.
+        # Those handlers skip the cleaner's records while the command runs; the others (files,
+        # mail, a log service) still get them.
+        consoles = _console_handlers(logger, self)
+        for console in consoles:
+            console.addFilter(_SKIP_CLEANER_RECORDS)
         logger.addHandler(handler)
         logger.setLevel(min(handler.level, logger.getEffectiveLevel()))
-        if options["nice"]:
-            os.nice(options["nice"])
         try:
             try:
                 cleaner = Cleaner(
@@ -117,7 +126,7 @@ class Command(BaseCommand):
                     interval=options["interval"],
                     lock_wait=options["lock_wait"],
                     progress=verbosity >= 1 and self.stderr.isatty(),
-                    progress_file=ProgressStream(self.stderr),  # type: ignore[arg-type]
+                    progress_file=progress_stream(self),
                 )
             except (ConfigurationError, ValueError) as exc:
                 raise CommandError(str(exc)) from exc
@@ -125,6 +134,8 @@ class Command(BaseCommand):
         finally:
             logger.removeHandler(handler)
             logger.setLevel(previous_level)
+            for console in consoles:
+                console.removeFilter(_SKIP_CLEANER_RECORDS)
         if verbosity >= 1:
             style = (
                 self.style.SUCCESS
@@ -148,7 +159,7 @@ class _CommandLogHandler(logging.Handler):
         try:
             message = record.getMessage()
             if record.exc_info and record.levelno >= logging.ERROR:
-                message += f" ({record.exc_info[0].__name__}: {record.exc_info[1]})"  # type: ignore[index,union-attr]
+                message += f" ({record.exc_info[0].__name__}: {record.exc_info[1]})"  # type: ignore[union-attr]
             style = self.command.style
             if record.levelno >= logging.ERROR:
                 self.command.stderr.write(style.ERROR(message))
@@ -158,3 +169,36 @@ class _CommandLogHandler(logging.Handler):
                 self.command.stdout.write(message)
         except Exception:
             self.handleError(record)
+
+
+def _is_cleaner_record(record: logging.LogRecord) -> bool:
+    return record.name == LOGGER or record.name.startswith(LOGGER + ".")
+
+
+class _SkipCleanerRecords(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not _is_cleaner_record(record)
+
+
+_SKIP_CLEANER_RECORDS = _SkipCleanerRecords()
+
+
+def _console_handlers(logger: logging.Logger, command: BaseCommand) -> list[logging.Handler]:
+    """The handlers a record of ``logger`` reaches (its own, then its ancestors' while they
+    propagate) that print where the command prints: the process's stdout or stderr, or the
+    streams the command was given."""
+    streams = [sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__]
+    for wrapper in (command.stdout, command.stderr):
+        streams.append(getattr(wrapper, "_out", wrapper))
+    found: list[logging.Handler] = []
+    current: logging.Logger | None = logger
+    while current is not None:
+        for handler in current.handlers:
+            if not isinstance(handler, logging.StreamHandler) or isinstance(
+                handler, logging.FileHandler
+            ):
+                continue
+            if any(handler.stream is stream for stream in streams) and handler not in found:
+                found.append(handler)
+        current = current.parent if current.propagate else None
+    return found

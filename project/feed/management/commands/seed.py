@@ -19,7 +19,7 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from schemaless_store.exceptions import UniqueViolation
-from schemaless_store.management.progress import ProgressStream
+from schemaless_store.management.progress import progress_stream
 from schemaless_store.models import Entity
 
 from ... import entities
@@ -84,7 +84,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         verbosity = options["verbosity"]
-        if options["if_empty"] and Entity.objects.filter_index(kind=entities.USER).exists():
+        users = Entity.objects.filter_index(kind=entities.USER).order_by("username")
+        if options["if_empty"] and users.exists():
             if verbosity:
                 self.stdout.write("The store already has feed users: nothing seeded (--if-empty).")
             return
@@ -109,7 +110,7 @@ class Command(BaseCommand):
             total=total,
             unit=" entities",
             disable=verbosity == 0,
-            file=ProgressStream(self.stderr),
+            file=progress_stream(self),
             desc="seed",
         ) as bar:
             seeder.put_users(users, bar)

@@ -1,0 +1,429 @@
+"""Entities on every shard in the admin: a merged newest-first list (:mod:`.browse`) with a
+shard filter and the search box (:mod:`.search`), an entity's page (its body as JSON, editable
+through the write path, and the index rows that point at it), delete, history and versions.
+
+``Entity`` rows live on many databases and its default queryset refuses to guess which, so its
+admin has its own views behind the standard URLs (``/admin/schemaless_store/entity/``, ``<id>/
+change/``, ``<id>/delete/``, ``<id>/history/``). Objects are addressed by their UUID, not by the
+per-shard ``added_id`` primary key. Edits and deletes go through ``entity.save()`` and
+``entity.delete()``, the write path every user takes, so index rows stay right.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin.models import CHANGE, DELETION
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.text import capfirst
+
+from .. import conf, jsonview, keys, shards
+from ..exceptions import (
+    ConfigurationError,
+    CorruptBody,
+    IndexNotReady,
+    InvalidEntityId,
+    InvalidQuery,
+    SchemalessError,
+    ShardUnavailable,
+)
+from ..models.entity import Entity
+from .browse import Cursor, newest_page
+from .common import changelist_url, crumbs, entity_url, log_change, page_number, with_query
+from .entity_form import EDIT_MAX_CHARS, EntityBodyForm, loaded_stamp
+from .entity_rows import entity_rows
+from .search import SearchError, index_query, index_results, parse_search, search_examples
+from .values_html import body_html, entity_ids, preview
+from .versions import version_view, versions_page
+
+SEARCH_HELP = (
+    "An entity id (32 hex digits or a dashed UUID), or conditions on an index: property=value "
+    "(the value as JSON, else text), with __in, __gt, __gte, __lt or __lte, joined by ' & ', "
+    "and order_by=-property; or a JSON object of the same. An entity matches only if it has "
+    "every property the search names, so an index serves a search only if the search names "
+    "all its properties."
+)
+
+
+@admin.register(Entity)
+class EntityAdmin(admin.ModelAdmin):
+    """Entities on every shard: a merged newest-first list, search, a detail and edit page."""
+
+    list_per_page = 100
+    search_help_text = SEARCH_HELP
+    change_list_template = "admin/schemaless_store/entity/change_list.html"
+    change_form_template = "admin/schemaless_store/entity/change_form.html"
+    delete_confirmation_template = "admin/schemaless_store/entity/delete_confirmation.html"
+    object_history_template = "admin/schemaless_store/entity/object_history.html"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # entities are created by the application, not typed in by operators
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Entity | None:
+        """The entity with this id (any accepted form), fetched from its shard, or None."""
+        try:
+            return Entity.objects.get(id=object_id)
+        except (Entity.DoesNotExist, InvalidEntityId):
+            return None
+
+    def _entity_or_redirect(
+        self, request: HttpRequest, object_id: str, view: str
+    ) -> Entity | HttpResponse:
+        object_id = unquote(object_id)
+        try:
+            entity = self.get_object(request, object_id)
+        except ShardUnavailable as exc:
+            messages.error(request, str(exc))
+            return HttpResponseRedirect(reverse("admin:schemaless_store_entity_changelist"))
+        if entity is None:
+            messages.warning(
+                request, f"There is no entity with id {object_id!r}. Perhaps it was deleted?"
+            )
+            return HttpResponseRedirect(changelist_url())
+        if object_id != str(entity.id):  # one canonical URL per entity (the log links to it)
+            url = entity_url(entity.id, view)
+            query = request.GET.urlencode()
+            return HttpResponseRedirect(url + ("?" + query if query else ""))
+        return entity
+
+    # --- the list -----------------------------------------------------------------------------
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
+        all_aliases = list(shards.shard_aliases())
+        shard = request.GET.get("shard", "")
+        if shard and shard not in all_aliases:
+            messages.error(request, f"There is no shard {shard!r}; showing every shard.")
+            shard = ""
+        aliases = [shard] if shard else all_aliases
+        size = self.list_per_page
+        text = request.GET.get("q", "")
+        context: dict[str, Any] = {"errors": [], "search_note": "", "explanation": ""}
+        entities: list[Entity] = []
+        next_url = prev_url = first_url = ""
+        try:
+            search = parse_search(text)
+        except SearchError as exc:
+            context["errors"].append(str(exc))
+            search = None
+        if search is not None and search.by_id:
+            try:
+                found = Entity.objects.get_many([search.entity_id])
+            except ShardUnavailable as exc:
+                context["errors"].append(str(exc))
+                found = {}
+            entities = [e for e in found.values() if e.shard in aliases]
+            home = shards.alias_for(search.entity_id)  # type: ignore[arg-type]
+            if not found:
+                context["search_note"] = f"No entity has this id (it would be on {home})."
+            elif not entities:
+                context["search_note"] = f"The entity is on {home}, outside the shard filter."
+        elif search is not None and search.conditions:
+            number = page_number(request)
+            try:
+                query = index_query(search)
+                context["explanation"] = query.explain()
+                entities, more = index_results(query, aliases, (number - 1) * size, size)
+            except (InvalidQuery, IndexNotReady) as exc:
+                # Refused (no index serves it, not ready, a bad value): the explanation says why.
+                first_line = str(exc).split("\n", 1)[0]
+                context["errors"].append(f"Search refused: {first_line}")
+            except (SchemalessError, ValueError, TypeError) as exc:
+                context["errors"].append(f"Search failed: {exc}")
+            else:
+                context["search_note"] = f"Found through index {query.index.name}, in its order."
+                if more:
+                    next_url = with_query(request, p=number + 1)
+                if number > 1:
+                    prev_url = with_query(request, p=number - 1 if number > 2 else None)
+                    first_url = with_query(request, p=None)
+        elif search is not None:
+            after, before = _cursor(request, "after"), _cursor(request, "before")
+            page = newest_page(aliases, size, after=after, before=before)
+            entities = page.entities
+            context["errors"].extend(f"Shard unavailable: {e}" for e in page.errors)
+            if page.older:
+                next_url = with_query(request, after=page.older.encode(), before=None)
+            if page.newer:
+                prev_url = with_query(request, before=page.newer.encode(), after=None)
+            if after or before:
+                first_url = with_query(request, after=None, before=None)
+
+        rows = [self._row(entity) for entity in entities]
+        choices = [
+            {"display": "All shards", "selected": not shard, "url": _shard_url(request, None)}
+        ] + [
+            {"display": alias, "selected": alias == shard, "url": _shard_url(request, alias)}
+            for alias in all_aliases
+        ]
+        context.update(
+            {
+                **self.admin_site.each_context(request),
+                "title": "Select entity to change"
+                if self.has_change_permission(request)
+                else "Select entity to view",
+                "opts": self.opts,
+                **crumbs(self.opts, ("Entities", "")),
+                "cl_rows": rows,
+                "query": text,
+                "shard": shard,
+                "shard_choices": choices,
+                "search_help_text": SEARCH_HELP,
+                "search_examples": search_examples(),
+                "next_url": next_url,
+                "prev_url": prev_url,
+                "first_url": first_url,
+                "health_url": reverse("admin:schemaless_store_indexstate_changelist"),
+                **(extra_context or {}),
+            }
+        )
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, self.change_list_template, context)
+
+    def _row(self, entity: Entity) -> dict[str, Any]:
+        html: str  # the preview's SafeString, or the error's text (escaped by the template)
+        try:
+            shown = preview(entity.body_properties(), link=entity_url)
+            html, text, broken = shown.html, shown.text, False
+        except CorruptBody as exc:
+            html, text, broken = str(exc), str(exc), True
+        return {
+            "id": str(entity.id),
+            "url": entity_url(entity.id),
+            "shard": entity.shard,
+            "bucket": keys.bucket_of(bytes(entity.row_id), conf.get().buckets),
+            "updated": entity.row_updated,
+            "size": len(bytes(entity.row_body)),
+            "preview": html,
+            "preview_text": text,
+            "broken": broken,
+        }
+
+    # --- one entity -------------------------------------------------------------------------
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        found = self._entity_or_redirect(request, object_id, "change")
+        if not isinstance(found, Entity):
+            return found
+        entity = found
+        if not self.has_view_or_change_permission(request, entity):
+            raise PermissionDenied
+        can_change = self.has_change_permission(request, entity)
+        try:
+            body_json, body_error = jsonview.dumps(entity.body_properties()), ""
+        except (CorruptBody, jsonview.JSONViewError) as exc:
+            body_json, body_error = "", str(exc)
+        shown: Any = body_json[:EDIT_MAX_CHARS]
+        if body_json and len(body_json) <= EDIT_MAX_CHARS:
+            shown = body_html(entity.body_properties(), link=_existing_entities(entity))
+        editable = can_change and not body_error and len(body_json) <= EDIT_MAX_CHARS
+        form = None
+        if request.method == "POST":
+            if not editable:
+                raise PermissionDenied
+            form = EntityBodyForm(request.POST, entity=entity)
+            if form.is_valid():
+                response = self._save(request, entity, form)
+                if response is not None:
+                    return response
+        elif editable:
+            form = EntityBodyForm(
+                initial={"body": body_json, "loaded": loaded_stamp(entity.row_updated)},
+                entity=entity,
+            )
+        index_rows = entity_rows(entity)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Entity {entity.id}",
+            "subtitle": None,
+            "opts": self.opts,
+            **crumbs(self.opts, ("Entities", changelist_url()), (str(entity.id), "")),
+            "entity": entity,
+            "entity_id": str(entity.id),
+            "entity_hex": entity.id.hex,
+            "shard": entity.shard,
+            "bucket": keys.bucket_of(bytes(entity.row_id), conf.get().buckets),
+            "body_size": len(bytes(entity.row_body)),
+            "body_json": shown,
+            "body_truncated": len(body_json) > EDIT_MAX_CHARS,
+            "body_error": body_error,
+            "form": form,
+            "editing": form is not None and (form.is_bound or "edit" in request.GET),
+            "index_rows": index_rows,
+            "index_problems": sum(r.problems for r in index_rows),
+            "has_delete_permission": self.has_delete_permission(request, entity),
+            "delete_url": entity_url(entity.id, "delete"),
+            "history_url": entity_url(entity.id, "history"),
+            "versions_url": entity_url(entity.id, "versions"),
+            "changelist_url": reverse("admin:schemaless_store_entity_changelist"),
+            "health_url": reverse("admin:schemaless_store_indexstate_changelist"),
+            "media": self.media,
+            **(extra_context or {}),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, self.change_form_template, context)
+
+    def _save(self, request: HttpRequest, entity: Entity, form: EntityBodyForm) -> Any:
+        """Write the edited body through ``entity.save()``; None (with form errors) on failure."""
+        new = form.cleaned_data["body"]
+        old = entity.body_properties()
+        if jsonview.dumps(new) == jsonview.dumps(old):
+            messages.info(request, "No changes: nothing was written.")
+            return HttpResponseRedirect(request.path + "?edit=1")
+        changed = sorted(
+            name
+            for name in set(old) | set(new)
+            if name not in old
+            or name not in new
+            or jsonview.dumps_value(old[name]) != jsonview.dumps_value(new[name])
+        )
+        # A fresh instance with the same id is an update of that entity through the write path:
+        # the protocol locks the stored row and moves index rows from its old to its new values.
+        edited = Entity.from_properties({**new, "id": entity.id})
+        try:
+            edited.save()
+        except SchemalessError as exc:
+            form.add_error("body", str(exc))
+            return None
+        log_change(request, edited, str(edited.id), CHANGE, [{"changed": {"fields": changed}}])
+        self.message_user(request, f"The entity {edited.id} was changed successfully.")
+        if "_continue" in request.POST:  # back to the page, its edit box open
+            return HttpResponseRedirect(request.path + "?edit=1")
+        return HttpResponseRedirect(reverse("admin:schemaless_store_entity_changelist"))
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        found = self._entity_or_redirect(request, object_id, "delete")
+        if not isinstance(found, Entity):
+            return found
+        entity = found
+        if not self.has_delete_permission(request, entity):
+            raise PermissionDenied
+        if request.method == "POST":
+            try:
+                entity.delete()
+            except SchemalessError as exc:
+                messages.error(request, f"The entity {entity.id} was not deleted: {exc}")
+                return HttpResponseRedirect(entity_url(entity.id))
+            log_change(request, entity, str(entity.id), DELETION, "")
+            self.message_user(request, f"The entity {entity.id} was deleted.")
+            return HttpResponseRedirect(reverse("admin:schemaless_store_entity_changelist"))
+        rows = entity_rows(entity)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Are you sure?",
+            "subtitle": None,
+            "opts": self.opts,
+            **crumbs(
+                self.opts,
+                ("Entities", changelist_url()),
+                (str(entity.id), entity_url(entity.id)),
+                ("Delete", ""),
+            ),
+            "entity": entity,
+            "entity_id": str(entity.id),
+            "shard": entity.shard,
+            "index_row_count": sum(1 for r in rows for row in r.rows if row.status != "missing"),
+            "change_url": entity_url(entity.id),
+            **(extra_context or {}),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, self.delete_confirmation_template, context)
+
+    def get_urls(self) -> list[URLPattern]:
+        versions = self.admin_site.admin_view(self.versions_view)
+        return [
+            path(
+                "<path:object_id>/versions/",
+                versions,
+                name="schemaless_store_entity_versions",
+            ),
+            *super().get_urls(),
+        ]
+
+    def versions_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Every stored version of an entity (``SCHEMALESS["HISTORY"]``), and two compared."""
+        found = self._entity_or_redirect(request, object_id, "versions")
+        if not isinstance(found, Entity):
+            return found
+        if not self.has_view_or_change_permission(request, found):
+            raise PermissionDenied
+        try:
+            history = found.history()
+            off = ""
+        except ConfigurationError as exc:  # "entity history is off: set ...", said once
+            history, off = [], capfirst(str(exc)) + "."
+        views = [version_view(v.ref_key, v.created_at, lambda v=v: v.properties) for v in history]
+        bodies = {v.ref_key: (lambda v=v: v.properties) for v in history}
+        trail = crumbs(
+            self.opts,
+            ("Entities", changelist_url()),
+            (str(found.id), entity_url(found.id)),
+            ("Versions", ""),
+        )
+        title = f"Versions of entity {found.id}"
+        return versions_page(self, request, title, trail, views, bodies, [], off)
+
+    def history_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        found = self._entity_or_redirect(request, object_id, "history")
+        if not isinstance(found, Entity):
+            return found
+        return super().history_view(
+            request,
+            str(found.id),
+            {
+                **crumbs(
+                    self.opts,
+                    ("Entities", changelist_url()),
+                    (str(found.id), entity_url(found.id)),
+                    ("History", ""),
+                ),
+                **(extra_context or {}),
+            },
+        )
+
+
+def _existing_entities(entity: Entity) -> Any:
+    """Links for the ids in an entity's body that are entities (one read per shard); when a
+    shard cannot be read, every id links (its page says if there is no such entity)."""
+    ids = entity_ids(entity.body_properties())
+    try:
+        found = {str(i) for i in Entity.objects.get_many(ids)} if ids else set()
+    except ShardUnavailable:
+        return entity_url
+    return lambda text: entity_url(text) if text in found else None
+
+
+def _cursor(request: HttpRequest, name: str) -> Cursor | None:
+    text = request.GET.get(name)
+    if not text:
+        return None
+    try:
+        return Cursor.decode(text)
+    except ValueError:
+        messages.error(request, "That page link is not valid any more; showing the first page.")
+        return None
+
+
+def _shard_url(request: HttpRequest, alias: str | None) -> str:
+    # A new filter starts from the first page: a cursor belongs to the old filter's order.
+    return with_query(request, shard=alias, after=None, before=None, p=None)

@@ -1,0 +1,69 @@
+"""An entity's body in the admin: the form that edits it as JSON
+(:mod:`schemaless_store.jsonview`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django import forms
+
+from .. import conf, jsonview, keys
+from ..exceptions import InvalidEntityId, SchemalessError
+from ..models.entity import Entity
+from .browse import Cursor
+
+# Larger bodies are shown truncated and cannot be edited here: a browser chokes on a textarea
+# of many megabytes, and Django refuses such a POST (DATA_UPLOAD_MAX_MEMORY_SIZE) anyway.
+EDIT_MAX_CHARS = 1_000_000
+
+
+def loaded_stamp(value: dt.datetime) -> str:
+    """When an entity was loaded into the form, to refuse an edit of a changed entity."""
+    return Cursor(value, 0, 0).encode().split("_")[0]
+
+
+class EntityBodyForm(forms.Form):
+    """The body of an entity as JSON (:mod:`.jsonview`), plus when it was loaded."""
+
+    body = forms.CharField(
+        widget=forms.Textarea(attrs={"class": "schemaless-json", "spellcheck": "false"}),
+        strip=False,
+    )
+    loaded = forms.CharField(widget=forms.HiddenInput, required=False)
+
+    def __init__(self, *args: Any, entity: Entity, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.entity = entity
+        text = self.data.get("body") if self.is_bound else self.initial.get("body")
+        lines = (text or "").count("\n") + 1
+        self.fields["body"].widget.attrs["rows"] = max(8, min(40, lines + 2))
+
+    def clean_body(self) -> dict[str, Any]:
+        try:
+            properties = jsonview.loads(self.cleaned_data["body"])
+        except jsonview.JSONViewError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        if "id" in properties:
+            try:
+                same = keys.entity_id_bytes(properties.pop("id")) == bytes(self.entity.row_id)
+            except InvalidEntityId:
+                same = False
+            if not same:
+                raise forms.ValidationError(
+                    "an entity's id cannot change: remove \"id\" or give the entity's own"
+                )
+        try:
+            conf.get().codec.encode(properties)
+        except SchemalessError as exc:  # a value the body cannot hold (e.g. an int over 2**64)
+            raise forms.ValidationError(str(exc)) from None
+        return properties
+
+    def clean(self) -> dict[str, Any]:
+        loaded = self.cleaned_data.get("loaded")
+        if loaded and loaded != loaded_stamp(self.entity.row_updated):
+            raise forms.ValidationError(
+                "This entity was changed by someone else after you opened it. Copy your edit, "
+                "reload the page, and apply it again."
+            )
+        return self.cleaned_data

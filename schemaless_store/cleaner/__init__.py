@@ -1,0 +1,15 @@
+"""The cleaner: backfills new indexes and keeps every index exact (DESIGN section 5).
+
+- :mod:`.worker`: :class:`Cleaner`, the run loop (rounds, locks, throttle, stop signals);
+- :mod:`.passes`: the backfill, repair and sweep passes over one (index, shard);
+- :mod:`.repairs`: the passes' writes, through the write protocol's steps;
+- :mod:`.records`: what a pass and a run did, and the pass records the admin shows;
+- :mod:`.lock`: one cleaner per (index, shard), a lock that dies with its process.
+"""
+
+from __future__ import annotations
+
+from .records import PassResult, Summary
+from .worker import Cleaner
+
+__all__ = ["Cleaner", "PassResult", "Summary"]

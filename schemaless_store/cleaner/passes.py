@@ -1,0 +1,219 @@
+"""The cleaner's three passes over one (index, shard) (DESIGN section 5):
+
+- **backfill** (only while the index is ``building``): walk the source by ``added_id``, in
+  batches, up to the highest ``added_id`` seen when the backfill started (later entities were
+  written by writers that maintain the index), inserting the rows each entity implies with
+  idempotent statements, and saving a checkpoint after every batch: a killed backfill resumes
+  from its checkpoint;
+- **repair**: walk the source newest ``updated`` first, compare each batch with the index
+  (:func:`~schemaless_store.consistency.compare`), insert missing rows, remove stale ones with
+  the write protocol's locked re-check;
+- **sweep**: walk the index table on the shard by primary key and remove rows whose entity no
+  longer exists (orphans) or no longer implies them (stale); rows on the wrong shard (after
+  buckets moved) are re-added where they belong, then deleted.
+
+Entities are read with plain reads (no locks): a batch never blocks a writer. A row inserted
+from such a read can race with a writer that changes the entity meanwhile, so every insert is
+checked afterwards (:func:`.repairs.insert_checked`).
+
+Each pass takes the :class:`~.worker.Cleaner` that runs it, for its batches (throttled,
+stoppable), batch size and progress bars.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from django.db import DEFAULT_DB_ALIAS
+
+from .. import shards
+from ..consistency import compare
+from ..exceptions import IndexValueError
+from ..indexes import Index
+from ..models.metadata import CleanerCheckpoint
+from ..tables import counts
+from ..tables import entities as entity_table
+from ..tables import index_rows as index_table
+from ..tables.entities import EntityRow
+from ..tables.index_rows import Row
+from ..writes import protocol
+from .records import DONE, PassResult, start_record
+from .repairs import Version, decode, delete_on, insert_checked
+from .repairs import implied as implied_rows
+
+if TYPE_CHECKING:
+    from .worker import Cleaner
+
+logger = logging.getLogger("schemaless_store.cleaner")
+
+Candidates = dict[str, dict[bytes, set[tuple[Index, tuple[Any, ...]]]]]
+
+
+# --- backfill ----------------------------------------------------------------------------------
+
+
+def backfill(cleaner: Cleaner, index: Index, alias: str, result: PassResult) -> None:
+    checkpoint, _ = CleanerCheckpoint.objects.using(DEFAULT_DB_ALIAS).get_or_create(
+        index_name=index.name, shard=alias
+    )
+    if checkpoint.done:
+        return  # nothing to record: an earlier pass finished this shard
+    start_record(result)
+    source = index.source
+    if checkpoint.target_added_id is None:
+        target = entity_table.max_added_id(source, alias)
+        checkpoint.target_added_id = target
+        checkpoint.entities_total = entity_table.count(source, alias, upto=target)
+        checkpoint.save(update_fields=["target_added_id", "entities_total", "changed"])
+    elif checkpoint.last_added_id:  # resuming: the target was saved when the backfill began
+        logger.info(
+            "backfill of %s on %s resumes after added_id %d (%d of %s entities done)",
+            index.name,
+            alias,
+            checkpoint.last_added_id,
+            checkpoint.entities_done,
+            checkpoint.entities_total,
+        )
+    upto = checkpoint.target_added_id
+    assert upto is not None  # set above, or when the backfill began
+    with cleaner.bar(
+        f"backfill {index.name} {alias}",
+        checkpoint.entities_total,
+        checkpoint.entities_done,
+        "entities",
+    ) as bar:
+        for batch in cleaner.batches(
+            lambda _previous: entity_table.after(
+                source,
+                alias,
+                checkpoint.last_added_id,
+                upto,
+                cleaner.batch_size,
+            ),
+            result,
+        ):
+            _index_entities(index, alias, batch, result)
+            checkpoint.last_added_id = batch[-1][0]
+            checkpoint.entities_done += len(batch)
+            checkpoint.save(update_fields=["last_added_id", "entities_done", "changed"])
+            bar.update(len(batch))
+    if result.status == DONE:
+        checkpoint.done = True
+        checkpoint.save(update_fields=["done", "changed"])
+
+
+def _index_entities(index: Index, alias: str, batch: list[EntityRow], result: PassResult) -> None:
+    rows: list[Row] = []
+    seen: dict[bytes, Version] = {}
+    for added_id, entity_id, updated, body in batch:
+        properties = decode(alias, entity_id, body, result)
+        if properties is None:
+            continue
+        try:
+            implied = index.rows_for(properties)
+        except IndexValueError as exc:
+            result.note(f"entity {entity_id.hex()}: {exc}; it is not indexed")
+            continue
+        seen[entity_id] = (added_id, updated)
+        rows.extend((index, values, entity_id) for values in implied)
+    result.inserted += insert_checked(index, alias, rows, seen, result)
+
+
+# --- repair ------------------------------------------------------------------------------------
+
+
+def repair(cleaner: Cleaner, index: Index, alias: str, result: PassResult) -> None:
+    start_record(result)
+    source = index.source
+    # Counting a big table takes a while: only for a progress bar someone watches.
+    total = entity_table.count(source, alias) if cleaner.progress else None
+
+    def fetch(previous: list[EntityRow] | None) -> list[EntityRow]:
+        bound = None if previous is None else (previous[-1][2], previous[-1][0])
+        return entity_table.newest_first(source, alias, bound, cleaner.batch_size)
+
+    with cleaner.bar(f"repair {index.name} {alias}", total, 0, "entities") as bar:
+        for batch in cleaner.batches(fetch, result):
+            _repair_entities(index, alias, batch, result)
+            bar.update(len(batch))
+
+
+def _repair_entities(index: Index, alias: str, batch: list[EntityRow], result: PassResult) -> None:
+    properties: dict[bytes, Any] = {}
+    seen: dict[bytes, Version] = {}
+    for added_id, entity_id, updated, body in batch:
+        decoded = decode(alias, entity_id, body, result)
+        if decoded is not None:
+            properties[entity_id] = decoded
+            seen[entity_id] = (added_id, updated)
+    diff = compare(index, properties)
+    for entity_id in diff.unindexable:
+        result.note(f"entity {entity_id.hex()}: its values do not fit index {index.name}")
+    missing = [(index, values, entity_id) for values, entity_id in diff.missing]
+    result.inserted += insert_checked(index, alias, missing, seen, result)
+    for entity_alias, candidates in diff.stale_by_entity_shard().items():
+        result.stale_removed += protocol.remove_stale(entity_alias, candidates, index.source)
+
+
+# --- sweep -------------------------------------------------------------------------------------
+
+
+def sweep(cleaner: Cleaner, index: Index, alias: str, result: PassResult) -> None:
+    start_record(result)
+    total = counts.exact_count(alias, index.name) if cleaner.progress else None
+
+    def fetch(previous: list[tuple[Any, ...]] | None) -> list[tuple[Any, ...]]:
+        last = None if previous is None else previous[-1]
+        return index_table.after(index, alias, last, cleaner.batch_size)
+
+    with cleaner.bar(f"sweep {index.name} {alias}", total, 0, "rows") as bar:
+        for batch in cleaner.batches(fetch, result):
+            _sweep_rows(index, alias, batch, result)
+            bar.update(len(batch))
+
+
+def _nested() -> Candidates:
+    return defaultdict(lambda: defaultdict(set))
+
+
+def _sweep_rows(index: Index, alias: str, batch: list[tuple[Any, ...]], result: PassResult) -> None:
+    found = entity_table.current(index.source, {row[-1] for row in batch})
+    implied: dict[bytes, set[tuple[Any, ...]] | None] = {}
+    orphans, stale = _nested(), _nested()
+    rehome: dict[str, list[Row]] = defaultdict(list)
+    seen: dict[bytes, Version] = {}
+    misplaced_orphans, misplaced_other = [], []
+    for row in batch:
+        values, entity_id = tuple(row[:-1]), row[-1]
+        entity_alias = shards.alias_for(entity_id)
+        home = index_table.home(index, values)
+        if entity_id not in found:
+            if home == alias:
+                orphans[entity_alias][entity_id].add((index, values))
+            else:
+                misplaced_orphans.append(row)
+            continue
+        if entity_id not in implied:
+            added_id, updated, body = found[entity_id]
+            implied[entity_id] = implied_rows(index, entity_id, body, result)
+            seen[entity_id] = (added_id, updated)
+        rows = implied[entity_id]
+        if home != alias:
+            # Wrong shard (its buckets moved): deleting it is always safe once the entity's
+            # row, if it still needs one, exists where queries look for it.
+            misplaced_other.append(row)
+            if rows is not None and values in rows:
+                rehome[entity_alias].append((index, values, entity_id))
+        elif rows is not None and values not in rows:
+            stale[entity_alias][entity_id].add((index, values))
+        # rows is None: undecodable body; its rows are left alone (reported)
+    for entity_alias, candidates in orphans.items():
+        result.orphans_removed += protocol.remove_stale(entity_alias, candidates, index.source)
+    for entity_alias, candidates in stale.items():
+        result.stale_removed += protocol.remove_stale(entity_alias, candidates, index.source)
+    for entity_alias, rows_to_add in rehome.items():
+        result.inserted += insert_checked(index, entity_alias, rows_to_add, seen, result)
+    result.orphans_removed += delete_on(index, alias, misplaced_orphans)
+    result.stale_removed += delete_on(index, alias, misplaced_other)

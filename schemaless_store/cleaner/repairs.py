@@ -1,0 +1,124 @@
+"""The cleaner's writes, through the write protocol's steps: index rows added idempotently
+(step 3) and checked against the entities afterwards, stale rows removed under the entity's
+lock (step 5), and rows found on the wrong shard deleted there."""
+
+from __future__ import annotations
+
+import contextlib
+from collections import defaultdict
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from django.db import transaction
+
+from .. import shards
+from ..codec import decode_body
+from ..exceptions import CorruptBody, IndexValueError, UniqueViolation
+from ..indexes import Index
+from ..tables import entities as entity_table
+from ..tables import index_rows as index_table
+from ..tables.index_rows import Row
+from ..writes import index_rows, protocol
+from .records import PassResult
+
+# Index rows per INSERT statement: a statement holds its row (and gap) locks until it ends, so a
+# long one can stall a writer inserting next to those rows.
+INSERT_CHUNK = 500
+
+# What a row was read at: (added_id, updated). Every write changes updated; a delete and
+# re-create changes added_id.
+Version = tuple[int, Any]
+
+
+def write(operation: Callable[[], Any]) -> Any:
+    """Run index writes briefly under the store's write lock (it serializes SQLite shards),
+    retried after a deadlock. On SQLite the batch is one transaction per shard file: index
+    rows share Django's connection there, and a commit per row would be slow."""
+    sqlite_aliases = [a for a in shards.shard_aliases() if shards.vendor(a) == "sqlite"]
+
+    def attempt() -> Any:
+        with contextlib.ExitStack() as stack:
+            for alias in sqlite_aliases:
+                stack.enter_context(transaction.atomic(using=alias))
+            return operation()
+
+    with shards.write_lock():
+        return shards.with_retries(attempt)
+
+
+def insert_checked(
+    index: Index, alias: str, rows: list[Row], seen: dict[bytes, Version], result: PassResult
+) -> int:
+    """Insert rows computed from unlocked reads of entities on ``alias`` (``seen``: the
+    version each was read at); then hand the rows of every entity that changed since, or is
+    gone, to ``remove_stale``.
+
+    A writer that changed the entity before our insert may already have removed the old row,
+    which our insert would then bring back; one that changes it after our re-read removes the
+    row itself. Returns the number of rows written and not taken back.
+    """
+    if not rows:
+        return 0
+    written = insert(index, rows, result)
+    if not written:
+        return 0
+    ids = {entity_id for _, _, entity_id in written}
+    now = entity_table.versions(index.source, alias, [seen[entity_id][0] for entity_id in ids])
+    changed: dict[bytes, set[tuple[Index, tuple[Any, ...]]]] = defaultdict(set)
+    for row_index, values, entity_id in written:
+        if now.get(entity_id) != seen[entity_id]:
+            changed[entity_id].add((row_index, values))
+    taken_back = protocol.remove_stale(alias, changed, index.source) if changed else 0
+    return len(written) - taken_back
+
+
+def insert(index: Index, rows: list[Row], result: PassResult) -> list[Row]:
+    """Insert the rows (step 3 of the protocol, in chunks); the ones written."""
+    if not index.unique:
+        for start in range(0, len(rows), INSERT_CHUNK):
+            write(partial(index_rows.add, rows[start : start + INSERT_CHUNK]))
+        return rows
+    # A unique claim can collide with another entity's: report that entity, go on.
+    written = []
+    for row in rows:
+        try:
+            write(partial(index_rows.add, [row]))
+        except UniqueViolation as exc:
+            result.note(f"entity {row[2].hex()} is not indexed: {exc}")
+            continue
+        written.append(row)
+    return written
+
+
+def delete_on(index: Index, alias: str, rows: list[tuple[Any, ...]]) -> int:
+    """Delete these exact rows from the index table on ``alias`` (not where they route)."""
+    if not rows:
+        return 0
+    return write(partial(index_table.delete, index, alias, rows))
+
+
+def decode(
+    alias: str, entity_id: bytes, body: bytes | None, result: PassResult
+) -> dict[str, Any] | None:
+    """An entity's properties; None (noted) for a corrupt body."""
+    if body is None:  # a cell version without a body: it implies no index row
+        return {}
+    try:
+        return decode_body(body)
+    except CorruptBody as exc:
+        result.note(f"entity {entity_id.hex()} on {alias} has a corrupt body ({exc}); skipped")
+        return None
+
+
+def implied(
+    index: Index, entity_id: bytes, body: bytes | None, result: PassResult
+) -> set[tuple[Any, ...]] | None:
+    """The rows of ``index`` an entity implies; None for a corrupt body."""
+    properties = decode(shards.alias_for(entity_id), entity_id, body, result)
+    if properties is None:
+        return None
+    try:
+        return index.rows_for(properties)
+    except IndexValueError:
+        return set()  # the entity cannot be in this index: any row of it is stale

@@ -1,0 +1,337 @@
+"""Django's face of the store: the ``Entity`` model and its manager.
+
+An entity is a property bag. Properties are items (``entity["title"]``); the row's own columns
+are attributes named ``row_*`` (plus ``added_id``), so no property name can clash with them::
+
+    e = Entity.objects.create(user_id=b"\\x01" * 16, title="hello", updated=1235697046)
+    e["updated"]       # 1235697046: a property like any other
+    e.row_updated      # datetime: when the row was last written
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from django.db import models
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
+
+from .. import cells, keys, shards
+from ..codec import decode_body
+from ..exceptions import BulkWriteNotSupported, CorruptBody, InvalidEntityError, InvalidQuery
+from ..fields import Binary16Field, BodyField
+from ..query.allentities import AllEntities
+from ..query.fetch import EntityFetcher, get_many, get_one
+from ..query.indexquery import IndexQuery
+from ..writes import entities as entity_writes
+
+ROW_FIELDS = ("added_id", "row_id", "row_updated", "row_body")
+
+
+class EntityQuerySet(models.QuerySet):
+    """A Django queryset over the entities of *one* shard: ``Entity.objects.using("shard_0")``.
+
+    Bulk APIs that would bypass index maintenance refuse with :class:`BulkWriteNotSupported`.
+    """
+
+    def update(self, **kwargs: Any) -> int:
+        raise BulkWriteNotSupported(
+            "QuerySet.update() would bypass index maintenance; change entities with "
+            "entity[...] = value; entity.save(), or Entity.objects.bulk_put(dicts)"
+        )
+
+    def bulk_create(self, *args: Any, **kwargs: Any) -> Any:
+        raise BulkWriteNotSupported(
+            "bulk_create() would bypass index maintenance; use Entity.objects.bulk_put(dicts)"
+        )
+
+    def bulk_update(self, *args: Any, **kwargs: Any) -> Any:
+        raise BulkWriteNotSupported(
+            "bulk_update() would bypass index maintenance; use Entity.objects.bulk_put(dicts)"
+        )
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        """Delete each entity through the write path, so its index rows go too."""
+        deleted = 0
+        for entity in self.iterator(chunk_size=500):
+            deleted += entity_writes.delete(entity)
+        return deleted, {Entity._meta.label: deleted}
+
+    delete.alters_data = True  # type: ignore[attr-defined]
+
+    @property
+    def db(self) -> str:
+        # The router has no opinion without an instance: Django's answer is then "default",
+        # where no entity lives.
+        alias = super().db
+        if alias not in shards.shard_aliases():
+            raise InvalidQuery(
+                "entities live on shards: use Entity.objects.get(id=...), get_many(), "
+                "filter_index(...), all(), or Entity.objects.using(<shard alias>)"
+            )
+        return alias
+
+
+class EntityManager(models.Manager.from_queryset(EntityQuerySet)):  # type: ignore[misc]
+    """``Entity.objects``: routed reads and writes, index queries, bulk puts."""
+
+    def using(self, alias: str) -> EntityQuerySet:
+        return super().using(shards.check_alias(alias))
+
+    def create(self, **properties: Any) -> Entity:
+        """Create an entity from keyword properties (``id`` optional); fails if the id exists."""
+        entity = self.model(**properties)
+        entity_writes.save(entity, force_insert=True)
+        return entity
+
+    def get(self, *args: Any, **kwargs: Any) -> Entity:
+        """``get(id=...)``: fetch one entity from its shard, or raise ``Entity.DoesNotExist``."""
+        if args or len(kwargs) != 1 or "id" not in kwargs:
+            raise InvalidQuery(
+                "Entity.objects.get() takes only id=...; query properties with filter_index(), "
+                "row columns with Entity.objects.using(alias).get(...)"
+            )
+        found = get_one(self.model, kwargs["id"])
+        if found is None:
+            raise self.model.DoesNotExist(f"no entity with id {kwargs['id']!r}")
+        return found
+
+    def get_many(self, ids: Iterable[Any]) -> dict[uuid.UUID, Entity]:
+        """The entities that exist among ``ids``, by id (one query per shard)."""
+        return get_many(self.model, ids)
+
+    def filter_index(self, **conditions: Any) -> IndexQuery:
+        """A lazy query over the index that serves ``conditions`` (and the ordering given
+        later); see :mod:`schemaless_store.query`."""
+        return IndexQuery(conditions, EntityFetcher(self.model))
+
+    def all(self) -> AllEntities:
+        """Every entity on every shard, shard after shard, by ``added_id`` within a shard:
+        lazy, sliceable, countable (see :mod:`schemaless_store.query.allentities`)."""
+        return AllEntities(self.model)
+
+    def bulk_put(
+        self, entities: Iterable[Mapping[str, Any] | Entity], batch_size: int = 500
+    ) -> list[Entity]:
+        """Insert or replace many entities in batches, maintaining every index.
+
+        Each item is a dict of properties (with or without ``id``) or an ``Entity``. Like Django's
+        ``bulk_create``, no ``pre_save``/``post_save`` signals are sent. Every item is validated
+        before anything is written.
+        """
+        items = [e if isinstance(e, Entity) else self.model.from_properties(e) for e in entities]
+        entity_writes.put_many(items, batch_size=batch_size)
+        return items
+
+
+_DEFAULTS: dict[type, dict[str, Any]] = {}
+_IMMUTABLE = (type(None), bytes, str, int)
+
+
+def _init_defaults(cls: type[models.Model]) -> dict[str, Any]:
+    """The field values ``Model.__init__()`` sets on a new instance of ``cls``, when they are all
+    constants (None, bytes, str, int) that instances may share; else an empty dict."""
+    defaults = _DEFAULTS.get(cls)
+    if defaults is None:
+        values = {f.attname: f.get_default() for f in cls._meta.concrete_fields}
+        constant = all(type(v) in _IMMUTABLE for v in values.values())
+        defaults = _DEFAULTS[cls] = values if constant else {}
+    return defaults
+
+
+class Entity(models.Model):
+    """A property bag stored in the ``entities`` table of the shard that owns its id.
+
+    ``has_generated_id`` is True while the entity carries an id the store generated for it and
+    was never written: no row can exist for it, so its insert needs no locking read.
+    """
+
+    added_id = models.BigAutoField(primary_key=True)
+    row_id = Binary16Field(db_column="id", unique=True)
+    row_updated = models.DateTimeField(db_column="updated", db_index=True)
+    row_body = BodyField(db_column="body")
+
+    objects = EntityManager()
+
+    class Meta:
+        db_table = "entities"
+        verbose_name_plural = "entities"
+
+    def __init__(self, *args: Any, **properties: Any) -> None:
+        if args:  # Django building an instance from a database row (Model.from_db)
+            super().__init__(*args)
+            self._props: dict[str, Any] | None = None
+            self.has_generated_id = False
+            return
+        if pre_init.receivers or post_init.receivers or not _init_defaults(type(self)):
+            super().__init__()
+        else:  # what Model.__init__() does with no arguments, when no one listens to it
+            self._state = ModelState()
+            self.__dict__.update(_init_defaults(type(self)))
+        ident = properties.pop("id", None)
+        self.has_generated_id = ident is None
+        self.row_id = uuid.uuid4().bytes if ident is None else keys.entity_id_bytes(ident)
+        self._props = properties
+
+    @classmethod
+    def row_builder(cls) -> Callable[[str, int, bytes, Any, bytes], Entity]:
+        """What turns ``(alias, added_id, id, updated, body)`` read by the store's own SQL into
+        an entity (the read path's hot loop); ask once per batch of rows.
+
+        The same instance ``Model.from_db`` builds, without ``Model.__init__``'s per-field loop;
+        when something listens to ``pre_init``/``post_init`` for entities, ``from_db`` itself,
+        so that it still hears about every instance.
+        """
+        # No receivers at all (the usual case) is a cheap test; has_listeners() is not.
+        if (pre_init.receivers or post_init.receivers) and (
+            pre_init.has_listeners(cls) or post_init.has_listeners(cls)
+        ):
+            return lambda alias, *row: cls.from_db(alias, ROW_FIELDS, row)
+        return cls._from_row
+
+    @classmethod
+    def _from_row(
+        cls, alias: str, added_id: int, row_id: bytes, updated: Any, body: bytes
+    ) -> Entity:
+        entity = cls.__new__(cls)
+        state = ModelState()
+        state.adding = False
+        state.db = alias
+        entity.__dict__.update(
+            _state=state,
+            added_id=added_id,
+            row_id=row_id,
+            row_updated=updated,
+            row_body=body,
+            _props=None,
+            has_generated_id=False,
+        )
+        return entity
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, Any]) -> Entity:
+        if not isinstance(properties, Mapping):
+            raise InvalidEntityError(
+                f"an entity is a dict of properties, not a {type(properties).__name__}"
+            )
+        bad = [name for name in properties if not isinstance(name, str)]
+        if bad:
+            raise InvalidEntityError(f"property names are strings, not {bad[0]!r}")
+        return cls(**dict(properties))
+
+    def __str__(self) -> str:
+        return str(self.id)
+
+    def __repr__(self) -> str:
+        return f"<Entity {self.id}>"
+
+    # --- identity ---------------------------------------------------------------------------
+
+    @property
+    def id(self) -> uuid.UUID:
+        return uuid.UUID(bytes=bytes(self.row_id))
+
+    @property
+    def shard(self) -> str:
+        """The database alias that holds this entity."""
+        return shards.alias_for(bytes(self.row_id))
+
+    # --- properties -------------------------------------------------------------------------
+
+    def _properties(self) -> dict[str, Any]:
+        if self._props is None:
+            try:
+                self._props = decode_body(bytes(self.row_body))
+            except CorruptBody as exc:
+                raise CorruptBody(f"entity {self.id}: {exc}") from None
+        return self._props
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        """A copy of the properties, ``id`` included (as a ``uuid.UUID``)."""
+        return {"id": self.id, **self._properties()}
+
+    def __getitem__(self, name: str) -> Any:
+        if name == "id":
+            return self.id
+        return self._properties()[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        if name == "id":
+            return self.id
+        return self._properties().get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        return name == "id" or name in self._properties()
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        if not isinstance(name, str):
+            raise InvalidEntityError(f"property names are strings, not {type(name).__name__}")
+        if name == "id":
+            raise InvalidEntityError("an entity's id cannot change; create a new entity")
+        self._properties()[name] = value
+
+    def __delitem__(self, name: str) -> None:
+        if name == "id":
+            raise InvalidEntityError("an entity's id cannot be removed")
+        del self._properties()[name]
+
+    def keys(self) -> Iterator[str]:
+        yield "id"
+        yield from self._properties()
+
+    def items(self) -> Iterator[tuple[str, Any]]:
+        yield "id", self.id
+        yield from self._properties().items()
+
+    def body_properties(self) -> dict[str, Any]:
+        """The properties that go into the body (everything but ``id``)."""
+        return self._properties()
+
+    # --- persistence ------------------------------------------------------------------------
+
+    def save(
+        self,
+        *,
+        force_insert: bool | tuple[Any, ...] = False,
+        force_update: bool = False,
+        using: str | None = None,
+        update_fields: Iterable[str] | None = None,
+    ) -> None:
+        """Write the entity and its index rows (DESIGN section 3). ``using`` is ignored (the
+        entity's id picks its shard), and so are ``force_update`` and ``update_fields``: the
+        whole body is written, as an insert or an update of the stored row."""
+        entity_writes.save(self, force_insert=bool(force_insert))
+
+    save.alters_data = True  # type: ignore[attr-defined]
+
+    def save_base(self, *args: Any, force_insert: Any = False, **kwargs: Any) -> None:
+        """Where Django's own ``Model.save()`` lands (a subclass calling ``super().save()``
+        unbound): the store's write path too, so the indexes follow."""
+        entity_writes.save(self, force_insert=bool(force_insert))
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        """Delete the entity, then its index rows."""
+        deleted = entity_writes.delete(self)
+        return deleted, {self._meta.label: deleted}
+
+    delete.alters_data = True  # type: ignore[attr-defined]
+
+    def refresh_from_db(
+        self,
+        using: str | None = None,
+        fields: Iterable[str] | None = None,
+        from_queryset: Any = None,
+    ) -> None:
+        super().refresh_from_db(
+            using=using or self.shard, fields=fields, from_queryset=from_queryset
+        )
+        self._props = None
+
+    def history(self) -> list[Any]:
+        """Every version of this entity the store kept, oldest first, each a
+        :class:`~schemaless_store.cells.EntityVersion` (``ref_key``, ``created_at``,
+        ``properties`` or ``None`` for a deletion). Needs ``SCHEMALESS["HISTORY"] = True``."""
+        return cells.entity_history(self.row_id)

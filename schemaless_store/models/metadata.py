@@ -1,0 +1,81 @@
+"""Metadata in the ``default`` database: index states, cleaner checkpoints and pass records."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class IndexState(models.Model):
+    """Lifecycle of an index, kept in the metadata database (``default``)."""
+
+    BUILDING = "building"
+    READY = "ready"
+    RETIRED = "retired"
+    STATES = [(BUILDING, "building"), (READY, "ready"), (RETIRED, "retired")]
+
+    name = models.CharField(max_length=64, primary_key=True)
+    state = models.CharField(max_length=16, choices=STATES)
+    properties = models.JSONField(default=list)
+    shard_on = models.CharField(max_length=64)
+    created = models.DateTimeField(auto_now_add=True)
+    changed = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "index state"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.state})"
+
+
+class CleanerCheckpoint(models.Model):
+    """How far a backfill got on one (index, shard): resumes from ``last_added_id``."""
+
+    index_name = models.CharField(max_length=64)
+    shard = models.CharField(max_length=64)
+    last_added_id = models.BigIntegerField(default=0)
+    # The highest added_id when the backfill started: rows above it are maintained by writers.
+    target_added_id = models.BigIntegerField(null=True)
+    entities_done = models.BigIntegerField(default=0)
+    entities_total = models.BigIntegerField(null=True)
+    done = models.BooleanField(default=False)
+    changed = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["index_name", "shard"], name="one_checkpoint_per_shard")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.index_name}@{self.shard}: {self.last_added_id}"
+
+
+class CleanerPass(models.Model):
+    """One cleaner pass over one (index, shard), for the admin's index-health page."""
+
+    KINDS = [("backfill", "backfill"), ("repair", "repair"), ("sweep", "sweep")]
+    STATUSES = [
+        ("running", "running"),
+        ("done", "done"),
+        ("interrupted", "interrupted"),
+        ("failed", "failed"),
+    ]
+
+    index_name = models.CharField(max_length=64, db_index=True)
+    shard = models.CharField(max_length=64)
+    kind = models.CharField(max_length=16, choices=KINDS)
+    status = models.CharField(max_length=16, choices=STATUSES, default="running")
+    started = models.DateTimeField(auto_now_add=True)
+    finished = models.DateTimeField(null=True, blank=True)
+    entities_scanned = models.BigIntegerField(default=0)
+    rows_inserted = models.BigIntegerField(default=0)
+    stale_removed = models.BigIntegerField(default=0)
+    orphans_removed = models.BigIntegerField(default=0)
+    errors = models.BigIntegerField(default=0)
+    message = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started"]
+        verbose_name_plural = "cleaner passes"
+
+    def __str__(self) -> str:
+        return f"{self.kind} of {self.index_name}@{self.shard} ({self.status})"

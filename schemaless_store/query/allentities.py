@@ -1,0 +1,135 @@
+"""``Entity.objects.all()``: every entity on every shard, like a Django queryset.
+
+The order is documented and stable: shard after shard, in the order of ``SCHEMALESS["SHARDS"]``,
+and within a shard by ``added_id`` (the order entities were first inserted there). Like a
+``QuerySet`` it is lazy; slicing (``[:n]``, ``[n:m]``) gives a new lazy one, an integer index
+or a step evaluates; ``len()`` and ``bool()`` evaluate and cache the results, and ``count()``,
+``exists()`` and ``first()`` read only what they need (``count()`` is ``COUNT(*)`` per shard).
+``iterator(chunk_size)`` walks in chunks by keyset without caching, for large stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from .. import shards
+from ..indexes import ENTITIES
+from ..tables import entities as entity_table
+from ..tables.values import datetime_converter
+
+
+class AllEntities:
+    """Every entity, shard after shard, by ``added_id`` within a shard (see the module docs)."""
+
+    def __init__(
+        self, model: Any, chunk_size: int = 500, start: int = 0, stop: int | None = None
+    ) -> None:
+        self.model = model
+        self.chunk_size = chunk_size
+        self._start = start
+        self._stop = stop
+        self._cache: list[Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"<AllEntities [{self._start}:{'' if self._stop is None else self._stop}]>"
+
+    # --- like a QuerySet --------------------------------------------------------------------
+
+    def __getitem__(self, item: int | slice) -> Any:
+        if not isinstance(item, int | slice):
+            raise TypeError(
+                f"AllEntities indices must be integers or slices, not {type(item).__name__}."
+            )
+        if (isinstance(item, int) and item < 0) or (
+            isinstance(item, slice)
+            and (
+                (item.start is not None and item.start < 0)
+                or (item.stop is not None and item.stop < 0)
+            )
+        ):
+            raise ValueError("Negative indexing is not supported.")
+        if self._cache is not None:
+            return self._cache[item]
+        if isinstance(item, slice):
+            start = self._start + (item.start or 0)
+            stop = None if item.stop is None else self._start + item.stop
+            if self._stop is not None:
+                stop = self._stop if stop is None else min(stop, self._stop)
+            sliced = AllEntities(self.model, self.chunk_size, start, stop)
+            return list(sliced)[:: item.step] if item.step else sliced
+        at = self._start + item
+        found = [] if self._stop is not None and at >= self._stop else list(self[item : item + 1])
+        if not found:
+            raise IndexError("AllEntities index out of range")
+        return found[0]
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._cache is None:
+            self._cache = list(self.iterator())
+        return iter(self._cache)
+
+    def __len__(self) -> int:
+        if self._cache is None:
+            self._cache = list(self.iterator())
+        return len(self._cache)
+
+    def __bool__(self) -> bool:
+        if self._cache is None:
+            self._cache = list(self.iterator())
+        return bool(self._cache)
+
+    def count(self) -> int:
+        """The number of entities (of this slice): ``COUNT(*)`` per shard, nothing fetched."""
+        if self._cache is not None:
+            return len(self._cache)
+        total = sum(self._shard_counts().values())
+        last = total if self._stop is None else min(total, self._stop)
+        return max(0, last - self._start)
+
+    def exists(self) -> bool:
+        if self._cache is not None:
+            return bool(self._cache)
+        return self.first() is not None
+
+    def first(self) -> Any | None:
+        return next(iter(self[:1]), None)
+
+    def iterator(self, chunk_size: int | None = None) -> Iterator[Any]:
+        """The entities in chunks of ``chunk_size`` read by keyset, without caching them."""
+        size = self.chunk_size if chunk_size is None else chunk_size
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"Chunk size must be strictly positive, not {size!r}.")
+        wanted = None if self._stop is None else self._stop - self._start
+        if wanted is not None and wanted <= 0:
+            return
+        skip = self._start
+        counts = self._shard_counts() if skip else {}
+        build = self.model.row_builder()
+        for alias in shards.shard_aliases():
+            if skip and counts[alias] <= skip:
+                skip -= counts[alias]
+                continue
+            convert = datetime_converter(shards.connection(alias))
+            after = 0
+            while True:
+                limit = size if wanted is None else min(size, wanted)
+                with shards.errors_named(alias):
+                    rows = entity_table.by_added_id(alias, after, limit, skip)
+                skip = 0
+                for added_id, key, updated, body in rows:
+                    yield build(alias, added_id, bytes(key), convert(updated), bytes(body))
+                if wanted is not None:
+                    wanted -= len(rows)
+                    if wanted <= 0:
+                        return
+                if len(rows) < limit:
+                    break
+                after = rows[-1][0]
+
+    def _shard_counts(self) -> dict[str, int]:
+        counts = {}
+        for alias in shards.shard_aliases():
+            with shards.errors_named(alias):
+                counts[alias] = entity_table.count(ENTITIES, alias)
+        return counts

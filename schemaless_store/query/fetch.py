@@ -1,0 +1,88 @@
+"""Entities by id: one ``SELECT`` for one, one ``IN (...)`` query per shard for many.
+
+Entities are built with the model's ``row_builder()`` (the model is given by its manager, so
+the read path never imports the Django face above it).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from .. import keys, shards
+from ..tables import entities as entity_table
+from ..tables.values import datetime_converter
+from .pool import scatter_pool
+
+# From this many ids over several shards, fetch_by_ids reads the shards at once; for fewer the
+# hand-off to a thread costs more than it saves (docs/performance.md).
+PARALLEL_FETCH_MIN = 64
+
+
+class EntityFetcher:
+    """What an entity query turns ids into: the entities (:class:`~.indexquery.IndexQuery`'s
+    fetcher). A pinned page may join them to its index scan (``join_entities``)."""
+
+    join_entities = True
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def fetch(self, ids: Iterable[bytes]) -> dict[bytes, Any]:
+        return fetch_by_ids(self.model, ids)
+
+
+def fetch_by_ids(model: Any, ids: Iterable[bytes]) -> dict[bytes, Any]:
+    """``{id bytes: entity}`` for the ids that exist; one ``IN`` query per shard and batch.
+
+    Many ids on several MySQL shards (at least :data:`PARALLEL_FETCH_MIN`, outside any
+    transaction) are read on the scatter threads, one shard per thread, at once; fewer are read
+    one shard after the other, where handing work to a thread costs more than it saves.
+    """
+    by_alias: dict[str, list[bytes]] = defaultdict(list)
+    for entity_id in dict.fromkeys(ids):
+        by_alias[shards.alias_for(entity_id)].append(entity_id)
+    found: dict[bytes, Any] = {}
+    if len(by_alias) > 1 and sum(map(len, by_alias.values())) >= PARALLEL_FETCH_MIN:
+        conns = [shards.connection(alias) for alias in by_alias]
+        if all(c.vendor == "mysql" and not c.in_atomic_block for c in conns):
+            parts = scatter_pool().map(lambda item: fetch_shard(model, *item), by_alias.items())
+            for part in parts:
+                found.update(part)
+            return found
+    for alias, alias_ids in by_alias.items():
+        found.update(fetch_shard(model, alias, alias_ids))
+    return found
+
+
+def fetch_shard(model: Any, alias: str, ids: list[bytes]) -> dict[bytes, Any]:
+    """The entities among ``ids`` that live on ``alias``."""
+    build = model.row_builder()
+    convert = datetime_converter(shards.connection(alias))
+    found: dict[bytes, Any] = {}
+    for added_id, row_id, updated, body in entity_table.select_by_ids(alias, ids):
+        row_id = bytes(row_id)
+        found[row_id] = build(alias, added_id, row_id, convert(updated), bytes(body))
+    return found
+
+
+def get_one(model: Any, entity_id: Any) -> Any | None:
+    """The entity with this id, or None: one ``SELECT`` on its shard."""
+    key = keys.entity_id_bytes(entity_id)
+    alias = shards.alias_for(key)
+    conn = shards.connection(alias)
+    row = entity_table.select_one(alias, key, conn)
+    if row is None:
+        return None
+    added_id, _row_id, updated, body = row
+    return model.row_builder()(alias, added_id, key, datetime_converter(conn)(updated), bytes(body))
+
+
+def get_many(model: Any, ids: Iterable[Any]) -> dict[uuid.UUID, Any]:
+    """The entities among ``ids`` that exist, by id (the caller's UUID objects where it gave
+    UUIDs)."""
+    wanted = {keys.entity_id_bytes(i): i if type(i) is uuid.UUID else None for i in ids}
+    found = fetch_by_ids(model, wanted)
+    return {key or uuid.UUID(bytes=i): found[i] for i, key in wanted.items() if i in found}

@@ -1,0 +1,355 @@
+"""``filter_index(...)``: a lazy query over the one index that serves it (DESIGN section 4).
+
+Evaluating it:
+
+1. the planner picks the index (:mod:`.planner`);
+2. index rows are read from the one shard that owns the ``shard_on`` value when the conditions
+   pin it, else from every shard, merged in order (:mod:`.scan`); rows come in batches
+   continued by keyset, so a limit is pushed down and nothing reads the whole table;
+3. the entities of a batch are fetched, one ``IN (...)`` query per entity shard (the query's
+   *fetcher*: :class:`~.fetch.EntityFetcher`, or a cell column's);
+4. a row yields its entity only if the entity exists, the row is one the entity's *current*
+   properties imply, and the row's values meet every condition: a stale index row never yields
+   an entity.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any
+
+from .. import shards
+from ..exceptions import InvalidQuery
+from ..indexes import Index
+from . import cursors
+from .conditions import ColumnConditions, parse_conditions
+from .planner import Plan, choose_index, plan
+from .scan import ShardScan, merged
+
+# Entities fetched per batch when iterating a whole query.
+ITERATION_BATCH = 500
+# The largest page, and so the largest batch of a slice (a page reads its size + 1 rows).
+MAX_PAGE = 1000
+
+
+@dataclass
+class Page:
+    """A page of results and the cursor of the next one (None on the last page)."""
+
+    entities: list[Any]
+    next_cursor: str | None
+
+    @property
+    def has_next(self) -> bool:
+        return self.next_cursor is not None
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.entities)
+
+    def __len__(self) -> int:
+        return len(self.entities)
+
+
+class IndexQuery:
+    """A lazy query over one index. Iterate it, slice it, or call ``first``/``count``/``ids``,
+    ``page`` or ``explain``.
+
+    ``fetcher`` turns entity ids into results (it has ``fetch(ids)`` and ``join_entities``);
+    ``column`` is None for a query over entities, or the cell column whose indexes it uses.
+    """
+
+    def __init__(self, conditions: dict[str, Any], fetcher: Any, column: str | None = None) -> None:
+        self._raw = dict(conditions)
+        self.fetcher = fetcher
+        self.column = column
+        self.conditions = parse_conditions(conditions)
+        self.order: str | None = None
+        self.descending = False
+        self.offset = 0
+        self.limit: int | None = None
+        self.building_ok = False
+        self._index: Index | None = None
+        self._bound: ColumnConditions | None = None
+        self._cache: list[Any] | None = None
+
+    # --- building ---------------------------------------------------------------------------
+
+    def _clone(self, replan: bool = False) -> IndexQuery:
+        """A copy without results; ``replan`` when the index may change (ordering, states)."""
+        clone = IndexQuery.__new__(IndexQuery)
+        clone.__dict__.update(self.__dict__)
+        clone._cache = None
+        if replan:
+            clone._index = None
+            clone._bound = None
+        return clone
+
+    def order_by(self, field: str) -> IndexQuery:
+        """Order by an indexed property: ``"published"`` or ``"-published"``. Like the
+        conditions, the ordering names a property every answer has (see :mod:`.planner`)."""
+        if not isinstance(field, str) or not field.lstrip("-"):
+            raise InvalidQuery(f"order_by() takes a property name, not {field!r}")
+        clone = self._clone(replan=True)
+        clone.descending = field.startswith("-")
+        clone.order = field.lstrip("-")
+        return clone
+
+    def allow_building(self) -> IndexQuery:
+        """Accept an index that is still being backfilled (results may miss older entities)."""
+        clone = self._clone(replan=True)
+        clone.building_ok = True
+        return clone
+
+    def __getitem__(self, item: int | slice) -> Any:
+        if isinstance(item, int):
+            if item < 0:
+                raise InvalidQuery("negative indexing is not supported")
+            results = list(self[item : item + 1])
+            if not results:
+                raise IndexError("query index out of range")
+            return results[0]
+        if not isinstance(item, slice) or (item.step not in (None, 1)):
+            raise InvalidQuery("slices take start and stop only")
+        start, stop = item.start or 0, item.stop
+        if start < 0 or (stop is not None and stop < 0):
+            raise InvalidQuery("negative slice bounds are not supported")
+        clone = self._clone()
+        clone.offset = self.offset + start
+        if stop is not None:
+            stop_abs = self.offset + stop
+            if self.limit is not None:
+                stop_abs = min(stop_abs, self.offset + self.limit)
+            clone.limit = max(0, stop_abs - clone.offset)
+        elif self.limit is not None:
+            clone.limit = max(0, self.limit - start)
+        return clone
+
+    # --- the plan ---------------------------------------------------------------------------
+
+    @property
+    def index(self) -> Index:
+        """The index that answers the query (chosen on first use); :class:`NoIndexForQuery`
+        if none can (see :mod:`.planner`), :class:`IndexNotReady` if it is still building."""
+        if self._index is None:
+            self._index = choose_index(
+                self.conditions, self.order, self.building_ok, self.column, self.descending
+            )
+        return self._index
+
+    @property
+    def bound(self) -> ColumnConditions:
+        """The conditions as the chosen index's column values (:class:`InvalidQuery` for a
+        value its column refuses)."""
+        index = self.index
+        if self._bound is None or self._bound.index is not index:
+            self._bound = ColumnConditions(self.conditions, index, self.order)
+        return self._bound
+
+    def plan(self) -> Plan:
+        """The planner's verdict on every declared index, whether one serves or not."""
+        return plan(
+            self.conditions,
+            self.order,
+            descending=self.descending,
+            allow_building=self.building_ok,
+            column=self.column,
+        )
+
+    def explain(self) -> str:
+        """How the query would run, as text (like Django's ``QuerySet.explain()``): the chosen
+        index, the shard it is pinned to or the shards it scatters over, and why each other
+        declared index was rejected. A query no index serves is explained, not raised."""
+        found = self.plan()
+        if found.index is None:
+            return found.explain_refusal()
+        bound = aliases = None
+        try:
+            bound = ColumnConditions(self.conditions, found.index, self.order)
+            aliases = bound.target_aliases()
+        except InvalidQuery as exc:
+            problem = str(exc)
+        else:
+            problem = ""
+        positions = None if bound is None else bound.sort_positions
+        return found.explain_choice(aliases, list(shards.shard_aliases()), positions, problem)
+
+    # --- evaluating -------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._cache is None:
+            self._cache = list(self._results())
+        return iter(self._cache)
+
+    def __repr__(self) -> str:
+        return f"<IndexQuery {self._raw!r} on {self.index.name}>"
+
+    def first(self) -> Any | None:
+        return next(iter(self[:1]), None)
+
+    def exists(self) -> bool:
+        return self.first() is not None
+
+    def count(self) -> int:
+        """The number of matching entities (after the re-check, so it reads every match)."""
+        if self._cache is not None:
+            return len(self._cache)
+        return sum(1 for _ in self._results())
+
+    def ids(self) -> list[uuid.UUID]:
+        """Entity ids from the index rows alone: no entity is fetched, nothing is re-checked,
+        so a stale row can show up here (use it for prefetching, not for answers)."""
+        seen: dict[bytes, None] = {}
+        need = None if self.limit is None else self.offset + self.limit
+        for _key, row in self._index_rows(batch=self._batch_size()):
+            seen.setdefault(row[-1], None)
+            if need is not None and len(seen) >= need:
+                break
+        picked = list(seen)[self.offset : need]
+        return [uuid.UUID(bytes=i) for i in picked]
+
+    def _batch_size(self) -> int:
+        if self.limit is None:
+            return ITERATION_BATCH
+        # The refill loop reads further rows when stale ones are dropped: no over-fetch needed.
+        return max(1, min(MAX_PAGE + 1, self.offset + self.limit))
+
+    def _results(self) -> Iterator[Any]:
+        if self.limit == 0:
+            return
+        stop = None if self.limit is None else self.offset + self.limit
+        for _key, entity in islice(self._matching_keyed(), self.offset, stop):
+            yield entity
+
+    def _matching_keyed(self, after: tuple[Any, ...] | None = None) -> Iterator[tuple[Any, Any]]:
+        """(sort key of the row, entity) for every match, in order, after the ``after`` key."""
+        index, bound = self.index, self.bound
+        batch = self._batch_size()
+        seen: set[bytes] = set()
+        # Only for a slice or a page: joining bodies to every batch of a whole iteration costs
+        # more than it saves (docs/performance.md).
+        joined: dict[bytes, Any] | None = (
+            {} if self.limit is not None and self.fetcher.join_entities else None
+        )
+        rows = self._index_rows(batch, after, joined)
+        memo: dict[tuple[Any, ...], Any] = {}
+        implies, meets, props = index.implies, bound.meets, index.properties
+        while True:
+            chunk = list(islice(rows, batch))
+            if not chunk:
+                return
+            entities = {}
+            elsewhere = []
+            for _key, row in chunk:
+                entity = joined.pop(row[-1], None) if joined else None
+                if entity is None:
+                    elsewhere.append(row[-1])
+                else:
+                    entities[row[-1]] = entity
+            if elsewhere:
+                entities.update(self.fetcher.fetch(elsewhere))
+            for key, row in chunk:
+                entity_id = row[-1]
+                if entity_id in seen:
+                    continue
+                entity = entities.get(entity_id)
+                if entity is None:
+                    continue
+                properties = entity.body_properties()
+                # The re-check: the entity implies the row, and the row meets the conditions.
+                if not (implies(properties, row, memo) and meets(row)):
+                    continue
+                # An entity with list values has several rows, and its place is the first
+                # one that matches. Within this call ``seen`` answers it once; a page after a
+                # cursor skips it if that first row lies at or before the cursor (an earlier
+                # page had it). Comparing with the cursor, not with this row, keeps an entity
+                # a writer gave an earlier element while the scan ran: it is answered here,
+                # not lost.
+                seen.add(entity_id)
+                if after is not None:
+                    earlier = False
+                    for prop in props:
+                        if type(properties.get(prop)) is list:
+                            first = self._first_match_key(properties, entity_id)
+                            earlier = first >= after if self.descending else first <= after
+                            break
+                    if earlier:
+                        continue
+                yield key, entity
+
+    def _first_match_key(self, properties: dict[str, Any], entity_id: bytes) -> tuple[Any, ...]:
+        """The sort key of the entity's first row, in result order, that meets the conditions
+        (the re-check passed, so there is one)."""
+        bound = self.bound
+        matching = [
+            tuple((*row, entity_id)[p] for p in bound.sort_positions)
+            for row in self.index.rows_for(properties)
+            if bound.meets(row)
+        ]
+        return max(matching) if self.descending else min(matching)
+
+    def _index_rows(
+        self,
+        batch: int,
+        after: tuple[Any, ...] | None = None,
+        joined: dict[bytes, Any] | None = None,
+    ) -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...]]]:
+        """(sort key, row) pairs in result order, merged over the shards that can hold them."""
+        index, bound = self.index, self.bound
+        if bound.empty:
+            return iter(())
+        aliases = bound.target_aliases()
+        if len(aliases) > 1:
+            # Over several shards each returns up to a batch of rows for one merged batch:
+            # joining bodies to rows the merge drops costs more than the round trip it saves.
+            joined = None
+        build = self.fetcher.model.row_builder() if joined is not None else None
+        scans = [
+            ShardScan(
+                alias,
+                index,
+                bound.values,
+                bound.sort_positions,
+                self.descending,
+                batch,
+                joined,
+                build,
+            )
+            for alias in aliases
+        ]
+        return merged(scans, after, self.descending)
+
+    # --- cursor pagination ------------------------------------------------------------------
+
+    def page(self, after: str | None = None, size: int = 30) -> Page:
+        """One page of ``size`` entities after an opaque ``cursor`` (None: the first page).
+
+        Keyset pagination on the index order: entities inserted while a reader pages never
+        cause duplicates or skip entities that existed when it started. The cursor is signed
+        (``django.core.signing``); a tampered or foreign cursor raises :class:`InvalidCursor`.
+        """
+        if self.offset or self.limit is not None:
+            raise InvalidQuery("page() works on an unsliced query; use size= for the page size")
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_PAGE:
+            raise InvalidQuery(f"page size must be an int from 1 to {MAX_PAGE}, not {size!r}")
+        fingerprint = self._fingerprint()
+        start = (
+            None
+            if after is None
+            else cursors.decode(after, fingerprint, len(self.bound.sort_positions))
+        )
+        # Batches of size + 1 rows: one index read finds the page and whether another follows
+        # (a batch of ``size`` would need a second read, and fetch, to learn that).
+        sized = self[: size + 1]
+        found = list(islice(sized._matching_keyed(start), size + 1))
+        has_next = len(found) > size
+        entities = [entity for _key, entity in found[:size]]
+        cursor = cursors.encode(fingerprint, found[size - 1][0]) if has_next else None
+        return Page(entities=entities, next_cursor=cursor)
+
+    def _fingerprint(self) -> str:
+        return cursors.fingerprint(
+            self.index.name, self.order, self.descending, self.bound.described()
+        )

@@ -1,0 +1,116 @@
+"""Reading index rows for a query: one shard's rows in sort order, batch by batch, continued
+by keyset; or several shards' at once (their first batches concurrently), merged in order."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from .. import shards
+from ..indexes import Index
+from ..tables import scans
+from ..tables.values import datetime_converter, plain_row
+from .pool import scatter_pool
+
+# (sort key, row): a row is the index's column values, then the entity id.
+KeyedRow = tuple[tuple[Any, ...], tuple[Any, ...]]
+
+
+class ShardScan:
+    """Index rows of one shard in sort order, batch by batch, continued by keyset.
+
+    With ``joined`` (a dict, and a ``build`` for entities), each batch also brings the entities
+    that live on that same shard (a ``LEFT JOIN``), put in ``joined`` by id: their ``IN``
+    query is saved.
+    """
+
+    def __init__(
+        self,
+        alias: str,
+        index: Index,
+        conds: Sequence[tuple[str, str, Any]],
+        sort_positions: Sequence[int],
+        descending: bool,
+        batch: int,
+        joined: dict[bytes, Any] | None = None,
+        build: Callable[..., Any] | None = None,
+    ) -> None:
+        self.alias = alias
+        self.sort_positions = list(sort_positions)
+        self.descending = descending
+        self.batch = batch
+        self.joined = joined
+        self.build = build
+        conn = shards.connection(alias)
+        self.convert = datetime_converter(conn)
+        self.sql = scans.scan_sql(
+            conn.vendor,
+            conn.ops.quote_name,
+            index,
+            conds,
+            sort_positions,
+            descending,
+            joined is not None,
+        )
+        self.width = len(index.properties) + 1
+        self.params: list[Any] = []
+        for _prop, lookup, value in conds:
+            if lookup == "in":
+                self.params.extend(value)
+            else:
+                self.params.append(value)
+
+    def fetch(self, last: tuple[Any, ...] | None) -> list[tuple[Any, ...]]:
+        """One batch of rows after the ``last`` sort key (runs on any thread)."""
+        found = scans.read_batch(
+            self.alias, self.sql, self.params, last, self.descending, self.batch
+        )
+        width = self.width
+        if found and any(isinstance(v, bytearray | memoryview) for v in found[0][:width]):
+            # A driver that hands out binary columns as buffers: the store uses bytes.
+            rows = [plain_row(raw[:width]) for raw in found]
+        else:
+            rows = [raw[:width] for raw in found]
+        if self.joined is not None:
+            self._keep_joined(rows, found)
+        return rows
+
+    def _keep_joined(self, rows: list[tuple[Any, ...]], found: list[Any]) -> None:
+        """Entities of the joined rows, built as fetches build them, by id; only those this
+        shard owns (a copy left on another shard by a bucket move never counts)."""
+        alias, width, joined, build = self.alias, self.width, self.joined, self.build
+        assert joined is not None and build is not None
+        convert = self.convert
+        alias_for = shards.alias_for
+        for row, raw in zip(rows, found, strict=True):
+            added_id, updated, body = raw[width:]
+            entity_id = row[-1]
+            if added_id is not None and alias_for(entity_id) == alias:
+                joined[entity_id] = build(alias, added_id, entity_id, convert(updated), bytes(body))
+
+    def rows(
+        self, after: tuple[Any, ...] | None, first: list[tuple[Any, ...]] | None = None
+    ) -> Iterator[KeyedRow]:
+        fetched = self.fetch(after) if first is None else first
+        while True:
+            key = after
+            for row in fetched:
+                key = tuple(row[p] for p in self.sort_positions)
+                yield key, row
+            if len(fetched) < self.batch:
+                return
+            after = key
+            fetched = self.fetch(after)
+
+
+def merged(
+    scans_: list[ShardScan], after: tuple[Any, ...] | None, descending: bool
+) -> Iterator[KeyedRow]:
+    """The rows of every scan in one order: one scan's as they come; several shards' first
+    batches read at once on the scatter threads, then merged (k-way)."""
+    if len(scans_) == 1:
+        return scans_[0].rows(after)
+    first_batches = list(scatter_pool().map(lambda scan: scan.fetch(after), scans_))
+    streams = [scan.rows(after, first) for scan, first in zip(scans_, first_batches, strict=True)]
+    return heapq.merge(*streams, key=lambda pair: pair[0], reverse=descending)

@@ -1,0 +1,14 @@
+"""Every statement the store runs on its own tables, in one layer.
+
+- :mod:`.values`: database values as the store's values (bytes, the ``updated`` datetime);
+- :mod:`.entities`: the ``entities`` table, and ``cell_head`` through the same
+  :class:`~schemaless_store.indexes.Source` shape (lock, write, read by id, the cleaner's walks);
+- :mod:`.index_rows`: index tables (idempotent inserts, unique claims, deletes, walks);
+- :mod:`.scans`: the read path's index scans, continued by keyset (:mod:`.keyset`);
+- :mod:`.cells`: the ``cell`` and ``cell_head`` tables (versions, history, the change feed);
+- :mod:`.ddl`: creating and dropping index tables; :mod:`.counts`: counting rows;
+- :mod:`.literals`: multi-row ``INSERT`` statements rendered from typed values (MySQL).
+
+The write path, the read path, the cleaner, the admin and the commands ask these modules for
+rows; none of them spells a statement on these tables itself.
+"""

@@ -1,0 +1,259 @@
+"""The ``entities`` table, and ``cell_head`` through the same shape (a
+:class:`~schemaless_store.indexes.Source`: ``added_id``, a 16-byte key, ``updated``, ``body``).
+
+The write path locks and writes rows here, the read path fetches them by id, the cleaner walks
+them (by ``added_id``, newest ``updated`` first) with plain reads that never block a writer.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, NamedTuple
+
+from .. import conf, shards
+from ..indexes import ENTITIES, Source
+from .values import UPDATED_TEXT, as_param
+
+ENTITY_COLUMNS = "added_id, id, updated, body"
+_SELECT_ONE = f"SELECT {ENTITY_COLUMNS} FROM entities WHERE id = %s"
+INSERT = "INSERT INTO entities (id, updated, body) VALUES (%s, %s, %s)"
+UPDATE = "UPDATE entities SET updated = %s, body = %s WHERE id = %s"
+DELETE = "DELETE FROM entities WHERE id = %s"
+# Keys per IN (...) list of a locking or a checking read.
+CHUNK = 500
+
+# A row read by the cleaner: (added_id, key, updated as text, body or None).
+EntityRow = tuple[int, bytes, Any, bytes | None]
+
+
+class Locked(NamedTuple):
+    """A row read under ``SELECT ... FOR UPDATE``: locked until the transaction ends."""
+
+    added_id: int
+    body: bytes | None
+    version: int | None  # cell_head's ref_key; None for entities
+
+
+def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+# --- the read path -----------------------------------------------------------------------------
+
+
+def select_one(alias: str, key: bytes, conn: Any = None) -> tuple[Any, ...] | None:
+    """``(added_id, id, updated, body)`` of one entity, or None: one ``SELECT``."""
+    rows = shards.read(alias, _SELECT_ONE, (key,), conn)
+    return rows[0] if rows else None
+
+
+def select_by_ids(alias: str, ids: Sequence[bytes]) -> Iterator[tuple[Any, ...]]:
+    """``(added_id, id, updated, body)`` of the entities among ``ids`` on ``alias``, one
+    ``IN (...)`` query per ``SCHEMALESS["FETCH_BATCH"]`` ids."""
+    for chunk in chunks(ids, conf.get().fetch_batch):
+        marks = ", ".join(["%s"] * len(chunk))
+        yield from shards.read(
+            alias, f"SELECT {ENTITY_COLUMNS} FROM entities WHERE id IN ({marks})", chunk
+        )
+
+
+# --- the write path ----------------------------------------------------------------------------
+
+
+def lock(
+    alias: str, keys: Sequence[bytes], source: Source = ENTITIES, conn: Any = None
+) -> dict[bytes, Locked]:
+    """The rows of ``keys`` that exist, read with ``FOR UPDATE`` in the open transaction (on
+    ``conn``, the alias's connection, when the caller has it)."""
+    if conn is None:
+        conn = shards.connection(alias)
+    suffix = " FOR UPDATE" if conn.features.has_select_for_update else ""
+    extra, extra_params = source.where()
+    version = source.version_column or "NULL"
+    found: dict[bytes, Locked] = {}
+    with shards.statement_cursor(conn) as cursor:
+        for chunk in chunks(keys, CHUNK):
+            marks = ", ".join(["%s"] * len(chunk))
+            cursor.execute(
+                f"SELECT {source.id_column}, added_id, body, {version} FROM {source.table} "
+                f"WHERE {source.id_column} IN ({marks}){extra}{suffix}",
+                [*chunk, *extra_params],
+            )
+            for key, added_id, body, ref_key in cursor.fetchall():
+                found[bytes(key)] = Locked(added_id, None if body is None else bytes(body), ref_key)
+    return found
+
+
+def insert_one(cursor: Any, key: bytes, updated: Any, body: bytes) -> int:
+    """Insert one entity; its ``added_id``."""
+    cursor.execute(INSERT, (key, updated, body))
+    return int(cursor.lastrowid)
+
+
+def write_many(
+    cursor: Any,
+    inserts: Sequence[tuple[bytes, Any, bytes]],
+    updates: Sequence[tuple[Any, bytes, bytes]],
+) -> None:
+    """``inserts``: ``(id, updated, body)``; ``updates``: ``(updated, body, id)``."""
+    if inserts:
+        cursor.executemany(INSERT, inserts)
+    if updates:
+        cursor.executemany(UPDATE, updates)
+
+
+def update_one(cursor: Any, key: bytes, updated: Any, body: bytes) -> None:
+    cursor.execute(UPDATE, (updated, body, key))
+
+
+def delete_one(cursor: Any, key: bytes) -> int:
+    cursor.execute(DELETE, (key,))
+    return int(cursor.rowcount)
+
+
+# --- the cleaner's walks (plain reads: they never block a writer) ------------------------------
+
+
+def _rows(alias: str, sql: str, params: Sequence[Any]) -> list[EntityRow]:
+    return [
+        (added_id, bytes(key), updated, None if body is None else bytes(body))
+        for added_id, key, updated, body in shards.read(alias, sql, list(params))
+    ]
+
+
+def after(source: Source, alias: str, last: int, upto: int, limit: int) -> list[EntityRow]:
+    """Rows with ``last < added_id <= upto``, by ``added_id`` (a backfill's batch)."""
+    extra, params = source.where()
+    return _rows(
+        alias,
+        f"SELECT added_id, {source.id_column}, {UPDATED_TEXT}, body FROM {source.table} "
+        f"WHERE added_id > %s AND added_id <= %s{extra} ORDER BY added_id LIMIT {int(limit)}",
+        [last, upto, *params],
+    )
+
+
+def newest_first(
+    source: Source, alias: str, bound: tuple[Any, int] | None, limit: int
+) -> list[EntityRow]:
+    """Rows by ``updated`` then ``added_id``, descending, after ``bound`` (a repair's batch)."""
+    extra, params = source.where()
+    where = f"WHERE 1 = 1{extra} "
+    if bound is not None:
+        updated = as_param(shards.connection(alias), bound[0])
+        # The leading "<=" lets the server seek the updated index; the OR breaks ties.
+        where += "AND updated <= %s AND (updated < %s OR added_id < %s) "
+        params = [*params, updated, updated, bound[1]]
+    return _rows(
+        alias,
+        f"SELECT added_id, {source.id_column}, {UPDATED_TEXT}, body FROM {source.table} {where}"
+        f"ORDER BY updated DESC, added_id DESC LIMIT {int(limit)}",
+        params,
+    )
+
+
+def current(source: Source, keys: Iterable[bytes]) -> dict[bytes, tuple[int, Any, bytes | None]]:
+    """``{key: (added_id, updated as text, body)}`` of the keys that exist, on the shards that
+    own them (read without locks)."""
+    extra, extra_params = source.where()
+    by_alias: dict[str, list[bytes]] = defaultdict(list)
+    for key in keys:
+        by_alias[shards.alias_for(key)].append(key)
+    found: dict[bytes, tuple[int, Any, bytes | None]] = {}
+    for alias, alias_keys in by_alias.items():
+        for chunk in chunks(alias_keys, CHUNK):
+            marks = ", ".join(["%s"] * len(chunk))
+            for added_id, key, updated, body in _rows(
+                alias,
+                f"SELECT added_id, {source.id_column}, {UPDATED_TEXT}, body FROM {source.table} "
+                f"WHERE {source.id_column} IN ({marks}){extra}",
+                [*chunk, *extra_params],
+            ):
+                found[key] = (added_id, updated, body)
+    return found
+
+
+def versions(source: Source, alias: str, added_ids: Iterable[int]) -> dict[bytes, tuple[int, Any]]:
+    """``{key: (added_id, updated as text)}`` of these rows now: a primary-key range when they
+    are (nearly) contiguous, as a backfill batch is, else primary-key lookups."""
+    wanted = sorted(set(added_ids))
+    found: dict[bytes, tuple[int, Any]] = {}
+    if not wanted:
+        return found
+    low, high = wanted[0], wanted[-1]
+    if high - low < 2 * len(wanted):
+        queries = [("added_id BETWEEN %s AND %s", [low, high])]
+    else:
+        queries = [
+            (f"added_id IN ({', '.join(['%s'] * len(chunk))})", list(chunk))
+            for chunk in chunks(wanted, CHUNK)
+        ]
+    extra, extra_params = source.where()
+    for where, params in queries:
+        rows = shards.read(
+            alias,
+            f"SELECT {source.id_column}, added_id, {UPDATED_TEXT} FROM {source.table} "
+            f"WHERE {where}{extra}",
+            [*params, *extra_params],
+        )
+        found.update((bytes(key), (added_id, updated)) for key, added_id, updated in rows)
+    return found
+
+
+def max_added_id(source: Source, alias: str) -> int:
+    extra, params = source.where()
+    rows = shards.read(
+        alias, f"SELECT MAX(added_id) FROM {source.table} WHERE 1 = 1{extra}", params
+    )
+    return int(rows[0][0] or 0)
+
+
+def count(source: Source, alias: str, upto: int | None = None, since: Any = None) -> int:
+    """Rows on ``alias`` (with ``added_id <= upto``, and ``updated >= since``, if given)."""
+    extra, params = source.where()
+    bound = "" if upto is None else " AND added_id <= %s"
+    bounds = [] if upto is None else [upto]
+    if since is not None:
+        bound += " AND updated >= %s"
+        bounds.append(as_param(shards.connection(alias), since))
+    rows = shards.read(
+        alias,
+        f"SELECT COUNT(*) FROM {source.table} WHERE 1 = 1{bound}{extra}",
+        bounds + params,
+    )
+    return int(rows[0][0])
+
+
+def exists(source: Source, alias: str) -> bool:
+    extra, params = source.where()
+    rows = shards.read(alias, f"SELECT 1 FROM {source.table} WHERE 1 = 1{extra} LIMIT 1", params)
+    return bool(rows)
+
+
+def by_added_id(alias: str, after: int, limit: int, offset: int = 0) -> list[tuple[Any, ...]]:
+    """``(added_id, id, updated, body)`` of the entities on ``alias`` after ``added_id``
+    ``after``, in ``added_id`` order, skipping ``offset`` of them."""
+    skip = f" OFFSET {int(offset)}" if offset else ""
+    return shards.read(
+        alias,
+        f"SELECT {ENTITY_COLUMNS} FROM entities WHERE added_id > %s "
+        f"ORDER BY added_id LIMIT {int(limit)}{skip}",
+        [after],
+    )
+
+
+def in_key_order(alias: str, after: int, limit: int, since: Any = None) -> list[tuple[Any, ...]]:
+    """``(added_id, id, updated, body)`` of the entities on ``alias`` after ``added_id``
+    ``after`` (with ``updated >= since``, if given), in ``added_id`` order: an export's chunk.
+    The primary key is walked either way; ``since`` only filters (the export's order is the
+    key's, and one pass over the key costs what one pass over the ``updated`` index would)."""
+    where, params = "added_id > %s", [after]
+    if since is not None:
+        where += " AND updated >= %s"
+        params.append(as_param(shards.connection(alias), since))
+    return shards.read(
+        alias,
+        f"SELECT {ENTITY_COLUMNS} FROM entities WHERE {where} ORDER BY added_id LIMIT {int(limit)}",
+        params,
+    )

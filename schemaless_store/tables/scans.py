@@ -1,0 +1,103 @@
+"""The read path's index scans: one batch of an index table's rows on one shard, in the
+query's order, after a keyset, optionally joined with the entities of the same shard."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from .. import shards
+from ..indexes import Index
+from . import keyset
+
+SQL_OPERATORS = {"exact": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+
+
+class ScanSQL(NamedTuple):
+    select: str  # SELECT ... FROM ...
+    where: tuple[str, ...]  # the conditions' clauses (values are parameters)
+    order: str  # ORDER BY columns
+    sort_columns: list[str]  # the columns of the keyset
+
+
+# (backend, index, condition shape, sort, direction, join) -> the scan's SQL pieces.
+_CACHE: dict[tuple[Any, ...], ScanSQL] = {}
+_CACHE_MAX = 512  # IN lists of many lengths make many shapes: start over past this
+
+
+def scan_sql(
+    vendor: str,
+    quote: Callable[[str], str],
+    index: Index,
+    conds: Sequence[tuple[str, str, Any]],
+    sort_positions: Sequence[int],
+    descending: bool,
+    join_entities: bool,
+) -> ScanSQL:
+    """The SQL of a scan of ``index`` for ``conds`` (``(property, lookup, column value)``),
+    built once per shape of query. With ``join_entities``, each row brings the entity that lives
+    on the same shard (``added_id, updated, body``; NULLs for the others)."""
+    shape = tuple((p, lookup, len(v) if lookup == "in" else 0) for p, lookup, v in conds)
+    key = (
+        vendor,
+        index.name,
+        index.properties,
+        shape,
+        tuple(sort_positions),
+        descending,
+        join_entities,
+    )
+    cached = _CACHE.get(key)
+    if cached is not None:
+        return cached
+    names = [*index.properties, "entity_id"]
+
+    def col(name: str) -> str:
+        return f"i.{quote(name)}"
+
+    where = []
+    for prop, lookup, count in shape:
+        if lookup == "in":
+            where.append(f"{col(prop)} IN ({', '.join(['%s'] * count)})")
+        else:
+            where.append(f"{col(prop)} {SQL_OPERATORS[lookup]} %s")
+    direction = " DESC" if descending else ""
+    order = ", ".join(f"{col(names[p])}{direction}" for p in sort_positions)
+    selected = ", ".join(col(c) for c in names)
+    table = f"{quote(index.name)} i"
+    if join_entities:
+        # The entities on this shard come along: one round trip instead of two.
+        selected += ", e.added_id, e.updated, e.body"
+        table += f" LEFT JOIN entities e ON e.id = {col('entity_id')}"
+    built = ScanSQL(
+        f"SELECT {selected} FROM {table}",
+        tuple(where),
+        order,
+        [col(names[p]) for p in sort_positions],
+    )
+    if len(_CACHE) >= _CACHE_MAX:
+        _CACHE.clear()
+    _CACHE[key] = built
+    return built
+
+
+def read_batch(
+    alias: str,
+    sql: ScanSQL,
+    params: Sequence[Any],
+    last: Sequence[Any] | None,
+    descending: bool,
+    limit: int,
+) -> list[tuple[Any, ...]]:
+    """At most ``limit`` rows of the scan on ``alias`` after the sort key ``last``."""
+    clauses, args = list(sql.where), list(params)
+    if last is not None:
+        bound, bound_args = keyset.after(sql.sort_columns, last, descending)
+        clauses.append(bound)
+        args.extend(bound_args)
+    text = (
+        sql.select
+        + (f" WHERE {' AND '.join(clauses)}" if clauses else "")
+        + f" ORDER BY {sql.order} LIMIT {int(limit)}"
+    )
+    return shards.read(alias, text, args)

@@ -1,0 +1,229 @@
+"""Entity writes: ``save``, ``create``, ``bulk_put`` and ``delete``, each a run of the one
+protocol (:mod:`.protocol`) with its own step 2, the statements on the ``entities`` row.
+
+A single save or delete sends Django's signals around its row, as ``Model.save_base`` and
+``Model.delete`` do (``pre_save``/``post_save`` with ``created``, ``pre_delete``/
+``post_delete``), inside the transaction, so other receivers see them as they would for any
+model; ``bulk_put``, like Django's ``bulk_create``, sends none. With entity history on
+(``SCHEMALESS["HISTORY"]``) the version is appended as an ``_entity`` cell in the same
+transaction.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from functools import partial
+from typing import TYPE_CHECKING
+
+from django.db.models.signals import (
+    ModelSignal,
+    post_delete,
+    post_save,
+    pre_delete,
+    pre_save,
+)
+from django.utils import timezone
+
+from .. import conf, shards
+from ..exceptions import EntityExists
+from ..tables import cells as cell_table
+from ..tables import entities as entity_table
+from ..tables.values import db_datetime
+from .protocol import Change, Write, run
+from .rows import encode_body, rows_of
+
+if TYPE_CHECKING:
+    from ..models.entity import Entity
+
+
+def prepare(entity: Entity, *, fresh: bool = False) -> Change:
+    """The change an entity's properties make: body and index rows, computed and validated
+    before anything is written."""
+    properties = entity.body_properties()
+    key = bytes(entity.row_id)
+    return Change(key=key, rows=rows_of(properties), body=encode_body(properties, key), fresh=fresh)
+
+
+def save(entity: Entity, *, force_insert: bool = False) -> None:
+    """Insert or update one entity (``force_insert``: insert, or :class:`EntityExists`)."""
+    # A uuid4 the store generated cannot exist yet: nothing to lock, its INSERT locks it.
+    change = prepare(entity, fresh=force_insert and entity.has_generated_id)
+    cls = type(entity)
+    write = Write(
+        shards.alias_for(change.key),
+        [change],
+        insert_only=force_insert,
+        quiet=not _heard(pre_save, post_save, cls),
+    )
+    run(write, partial(_store_one, entity=entity))
+    entity.has_generated_id = False
+
+
+def _store_one(write: Write, entity: Entity) -> None:
+    """Step 2 of a save: ``pre_save``, the row, its version in the history, ``post_save``."""
+    change = write.changes[0]
+    if change.found is not None and write.insert_only:
+        raise EntityExists(f"an entity with id {entity.id} already exists")
+    alias, conn = write.alias, write.conn
+    now = timezone.now()
+    stamp = db_datetime(conn, now)
+    cls = type(entity)
+    entity.row_updated = now
+    entity.row_body = change.body
+    pre_save.send(sender=cls, instance=entity, raw=False, using=alias, update_fields=None)
+    with shards.statement_cursor(conn) as cursor:
+        if change.found is None:
+            entity.added_id = entity_table.insert_one(cursor, change.key, stamp, change.body)
+        else:
+            entity.added_id = change.found.added_id
+            entity_table.update_one(cursor, change.key, stamp, change.body)
+        if conf.get().history:
+            cell_table.append_entity_versions(cursor, [(change.key, change.body)], stamp)
+    entity._state.adding = False
+    entity._state.db = alias
+    post_save.send(
+        sender=cls,
+        instance=entity,
+        created=change.found is None,
+        update_fields=None,
+        raw=False,
+        using=alias,
+    )
+
+
+def _heard(before: ModelSignal, after: ModelSignal, sender: type) -> bool:
+    """Whether anything listens to either signal for ``sender`` (a quick "no receivers at all"
+    first: asking Django for the live receivers costs more)."""
+    return bool(
+        (before.receivers and before.has_listeners(sender))
+        or (after.receivers and after.has_listeners(sender))
+    )
+
+
+def put_many(entities: Sequence[Entity], batch_size: int = 500) -> None:
+    """Insert or replace many entities, one protocol run per shard and batch, no signals.
+
+    Every entity is validated before anything is written. A later item with the same id as an
+    earlier one wins.
+    """
+    check_batch_size(batch_size)
+    changes = [prepare(entity, fresh=entity.has_generated_id) for entity in entities]
+    put_prepared(entities, changes, batch_size)
+
+
+def check_batch_size(batch_size: object) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a whole number of at least 1, not {batch_size!r}")
+
+
+def put_prepared(
+    entities: Sequence[Entity],
+    changes: Sequence[Change],
+    batch_size: int = 500,
+    *,
+    skip_unchanged: bool = False,
+    history: bool = True,
+) -> int:
+    """Write entities whose changes :func:`prepare` computed (``put_many``'s second half);
+    returns how many rows were written.
+
+    ``skip_unchanged``: an entity whose stored body (read under its lock in step 1) is the
+    body to write is left as it is: no ``UPDATE``, no new version in its history (a rerun
+    import writes nothing twice). ``history=False``: no ``_entity`` version is appended even
+    when ``SCHEMALESS["HISTORY"]`` is on (an import that restores the history itself).
+    """
+    by_alias: dict[str, dict[bytes, tuple[Entity, Change]]] = defaultdict(dict)
+    for entity, change in zip(entities, changes, strict=True):
+        by_alias[shards.alias_for(change.key)][change.key] = (entity, change)
+    total = 0
+    for alias, items in by_alias.items():
+        batch = list(items.values())
+        for start in range(0, len(batch), batch_size):
+            chunk = batch[start : start + batch_size]
+            write = Write(alias, [change for _entity, change in chunk])
+            count = [0]  # set by the batch's last (committed) try
+            store = partial(
+                _store_batch,
+                entities=[entity for entity, _change in chunk],
+                skip_unchanged=skip_unchanged,
+                history=history,
+                count=count,
+            )
+            run(write, store)
+            total += count[0]
+    return total
+
+
+def _store_batch(
+    write: Write,
+    entities: list[Entity],
+    skip_unchanged: bool = False,
+    history: bool = True,
+    count: list[int] | None = None,
+) -> None:
+    """Step 2 of a batch: its inserts and updates, and their versions in the history."""
+    conn = write.conn
+    now = timezone.now()
+    stamp = db_datetime(conn, now)
+    inserts, updates, versions = [], [], []
+    unchanged: set[bytes] = set()
+    for change in write.changes:
+        if change.found is None:
+            inserts.append((change.key, stamp, change.body))
+        elif skip_unchanged and change.found.body == change.body:
+            unchanged.add(change.key)
+            continue
+        else:
+            updates.append((stamp, change.body, change.key))
+        versions.append((change.key, change.body))
+    with shards.statement_cursor(conn) as cursor:
+        entity_table.write_many(cursor, inserts, updates)
+        if history and versions and conf.get().history:
+            cell_table.append_entity_versions(cursor, versions, stamp)
+    if count is not None:
+        count[0] = len(versions)
+    for entity, change in zip(entities, write.changes, strict=True):
+        if change.key not in unchanged:
+            entity.row_updated = now
+        entity.row_body = change.body
+        entity._state.adding = False
+        entity._state.db = write.alias
+        entity.has_generated_id = False
+
+
+def delete(entity: Entity) -> int:
+    """Delete one entity (``pre_delete``/``post_delete`` around its row), then its index rows
+    (step 5 removes every row it implied); 1, or 0 if it did not exist."""
+    key = bytes(entity.row_id)
+    cls = type(entity)
+    write = Write(
+        shards.alias_for(key),
+        [Change(key, rows=set())],
+        quiet=not _heard(pre_delete, post_delete, cls),
+    )
+    deleted: list[int] = []
+    run(write, partial(_delete_one, entity=entity, deleted=deleted))
+    if deleted:
+        entity.added_id = None  # as Django's delete leaves an instance
+    return len(deleted)
+
+
+def _delete_one(write: Write, entity: Entity, deleted: list[int]) -> None:
+    deleted.clear()
+    change = write.changes[0]
+    if change.found is None:
+        return
+    alias = write.alias
+    conn = write.conn
+    cls = type(entity)
+    entity.added_id = change.found.added_id
+    pre_delete.send(sender=cls, instance=entity, using=alias, origin=entity)
+    with shards.statement_cursor(conn) as cursor:
+        if not entity_table.delete_one(cursor, change.key):
+            return
+        if conf.get().history:
+            stamp = db_datetime(conn, timezone.now())
+            cell_table.append_entity_versions(cursor, [(change.key, None)], stamp)
+    post_delete.send(sender=cls, instance=entity, using=alias, origin=entity)
+    deleted.append(1)

@@ -1,0 +1,121 @@
+"""Adding and deleting index rows where they belong: the write protocol's step 3 (and the
+cleaner's inserts), with unique indexes claimed one row at a time."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from .. import shards
+from ..exceptions import ShardUnavailable, UniqueViolation
+from ..indexes import ENTITIES, Index
+from ..tables import entities as entity_table
+from ..tables import index_rows as index_table
+from ..tables.index_rows import Row
+from .rows import stored_rows
+
+# Tries of a unique claim whose holder keeps releasing it (a crashed or failing writer).
+CLAIM_ATTEMPTS = 5
+
+
+def add(rows: Iterable[Row]) -> None:
+    """Insert index rows idempotently, one batched statement per (index, shard).
+
+    Rows of unique indexes are claimed one by one first (:func:`claim_unique`).
+    """
+    plain = []
+    for index, values, entity_id in rows:
+        if index.unique:
+            claim_unique(index, values, entity_id)
+        else:
+            plain.append((index, values, entity_id))
+    for (index, alias), grouped in index_table.group(plain).items():
+        index_table.insert(index, alias, grouped)
+
+
+def delete(rows: Iterable[Row]) -> int:
+    """Delete index rows on the shards that hold them; the number deleted. A shard that does
+    not answer is reported after the others are done (stale rows are harmless meanwhile)."""
+    deleted = 0
+    unavailable: ShardUnavailable | None = None
+    for (index, alias), grouped in index_table.group(rows).items():
+        try:
+            deleted += index_table.delete(index, alias, grouped)
+        except ShardUnavailable as exc:
+            unavailable = unavailable or exc
+    if unavailable is not None:
+        raise unavailable
+    return deleted
+
+
+def claim_unique(index: Index, values: tuple[Any, ...], entity_id: bytes) -> None:
+    """Insert a unique index row, or raise :class:`UniqueViolation` if another entity holds it.
+
+    Like Vitess's consistent lookup vindex: the claim is made before the entity commits. A row
+    already held by another entity is checked under that entity's lock: if the holder does not
+    imply it any more (a crashed or failed write, or a pending removal), the stale claim is
+    deleted and the claim retried; otherwise the value is taken.
+    """
+    alias = index_table.home(index, values)
+    for _attempt in range(CLAIM_ATTEMPTS):
+        try:
+            index_table.claim(index, alias, values, entity_id)
+            return
+        except IntegrityError:
+            pass
+        holder = index_table.holder(index, alias, values)
+        if holder is None:
+            continue  # released meanwhile
+        if holder == entity_id:
+            return
+        if _holder_keeps_claim(index, values, holder):
+            raise UniqueViolation(
+                f"index {index.name!r}: {', '.join(index.properties)} = "
+                f"{index.describe(values)} is already taken by entity {holder.hex()}",
+                index=index.name,
+                values=values,
+            )
+    raise UniqueViolation(
+        f"index {index.name!r}: {index.describe(values)} is contended; try again",
+        index=index.name,
+        values=values,
+    )
+
+
+def unique_conflicts(rows: Iterable[Row]) -> dict[tuple[Index, tuple[Any, ...]], bytes]:
+    """``{(index, values): holder}`` for the rows of unique indexes that another entity holds
+    and still implies, read without locks: what :func:`claim_unique` would refuse now, found
+    in one query per (index, shard) before anything is written. A claim made meanwhile is
+    still refused by :func:`claim_unique` itself."""
+    wanted: dict[tuple[Index, str], dict[tuple[Any, ...], bytes]] = defaultdict(dict)
+    for index, values, entity_id in rows:
+        if index.unique:
+            wanted[index, index_table.home(index, values)][values] = entity_id
+    taken: dict[tuple[Index, tuple[Any, ...]], bytes] = {}
+    for (index, alias), claims in wanted.items():
+        for values, holder in index_table.holders(index, alias, list(claims)).items():
+            if values in claims and holder != claims[values]:
+                taken[index, values] = holder
+    if not taken:
+        return taken
+    bodies = entity_table.current(ENTITIES, set(taken.values()))
+    return {
+        (index, values): holder
+        for (index, values), holder in taken.items()
+        if (index, values) in stored_rows(holder, bodies.get(holder, (0, None, None))[2])
+    }
+
+
+def _holder_keeps_claim(index: Index, values: tuple[Any, ...], holder: bytes) -> bool:
+    """True if ``holder`` implies the row; if not, delete its stale claim (under its lock)."""
+    holder_alias = shards.alias_for(holder)
+    with shards.errors_named(holder_alias), transaction.atomic(using=holder_alias):
+        locked = entity_table.lock(holder_alias, [holder]).get(holder)
+        held = stored_rows(holder, None if locked is None else locked.body)
+        if (index, values) in held:
+            return True
+        delete([(index, values, holder)])
+        return False

@@ -1,0 +1,253 @@
+"""The write protocol: DESIGN section 3, written once. Every writer runs it: ``save``,
+``create``, ``bulk_put`` and ``delete`` of entities (:mod:`.entities`), ``Cell.objects.put``,
+and the cleaner's repairs (steps 3 and 5).
+
+A :class:`Write` is one transaction on one shard over a batch of :class:`Change` objects of one
+source (entities, or the latest version of a cell column). :func:`run` takes it through:
+
+1. **lock**: ``SELECT ... FOR UPDATE`` the rows that may exist, and learn the index rows their
+   stored state implies (a key the store just generated cannot exist: its ``INSERT`` locks it);
+2. **store**: the caller's step writes the rows (an entity's ``INSERT``, ``UPDATE`` or
+   ``DELETE`` between Django's signals, a cell and its head row), locked until the commit;
+3. **index**: add the index rows whose keys are new, committed at once on the index shards' own
+   connections (unique indexes claim theirs first), so every row the new state needs exists
+   before it commits; a unique claim that collides checks the holder under *its* row lock,
+   which is why the rows are written (step 2) before this step;
+4. **commit**;
+5. **remove stale**: lock each changed row again, re-check which of the keys that went away it
+   still lacks (a later writer may have put one back), and delete only those index rows; inside
+   a caller's ``transaction.atomic()`` this waits for the caller's commit;
+6. **undo**, if anything failed: remove the index rows this write added that the stored state
+   does not imply (best effort: the cleaner removes whatever is left).
+
+A crash between any two steps leaves at worst an index row that its entity does not imply,
+which queries ignore (they re-check every entity) and the cleaner removes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from .. import shards
+from ..exceptions import EntityExists, ShardUnavailable
+from ..indexes import ENTITIES, Source
+from ..tables import entities as entity_table
+from ..tables.entities import Locked
+from ..tables.index_rows import Row
+from . import index_rows
+from .rows import RowSet, stored_rows
+
+logger = logging.getLogger("schemaless_store.writes")
+
+# Tries after a duplicate key: a key taken as new that a concurrent writer inserted meanwhile
+# (the next try locks it and updates it), or the first head row of a cell column inserted by
+# two writers at once (the next try finds it).
+DUPLICATE_ATTEMPTS = 20
+
+
+@dataclass
+class Change:
+    """One row a write changes, and the index rows it is to imply afterwards."""
+
+    key: bytes  # an entity id, or a cell's row key
+    rows: RowSet  # the index rows of the state after the write (the store step may adjust)
+    body: bytes = b""  # the new body of an entity (unused by deletions and cells)
+    fresh: bool = False  # a key the store just generated: no row can exist yet
+    found: Locked | None = None  # the stored row, read under the lock (step 1)
+    old: RowSet = field(default_factory=set)  # the index rows the stored row implies
+
+
+class Write:
+    """One transaction on one shard over changes of one source; :func:`run` runs it.
+
+    ``insert_only``: the rows must be new (``create``): a duplicate raises
+    :class:`EntityExists`. ``quiet``: nothing but the store's own statements runs inside the
+    transaction (no signal receivers), so it may be a plain ``BEGIN`` ... ``COMMIT`` on MySQL.
+    """
+
+    def __init__(
+        self,
+        alias: str,
+        changes: list[Change],
+        source: Source = ENTITIES,
+        *,
+        insert_only: bool = False,
+        quiet: bool = True,
+    ) -> None:
+        self.alias = alias
+        self.conn = shards.connection(alias)
+        self.changes = changes
+        self.source = source
+        self.insert_only = insert_only
+        self.quiet = quiet
+        self.added: dict[bytes, RowSet] = defaultdict(set)  # by any try: undone on failure
+        self.stale: dict[bytes, RowSet] = {}  # keys that went away: removed after the commit
+
+    def lock(self) -> None:
+        """Step 1: lock the stored rows and learn what they imply."""
+        wanted = [c.key for c in self.changes if not c.fresh]
+        found = entity_table.lock(self.alias, wanted, self.source, self.conn) if wanted else {}
+        for change in self.changes:
+            change.found = found.get(change.key)
+            body = None if change.found is None else change.found.body
+            change.old = stored_rows(change.key, body, self.source)
+
+    def add_index_rows(self) -> None:
+        """Step 3: add the rows whose keys are new; note the ones that went away."""
+        self.stale = {}
+        new_rows: list[Row] = []
+        for change in self.changes:
+            new = change.rows - change.old
+            if new:
+                self.added[change.key] |= new
+                for index, values in new:
+                    new_rows.append((index, values, change.key))
+            gone = change.old - change.rows
+            if gone:
+                self.stale[change.key] = gone
+        index_rows.add(new_rows)
+
+    def remove_stale(self) -> None:
+        """Step 5 (after the commit): its failure leaves rows queries ignore, for the cleaner."""
+        _remove_quietly(self.alias, self.stale, self.source)
+
+    def undo(self) -> None:
+        """Step 6: remove the rows this write added that the stored state does not imply."""
+        if any(self.added.values()):
+            _remove_quietly(self.alias, self.added, self.source)
+
+
+def run(write: Write, store: Callable[[Write], None]) -> None:
+    """Take ``write`` through the protocol; ``store`` is step 2 (it writes the rows)."""
+    alias, conn = write.alias, write.conn
+    caller_atomic = conn.in_atomic_block
+
+    def attempt() -> None:
+        with _transaction(write, conn):
+            write.lock()  # 1
+            store(write)  # 2
+            write.add_index_rows()  # 3
+        # 4: the commit, leaving the block
+
+    with shards.write_lock():
+        try:
+            with shards.errors_named(alias):
+                _retrying_duplicates(write, lambda: shards.with_retries(attempt, alias))
+        except BaseException:
+            write.undo()  # 6
+            raise
+    if write.stale:  # 5
+        if caller_atomic:
+            transaction.on_commit(write.remove_stale, using=alias, robust=True)
+        else:
+            write.remove_stale()
+
+
+def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source = ENTITIES) -> int:
+    """Step 5: delete the candidate rows that the stored rows, locked and read again, do not
+    imply (a key put back meanwhile keeps its row). Returns the number deleted."""
+    if not any(candidates.values()):
+        return 0
+
+    def attempt() -> int:
+        failure: ShardUnavailable | None = None
+        with transaction.atomic(using=alias):
+            locked = entity_table.lock(alias, list(candidates), source)
+            doomed: list[Row] = []
+            for key, rows in candidates.items():
+                found = locked.get(key)
+                now = stored_rows(key, None if found is None else found.body, source)
+                doomed.extend((index, values, key) for index, values in rows - now)
+            try:
+                deleted = index_rows.delete(doomed)
+            except ShardUnavailable as exc:
+                # Keep what was deleted on the shards that answered (on SQLite those deletes
+                # share this transaction), then report the one that did not.
+                failure, deleted = exc, 0
+        if failure is not None:
+            raise failure
+        return deleted
+
+    with shards.write_lock(), shards.errors_named(alias):
+        return shards.with_retries(attempt, alias)
+
+
+def _remove_quietly(alias: str, candidates: Mapping[bytes, RowSet], source: Source) -> None:
+    try:
+        remove_stale(alias, candidates, source)
+    except Exception:
+        # The write is decided (committed or failed); leftover rows are invisible to queries
+        # (re-check) and swept by the cleaner. Report, but do not fail the caller for it.
+        logger.exception("removing stale index rows on %s failed; the cleaner will do it", alias)
+
+
+def _retrying_duplicates(write: Write, operation: Callable[[], Any]) -> None:
+    for attempt in range(DUPLICATE_ATTEMPTS):
+        try:
+            operation()
+            return
+        except IntegrityError as exc:
+            if write.insert_only:
+                ids = ", ".join(str(uuid.UUID(bytes=c.key)) for c in write.changes)
+                raise EntityExists(f"an entity with id {ids} already exists") from exc
+            if attempt == DUPLICATE_ATTEMPTS - 1:
+                raise
+        for change in write.changes:
+            change.fresh = False  # lock them all: some exist now
+        time.sleep(random.uniform(0, 0.002 * (attempt + 1)))
+
+
+def _transaction(write: Write, conn: BaseDatabaseWrapper) -> Any:
+    """The shard transaction: Django's ``atomic()``, or where nothing but the store's own
+    statements run inside, a plain ``BEGIN`` ... ``COMMIT`` on MySQL."""
+    if not (
+        write.quiet
+        and conn.vendor == "mysql"
+        and not conn.in_atomic_block
+        and not conn.queries_logged
+    ):
+        return transaction.atomic(using=write.alias)
+    for change in write.changes:
+        for index, _values in change.rows:
+            if index.unique:
+                # A unique claim may check its holder under atomic() on this very connection.
+                return transaction.atomic(using=write.alias)
+    return _DriverTransaction(conn)
+
+
+class _DriverTransaction:
+    """``BEGIN`` ... ``COMMIT`` on the driver's connection: what ``atomic()`` does for a
+    transaction of the store's own statements, without its two extra round trips (``SET
+    autocommit=0``, then ``=1``). The statements inside run on the driver's cursor too
+    (:class:`~schemaless_store.shards.statement_cursor`); Django's view of the connection
+    (autocommit on, no atomic block) stays true once the block ends."""
+
+    def __init__(self, conn: BaseDatabaseWrapper) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        conn = self.conn
+        conn.validate_thread_sharing()
+        conn.ensure_connection()
+        with conn.wrap_database_errors:
+            conn.connection.begin()
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        driver = self.conn.connection
+        if exc_type is not None:
+            with contextlib.suppress(Exception):
+                driver.rollback()
+            return
+        with self.conn.wrap_database_errors:
+            driver.commit()
