@@ -23,11 +23,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     from django.conf import settings
 
     if settings.BACKEND == "mariadb":
-        # What a browser shows does not depend on the shards' backend: once is enough.
-        skip = pytest.mark.skip(reason="a browser test: the SQLite pass runs it")
-        for item in items:
-            if item.get_closest_marker("browser"):
-                item.add_marker(skip)
         return
     skip = pytest.mark.skip(reason="needs real MariaDB servers; the MariaDB run covers it")
     for item in items:
