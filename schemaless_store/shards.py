@@ -82,6 +82,23 @@ def index_connection(alias: str) -> BaseDatabaseWrapper:
     return writer
 
 
+@contextlib.contextmanager
+def committed_reader(alias: str) -> Iterator[BaseDatabaseWrapper]:
+    """A connection on ``alias`` that reads what is committed, whatever this thread's open
+    transaction there has written: the autocommit index writer on MySQL; on SQLite (whose index
+    rows share Django's connection) a connection of its own, closed afterwards, which WAL lets
+    read the last commit while a write transaction is open."""
+    conn = connections[alias]
+    if conn.vendor == "mysql":
+        yield index_connection(alias)
+        return
+    reader = connections.create_connection(alias)
+    try:
+        yield reader
+    finally:
+        reader.close()
+
+
 def close_index_connections(**kwargs: Any) -> None:
     """Close this thread's index writers (connected to ``request_finished``)."""
     for writer in _local.__dict__.pop("index_writers", {}).values():

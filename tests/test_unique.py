@@ -4,6 +4,7 @@ import threading
 import uuid
 
 import pytest
+from django.db import transaction
 
 from schemaless_store import keys, shards
 from schemaless_store.exceptions import UniqueViolation
@@ -110,3 +111,43 @@ def test_racing_writers_exactly_one_wins():
             t.join()
         assert sorted(results) == ["lost", "lost", "lost", "won"], results
         assert len(list(Entity.objects.filter_index(username=value))) == 1
+
+
+def test_a_value_released_in_an_open_transaction_stays_taken_until_it_commits():
+    """A holder is judged by what is committed, not by its own transaction's pending change: the
+    release may still roll back, and its claim row must then be there."""
+    (first_id,) = ids_on("shard_0", 1)
+    first = Entity.objects.create(id=first_id, username="kept")
+    with pytest.raises(RuntimeError), transaction.atomic(using="shard_0"):
+        first["username"] = "renamed"
+        first.save()
+        with pytest.raises(UniqueViolation) as info:
+            Entity.objects.create(username="kept")
+        assert first.id.hex in str(info.value)
+        raise RuntimeError("roll the rename back")
+    assert Entity.objects.get(id=first_id)["username"] == "kept"
+    assert [e.id for e in Entity.objects.filter_index(username="kept")] == [first_id]
+    with pytest.raises(UniqueViolation):
+        Entity.objects.create(username="kept")
+
+
+def test_a_batch_that_fails_after_moving_a_value_leaves_the_holder_its_claim():
+    """One batch, one transaction: the first entity gives its value up, the second asks for
+    it, the third is refused. The batch rolls back; the first keeps its value and its row."""
+    Entity.objects.create(username="elsewhere")
+    first_id, second_id, third_id = ids_on("shard_0", 3)
+    Entity.objects.create(id=first_id, username="moving")
+    before = count_everything()
+    with pytest.raises(UniqueViolation):
+        Entity.objects.bulk_put(
+            [
+                {"id": first_id, "username": "moved"},
+                {"id": second_id, "username": "moving"},
+                {"id": third_id, "username": "elsewhere"},
+            ]
+        )
+    assert count_everything() == before
+    assert Entity.objects.get(id=first_id)["username"] == "moving"
+    assert [e.id for e in Entity.objects.filter_index(username="moving")] == [first_id]
+    with pytest.raises(UniqueViolation):
+        Entity.objects.create(username="moving")

@@ -49,6 +49,14 @@ def select_one(alias: str, key: bytes, conn: Any = None) -> tuple[Any, ...] | No
     return rows[0] if rows else None
 
 
+def committed_body(alias: str, key: bytes) -> bytes | None:
+    """The body of one entity as last committed, read outside this thread's open transaction
+    on ``alias`` (:func:`shards.committed_reader`); None if it does not exist."""
+    with shards.committed_reader(alias) as conn:
+        row = select_one(alias, key, conn)
+    return None if row is None or row[3] is None else bytes(row[3])
+
+
 def select_by_ids(alias: str, ids: Sequence[bytes]) -> Iterator[tuple[Any, ...]]:
     """``(added_id, id, updated, body)`` of the entities among ``ids`` on ``alias``, one
     ``IN (...)`` query per ``SCHEMALESS["FETCH_BATCH"]`` ids."""

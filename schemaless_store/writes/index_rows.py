@@ -110,12 +110,22 @@ def unique_conflicts(rows: Iterable[Row]) -> dict[tuple[Index, tuple[Any, ...]],
 
 
 def _holder_keeps_claim(index: Index, values: tuple[Any, ...], holder: bytes) -> bool:
-    """True if ``holder`` implies the row; if not, delete its stale claim (under its lock)."""
+    """True if ``holder`` implies the row; if not, delete its stale claim (under its lock).
+
+    The holder is locked on this thread's connection, so if this thread has a transaction open
+    there (the protocol's own, or its caller's), the locked read shows what that transaction
+    wrote, which may yet roll back. The claim is then kept if either the locked state or the
+    committed one implies it: a value this transaction releases stays taken until it commits.
+    """
     holder_alias = shards.alias_for(holder)
+    open_before = shards.connection(holder_alias).in_atomic_block
     with shards.errors_named(holder_alias), transaction.atomic(using=holder_alias):
         locked = entity_table.lock(holder_alias, [holder]).get(holder)
-        held = stored_rows(holder, None if locked is None else locked.body)
-        if (index, values) in held:
+        if (index, values) in stored_rows(holder, None if locked is None else locked.body):
             return True
+        if open_before:
+            committed = entity_table.committed_body(holder_alias, holder)
+            if (index, values) in stored_rows(holder, committed):
+                return True
         delete([(index, values, holder)])
         return False
