@@ -377,3 +377,11 @@ def _mysql() -> bool:
     from django.db import connections
 
     return connections["default"].vendor == "mysql"
+
+
+def test_bulk_put_over_stored_entities_gives_them_their_pk():
+    first = Entity.objects.create(n=1)
+    written, new = Entity.objects.bulk_put([{"id": first.id, "n": 2}, {"n": 3}])
+    assert written.pk == first.pk and first.pk is not None
+    assert new.pk is None  # a new row's key is not read back (docs/usage.md)
+    assert Entity.objects.get(id=first.id)["n"] == 2

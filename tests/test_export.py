@@ -132,6 +132,27 @@ def test_an_undecodable_body_is_named_and_fails_the_export(tmp_path):
     assert [line["id"] for line in read_lines(path)[1:-1]] == [str(good.id)]
 
 
+def test_a_copy_on_a_shard_that_does_not_own_its_bucket_is_skipped_and_counted(tmp_path):
+    """Left behind when SCHEMALESS["SHARDS"] changes without the data moving: reads ignore
+    such a copy, and so does the export (an import would otherwise let it win)."""
+    kept, other = Entity.objects.bulk_put([{"n": 1}, {"n": 2}])
+    stray_alias = next(a for a in shards.shard_aliases() if a != kept.shard)
+    with connections[kept.shard].cursor() as cursor:
+        cursor.execute("SELECT updated, body FROM entities WHERE id = %s", [kept.row_id])
+        updated, body = cursor.fetchone()
+    with connections[stray_alias].cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO entities (id, updated, body) VALUES (%s, %s, %s)",
+            [kept.row_id, updated, body],
+        )
+    path = tmp_path / "strays.jsonl"
+    run = export(path)
+    ids = [line["id"] for line in read_lines(path)[1:-1]]
+    assert sorted(ids) == sorted([str(kept.id), str(other.id)])
+    assert "exported 2 entities" in run.stdout
+    assert "skipped 1 copies on a shard that no longer owns their bucket" in run.stdout
+
+
 def test_a_failed_export_leaves_the_previous_file(tmp_path, monkeypatch):
     Entity.objects.bulk_put([{"n": n} for n in range(5)])
     path = tmp_path / "keep.jsonl"

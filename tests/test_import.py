@@ -213,6 +213,26 @@ def test_a_conflict_that_appears_while_writing_is_rejected_and_the_rest_written(
     assert_exact()
 
 
+def test_a_conflict_on_a_later_shard_counts_the_batches_written_before_it(tmp_path, monkeypatch):
+    """The first shard's batch commits, the second's claim is refused and the batch retried
+    without that line: the first shard's entities count as written, not as already stored."""
+    from schemaless_store import shards
+    from schemaless_store.backup import checks
+
+    Entity.objects.create(username="raced-late")
+    monkeypatch.setattr(checks, "unique_conflicts", lambda rows: {})
+    aliases = shards.shard_aliases()
+    on = {
+        alias: [i for i in ids(40) if shards.alias_for(uuid.UUID(i).bytes) == alias]
+        for alias in aliases
+    }
+    first, second = on[aliases[0]], on[aliases[1]]
+    body = [line(first[0]), line(second[0], username="raced-late"), line(first[1]), line(second[1])]
+    summary = Importer(Entity).run(JsonLinesFile(write(tmp_path / "late.jsonl", body)))
+    assert summary.rejected == 1
+    assert (summary.written, summary.unchanged) == (3, 0)
+
+
 def test_an_interrupted_import_resumes_by_running_it_again(tmp_path):
     path = write(tmp_path / "i.jsonl", [line(i, n=n) for n, i in enumerate(ids(9))])
     importer = Importer(Entity, batch_size=3)

@@ -87,6 +87,29 @@ def test_slicing_first_exists_count_ids():
     assert Entity.objects.filter_index(user_id=b"nobody").first() is None
 
 
+def test_a_query_is_a_sequence_as_a_django_queryset_is(monkeypatch):
+    alice = uuid.uuid4().bytes
+    make_posts(alice, 7)
+    qs = Entity.objects.filter_index(user_id=alice).order_by("published")
+    assert len(qs) == 7 and bool(qs)
+    # Evaluated once: indexing, slicing and len() use the results already read.
+    monkeypatch.setattr(type(qs), "_results", lambda self: iter(()))
+    assert qs[6]["published"] == 1006 and [e["published"] for e in qs[1:3]] == [1001, 1002]
+    with pytest.raises(IndexError):
+        qs[7]
+    monkeypatch.undo()
+    fresh = Entity.objects.filter_index(user_id=alice).order_by("published")
+    assert [e["published"] for e in fresh[::3]] == [1000, 1003, 1006]
+    assert [e["published"] for e in fresh[1:6:2]] == [1001, 1003, 1005]
+    for bad in (-1, slice(-2, None), slice(None, -1)):
+        with pytest.raises(ValueError, match="Negative indexing is not supported"):
+            fresh[bad]
+    with pytest.raises(TypeError):
+        fresh["a"]
+    nobody = Entity.objects.filter_index(user_id=b"nobody")
+    assert not nobody and len(nobody) == 0
+
+
 def test_scatter_gather_merges_in_order_across_shards():
     # A range on a composite index's first column does not pin a shard: all shards are read.
     users = [uuid.uuid4().bytes for _ in range(8)]

@@ -40,6 +40,7 @@ class ExportSummary:
     cells: int = 0
     corrupt: int = 0
     corrupt_ids: list[str] = field(default_factory=list)
+    not_owned: int = 0
     seconds: float = 0.0
 
     def describe(self) -> str:
@@ -54,6 +55,11 @@ class ExportSummary:
             text += (
                 f"; {self.corrupt:,} entities with undecodable bodies are NOT in the export "
                 f"(e.g. {', '.join(self.corrupt_ids)})"
+            )
+        if self.not_owned:
+            text += (
+                f"; skipped {self.not_owned:,} copies on a shard that no longer owns their "
+                "bucket (left by a change of SCHEMALESS['SHARDS']; reads ignore them too)"
             )
         return text
 
@@ -130,6 +136,9 @@ class Exporter:
                 return
             text = []
             for _added_id, key, updated, body in rows:
+                if shards.alias_for(bytes(key)) != alias:
+                    summary.not_owned += 1
+                    continue
                 properties = _decoded(bytes(body), summary, key)
                 if properties is not None:
                     text.append(entity_line(bytes(key), convert(updated), properties))
@@ -148,6 +157,9 @@ class Exporter:
                 return
             text = []
             for _added_at, key, column, ref_key, body, created in rows:
+                if shards.alias_for(bytes(key)) != alias:
+                    summary.not_owned += 1
+                    continue
                 properties = None if body is None else _decoded(bytes(body), summary, key)
                 if body is not None and properties is None:
                     continue

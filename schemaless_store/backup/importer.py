@@ -157,14 +157,17 @@ class Importer:
     def _write(
         self, entities: list[Any], changes: list[Change], owners: list[Item], summary: ImportSummary
     ) -> bool:
+        # Batches committed before a violation are written; the retry finds them unchanged.
+        written = [0]
         while entities:
             try:
-                written = put_prepared(
+                put_prepared(
                     entities,
                     changes,
                     self.batch_size,
                     skip_unchanged=True,
                     history=self.history,
+                    written=written,
                 )
             except UniqueViolation as exc:
                 # Claimed by a concurrent writer after the check: find whose claim it was.
@@ -179,6 +182,7 @@ class Importer:
                 if position is None:
                     raise
                 if self.strict:
+                    summary.written += written[0]
                     summary.stopped = Rejected(owners[position], reason(exc))
                     summary.rejected += 1
                     summary.partial = True
@@ -187,8 +191,8 @@ class Importer:
                 del entities[position], changes[position], owners[position]
                 continue
             distinct = len({change.key for change in changes})
-            summary.written += written
-            summary.unchanged += distinct - written
+            summary.written += written[0]
+            summary.unchanged += distinct - written[0]
             return True
         return True
 

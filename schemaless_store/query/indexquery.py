@@ -104,18 +104,29 @@ class IndexQuery:
         return clone
 
     def __getitem__(self, item: int | slice) -> Any:
+        """As a Django ``QuerySet``: ``q[n]`` is one entity (``IndexError`` past the end),
+        ``q[n:m]`` a lazy query with the limit pushed down, a slice with a step a list; negative
+        bounds raise (``InvalidQuery``, a ``ValueError``)."""
+        if not isinstance(item, int | slice):
+            raise TypeError(f"query indices must be integers or slices, not {type(item).__name__}")
+        if (isinstance(item, int) and item < 0) or (
+            isinstance(item, slice)
+            and any(bound is not None and bound < 0 for bound in (item.start, item.stop))
+        ):
+            raise InvalidQuery("Negative indexing is not supported.")
+        if self._cache is not None:
+            return self._cache[item]
         if isinstance(item, int):
-            if item < 0:
-                raise InvalidQuery("negative indexing is not supported")
             results = list(self[item : item + 1])
             if not results:
                 raise IndexError("query index out of range")
             return results[0]
-        if not isinstance(item, slice) or (item.step not in (None, 1)):
-            raise InvalidQuery("slices take start and stop only")
-        start, stop = item.start or 0, item.stop
-        if start < 0 or (stop is not None and stop < 0):
-            raise InvalidQuery("negative slice bounds are not supported")
+        if item.step is not None:
+            return list(self[item.start : item.stop])[:: item.step]
+        return self._sliced(item.start or 0, item.stop)
+
+    def _sliced(self, start: int, stop: int | None) -> IndexQuery:
+        """A lazy copy limited to ``[start:stop]`` of this query's results."""
         clone = self._clone()
         clone.offset = self.offset + start
         if stop is not None:
@@ -182,6 +193,18 @@ class IndexQuery:
         if self._cache is None:
             self._cache = list(self._results())
         return iter(self._cache)
+
+    def __len__(self) -> int:
+        """Evaluates the query (as ``len(queryset)`` does); ``count()`` fetches the same."""
+        if self._cache is None:
+            self._cache = list(self._results())
+        return len(self._cache)
+
+    def __bool__(self) -> bool:
+        """Evaluates the query, as ``bool(queryset)`` does; ``exists()`` reads one match only."""
+        if self._cache is None:
+            self._cache = list(self._results())
+        return bool(self._cache)
 
     def __repr__(self) -> str:
         return f"<IndexQuery {self._raw!r} on {self.index.name}>"
@@ -342,7 +365,7 @@ class IndexQuery:
         )
         # Batches of size + 1 rows: one index read finds the page and whether another follows
         # (a batch of ``size`` would need a second read, and fetch, to learn that).
-        sized = self[: size + 1]
+        sized = self._sliced(0, size + 1)
         found = list(islice(sized._matching_keyed(start), size + 1))
         has_next = len(found) > size
         entities = [entity for _key, entity in found[:size]]

@@ -124,9 +124,11 @@ def put_prepared(
     *,
     skip_unchanged: bool = False,
     history: bool = True,
+    written: list[int] | None = None,
 ) -> int:
     """Write entities whose changes :func:`prepare` computed (``put_many``'s second half);
-    returns how many rows were written.
+    returns how many rows were written. ``written[0]``, if given, grows as each batch commits,
+    so a caller learns what was written before a batch raised.
 
     ``skip_unchanged``: an entity whose stored body (read under its lock in step 1) is the
     body to write is left as it is: no ``UPDATE``, no new version in its history (a rerun
@@ -152,6 +154,8 @@ def put_prepared(
             )
             run(write, store)
             total += count[0]
+            if written is not None:
+                written[0] += count[0]
     return total
 
 
@@ -187,6 +191,8 @@ def _store_batch(
         if change.key not in unchanged:
             entity.row_updated = now
         entity.row_body = change.body
+        if change.found is not None:
+            entity.added_id = change.found.added_id  # a new row's is not read back
         entity._state.adding = False
         entity._state.db = write.alias
         entity.has_generated_id = False

@@ -102,7 +102,9 @@ class Command(BaseCommand):
         # The lines went to stdout: the summary goes to stderr, out of the data's way.
         report = self.stderr if path == "-" else self.stdout
         if options["verbosity"] >= 1:
-            style = self.style.WARNING if summary.corrupt else self.style.SUCCESS
+            style = (
+                self.style.WARNING if summary.corrupt or summary.not_owned else self.style.SUCCESS
+            )
             report.write(summary.describe(), style_func=style)
         if summary.corrupt:
             raise CommandError(
