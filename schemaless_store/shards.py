@@ -41,6 +41,15 @@ def shard_aliases() -> tuple[str, ...]:
     return conf.get().shards
 
 
+def resolve_aliases(aliases: Sequence[str] | None) -> list[str]:
+    """The shard aliases named (each checked, repeats dropped, order kept), or every shard's."""
+    if aliases is None:
+        return list(shard_aliases())
+    for alias in aliases:
+        check_alias(alias)
+    return list(dict.fromkeys(aliases))
+
+
 def alias_for(key: bytes) -> str:
     """The alias whose buckets include this key (an entity id, or an encoded ``shard_on`` value)."""
     settings = conf.get()

@@ -22,6 +22,7 @@ from .. import shards
 from ..codec import decode_body
 from ..exceptions import CorruptBody
 from ..indexes import ENTITIES
+from ..shards import resolve_aliases
 from ..tables import cells as cell_table
 from ..tables import entities as entity_table
 from ..tables.values import datetime_converter
@@ -85,7 +86,7 @@ class Exporter:
             raise ValueError(f"chunk_size must be a whole number of at least 1, not {chunk_size!r}")
         if since is not None and timezone.is_naive(since):
             raise ValueError(f"since must be an aware datetime, not {since!r}")
-        self.aliases = _resolve_aliases(shards)
+        self.aliases = resolve_aliases(shards)
         self.since = since
         self.cells = cells
         self.chunk_size = chunk_size
@@ -178,11 +179,3 @@ def _decoded(body: bytes, summary: ExportSummary, key: Any) -> dict[str, Any] | 
         if len(summary.corrupt_ids) < NAMED_CORRUPT:
             summary.corrupt_ids.append(bytes(key).hex())
         return None
-
-
-def _resolve_aliases(aliases: Sequence[str] | None) -> list[str]:
-    if aliases is None:
-        return list(shards.shard_aliases())
-    for alias in aliases:
-        shards.check_alias(alias)
-    return list(dict.fromkeys(aliases))

@@ -19,6 +19,7 @@ from .. import lifecycle, shards
 from ..exceptions import ConfigurationError
 from ..indexes import Index, registry
 from ..models.metadata import CleanerCheckpoint
+from ..shards import resolve_aliases
 from .lock import CleanerLock
 from .passes import backfill, repair, sweep
 from .records import (
@@ -80,7 +81,7 @@ class Cleaner:
                 f"duty must be a share of the time above 0 and at most 1, not {duty!r}"
             )
         self.indexes = _resolve_indexes(indexes)
-        self.aliases = _resolve_aliases(shards)
+        self.aliases = resolve_aliases(shards)
         self.once = once
         self.batch_size = batch_size
         self.sleep = float(sleep)
@@ -353,14 +354,6 @@ def _resolve_indexes(names: Sequence[str] | None) -> list[Index]:
         index.require_valid()
         chosen.append(index)
     return chosen
-
-
-def _resolve_aliases(aliases: Sequence[str] | None) -> list[str]:
-    if aliases is None:
-        return list(shards.shard_aliases())
-    for alias in aliases:
-        shards.check_alias(alias)
-    return list(dict.fromkeys(aliases))
 
 
 def _close_old_connections() -> None:
