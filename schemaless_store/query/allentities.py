@@ -17,9 +17,10 @@ from .. import shards
 from ..indexes import ENTITIES
 from ..tables import entities as entity_table
 from ..tables.values import datetime_converter
+from .results import CachedResults
 
 
-class AllEntities:
+class AllEntities(CachedResults):
     """Every entity, shard after shard, by ``added_id`` within a shard (see the module docs)."""
 
     def __init__(
@@ -64,20 +65,8 @@ class AllEntities:
             raise IndexError("AllEntities index out of range")
         return found[0]
 
-    def __iter__(self) -> Iterator[Any]:
-        if self._cache is None:
-            self._cache = list(self.iterator())
-        return iter(self._cache)
-
-    def __len__(self) -> int:
-        if self._cache is None:
-            self._cache = list(self.iterator())
-        return len(self._cache)
-
-    def __bool__(self) -> bool:
-        if self._cache is None:
-            self._cache = list(self.iterator())
-        return bool(self._cache)
+    def _all_results(self) -> Iterator[Any]:
+        return self.iterator()
 
     def count(self) -> int:
         """The number of entities (of this slice): ``COUNT(*)`` per shard, nothing fetched."""

@@ -27,6 +27,7 @@ from ..indexes import Index
 from . import cursors
 from .conditions import ColumnConditions, parse_conditions
 from .planner import Plan, choose_index, plan
+from .results import CachedResults
 from .scan import ShardScan, merged
 
 # Entities fetched per batch when iterating a whole query.
@@ -53,7 +54,7 @@ class Page:
         return len(self.entities)
 
 
-class IndexQuery:
+class IndexQuery(CachedResults):
     """A lazy query over one index. Iterate it, slice it, or call ``first``/``count``/``ids``,
     ``page`` or ``explain``.
 
@@ -189,22 +190,8 @@ class IndexQuery:
 
     # --- evaluating -------------------------------------------------------------------------
 
-    def __iter__(self) -> Iterator[Any]:
-        if self._cache is None:
-            self._cache = list(self._results())
-        return iter(self._cache)
-
-    def __len__(self) -> int:
-        """Evaluates the query (as ``len(queryset)`` does); ``count()`` fetches the same."""
-        if self._cache is None:
-            self._cache = list(self._results())
-        return len(self._cache)
-
-    def __bool__(self) -> bool:
-        """Evaluates the query, as ``bool(queryset)`` does; ``exists()`` reads one match only."""
-        if self._cache is None:
-            self._cache = list(self._results())
-        return bool(self._cache)
+    def _all_results(self) -> Iterator[Any]:
+        return self._results()
 
     def __repr__(self) -> str:
         return f"<IndexQuery {self._raw!r} on {self.index.name}>"
