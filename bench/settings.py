@@ -11,12 +11,14 @@ up; these settings read them back from the environment so that child processes (
 - ``BENCH_IMPORT_URLS``: comma-separated, the backup leg's two empty target stores of two shards
   each (``import_a_0``, ``import_a_1``, ``import_b_0``, ``import_b_1``), not shards of the
   store: the leg points ``SCHEMALESS["SHARDS"]`` at them;
+- ``BENCH_SHARD_MAP``: a JSON ``SHARDS`` dict (``bench.move``: shard_2 with no buckets);
 - ``BENCH_SHARDS``: comma-separated aliases to use as the shards instead of ``shard_0`` and
   ``shard_1`` (the backup leg's ``importentities`` child process).
 """
 
 from __future__ import annotations
 
+import json
 import os
 
 from schemaless_store.dburls import database_from_url, databases_from_urls
@@ -50,7 +52,11 @@ DATABASE_ROUTERS = ["schemaless_store.router.ShardRouter", "bench.benchapp.route
 # Shards are named explicitly: "peer" is a database of its own, not a shard.
 SCHEMALESS = {
     "BUCKETS": 4096,
-    "SHARDS": os.environ.get("BENCH_SHARDS", "shard_0,shard_1").split(","),
+    "SHARDS": (
+        json.loads(os.environ["BENCH_SHARD_MAP"])  # bench.move: a third shard with no buckets
+        if os.environ.get("BENCH_SHARD_MAP")
+        else os.environ.get("BENCH_SHARDS", "shard_0,shard_1").split(",")
+    ),
 }
 
 INSTALLED_APPS = ["schemaless_store", "bench.benchapp"]

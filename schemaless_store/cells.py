@@ -31,14 +31,15 @@ from typing import Any
 
 from django.utils import timezone
 
-from . import conf, keys, shards
+from . import conf, keys, shardmap, shards
 from .codec import decode_body
 from .exceptions import CellImmutable, ConfigurationError, InvalidCell
 from .indexes import cell_source
+from .tables import buckets as bucket_table
 from .tables import cells as cell_table
 from .tables.cells import ENTITY_COLUMN
 from .tables.values import datetime_converter, db_datetime
-from .writes.protocol import Change, Write, run
+from .writes.protocol import Change, SplitWrite, Write, run
 from .writes.rows import encode_body, rows_of
 
 MAX_COLUMN_NAME = 64
@@ -78,7 +79,7 @@ def put(
         change.rows = rows  # (a retry starts again from the new version's rows)
         head = None if change.found is None else change.found.version
         version = ref_key if ref_key is not None else (head or 0) + 1
-        conn = shards.connection(alias)
+        conn = write.conn  # the owner's (a move may have sent the write elsewhere)
         stamp = db_datetime(conn, created)
         with shards.statement_cursor(conn) as cursor:
             if head is not None and version <= head:
@@ -94,7 +95,9 @@ def put(
                 cursor, key, column_name, version, encoded, stamp
             )
 
-    run(Write(alias, [Change(key, rows)], cell_source(column_name)), store)
+    write = Write(alias, [Change(key, rows)], cell_source(column_name))
+    run(write, store)
+    alias = write.alias
     if not stored:
         existing = get(model, key, column_name, ref_key)
         if not _same_body(existing.body_bytes, encoded):
@@ -112,12 +115,15 @@ def get(model: Any, row_key: Any, column_name: str, ref_key: int | None = None) 
     """The latest version of a column, or version ``ref_key``; ``model.DoesNotExist`` if none."""
     key = keys.entity_id_bytes(row_key)
     _check_column(column_name, user=False)
-    alias = shards.alias_for(key)
-    if ref_key is None:
-        found = cell_table.latest(alias, key, column_name)
-    else:
+    if ref_key is not None:
         _check_ref_key(ref_key)
-        found = cell_table.version(alias, key, column_name, ref_key)
+
+    def read(alias: str) -> tuple[str, Any]:
+        if ref_key is None:
+            return alias, cell_table.latest(alias, key, column_name)
+        return alias, cell_table.version(alias, key, column_name, ref_key)
+
+    alias, found = bucket_table.read_owned(key, read)
     if found is None:
         version = "no version" if ref_key is None else f"no version {ref_key}"
         raise model.DoesNotExist(
@@ -130,15 +136,17 @@ def versions(model: Any, row_key: Any, column_name: str) -> list[Any]:
     """Every version of a column, oldest (lowest ``ref_key``) first."""
     key = keys.entity_id_bytes(row_key)
     _check_column(column_name, user=False)
-    alias = shards.alias_for(key)
-    return [from_row(model, alias, row) for row in cell_table.versions(alias, key, column_name)]
+    alias, rows = bucket_table.read_owned(
+        key, lambda alias: (alias, cell_table.versions(alias, key, column_name))
+    )
+    return [from_row(model, alias, row) for row in rows]
 
 
 def row(model: Any, row_key: Any) -> dict[str, Any]:
     """The latest version of every column of a row, by column name (sorted by name)."""
     key = keys.entity_id_bytes(row_key)
-    alias = shards.alias_for(key)
-    cells = (from_row(model, alias, found) for found in cell_table.row(alias, key))
+    alias, rows = bucket_table.read_owned(key, lambda alias: (alias, cell_table.row(alias, key)))
+    cells = (from_row(model, alias, found) for found in rows)
     return {cell.column_name: cell for cell in cells}
 
 
@@ -153,11 +161,18 @@ class CellFetcher:
         self.column = column
 
     def fetch(self, row_keys: Iterable[bytes]) -> dict[bytes, Any]:
+        wanted = list(row_keys)
+        return bucket_table.retrying_stale(lambda: self._fetch(wanted))
+
+    def _fetch(self, row_keys: list[bytes]) -> dict[bytes, Any]:
+        used = shardmap.current()
         found: dict[bytes, Any] = {}
         for alias, rows in cell_table.latest_by_keys(row_keys, self.column).items():
             for found_row in rows:
                 cell = from_row(self.model, alias, found_row)
                 found[bytes(cell.row_key_bytes)] = cell
+        for alias in {used.owners[shards.bucket_for(key)] for key in row_keys}:
+            bucket_table.confirm_read(alias, used)
         return found
 
 
@@ -184,12 +199,12 @@ def entity_history(entity_id: Any) -> list[EntityVersion]:
             "entity history is off: set SCHEMALESS['HISTORY'] = True to keep every version"
         )
     key = keys.entity_id_bytes(entity_id)
-    alias = shards.alias_for(key)
+    alias, rows = bucket_table.read_owned(
+        key, lambda alias: (alias, cell_table.versions(alias, key, ENTITY_COLUMN))
+    )
     convert = datetime_converter(shards.connection(alias))
     found = []
-    for _added_at, _key, _column, ref_key, body, created in cell_table.versions(
-        alias, key, ENTITY_COLUMN
-    ):
+    for _added_at, _key, _column, ref_key, body, created in rows:
         properties = (
             None if body is None else {"id": uuid.UUID(bytes=key), **decode_body(bytes(body))}
         )
@@ -202,22 +217,30 @@ def restore_history(versions: Iterable[tuple[bytes, int, bytes | None, dt.dateti
     (a restore of ``SCHEMALESS["HISTORY"]``), each unless that version is stored already; one
     transaction per shard. Returns how many were given. History versions imply no index rows:
     the protocol run only gives them its transaction, retries and write lock."""
-    by_alias: dict[str, list[tuple[bytes, str, int, Any, Any]]] = {}
+    by_alias: dict[str, list[tuple[bytes, int, bytes | None, dt.datetime]]] = {}
     given = 0
     for key, ref_key, body, created in versions:
         _check_ref_key(ref_key)
-        alias = shards.alias_for(key)
-        stamp = db_datetime(shards.connection(alias), created)
-        by_alias.setdefault(alias, []).append((key, ENTITY_COLUMN, ref_key, body, stamp))
+        by_alias.setdefault(shards.alias_for(key), []).append((key, ref_key, body, created))
         given += 1
-    for alias, rows in by_alias.items():
+    for alias, group in by_alias.items():
 
-        def store(write: Write, alias: str = alias, rows: list[Any] = rows) -> None:
-            conn = shards.connection(alias)
+        def store(write: Write, group: list[Any] = group) -> None:
+            conn = write.conn  # the owner's (a move may have sent the write elsewhere)
+            rows = [
+                (key, ENTITY_COLUMN, ref_key, body, db_datetime(conn, created))
+                for key, ref_key, body, created in group
+            ]
             with shards.statement_cursor(conn) as cursor:
                 cell_table.insert_versions(cursor, conn.vendor, rows)
 
-        run(Write(alias, [], cell_source(ENTITY_COLUMN)), store)
+        # The keys' changes imply no index rows: they give the write its fence (step 0).
+        keys_of = dict.fromkeys(key for key, *_rest in group)
+        changes = [Change(key, set(), fresh=True) for key in keys_of]
+        try:
+            run(Write(alias, changes, cell_source(ENTITY_COLUMN)), store)
+        except SplitWrite:
+            restore_history(group)  # its buckets moved to several shards: regrouped
     return given
 
 

@@ -91,3 +91,31 @@ def check_indexes(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             )
         )
     return errors
+
+
+@register(Tags.database)
+def check_shard_map(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Any]:
+    """The stored shard map against ``SCHEMALESS["SHARDS"]`` (run with ``--database``, as
+    ``migrate`` does): the stored one is in force; a different setting only misleads."""
+    from django.db import DatabaseError
+
+    from . import shardmap
+
+    if not databases or "default" not in databases:
+        return []
+    try:
+        stored = shardmap.differs_from_settings()
+    except ConfigurationError as exc:
+        return [Error(str(exc), hint=DOCS, id="schemaless.E005")]
+    except DatabaseError:
+        return []  # not migrated yet: the setting seeds the map
+    if stored is None:
+        return []
+    return [
+        Warning(
+            f"SCHEMALESS['SHARDS'] differs from the stored shard map (version {stored.version}), "
+            "which is the one in force; the setting only seeds a new store",
+            hint=f"see the map with manage.py shardmap; docs/resharding.md; {DOCS}",
+            id="schemaless.W002",
+        )
+    ]

@@ -42,6 +42,13 @@ DEFAULTS: dict[str, Any] = {
     # The change feed stops before a hole in the cell sequence until the cell after it is this
     # many seconds old: a transaction that inserted a cell commits within it (docs/cells.md).
     "FEED_GAP_GRACE": 10.0,
+    # Seconds a process keeps its copy of the stored bucket -> shard map before reading it again
+    # (docs/resharding.md). A shard refuses writes for buckets it does not own whatever the copy
+    # says; this bounds how long a process keeps asking the old owner first.
+    "MAP_MAX_AGE": 1.0,
+    # Seconds a write refused by a shard whose buckets are being flipped waits for the move to
+    # finish before it fails with NotOwner.
+    "MOVE_WAIT": 10.0,
 }
 
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
@@ -59,6 +66,8 @@ class StoreSettings:
     fetch_batch: int
     history: bool
     feed_gap_grace: float
+    map_max_age: float
+    move_wait: float
     raw: dict[str, Any]
 
 
@@ -164,6 +173,14 @@ def get() -> StoreSettings:
         raise ConfigurationError(
             f"SCHEMALESS['FEED_GAP_GRACE'] must be a number of seconds >= 0, not {grace!r}"
         )
+    seconds = {}
+    for key in ("MAP_MAX_AGE", "MOVE_WAIT"):
+        value = raw[key]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+            raise ConfigurationError(
+                f"SCHEMALESS[{key!r}] must be a number of seconds >= 0, not {value!r}"
+            )
+        seconds[key] = float(value)
     return StoreSettings(
         shards=aliases,
         buckets=raw["BUCKETS"],
@@ -175,6 +192,8 @@ def get() -> StoreSettings:
         fetch_batch=int(raw["FETCH_BATCH"]),
         history=bool(raw["HISTORY"]),
         feed_gap_grace=float(raw["FEED_GAP_GRACE"]),
+        map_max_age=seconds["MAP_MAX_AGE"],
+        move_wait=seconds["MOVE_WAIT"],
         raw=raw,
     )
 

@@ -92,3 +92,26 @@ class CellImmutable(SchemalessError, ValueError):
 
 class InvalidCell(SchemalessError, ValueError):
     """A cell's row key, column name, version or body is not acceptable."""
+
+
+class NotOwner(SchemalessError):
+    """A shard refused a write for buckets it does not own now (a bucket move flipped them to
+    another shard, or is flipping them). The store retries such a write on the owner itself;
+    this reaches a caller only from inside its own ``transaction.atomic()`` on that shard,
+    whose transaction only the caller can retry (docs/resharding.md)."""
+
+    def __init__(self, alias: str, buckets: set[int] | frozenset[int]) -> None:
+        shown = ", ".join(str(b) for b in sorted(buckets)[:10])
+        more = f" and {len(buckets) - 10} more" if len(buckets) > 10 else ""
+        super().__init__(
+            f"shard {alias!r} does not own bucket(s) {shown}{more} now: they moved or are "
+            "moving to another shard; retry the transaction"
+        )
+        self.alias = alias
+        self.buckets = frozenset(buckets)
+
+
+class MoveRefused(SchemalessError, ValueError):
+    """``movebuckets`` was asked for a move it cannot make (unknown shard, buckets out of range
+    or owned by the target already, a target not migrated, another move under way); nothing
+    was changed."""

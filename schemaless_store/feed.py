@@ -91,15 +91,18 @@ def changes(shard: str, after: int = 0, limit: int = 100) -> ChangePage:
         raise InvalidQuery(f"after is a feed position (an int >= 0), not {after!r}")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise InvalidQuery(f"limit is an int from 1 to {MAX_LIMIT}, not {limit!r}")
-    rows = cell_table.appended_after(shard, after, limit)
+    rows = cell_table.appended_after(shard, after, limit, with_moved=True)
     convert = datetime_converter(shards.connection(shard))
     settled = timezone.now() - dt.timedelta(seconds=conf.get().feed_gap_grace)
     found: list[Change] = []
     position = after
-    for added_at, row_key, column_name, ref_key, body, created in rows:
+    for added_at, row_key, column_name, ref_key, body, created, moved in rows:
         created = convert(created)
-        if added_at != position + 1 and created > settled:
+        if added_at != position + 1 and created > settled and not moved:
             break  # a hole that an open transaction may still fill: wait for it
+        if moved:  # a bucket move's copy: the change is in the feed of the shard it came from
+            position = added_at
+            continue
         found.append(
             Change(
                 shard=shard,

@@ -24,8 +24,8 @@ from django.core.signals import request_finished
 from django.db import OperationalError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import conf
-from .exceptions import ConfigurationError, ShardUnavailable
+from . import conf, shardmap
+from .exceptions import ConfigurationError, NotOwner, ShardUnavailable
 from .keys import bucket_of
 
 T = TypeVar("T")
@@ -51,9 +51,30 @@ def resolve_aliases(aliases: Sequence[str] | None) -> list[str]:
 
 
 def alias_for(key: bytes) -> str:
-    """The alias whose buckets include this key (an entity id, or an encoded ``shard_on`` value)."""
-    settings = conf.get()
-    return settings.bucket_aliases[bucket_of(key, settings.buckets)]
+    """The alias whose buckets include this key (an entity id, or an encoded ``shard_on`` value),
+    by this process's copy of the map (:mod:`.shardmap`)."""
+    found = shardmap.current()
+    return found.owners[bucket_of(key, found.buckets)]
+
+
+def bucket_for(key: bytes) -> int:
+    return bucket_of(key, conf.get().buckets)
+
+
+def await_new_owner(alias: str, buckets: set[int]) -> None:
+    """After ``alias`` refused a write for ``buckets``: read the map again until it names
+    another owner for all of them (a move flipping them finishes), for at most
+    ``SCHEMALESS["MOVE_WAIT"]`` seconds; then :class:`NotOwner`."""
+    deadline = time.monotonic() + conf.get().move_wait
+    pause = 0.005
+    while True:
+        found = shardmap.refresh()
+        if all(found.owners[number] != alias for number in buckets):
+            return
+        if time.monotonic() >= deadline:
+            raise NotOwner(alias, buckets)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 def check_alias(alias: str) -> str:

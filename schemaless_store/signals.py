@@ -1,5 +1,5 @@
 """The store's receivers, connected in ``AppConfig.ready()``: ``post_migrate`` creates index
-tables on shards and records index states on ``default``.
+tables and the bucket table on shards and records index states on ``default``.
 
 Index maintenance is not a receiver: every write runs the write protocol
 (:mod:`.writes.protocol`), which sends Django's ``pre_save``/``post_save`` and
@@ -12,18 +12,25 @@ from __future__ import annotations
 from typing import Any
 
 from django.apps import apps
+from django.db import DEFAULT_DB_ALIAS
 from django.db.models.signals import post_migrate
 
-from . import conf, lifecycle
+from . import conf, lifecycle, shardmap
+from .tables import buckets
 from .tables.ddl import create_tables
 
 
 def _after_migrate(sender: Any, using: str, **kwargs: Any) -> None:
     if using in conf.get().shards:
         create_tables(using)
+        # The shard's own bucket table, given the buckets the map in force gives it (a bucket
+        # that has a row already, one that moved away for one, keeps it).
+        buckets.create(using, shardmap.refresh().buckets_of(using))
         lifecycle.promote_if_empty()
     else:
         lifecycle.sync_states(using)
+        if using == DEFAULT_DB_ALIAS:
+            shardmap.store_seed(using)  # from the first migrate on, the stored map is in force
 
 
 def connect() -> None:

@@ -40,7 +40,11 @@ else:
     raise RuntimeError(f"SCHEMALESS_TEST_DB must be 'sqlite' or 'mariadb', not {BACKEND!r}")
 
 DATABASE_ROUTERS = ["schemaless_store.router.ShardRouter"]
-SCHEMALESS = {"BUCKETS": 4096}
+SCHEMALESS: dict = {"BUCKETS": 4096}
+if os.environ.get("SCHEMALESS_TEST_SHARDS"):  # a child of another layout (tests/grown.py)
+    SCHEMALESS["SHARDS"] = json.loads(os.environ["SCHEMALESS_TEST_SHARDS"])
+if os.environ.get("SCHEMALESS_TEST_MAP_MAX_AGE"):  # its maps read again sooner: quicker moves
+    SCHEMALESS["MAP_MAX_AGE"] = float(os.environ["SCHEMALESS_TEST_MAP_MAX_AGE"])
 
 SECRET_KEY = "tests-only"
 DEBUG = False

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from schemaless_store import conf
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
-from tests import restored
+from tests import buckets, restored
 from tests.backups import answers, command, entities, export, placement, wipe
 from tests.conftest import STORE
 from tests.invariants import assert_exact
@@ -116,7 +116,8 @@ def test_a_restore_onto_another_layout_answers_the_same(layout, contents, tmp_pa
     path = tmp_path / "store.jsonl"
     export(path)
     wipe()
-    with override_settings(SCHEMALESS=LAYOUTS[layout]):
+    layout_settings = override_settings(SCHEMALESS=LAYOUTS[layout])
+    with buckets.restored_afterwards(), layout_settings, buckets.laid_out_as_settings():
         run = command("importentities", str(path))
         assert run.error is None, run
         after = entities()

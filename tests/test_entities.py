@@ -346,11 +346,11 @@ def test_get_many_of_many_ids_over_both_shards(monkeypatch):
     read_on = set()
     fetch_shard = fetch.fetch_shard
 
-    def watched(model, alias, ids):
+    def watched(model, alias, ids, used=None):
         import threading
 
         read_on.add(threading.current_thread().name.startswith("schemaless-scatter"))
-        return fetch_shard(model, alias, ids)
+        return fetch_shard(model, alias, ids, used)
 
     monkeypatch.setattr(fetch, "fetch_shard", watched)
     wanted = [e.id for e in entities] + [uuid.uuid4()]  # one that does not exist

@@ -17,8 +17,11 @@ MAX_LINES = 450
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("pure", ("exceptions", "codec", "keys", "jsonview")),
     ("config", ("conf", "dburls")),
-    ("storage", ("shards", "fields", "indexes", "tables", "models.metadata", "lifecycle")),
-    ("paths", ("writes", "query", "cells", "feed", "consistency", "cleaner", "backup")),
+    (
+        "storage",
+        ("shardmap", "shards", "fields", "indexes", "tables", "models.metadata", "lifecycle"),
+    ),
+    ("paths", ("writes", "query", "cells", "feed", "consistency", "cleaner", "backup", "moves")),
     (
         "django face",
         (

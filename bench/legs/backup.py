@@ -19,6 +19,7 @@ command at every size it runs at.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -27,6 +28,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -152,15 +154,13 @@ def run_import(bench: Bench, dump: Path, workdir: Path) -> dict[str, Any]:
     timings = {name: Timings(units_per_op=CHUNK_LINES) for name in TARGETS}
 
     def ours(path: Path) -> None:
-        with targeting(TARGETS["ours"]):
-            summary = Importer(Entity, batch_size=BATCH).run(JsonLinesFile(path))
+        summary = Importer(Entity, batch_size=BATCH).run(JsonLinesFile(path))
         if summary.rejected or summary.written != summary.read:
             raise AssertionError(f"import of {path}: {summary.describe()}")
 
     def bulk_put(entities: list[dict[str, Any]]) -> None:
-        with targeting(TARGETS["bulk_put"]):
-            for start in range(0, len(entities), BATCH):
-                Entity.objects.bulk_put(entities[start : start + BATCH], batch_size=BATCH)
+        for start in range(0, len(entities), BATCH):
+            Entity.objects.bulk_put(entities[start : start + BATCH], batch_size=BATCH)
 
     for number, path in enumerate(chunks):
         parsed = [lines.read(text) for text in path.read_text(encoding="utf-8").splitlines()]
@@ -169,9 +169,10 @@ def run_import(bench: Bench, dump: Path, workdir: Path) -> dict[str, Any]:
         if number % 2:
             order.reverse()
         for name, op, arg in order:
-            start = time.perf_counter()
-            op(arg)  # type: ignore[operator]
-            timings[name].rounds.append([time.perf_counter() - start])
+            with targeting(TARGETS[name]):  # not timed: the switch to that store's map
+                start = time.perf_counter()
+                op(arg)  # type: ignore[operator]
+                timings[name].rounds.append([time.perf_counter() - start])
         timings["ours"].units_per_op = timings["bulk_put"].units_per_op = len(entities)
         path.unlink()
     for name, target in TARGETS.items():
@@ -206,10 +207,26 @@ def split(dump: Path, workdir: Path) -> list[Path]:
     return paths
 
 
-def targeting(aliases: list[str]) -> Any:
+@contextlib.contextmanager
+def targeting(aliases: list[str]) -> Iterator[None]:
+    """The store made of ``aliases`` (on the same metadata database as the others): its
+    setting, and its shard map as the stored one (the stored map is the store's truth, so
+    switching stores switches it), put back as it was afterwards."""
     from django.test import override_settings
 
-    return override_settings(SCHEMALESS={"BUCKETS": 4096, "SHARDS": aliases})
+    from schemaless_store import shardmap
+    from schemaless_store.models.metadata import ShardMap
+
+    saved = list(ShardMap.objects.all())
+    with override_settings(SCHEMALESS={"BUCKETS": 4096, "SHARDS": aliases}):
+        ShardMap.objects.all().delete()
+        shardmap.store_seed()
+        try:
+            yield
+        finally:
+            ShardMap.objects.all().delete()
+            ShardMap.objects.bulk_create(saved)
+    shardmap.forget()
 
 
 def empty_target(aliases: list[str]) -> None:

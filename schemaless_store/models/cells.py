@@ -99,6 +99,9 @@ class Cell(models.Model):
     ref_key = models.BigIntegerField()
     body_bytes = BodyField(db_column="body", null=True)
     created_at = models.DateTimeField()
+    # A copy a bucket move brought here: the change it records was made (and is in the feed)
+    # on the shard it came from, so the feed here passes over it (docs/resharding.md).
+    moved = models.BooleanField(default=False, db_default=False)
 
     objects = CellManager()
 

@@ -79,3 +79,66 @@ class CleanerPass(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} of {self.index_name}@{self.shard} ({self.status})"
+
+
+class ShardMap(models.Model):
+    """One version of the bucket -> shard map; the highest version is the map in force.
+
+    The first version is written by the first ``migrate`` from ``SCHEMALESS["SHARDS"]``; from
+    then on the stored map is the truth (:mod:`schemaless_store.shardmap`) and each shard's own
+    bucket table decides what it accepts (docs/resharding.md).
+    """
+
+    version = models.PositiveIntegerField(primary_key=True)
+    buckets = models.PositiveIntegerField()
+    # {alias: "0-1364,2000"}: every alias that is a shard, its buckets as ranges ("" for none).
+    owners = models.JSONField()
+    # [[low, high], ...]: buckets a move is copying; reads of them are confirmed by the shard.
+    moving = models.JSONField(default=list)
+    created = models.DateTimeField(auto_now_add=True)
+    note = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-version"]
+        verbose_name = "shard map version"
+
+    def __str__(self) -> str:
+        return f"shard map v{self.version}"
+
+
+class BucketMove(models.Model):
+    """One move of buckets to a shard (``manage.py movebuckets``): its phase and checkpoints,
+    so a killed mover resumes, and its counts and times, for the operators."""
+
+    PHASES = [
+        ("copying", "copying"),
+        ("catching up", "catching up"),
+        ("fenced", "fenced"),
+        ("flipped", "flipped"),
+        ("cleaning", "cleaning"),
+        ("done", "done"),
+        ("aborted", "aborted"),
+        ("failed", "failed"),
+    ]
+    FINISHED = ("done", "aborted")
+
+    target = models.CharField(max_length=64)
+    buckets = models.JSONField()  # [[low, high], ...]
+    sources = models.JSONField(default=dict)  # {alias: [[low, high], ...]}
+    phase = models.CharField(max_length=16, choices=PHASES, default="copying")
+    checkpoints = models.JSONField(default=dict)  # {"alias/table": last walk key}
+    counts = models.JSONField(default=dict)  # rows copied, replayed, deleted, per table
+    message = models.TextField(blank=True)
+    started = models.DateTimeField(auto_now_add=True)
+    changed = models.DateTimeField(auto_now=True)
+    flipped = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+    longest_pause = models.FloatField(null=True, blank=True)  # seconds fenced
+
+    class Meta:
+        ordering = ["-started"]
+        verbose_name = "bucket move"
+        verbose_name_plural = "shards and buckets"
+
+    def __str__(self) -> str:
+        return f"move #{self.pk} to {self.target} ({self.phase})"

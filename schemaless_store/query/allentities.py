@@ -4,7 +4,8 @@ The order is documented and stable: shard after shard, in the order of ``SCHEMAL
 and within a shard by ``added_id`` (the order entities were first inserted there). Like a
 ``QuerySet`` it is lazy; slicing (``[:n]``, ``[n:m]``) gives a new lazy one, an integer index
 or a step evaluates; ``len()`` and ``bool()`` evaluate and cache the results, and ``count()``,
-``exists()`` and ``first()`` read only what they need (``count()`` is ``COUNT(*)`` per shard).
+``exists()`` and ``first()`` read only what they need (``count()`` is ``COUNT(*)`` per shard,
+except while a bucket move has left copies: then it counts each entity where it is owned).
 ``iterator(chunk_size)`` walks in chunks by keyset without caching, for large stores.
 """
 
@@ -13,9 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .. import shards
+from .. import shardmap, shards
 from ..indexes import ENTITIES
+from ..keys import bucket_of
+from ..shardmap import moves_unfinished
+from ..tables import buckets
 from ..tables import entities as entity_table
+from ..tables.buckets import retrying_stale
 from ..tables.values import datetime_converter
 from .results import CachedResults
 
@@ -72,6 +77,9 @@ class AllEntities(CachedResults):
         """The number of entities (of this slice): ``COUNT(*)`` per shard, nothing fetched."""
         if self._cache is not None:
             return len(self._cache)
+        if shardmap.current().moving or moves_unfinished():
+            # Copies of moving entities are on two shards: count each where it is owned.
+            return retrying_stale(lambda: sum(1 for _ in self.iterator()))
         total = sum(self._shard_counts().values())
         last = total if self._stop is None else min(total, self._stop)
         return max(0, last - self._start)
@@ -85,18 +93,26 @@ class AllEntities(CachedResults):
         return next(iter(self[:1]), None)
 
     def iterator(self, chunk_size: int | None = None) -> Iterator[Any]:
-        """The entities in chunks of ``chunk_size`` read by keyset, without caching them."""
+        """The entities in chunks of ``chunk_size`` read by keyset, without caching them.
+
+        While a bucket move has copies of some entities on two shards, each is taken only
+        from the shard that owns it, and slices skip in Python rather than by ``OFFSET``. A
+        bucket move that flips while the iterator runs makes it raise ``StaleRead`` (iterating
+        the query itself starts again instead)."""
         size = self.chunk_size if chunk_size is None else chunk_size
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"Chunk size must be strictly positive, not {size!r}.")
         wanted = None if self._stop is None else self._stop - self._start
         if wanted is not None and wanted <= 0:
             return
+        used = shardmap.current()
+        copies = bool(used.moving) or moves_unfinished()
         skip = self._start
-        counts = self._shard_counts() if skip else {}
+        counts = self._shard_counts() if skip and not copies else {}
         build = self.model.row_builder()
+        owners, total = used.owners, used.buckets
         for alias in shards.shard_aliases():
-            if skip and counts[alias] <= skip:
+            if counts and counts[alias] <= skip:
                 skip -= counts[alias]
                 continue
             convert = datetime_converter(shards.connection(alias))
@@ -104,14 +120,25 @@ class AllEntities(CachedResults):
             while True:
                 limit = size if wanted is None else min(size, wanted)
                 with shards.errors_named(alias):
-                    rows = entity_table.by_added_id(alias, after, limit, skip)
-                skip = 0
+                    rows = entity_table.by_added_id(alias, after, limit, 0 if copies else skip)
+                buckets.confirm_read(alias, used)
+                if not copies:
+                    skip = 0
+                taken = 0
                 for added_id, key, updated, body in rows:
-                    yield build(alias, added_id, bytes(key), convert(updated), bytes(body))
-                if wanted is not None:
-                    wanted -= len(rows)
-                    if wanted <= 0:
+                    key = bytes(key)
+                    if copies:
+                        if owners[bucket_of(key, total)] != alias:
+                            continue
+                        if skip:
+                            skip -= 1
+                            continue
+                    taken += 1
+                    yield build(alias, added_id, key, convert(updated), bytes(body))
+                    if wanted is not None and taken >= wanted:
                         return
+                if wanted is not None:
+                    wanted -= taken
                 if len(rows) < limit:
                     break
                 after = rows[-1][0]

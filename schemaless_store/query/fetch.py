@@ -11,7 +11,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from .. import keys, shards
+from .. import keys, shardmap, shards
+from ..keys import bucket_of
+from ..tables import buckets
 from ..tables import entities as entity_table
 from ..tables.values import datetime_converter
 from .pool import scatter_pool
@@ -41,39 +43,59 @@ def fetch_by_ids(model: Any, ids: Iterable[bytes]) -> dict[bytes, Any]:
     transaction) are read on the scatter threads, one shard per thread, at once; fewer are read
     one shard after the other, where handing work to a thread costs more than it saves.
     """
+    wanted = list(dict.fromkeys(ids))
+    return buckets.retrying_stale(lambda: _fetch_by_ids(model, wanted))
+
+
+def _fetch_by_ids(model: Any, ids: list[bytes]) -> dict[bytes, Any]:
+    used = shardmap.current()
+    owners, total = used.owners, used.buckets
     by_alias: dict[str, list[bytes]] = defaultdict(list)
-    for entity_id in dict.fromkeys(ids):
-        by_alias[shards.alias_for(entity_id)].append(entity_id)
+    for entity_id in ids:
+        by_alias[owners[bucket_of(entity_id, total)]].append(entity_id)
     found: dict[bytes, Any] = {}
     if len(by_alias) > 1 and sum(map(len, by_alias.values())) >= PARALLEL_FETCH_MIN:
         conns = [shards.connection(alias) for alias in by_alias]
         if all(c.vendor == "mysql" and not c.in_atomic_block for c in conns):
-            parts = scatter_pool().map(lambda item: fetch_shard(model, *item), by_alias.items())
+            parts = scatter_pool().map(
+                lambda item: fetch_shard(model, item[0], item[1], used), by_alias.items()
+            )
             for part in parts:
                 found.update(part)
             return found
     for alias, alias_ids in by_alias.items():
-        found.update(fetch_shard(model, alias, alias_ids))
+        found.update(fetch_shard(model, alias, alias_ids, used=used))
     return found
 
 
-def fetch_shard(model: Any, alias: str, ids: list[bytes]) -> dict[bytes, Any]:
-    """The entities among ``ids`` that live on ``alias``."""
+def fetch_shard(
+    model: Any, alias: str, ids: list[bytes], used: shardmap.BucketMap | None = None
+) -> dict[bytes, Any]:
+    """The entities among ``ids`` that live on ``alias`` (by the map ``used``, which routed
+    them: the read is confirmed against it, :func:`~..tables.buckets.confirm_read`)."""
     build = model.row_builder()
     convert = datetime_converter(shards.connection(alias))
     found: dict[bytes, Any] = {}
     for added_id, row_id, updated, body in entity_table.select_by_ids(alias, ids):
         row_id = bytes(row_id)
         found[row_id] = build(alias, added_id, row_id, convert(updated), bytes(body))
+    if used is not None:
+        buckets.confirm_read(alias, used)
     return found
 
 
 def get_one(model: Any, entity_id: Any) -> Any | None:
     """The entity with this id, or None: one ``SELECT`` on its shard."""
     key = keys.entity_id_bytes(entity_id)
-    alias = shards.alias_for(key)
+    return buckets.retrying_stale(lambda: _get_one(model, key))
+
+
+def _get_one(model: Any, key: bytes) -> Any | None:
+    used = shardmap.current()
+    alias = used.owners[bucket_of(key, used.buckets)]
     conn = shards.connection(alias)
     row = entity_table.select_one(alias, key, conn)
+    buckets.confirm_read(alias, used)
     if row is None:
         return None
     added_id, _row_id, updated, body = row

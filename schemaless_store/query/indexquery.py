@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from .. import shards
+from .. import shardmap, shards
 from ..exceptions import InvalidQuery
 from ..indexes import Index
+from ..tables.buckets import retrying_stale
 from . import cursors
 from .conditions import ColumnConditions, parse_conditions
 from .planner import Plan, choose_index, plan
@@ -206,11 +207,14 @@ class IndexQuery(CachedResults):
         """The number of matching entities (after the re-check, so it reads every match)."""
         if self._cache is not None:
             return len(self._cache)
-        return sum(1 for _ in self._results())
+        return retrying_stale(lambda: sum(1 for _ in self._results()))
 
     def ids(self) -> list[uuid.UUID]:
         """Entity ids from the index rows alone: no entity is fetched, nothing is re-checked,
         so a stale row can show up here (use it for prefetching, not for answers)."""
+        return retrying_stale(self._ids)
+
+    def _ids(self) -> list[uuid.UUID]:
         seen: dict[bytes, None] = {}
         need = None if self.limit is None else self.offset + self.limit
         for _key, row in self._index_rows(batch=self._batch_size()):
@@ -310,6 +314,7 @@ class IndexQuery(CachedResults):
         index, bound = self.index, self.bound
         if bound.empty:
             return iter(())
+        used = shardmap.current()  # before the routing: the map its batches are confirmed by
         aliases = bound.target_aliases()
         if len(aliases) > 1:
             # Over several shards each returns up to a batch of rows for one merged batch:
@@ -326,6 +331,7 @@ class IndexQuery(CachedResults):
                 batch,
                 joined,
                 build,
+                used if len(aliases) == 1 else None,
             )
             for alias in aliases
         ]
@@ -353,7 +359,7 @@ class IndexQuery(CachedResults):
         # Batches of size + 1 rows: one index read finds the page and whether another follows
         # (a batch of ``size`` would need a second read, and fetch, to learn that).
         sized = self._sliced(0, size + 1)
-        found = list(islice(sized._matching_keyed(start), size + 1))
+        found = retrying_stale(lambda: list(islice(sized._matching_keyed(start), size + 1)))
         has_next = len(found) > size
         entities = [entity for _key, entity in found[:size]]
         cursor = cursors.encode(fingerprint, found[size - 1][0]) if has_next else None

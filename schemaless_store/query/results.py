@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ..tables.buckets import retrying_stale
+
 
 class CachedResults:
     """A mixin: ``_all_results()`` yields the results; the first of ``iter()``, ``len()`` and
@@ -18,7 +20,9 @@ class CachedResults:
 
     def _fetch_all(self) -> list[Any]:
         if self._cache is None:
-            self._cache = list(self._all_results())
+            # A read routed by a map a bucket move has overtaken starts again (nothing was
+            # returned yet), by the map read again.
+            self._cache = retrying_stale(lambda: list(self._all_results()))
         return self._cache
 
     def __iter__(self) -> Iterator[Any]:

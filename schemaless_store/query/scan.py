@@ -7,9 +7,9 @@ import heapq
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from .. import shards
+from .. import shardmap, shards
 from ..indexes import Index
-from ..tables import scans
+from ..tables import buckets, scans
 from ..tables.values import datetime_converter, plain_row
 from .pool import scatter_pool
 
@@ -35,8 +35,13 @@ class ShardScan:
         batch: int,
         joined: dict[bytes, Any] | None = None,
         build: Callable[..., Any] | None = None,
+        used: shardmap.BucketMap | None = None,
     ) -> None:
         self.alias = alias
+        # The map that routed a pinned scan here: each batch is confirmed against it (a scan of
+        # every shard needs no confirmation: it reads the rows of a moved bucket wherever they
+        # are, and each entity is fetched from its owner).
+        self.used = used
         self.sort_positions = list(sort_positions)
         self.descending = descending
         self.batch = batch
@@ -66,6 +71,8 @@ class ShardScan:
         found = scans.read_batch(
             self.alias, self.sql, self.params, last, self.descending, self.batch
         )
+        if self.used is not None:
+            buckets.confirm_read(self.alias, self.used)
         width = self.width
         if found and any(isinstance(v, bytearray | memoryview) for v in found[0][:width]):
             # A driver that hands out binary columns as buffers: the store uses bytes.

@@ -152,16 +152,20 @@ def latest_by_keys(keys: Iterable[bytes], column: str) -> dict[str, list[tuple[A
     return found
 
 
-def appended_after(alias: str, after: int, limit: int, since: Any = None) -> list[tuple[Any, ...]]:
+def appended_after(
+    alias: str, after: int, limit: int, since: Any = None, with_moved: bool = False
+) -> list[tuple[Any, ...]]:
     """Cells appended on ``alias`` after position ``after``, in order (the change feed, and an
-    export's chunk); with ``since``, only those created at or after it."""
+    export's chunk); with ``since``, only those created at or after it. ``with_moved``: each
+    row ends with its ``moved`` flag (a copy a bucket move brought)."""
     where, params = "added_at > %s", [after]
     if since is not None:
         where += " AND created_at >= %s"
         params.append(as_param(shards.connection(alias), since))
     return shards.read(
         alias,
-        f"SELECT {CELL_COLUMNS} FROM cell WHERE {where} ORDER BY added_at LIMIT {int(limit)}",
+        f"SELECT {CELL_COLUMNS}{', moved' if with_moved else ''} FROM cell WHERE {where} "
+        f"ORDER BY added_at LIMIT {int(limit)}",
         params,
     )
 

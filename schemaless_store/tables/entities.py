@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from .. import conf, shards
 from ..indexes import ENTITIES, Source
+from . import buckets
 from .values import UPDATED_TEXT, as_param
 
 ENTITY_COLUMNS = "added_id, id, updated, body"
@@ -20,6 +21,11 @@ _SELECT_ONE = f"SELECT {ENTITY_COLUMNS} FROM entities WHERE id = %s"
 INSERT = "INSERT INTO entities (id, updated, body) VALUES (%s, %s, %s)"
 UPDATE = "UPDATE entities SET updated = %s, body = %s WHERE id = %s"
 DELETE = "DELETE FROM entities WHERE id = %s"
+FENCED_INSERT = (
+    f"INSERT INTO entities (id, updated, body) SELECT %s, %s, %s FROM {buckets.TABLE} "
+    f"WHERE bucket = %s AND state IN ({', '.join(str(s) for s in buckets.SERVING)})"
+)
+FENCED_INSERT_MYSQL = FENCED_INSERT + " LOCK IN SHARE MODE"
 # Keys per IN (...) list of a locking or a checking read.
 CHUNK = 500
 
@@ -97,6 +103,18 @@ def lock(
 def insert_one(cursor: Any, key: bytes, updated: Any, body: bytes) -> int:
     """Insert one entity; its ``added_id``."""
     cursor.execute(INSERT, (key, updated, body))
+    return int(cursor.lastrowid)
+
+
+def insert_one_fenced(
+    cursor: Any, key: bytes, updated: Any, body: bytes, bucket: int, mysql: bool
+) -> int | None:
+    """Insert one entity only if this shard serves ``bucket`` (its bucket row share-locked on
+    MySQL until the transaction ends): the write protocol's step 0 and the insert in one
+    statement. Its ``added_id``, or None if the shard does not serve the bucket."""
+    cursor.execute(FENCED_INSERT_MYSQL if mysql else FENCED_INSERT, (key, updated, body, bucket))
+    if cursor.rowcount < 1:
+        return None
     return int(cursor.lastrowid)
 
 

@@ -15,11 +15,12 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from django.db import DatabaseError, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import shards
 from ..exceptions import ShardUnavailable
 from ..indexes import Index
-from . import keyset, literals
+from . import buckets, keyset, literals
 from .entities import chunks
 from .values import plain_row
 
@@ -57,19 +58,117 @@ def group(rows: Iterable[Row]) -> dict[tuple[Index, str], list[tuple[Any, ...]]]
 # --- inserts -----------------------------------------------------------------------------------
 
 
-def insert(index: Index, alias: str, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Insert ``(*values, entity_id)`` rows of ``index`` on ``alias``, idempotently, batched."""
+def insert(index: Index, alias: str, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Insert ``(*values, entity_id)`` rows of ``index`` on ``alias``, idempotently, batched, only
+    where the shard serves their bucket (:mod:`.buckets`). Returns the rows it refused (their
+    buckets moved away or are being flipped): they belong on another shard.
+
+    MySQL: one row (a put's) is one statement that selects it from its bucket's row,
+    share-locked (:func:`_one_row_sql`); more rows are a transaction on the index writer that
+    share-locks their buckets' rows, then inserts those served with the plain multi-row
+    ``INSERT``. SQLite (whose writes the store serializes): one statement that joins the rows
+    to the bucket table (:func:`.buckets.served_insert`)."""
     conn = shards.index_connection(alias)
-    quote = conn.ops.quote_name
-    with shards.errors_named(alias), shards.statement_cursor(conn) as cursor:
-        mysql = _mysql_insert(index, quote) if conn.vendor == "mysql" else None
-        if mysql is not None:
-            for sql in mysql.statements(rows):
-                cursor.execute(sql)
-        elif len(rows) == 1:  # executemany's statement rewriting costs more than it saves
-            cursor.execute(_insert_sql(index, conn.vendor, quote), rows[0])
+    placed = _with_buckets(index, rows)
+    with shards.errors_named(alias):
+        if conn.vendor == "mysql" and len(placed) == 1:
+            with shards.statement_cursor(conn) as cursor:
+                cursor.execute(*_one_row_sql(index, conn, placed[0], idempotent=True))
+                served = cursor.rowcount
+        elif conn.vendor == "mysql":
+            return _insert_batch_mysql(index, alias, conn, placed)
         else:
-            cursor.executemany(_insert_sql(index, conn.vendor, quote), rows)
+            served = _insert_sqlite(index, conn, placed)
+    if served >= len(rows):
+        return []
+    # Fewer rows than sent: some were there already (SQLite counts only new rows), or the
+    # shard does not serve their buckets. Its bucket table says which.
+    serving = set(buckets.states(alias, sorted({row[-1] for row in placed})).items())
+    ok = {number for number, state in serving if state in buckets.SERVING}
+    return [row[:-1] for row in placed if row[-1] not in ok]
+
+
+def _insert_sqlite(index: Index, conn: BaseDatabaseWrapper, placed: list[tuple[Any, ...]]) -> int:
+    quote = conn.ops.quote_name
+    head, tail = _insert_text(index, conn.vendor, quote, idempotent=True)
+    one = _placeholders(index, conn.vendor)
+    served = 0
+    with shards.statement_cursor(conn) as cursor:
+        for chunk in chunks(placed, SQLITE_CHUNK):
+            cursor.execute(
+                head + ", ".join([one] * len(chunk)) + tail,
+                [value for row in chunk for value in row],
+            )
+            served += max(cursor.rowcount, 0)
+    return served
+
+
+def _insert_batch_mysql(
+    index: Index, alias: str, conn: BaseDatabaseWrapper, placed: list[tuple[Any, ...]]
+) -> list[tuple[Any, ...]]:
+    """Many rows on MySQL: share-lock their buckets' rows, insert those served, commit."""
+    quote = conn.ops.quote_name
+    with shards.statement_cursor(conn) as cursor:
+        cursor.execute("START TRANSACTION")
+        try:
+            served = buckets.serving(conn, sorted({row[-1] for row in placed}))
+            ok = [row[:-1] for row in placed if row[-1] in served]
+            plain = _mysql_insert(index, quote)
+            if plain is not None:
+                for sql in plain.statements(ok):
+                    cursor.execute(sql)
+            elif ok:
+                head, tail = _plain_insert_text(index, quote)
+                marks = ", ".join(["%s"] * (len(index.properties) + 1))
+                cursor.executemany(f"{head}({marks}){tail}", ok)
+            cursor.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                cursor.execute("ROLLBACK")
+            raise
+    return [row[:-1] for row in placed if row[-1] not in served]
+
+
+def _one_row_sql(
+    index: Index, conn: BaseDatabaseWrapper, row: tuple[Any, ...], *, idempotent: bool
+) -> tuple[str, list[Any]]:
+    """``INSERT INTO t (...) SELECT <the row> FROM schemaless_buckets WHERE bucket = N AND
+    state IN (served) LOCK IN SHARE MODE``: one row, fenced by its bucket's row in the same
+    statement (MySQL). ``row`` is ``(*values, entity_id, bucket)``."""
+    quote = conn.ops.quote_name
+    table = quote(index.name)
+    cols = ", ".join(columns(index, quote))
+    entity = quote("entity_id")
+    plain = _mysql_insert(index, quote)
+    if plain is not None:
+        picked, params = plain.render_row(row[:-1])[1:-1], []
+    else:
+        picked, params = _placeholders(index, "mysql")[1:-1].rsplit(", ", 1)[0], list(row[:-1])
+    sql = f"INSERT INTO {table} ({cols}) SELECT {picked}{buckets.fenced_from(int(row[-1]))}"
+    if idempotent:
+        sql += f" ON DUPLICATE KEY UPDATE {entity} = {table}.{entity}"
+    if not params:
+        return sql.replace("%", "%%"), params
+    return sql, params
+
+
+# Rows per statement where the driver renders the values (SQLite's 32766 variables).
+SQLITE_CHUNK = 200
+
+
+def _with_buckets(index: Index, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """``(*values, entity_id, bucket)``: each row with the bucket of its ``shard_on`` value."""
+    position = index.shard_position
+    found: dict[tuple[type, Any], int] = {}
+    placed = []
+    for row in rows:
+        value = row[position]
+        key = (type(value), value)
+        number = found.get(key)
+        if number is None:
+            number = found[key] = shards.bucket_for(index.routing_key(value))
+        placed.append((*row, number))
+    return placed
 
 
 # Per index object (a redeclared index is another object; one no longer referenced drops out):
@@ -91,54 +190,65 @@ def _mysql_insert(index: Index, quote: Callable[[str], str]) -> literals.Insert 
     found = None
     known = [t for t in types if t in literals.TYPES]
     if len(known) == len(types):
-        head, tail = _insert_text(index, "mysql", quote)
-        found = literals.Insert(head, literals.RowFormat([*known, bytes]), tail)
+        head, tail = _plain_insert_text(index, quote)
+        found = literals.Insert(head + "VALUES ", literals.RowFormat([*known, bytes]), tail)
     _MYSQL_INSERT[index] = found
     return found
 
 
-def _insert_text(index: Index, vendor: str, quote: Callable[[str], str]) -> tuple[str, str]:
-    """The idempotent ``INSERT`` of ``index`` around its rows: the text before and after."""
-    names = ", ".join(columns(index, quote))
-    if vendor == "mysql":
-        entity_col = quote("entity_id")
-        return (
-            f"INSERT INTO {quote(index.name)} ({names}) VALUES ",
-            f" ON DUPLICATE KEY UPDATE {entity_col} = {entity_col}",
-        )
-    return f"INSERT OR IGNORE INTO {quote(index.name)} ({names}) VALUES ", ""
+def _plain_insert_text(index: Index, quote: Callable[[str], str]) -> tuple[str, str]:
+    """MySQL's idempotent ``INSERT`` of ``index`` around its ``(*values, entity_id)`` rows."""
+    entity = quote("entity_id")
+    return (
+        f"INSERT INTO {quote(index.name)} ({', '.join(columns(index, quote))}) ",
+        f" ON DUPLICATE KEY UPDATE {entity} = {entity}",
+    )
 
 
-_INSERT_SQL: dict[tuple[str, tuple[str, ...], str], str] = {}
+def _insert_text(
+    index: Index, vendor: str, quote: Callable[[str], str], *, idempotent: bool
+) -> tuple[str, str]:
+    """The ``INSERT`` of ``index`` around its ``(*values, entity_id, bucket)`` rows."""
+    return buckets.served_insert(
+        quote(index.name), columns(index, quote), vendor, idempotent=idempotent
+    )
 
 
-def _insert_sql(index: Index, vendor: str, quote: Callable[[str], str]) -> str:
-    """The idempotent ``INSERT`` of one row with placeholders, for the driver to fill (SQLite;
-    MySQL when a column type does not say what its values are)."""
-    key = (index.name, index.properties, vendor)
-    sql = _INSERT_SQL.get(key)
-    if sql is None:
-        head, tail = _insert_text(index, vendor, quote)
-        marks = ", ".join(["%s"] * (len(index.properties) + 1))
-        sql = _INSERT_SQL[key] = f"{head}({marks}){tail}"
-    return sql
+def _placeholders(index: Index, vendor: str) -> str:
+    """One ``(*values, entity_id, bucket)`` row of placeholders. On MySQL a value that is not a
+    number is cast to binary: the driver sends bytes as a string literal in the connection's
+    character set, which a ``VALUES`` list would keep (mangling bytes that are not UTF-8)
+    rather than convert to the binary column as a plain ``INSERT`` does."""
+    if vendor != "mysql":
+        return "(" + ", ".join(["%s"] * (len(index.properties) + 2)) + ")"
+    marks = [
+        "%s" if index.columns[p].python_type in (int, float) else "CAST(%s AS BINARY)"
+        for p in index.properties
+    ]
+    return "(" + ", ".join([*marks, "CAST(%s AS BINARY)", "%s"]) + ")"
 
 
 # --- unique claims -----------------------------------------------------------------------------
 
 
-def claim(index: Index, alias: str, values: Sequence[Any], entity_id: bytes) -> None:
-    """Insert one row of a unique index, not idempotently: ``IntegrityError`` if taken."""
+def claim(index: Index, alias: str, values: Sequence[Any], entity_id: bytes) -> bool:
+    """Insert one row of a unique index, not idempotently: ``IntegrityError`` if taken. False
+    if the shard does not serve the row's bucket (it belongs on another shard now)."""
     conn = shards.index_connection(alias)
     quote = conn.ops.quote_name
-    marks = ", ".join(["%s"] * (len(values) + 1))
-    sql = f"INSERT INTO {quote(index.name)} ({', '.join(columns(index, quote))}) VALUES ({marks})"
+    row = _with_buckets(index, [(*values, entity_id)])[0]
+    if conn.vendor == "mysql":
+        sql, params = _one_row_sql(index, conn, row, idempotent=False)
+    else:
+        head, tail = _insert_text(index, conn.vendor, quote, idempotent=False)
+        sql, params = f"{head}{_placeholders(index, conn.vendor)}{tail}", list(row)
     # On SQLite the claim shares the entity's transaction: a savepoint keeps it usable.
     savepoint = (
         transaction.atomic(using=alias) if conn.in_atomic_block else contextlib.nullcontext()
     )
     with shards.errors_named(alias), savepoint, conn.cursor() as cursor:
-        cursor.execute(sql, [*values, entity_id])
+        cursor.execute(sql, params)
+        return cursor.rowcount > 0
 
 
 def holder(index: Index, alias: str, values: Sequence[Any]) -> bytes | None:

@@ -80,6 +80,10 @@ class Insert:
         self._head, self._tail = head.encode("ascii"), tail.encode("ascii")
         self._row_format = row_format
 
+    def render_row(self, row: Sequence[Any]) -> str:
+        """One row's literal, ``(v1,v2,...)``."""
+        return self._row_format.render(row).decode("ascii")
+
     def statements(self, rows: Sequence[Sequence[Any]]) -> Iterator[str]:
         """The statements that insert ``rows``, each at most :data:`MAX_STATEMENT_BYTES`
         long (a single longer row still goes, alone)."""

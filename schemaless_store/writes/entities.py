@@ -26,11 +26,11 @@ from django.db.models.signals import (
 from django.utils import timezone
 
 from .. import conf, shards
-from ..exceptions import EntityExists
+from ..exceptions import EntityExists, NotOwner
 from ..tables import cells as cell_table
 from ..tables import entities as entity_table
 from ..tables.values import db_datetime
-from .protocol import Change, Write, run
+from .protocol import Change, SplitWrite, Write, run
 from .rows import encode_body, rows_of
 
 if TYPE_CHECKING:
@@ -73,7 +73,14 @@ def _store_one(write: Write, entity: Entity) -> None:
     entity.row_body = change.body
     pre_save.send(sender=cls, instance=entity, raw=False, using=alias, update_fields=None)
     with shards.statement_cursor(conn) as cursor:
-        if change.found is None:
+        if change.found is None and write.fenced_by_insert:
+            added = entity_table.insert_one_fenced(
+                cursor, change.key, stamp, change.body, write.buckets[0], conn.vendor == "mysql"
+            )
+            if added is None:
+                raise NotOwner(alias, set(write.buckets))
+            entity.added_id = added
+        elif change.found is None:
             entity.added_id = entity_table.insert_one(cursor, change.key, stamp, change.body)
         else:
             entity.added_id = change.found.added_id
@@ -152,7 +159,19 @@ def put_prepared(
                 history=history,
                 count=count,
             )
-            run(write, store)
+            try:
+                run(write, store)
+            except SplitWrite:
+                # Some of the batch's buckets moved to other shards: write it where it is now.
+                total += put_prepared(
+                    [entity for entity, _change in chunk],
+                    [change for _entity, change in chunk],
+                    batch_size,
+                    skip_unchanged=skip_unchanged,
+                    history=history,
+                    written=written,
+                )
+                continue
             total += count[0]
             if written is not None:
                 written[0] += count[0]

@@ -10,7 +10,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from .. import shards
-from ..exceptions import ShardUnavailable, UniqueViolation
+from ..exceptions import NotOwner, ShardUnavailable, UniqueViolation
 from ..indexes import ENTITIES, Index
 from ..tables import entities as entity_table
 from ..tables import index_rows as index_table
@@ -21,19 +21,37 @@ from .rows import stored_rows
 CLAIM_ATTEMPTS = 5
 
 
-def add(rows: Iterable[Row]) -> None:
+def add(rows: Iterable[Row], wait: bool = True) -> None:
     """Insert index rows idempotently, one batched statement per (index, shard).
 
-    Rows of unique indexes are claimed one by one first (:func:`claim_unique`).
+    Rows of unique indexes are claimed one by one first (:func:`claim_unique`). A shard that
+    does not serve a row's bucket refuses it: with ``wait``, the rows go where the map, read
+    again, puts them (after a flip under way finishes); without, :class:`NotOwner` is raised at
+    once (the write protocol's step 3: its transaction must end before anyone waits for a flip,
+    as the flip may be waiting for it).
     """
     plain = []
     for index, values, entity_id in rows:
         if index.unique:
-            claim_unique(index, values, entity_id)
+            claim_unique(index, values, entity_id, wait)
         else:
             plain.append((index, values, entity_id))
-    for (index, alias), grouped in index_table.group(plain).items():
-        index_table.insert(index, alias, grouped)
+    while plain:
+        refused: list[Row] = []
+        for (index, alias), grouped in index_table.group(plain).items():
+            left = index_table.insert(index, alias, grouped)
+            if left:
+                # Their buckets moved (or are being flipped): insert them where they are now.
+                moved = _buckets_of(index, left)
+                if not wait:
+                    raise NotOwner(alias, moved)
+                shards.await_new_owner(alias, moved)
+                refused.extend((index, tuple(row[:-1]), row[-1]) for row in left)
+        plain = refused
+
+
+def _buckets_of(index: Index, rows: Iterable[tuple[Any, ...]]) -> set[int]:
+    return {shards.bucket_for(index.routing_key(row[index.shard_position])) for row in rows}
 
 
 def delete(rows: Iterable[Row]) -> int:
@@ -51,7 +69,9 @@ def delete(rows: Iterable[Row]) -> int:
     return deleted
 
 
-def claim_unique(index: Index, values: tuple[Any, ...], entity_id: bytes) -> None:
+def claim_unique(
+    index: Index, values: tuple[Any, ...], entity_id: bytes, wait: bool = True
+) -> None:
     """Insert a unique index row, or raise :class:`UniqueViolation` if another entity holds it.
 
     Like Vitess's consistent lookup vindex: the claim is made before the entity commits. A row
@@ -59,10 +79,16 @@ def claim_unique(index: Index, values: tuple[Any, ...], entity_id: bytes) -> Non
     imply it any more (a crashed or failed write, or a pending removal), the stale claim is
     deleted and the claim retried; otherwise the value is taken.
     """
-    alias = index_table.home(index, values)
     for _attempt in range(CLAIM_ATTEMPTS):
+        alias = index_table.home(index, values)
         try:
-            index_table.claim(index, alias, values, entity_id)
+            while not index_table.claim(index, alias, values, entity_id):
+                # Its bucket moved (or is being flipped): claim it where it is now.
+                moved = _buckets_of(index, [values])
+                if not wait:
+                    raise NotOwner(alias, moved)
+                shards.await_new_owner(alias, moved)
+                alias = index_table.home(index, values)
             return
         except IntegrityError:
             pass

@@ -5,6 +5,9 @@ and the cleaner's repairs (steps 3 and 5).
 A :class:`Write` is one transaction on one shard over a batch of :class:`Change` objects of one
 source (entities, or the latest version of a cell column). :func:`run` takes it through:
 
+0. **fence**: check, share-locked, that the shard serves the buckets of the rows (its own
+   bucket table is the authority: :mod:`..tables.buckets`); a shard that does not is asked
+   no further, and the write runs again where the map, read again, puts it;
 1. **lock**: ``SELECT ... FOR UPDATE`` the rows that may exist, and learn the index rows their
    stored state implies (a key the store just generated cannot exist: its ``INSERT`` locks it);
 2. **store**: the caller's step writes the rows (an entity's ``INSERT``, ``UPDATE`` or
@@ -40,8 +43,9 @@ from django.db import IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import shards
-from ..exceptions import EntityExists, ShardUnavailable
+from ..exceptions import EntityExists, NotOwner, ShardUnavailable
 from ..indexes import ENTITIES, Source
+from ..tables import buckets as bucket_table
 from ..tables import entities as entity_table
 from ..tables.entities import Locked
 from ..tables.index_rows import Row
@@ -88,11 +92,32 @@ class Write:
         self.alias = alias
         self.conn = shards.connection(alias)
         self.changes = changes
+        self.buckets = sorted({shards.bucket_for(change.key) for change in changes})
         self.source = source
         self.insert_only = insert_only
         self.quiet = quiet
         self.added: dict[bytes, RowSet] = defaultdict(set)  # by any try: undone on failure
         self.stale: dict[bytes, RowSet] = {}  # keys that went away: removed after the commit
+
+    @property
+    def fenced_by_insert(self) -> bool:
+        """One new key (``create``): its ``INSERT`` checks the bucket itself, in the same
+        statement (:func:`~..tables.entities.insert_one_fenced`), and step 0 reads nothing."""
+        return len(self.changes) == 1 and self.changes[0].fresh
+
+    def fence(self) -> None:
+        """Step 0: :class:`NotOwner` unless the shard serves every bucket the write touches."""
+        if self.buckets and not self.fenced_by_insert:
+            served = bucket_table.serving(self.conn, self.buckets)
+            if len(served) < len(self.buckets):
+                raise NotOwner(self.alias, set(self.buckets) - served)
+
+    def move_to(self, alias: str) -> None:
+        """Run on ``alias`` from now on (the shard that owns the buckets now)."""
+        self.alias = alias
+        self.conn = shards.connection(alias)
+        for change in self.changes:
+            change.fresh = False  # the row may have moved there with its bucket
 
     def lock(self) -> None:
         """Step 1: lock the stored rows and learn what they imply."""
@@ -116,7 +141,7 @@ class Write:
             gone = change.old - change.rows
             if gone:
                 self.stale[change.key] = gone
-        index_rows.add(new_rows)
+        index_rows.add(new_rows, wait=False)
 
     def remove_stale(self) -> None:
         """Step 5 (after the commit): its failure leaves rows queries ignore, for the cleaner."""
@@ -128,13 +153,40 @@ class Write:
             _remove_quietly(self.alias, self.added, self.source)
 
 
+class SplitWrite(Exception):
+    """A refused batch whose rows now belong to several shards: its caller regroups it."""
+
+
 def run(write: Write, store: Callable[[Write], None]) -> None:
-    """Take ``write`` through the protocol; ``store`` is step 2 (it writes the rows)."""
+    """Take ``write`` through the protocol; ``store`` is step 2 (it writes the rows).
+
+    A shard that refuses the write's buckets (step 0) has given them to another: after the map
+    names the new owner, the write runs there. Inside a caller's ``transaction.atomic()`` on
+    the shard it cannot (the transaction is the caller's): :class:`NotOwner` reaches the
+    caller. :class:`SplitWrite` if a batch's rows now belong to several shards."""
+    while True:
+        caller_atomic = write.conn.in_atomic_block
+        try:
+            _run_here(write, store)
+            return
+        except NotOwner as refused:
+            if caller_atomic:
+                raise
+            # Outside the transaction (its share locks released): the flip may be waiting on it.
+            shards.await_new_owner(refused.alias, set(refused.buckets))
+            owners = {shards.alias_for(change.key) for change in write.changes}
+            if len(owners) != 1:
+                raise SplitWrite() from refused
+            write.move_to(owners.pop())
+
+
+def _run_here(write: Write, store: Callable[[Write], None]) -> None:
     alias, conn = write.alias, write.conn
     caller_atomic = conn.in_atomic_block
 
     def attempt() -> None:
         with _transaction(write, conn):
+            write.fence()  # 0
             write.lock()  # 1
             store(write)  # 2
             write.add_index_rows()  # 3
@@ -160,9 +212,14 @@ def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source 
     if not any(candidates.values()):
         return 0
 
+    wanted = sorted({shards.bucket_for(key) for key in candidates})
+
     def attempt() -> int:
         failure: ShardUnavailable | None = None
         with transaction.atomic(using=alias):
+            served = bucket_table.serving(shards.connection(alias), wanted)
+            if len(served) < len(wanted):
+                raise NotOwner(alias, set(wanted) - served)
             locked = entity_table.lock(alias, list(candidates), source)
             doomed: list[Row] = []
             for key, rows in candidates.items():
@@ -179,8 +236,18 @@ def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source 
             raise failure
         return deleted
 
-    with shards.write_lock(), shards.errors_named(alias):
-        return shards.with_retries(attempt, alias)
+    try:
+        with shards.write_lock(), shards.errors_named(alias):
+            return shards.with_retries(attempt, alias)
+    except NotOwner as refused:
+        # The rows moved: their stored state is on the owner now; re-check there.
+        if shards.connection(alias).in_atomic_block:
+            raise
+        shards.await_new_owner(alias, set(refused.buckets))
+        regrouped: dict[str, dict[bytes, RowSet]] = defaultdict(dict)
+        for key, rows in candidates.items():
+            regrouped[shards.alias_for(key)][key] = rows
+        return sum(remove_stale(owner, rows, source) for owner, rows in regrouped.items())
 
 
 def _remove_quietly(alias: str, candidates: Mapping[bytes, RowSet], source: Source) -> None:

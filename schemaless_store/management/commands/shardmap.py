@@ -1,0 +1,84 @@
+"""``manage.py shardmap``: the bucket -> shard map in force, and what each shard holds.
+
+For each shard: its bucket ranges in the stored map, its entities and index rows, and what its
+own bucket table says (the authority on what it serves). A shard whose table disagrees with the
+map is named: writes to those buckets are refused there until it is fixed (docs/resharding.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from schemaless_store import shardmap, shards
+from schemaless_store.exceptions import ShardUnavailable
+from schemaless_store.indexes import registry
+from schemaless_store.models.metadata import BucketMove
+from schemaless_store.moves.plan import from_ranges
+from schemaless_store.tables import buckets as bucket_table
+from schemaless_store.tables.counts import count_tables
+
+
+class Command(BaseCommand):
+    help = (
+        "Show the bucket -> shard map in force (its stored version), and per shard its "
+        "buckets, entities, index rows and what its own bucket table serves."
+    )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        found = shardmap.refresh()
+        if found.version:
+            self.stdout.write(f"Shard map version {found.version}, {found.buckets} buckets.")
+        else:
+            self.stdout.write(
+                f"No shard map is stored yet (run migrateall): SCHEMALESS['SHARDS'] is in force, "
+                f"{found.buckets} buckets."
+            )
+        if found.moving:
+            self.stdout.write(f"Moving now: buckets {shardmap.describe(found.moving)}.")
+        for move in BucketMove.objects.exclude(phase__in=BucketMove.FINISHED).order_by("pk"):
+            moving = shardmap.describe(from_ranges(move.buckets))
+            self.stdout.write(
+                f"Move #{move.pk} in progress: buckets {moving} to {move.target}, "
+                f"{move.phase} ({move.counts})."
+            )
+        tables = ["entities", *(index.name for index in registry.valid())]
+        for alias in shards.shard_aliases():
+            mapped = found.buckets_of(alias)
+            self.stdout.write(
+                self.style.MIGRATE_HEADING(
+                    f"{alias}: {len(mapped)} buckets ({shardmap.describe(mapped)})"
+                )
+            )
+            counts = count_tables(alias, tables)
+            entities = counts["entities"].text
+            index_rows = sum(c.rows or 0 for name, c in counts.items() if name != "entities")
+            self.stdout.write(f"  entities: {entities}; index rows: {index_rows:,}")
+            self._served(alias, mapped)
+
+    def _served(self, alias: str, mapped: list[int]) -> None:
+        try:
+            states = bucket_table.states(alias)
+        except ShardUnavailable as exc:
+            self.stdout.write(self.style.ERROR(f"  bucket table: {exc}"))
+            return
+        except Exception as exc:
+            self.stdout.write(self.style.ERROR(f"  bucket table: cannot be read ({exc})"))
+            return
+        by_state: dict[int, list[int]] = {}
+        for number, state in sorted(states.items()):
+            by_state.setdefault(state, []).append(number)
+        for state, numbers in sorted(by_state.items()):
+            name = bucket_table.NAMES.get(state, f"state {state}")
+            self.stdout.write(f"  {name} here: {len(numbers)} ({shardmap.describe(numbers)})")
+        served = {n for n, s in states.items() if s in bucket_table.SERVING}
+        missing = sorted(set(mapped) - served)
+        if missing:
+            self.stdout.write(
+                self.style.WARNING(
+                    f"  the map gives it {len(missing)} buckets its table does not serve "
+                    f"({shardmap.describe(missing)}): writes to them are refused here "
+                    "(run migrateall if no move is under way)"
+                )
+            )

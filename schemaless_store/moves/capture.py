@@ -1,0 +1,108 @@
+"""Change capture on a source shard while a move copies it: triggers that log every change.
+
+While a shard is the source of a move, an ``AFTER INSERT``, ``UPDATE`` and ``DELETE`` trigger
+on each of its tables adds ``(table, key)`` to ``schemaless_move_log`` in the writer's own
+statement (so in its transaction: a rolled-back write logs nothing). This is how
+pt-online-schema-change and LHM catch the changes made during a copy; Ghostferry and Vitess
+read the binlog instead, which the embedded SQLite default does not have.
+
+A replay reads the rows logged, makes the target's rows of each key what the source's are
+(:mod:`.mover`), then deletes the entries it handled. It keeps no position: an entry whose
+transaction commits after a later one was read is still in the table on the next read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connections
+
+from .. import shards
+from ..exceptions import ConfigurationError
+from ..indexes import is_identifier
+from .tables import MovedTable
+
+LOG = "schemaless_move_log"
+EVENTS = (("INSERT", "NEW", "i"), ("UPDATE", "NEW", "u"), ("DELETE", "OLD", "d"))
+
+
+def _trigger_name(table: str, suffix: str) -> str:
+    digest = hashlib.blake2b(table.encode(), digest_size=6).hexdigest()
+    return f"schemaless_mv_{digest}_{suffix}"
+
+
+def install(alias: str, tables: Sequence[MovedTable]) -> None:
+    """Create the log table and the triggers of ``tables`` on ``alias`` (idempotent)."""
+    conn = connections[alias]
+    quote = conn.ops.quote_name
+    mysql = conn.vendor == "mysql"
+    with shards.errors_named(alias), conn.cursor() as cursor:
+        if mysql:
+            cursor.execute(
+                f"CREATE TABLE IF NOT EXISTS {LOG} (seq BIGINT NOT NULL AUTO_INCREMENT "
+                "PRIMARY KEY, tbl VARCHAR(64) NOT NULL, row_key VARBINARY(16) NOT NULL) "
+                "ENGINE=InnoDB"
+            )
+        else:
+            cursor.execute(
+                f"CREATE TABLE IF NOT EXISTS {LOG} (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+                "tbl TEXT NOT NULL, row_key BLOB NOT NULL)"
+            )
+        for table in tables:
+            if not is_identifier(table.name):
+                raise ConfigurationError(f"{table.name!r} is not a valid table name")
+            key = quote(table.log_key())
+            for event, row, suffix in EVENTS:
+                name = _trigger_name(table.name, suffix)
+                action = f"INSERT INTO {LOG} (tbl, row_key) VALUES ('{table.name}', {row}.{key})"
+                if mysql:
+                    statement = (
+                        f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} ON "
+                        f"{quote(table.name)} FOR EACH ROW {action}"
+                    )
+                else:
+                    statement = (
+                        f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} ON "
+                        f"{quote(table.name)} BEGIN {action}; END"
+                    )
+                cursor.execute(statement)
+
+
+def remove(alias: str, tables: Sequence[MovedTable]) -> None:
+    """Drop the triggers of ``tables`` and the log on ``alias`` (idempotent)."""
+    conn = connections[alias]
+    with shards.errors_named(alias), conn.cursor() as cursor:
+        for table in tables:
+            for _event, _row, suffix in EVENTS:
+                cursor.execute(f"DROP TRIGGER IF EXISTS {_trigger_name(table.name, suffix)}")
+        cursor.execute(f"DROP TABLE IF EXISTS {LOG}")
+
+
+def installed(alias: str) -> bool:
+    conn = connections[alias]
+    with shards.errors_named(alias), conn.cursor() as cursor:
+        return LOG in conn.introspection.table_names(cursor)
+
+
+def read(alias: str, limit: int) -> list[tuple[int, str, bytes]]:
+    """The oldest ``limit`` entries ``(seq, table, key)`` still in the log."""
+    rows = shards.read(alias, f"SELECT seq, tbl, row_key FROM {LOG} ORDER BY seq LIMIT %s", [limit])
+    return [(int(seq), str(tbl), bytes(key)) for seq, tbl, key in rows]
+
+
+def forget(alias: str, seqs: Sequence[int]) -> None:
+    """Delete handled entries."""
+    conn = connections[alias]
+    params: list[Any] = list(seqs)
+    with shards.errors_named(alias), conn.cursor() as cursor:
+        for start in range(0, len(params), 500):
+            chunk = params[start : start + 500]
+            cursor.execute(
+                f"DELETE FROM {LOG} WHERE seq IN ({', '.join(['%s'] * len(chunk))})", chunk
+            )
+
+
+def pending(alias: str) -> int:
+    return int(shards.read(alias, f"SELECT COUNT(*) FROM {LOG}", [])[0][0])

@@ -1,0 +1,408 @@
+"""Moving buckets to another shard while writers and readers run (docs/resharding.md).
+
+A move goes through phases, each recorded in its :class:`BucketMove` row before the next
+starts, and each safe to run again, so a killed mover resumes where it was:
+
+1. **copying**: the target marks the buckets ``incoming`` (it serves none of them) and drops
+   any rows of them a failed earlier attempt left; each source gets change-capture triggers
+   (:mod:`.capture`); then every table of each source is walked in key order and the rows of
+   the moving buckets are written to the target, throttled, with a checkpoint per batch.
+2. **catching up**: the logged changes are replayed (the target's rows of each changed key
+   made what the source's are) until a pass finds few.
+3. **fenced**: each source marks the buckets ``fenced``. On MySQL that ``UPDATE`` waits for
+   the writes holding the buckets' share locks, and every later write to them is refused
+   (writers wait for the flip); the last changes are replayed.
+4. **flipped**: the sources mark the buckets ``gone``, the target ``owned``, and a new map
+   version names the target. Writers waiting since the fence go on, on the target.
+5. **cleaning**: rows and checksums of the moved buckets are compared between the sources and
+   the target as it was at the flip; then the sources' copies are deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from django.db import OperationalError, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.utils import timezone
+
+from .. import conf, shardmap, shards
+from ..exceptions import MoveRefused
+from ..models.metadata import BucketMove
+from ..tables import buckets as bucket_table
+from . import capture
+from .plan import COPY_BATCH, from_ranges
+from .tables import MovedTable, delete, moved_tables, rows_of_keys, walk, write
+
+logger = logging.getLogger("schemaless_store.moves")
+
+# A catch-up pass that handles fewer log entries than this ends the catching up: the fence
+# replays the rest while writes to the buckets wait.
+CONVERGED = 500
+LOG_BATCH = 1000
+
+
+class Mover:
+    """Runs one recorded move through its phases (see the module docs)."""
+
+    def __init__(
+        self,
+        move: BucketMove,
+        *,
+        batch: int = COPY_BATCH,
+        sleep: float = 0.0,
+        report: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self.move = move
+        self.batch = batch
+        self.sleep = sleep
+        self.report = report or (lambda _what, _rows: None)
+        self.buckets = set(from_ranges(move.buckets))
+        self.sources = {a: set(from_ranges(s)) for a, s in move.sources.items()}
+        self.tables = moved_tables()
+        self.pause = 0.0
+        # The target as it was at the flip, for the verification (None after a resume).
+        self.snapshot: BaseDatabaseWrapper | None = None
+
+    # --- the phases ----------------------------------------------------------------------
+
+    def run(self) -> BucketMove:
+        steps: dict[str, Callable[[], None]] = {
+            "copying": self.copy,
+            "catching up": self.catch_up,
+            "fenced": self.flip,
+            "flipped": self.verify,
+            "cleaning": self.clean,
+        }
+        while self.move.phase in steps:
+            steps[self.move.phase]()
+        return self.move
+
+    def copy(self) -> None:
+        target = self.move.target
+        if not self.move.checkpoints.get("prepared"):
+            with shards.write_lock():
+                bucket_table.set_states(target, sorted(self.buckets), bucket_table.INCOMING)
+            self._purge(target, "purged on target")
+            for source in self.sources:
+                capture.install(source, self.tables)
+            # Readers confirm their reads of these buckets with the shard from now on; the flip
+            # waits until every process has read this version (a read bound after it).
+            stored = shardmap.stored()
+            shardmap.publish(
+                stored.owners,
+                note=f"move #{self.move.pk}: buckets moving to {target}",
+                moving=stored.moving | self.buckets,
+            )
+            self._save(
+                checkpoints={**self.move.checkpoints, "prepared": True, "marked_at": time.time()}
+            )
+        for source, numbers in self.sources.items():
+            for table in self.tables:
+                self._copy_table(source, table, numbers)
+        self._save(phase="catching up")
+
+    def catch_up(self) -> None:
+        while True:
+            handled = sum(self._replay(source) for source in self.sources)
+            if handled < CONVERGED:
+                break
+        marked_at = float(self.move.checkpoints.get("marked_at", 0.0))
+        wait = shardmap.read_bound(conf.get().map_max_age) - (time.time() - marked_at)
+        if wait > 0:  # a copy this short: let every process see the moving mark first
+            time.sleep(wait)
+        started = time.monotonic()
+        self._fence()
+        self._save(phase="fenced", checkpoints={**self.move.checkpoints, "fenced_at": time.time()})
+        self.pause = time.monotonic() - started
+        self.flip()
+
+    def flip(self) -> None:
+        """Replay what is left (writes to the buckets are refused now), then hand them over."""
+        started = time.monotonic()
+        self._fence()  # again, after a resume: idempotent
+        while any(self._replay(source) for source in self.sources):
+            pass
+        buckets = sorted(self.buckets)
+        self.snapshot = _snapshot(self.move.target)  # nothing has written them there yet
+        with shards.write_lock():
+            for source in self.sources:
+                bucket_table.set_states(source, sorted(self.sources[source]), bucket_table.GONE)
+            bucket_table.set_states(self.move.target, buckets, bucket_table.OWNED)
+        stored = shardmap.stored()
+        owners = list(stored.owners)
+        for number in buckets:
+            owners[number] = self.move.target
+        published = shardmap.publish(
+            owners,
+            note=f"move #{self.move.pk} to {self.move.target}",
+            moving=stored.moving - self.buckets,
+        )
+        fenced_at = self.move.checkpoints.get("fenced_at")
+        pause = self.pause + (time.monotonic() - started)
+        if fenced_at is not None:
+            pause = max(pause, time.time() - float(fenced_at))
+        self._save(
+            phase="flipped",
+            flipped=timezone.now(),
+            longest_pause=pause,
+            checkpoints={**self.move.checkpoints, "map_version": published.version},
+        )
+
+    def verify(self) -> None:
+        """Compare the moved rows on the sources (which serve them no more) with the target's
+        as they were at the flip (a snapshot taken then). A mover resumed after the flip has
+        no snapshot, and says the move was not verified.
+
+        Rows whose key the sources' change log names after the flip are left out: a process
+        still routing by the old map may delete an index row it finds stale on the old copy
+        (deletions are not fenced); what that leaves on the target is an extra row, which
+        queries ignore and the cleaner removes. The log is read after each comparison, with
+        the triggers still on, so no such deletion can slip between the two."""
+        snapshot, self.snapshot = self.snapshot, None
+        problems: list[str] = []
+        late: dict[str, set[bytes]] = {}
+        if snapshot is not None:
+            try:
+                for _attempt in range(3):
+                    problems = self._compare(snapshot, late)
+                    seen = self._late_keys()
+                    if not problems or seen == late:
+                        break
+                    late = seen
+            finally:
+                snapshot.close()
+        for source in self.sources:
+            capture.remove(source, self.tables)
+        if snapshot is None:
+            self._save(phase="cleaning", counts={**self.move.counts, "verified": None})
+            return
+        if problems:
+            self._save(phase="failed", message="verification failed: " + "; ".join(problems))
+            raise MoveRefused(
+                f"move #{self.move.pk}: the copies differ after the flip ({'; '.join(problems)});"
+                " the sources' copies are kept"
+            )
+        changed = len(set().union(*late.values())) if late else 0
+        counts = {**self.move.counts, "verified": True, "changed after the flip": changed}
+        self._save(phase="cleaning", counts=counts)
+
+    def _compare(self, snapshot: BaseDatabaseWrapper, late: dict[str, set[bytes]]) -> list[str]:
+        problems = []
+        for table in self.tables:
+            skip = late.get(table.name, set())
+            ours = self._digest(table, [(a, n, None) for a, n in self.sources.items()], skip)
+            theirs = self._digest(table, [(self.move.target, self.buckets, snapshot)], skip)
+            if ours != theirs:
+                problems.append(
+                    f"{table.name}: sources {ours[0]} rows, target {theirs[0]} rows"
+                    + ("" if ours[0] != theirs[0] else " (contents differ)")
+                )
+        return problems
+
+    def _late_keys(self) -> dict[str, set[bytes]]:
+        """The keys the sources' change logs name now (changes since the last replay)."""
+        found: dict[str, set[bytes]] = defaultdict(set)
+        for source in self.sources:
+            if capture.installed(source):
+                for _seq, name, key in capture.read(source, 1_000_000):
+                    found[name].add(key)
+        return dict(found)
+
+    def clean(self) -> None:
+        """Delete the sources' copies once no process can still read them by an old map."""
+        flipped = self.move.flipped or timezone.now()
+        settle = 2 * conf.get().map_max_age
+        wait = settle - (timezone.now() - flipped).total_seconds()
+        if wait > 0:
+            time.sleep(wait)
+        for source in self.sources:
+            self._purge(source, f"deleted on {source}")
+        self._save(phase="done", finished=timezone.now())
+
+    def abort(self) -> BucketMove:
+        """Undo a move that has not flipped: the sources serve the buckets again."""
+        if self.move.phase not in ("copying", "catching up", "fenced"):
+            raise MoveRefused(
+                f"move #{self.move.pk} is {self.move.phase}: it can no longer be aborted"
+            )
+        with shards.write_lock():
+            for source, numbers in self.sources.items():
+                bucket_table.set_states(source, sorted(numbers), bucket_table.OWNED)
+        for source in self.sources:
+            capture.remove(source, self.tables)
+        self._purge(self.move.target, "purged on target")
+        with shards.write_lock():
+            bucket_table.set_states(self.move.target, sorted(self.buckets), None)
+        stored = shardmap.stored()
+        if stored.moving & self.buckets:
+            shardmap.publish(
+                stored.owners,
+                note=f"move #{self.move.pk} aborted",
+                moving=stored.moving - self.buckets,
+            )
+        self._save(phase="aborted", finished=timezone.now())
+        return self.move
+
+    # --- steps ---------------------------------------------------------------------------
+
+    def _copy_table(self, source: str, table: MovedTable, numbers: set[int]) -> None:
+        mark = f"{source}/{table.name}"
+        checkpoint = self.move.checkpoints.get(mark)
+        if checkpoint == "done":
+            return
+        last = None if checkpoint is None else _decode_key(checkpoint)
+        width = len(table.walk_key)
+        while True:
+            rows = walk(source, table, last, self.batch)
+            if not rows:
+                break
+            moving = [row[width:] for row in rows if table.bucket(row[width:]) in numbers]
+            write(self.move.target, table, moving)
+            last = rows[-1][:width]
+            self._count(f"copied {table.name}", len(moving))
+            self._save(checkpoints={**self.move.checkpoints, mark: _encode_key(last)})
+            self.report(f"copy {source} {table.name}", len(moving))
+            if self.sleep:
+                time.sleep(self.sleep)
+        self._save(checkpoints={**self.move.checkpoints, mark: "done"})
+
+    def _replay(self, source: str) -> int:
+        """Replay one batch of the source's log; the number of entries handled."""
+        entries = capture.read(source, LOG_BATCH)
+        if not entries:
+            return 0
+        by_table: dict[str, set[bytes]] = defaultdict(set)
+        for _seq, name, key in entries:
+            by_table[name].add(key)
+        numbers = self.sources[source]
+        for table in self.tables:
+            keys = sorted(by_table.get(table.name, ()))
+            if table.index is None:
+                keys = [k for k in keys if shards.bucket_for(k) in numbers]
+            if keys:
+                self._reconcile(source, table, keys, numbers)
+        capture.forget(source, [seq for seq, _name, _key in entries])
+        self._count("replayed", len(entries))
+        self.report(f"catch up {source}", len(entries))
+        return len(entries)
+
+    def _reconcile(
+        self, source: str, table: MovedTable, keys: list[bytes], numbers: set[int]
+    ) -> None:
+        """Make the target's rows of ``keys`` in the moving buckets what the source's are."""
+        theirs = [r for r in rows_of_keys(source, table, keys) if table.bucket(r) in numbers]
+        ours = [
+            r for r in rows_of_keys(self.move.target, table, keys) if table.bucket(r) in numbers
+        ]
+        positions = [table.columns.index(c) for c in table.natural_key]
+        kept = {tuple(r[p] for p in positions) for r in theirs}
+        extra = [r for r in ours if tuple(r[p] for p in positions) not in kept]
+        delete(self.move.target, table, extra)  # first: a unique value may pass between them
+        write(self.move.target, table, theirs)
+
+    def _fence(self) -> None:
+        """Mark the buckets fenced on every source: on MySQL this waits for the writes that
+        hold their share locks (a second at a time, retried), and refuses every later one."""
+        for source, numbers in self.sources.items():
+            conn = connections[source]
+            marks = ", ".join(["%s"] * len(numbers))
+            sql = (
+                f"UPDATE {bucket_table.TABLE} SET state = {bucket_table.FENCED} "
+                f"WHERE bucket IN ({marks})"
+            )
+            if conn.vendor == "mysql":
+                sql = f"SET STATEMENT innodb_lock_wait_timeout = 1 FOR {sql}"
+            for attempt in range(60):
+                try:
+                    with shards.write_lock(), conn.cursor() as cursor:
+                        cursor.execute(sql, sorted(numbers))
+                    break
+                except OperationalError:
+                    if attempt == 59:
+                        raise
+                    time.sleep(0.01)
+
+    def _purge(self, alias: str, what: str) -> None:
+        """Delete every row of the moving buckets on ``alias`` (a walk of each table)."""
+        on_target = alias == self.move.target
+        numbers = self.buckets if on_target else self.sources[alias]
+        for table in self.tables:
+            if table.kept_on_source and not on_target:
+                continue
+            width = len(table.walk_key)
+            last = None
+            while True:
+                rows = walk(alias, table, last, self.batch)
+                if not rows:
+                    break
+                doomed = [row[width:] for row in rows if table.bucket(row[width:]) in numbers]
+                deleted = delete(alias, table, doomed)
+                last = rows[-1][:width]
+                self._count(what, deleted)
+                self.report(f"{what} {table.name}", deleted)
+                if self.sleep:
+                    time.sleep(self.sleep)
+
+    def _digest(
+        self,
+        table: MovedTable,
+        where: Iterable[tuple[str, set[int], BaseDatabaseWrapper | None]],
+        skip: set[bytes],
+    ) -> tuple[int, int]:
+        """(rows, order-free checksum) of ``table``'s rows in the buckets, over the shards,
+        but for those whose log key is in ``skip``."""
+        count, total = 0, 0
+        width = len(table.walk_key)
+        keyed = table.columns.index(table.log_key())
+        for alias, numbers, conn in where:
+            last = None
+            while True:
+                rows = walk(alias, table, last, self.batch, conn)
+                if not rows:
+                    break
+                for row in rows:
+                    values = row[width:]
+                    if table.bucket(values) in numbers and bytes(values[keyed]) not in skip:
+                        count += 1
+                        digest = hashlib.blake2b(repr(values).encode(), digest_size=8).digest()
+                        total = (total + int.from_bytes(digest, "big")) % 2**64
+                last = rows[-1][:width]
+        return count, total
+
+    # --- the record ----------------------------------------------------------------------
+
+    def _count(self, what: str, rows: int) -> None:
+        self.move.counts[what] = self.move.counts.get(what, 0) + rows
+
+    def _save(self, **changes: Any) -> None:
+        for name, value in changes.items():
+            setattr(self.move, name, value)
+        self.move.save()
+
+
+def _snapshot(alias: str) -> BaseDatabaseWrapper:
+    """A connection of its own to ``alias`` reading the shard as of now until it is closed."""
+    conn = connections.create_connection(alias)
+    with conn.cursor() as cursor:
+        if conn.vendor == "mysql":
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+        else:
+            cursor.execute("BEGIN")
+        cursor.execute(f"SELECT COUNT(*) FROM {bucket_table.TABLE}")  # SQLite: the read begins
+        cursor.fetchall()
+    return conn
+
+
+def _encode_key(key: Sequence[Any]) -> list[Any]:
+    return [{"$b": v.hex()} if isinstance(v, bytes) else v for v in key]
+
+
+def _decode_key(key: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple(bytes.fromhex(v["$b"]) if isinstance(v, dict) else v for v in key)

@@ -1,0 +1,249 @@
+"""A store that grows: three shards, the third with no buckets at first, on a THIRD server.
+
+``GrownStore`` makes fresh databases (MariaDB: metadata and shard_0 on the suite's first server,
+shard_1 on its second, shard_2 on a third throwaway server; SQLite: four files), migrates them,
+and runs child processes on them (``python -m tests.grown <mode>``):
+
+- ``writer SEED PREFIX SECONDS ACKS``: creates, updates that change indexed values, deletes,
+  ``bulk_put`` calls, unique claims and cell puts on its own ids (their first bytes are
+  ``PREFIX``), for ``SECONDS``; each write is logged to ``ACKS`` as begun, then acknowledged.
+- ``census``: prints, as JSON, every entity id on every shard (raw reads), each entity's
+  properties, every cell version, and whether the index tables are exact (I3) and every query
+  an entity implies finds it (I1, I2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from tests import child
+
+LAYOUT = {"shard_0": "0-2047", "shard_1": "2048-4095", "shard_2": []}
+
+
+class GrownStore:
+    """Fresh databases for the growing store, migrated; :meth:`close` drops them."""
+
+    def __init__(self, workdir: Path, third_server: Any = None) -> None:
+        from django.conf import settings
+
+        from schemaless_store.dburls import databases_from_urls, embedded_urls
+        from tests.restored import _sql
+
+        self.names: list[tuple[Any, str]] = []
+        if settings.BACKEND == "mariadb":
+            first, second = settings.MARIADB_SERVERS
+            tag = uuid.uuid4().hex[:8]
+            homes = [first, first, second, third_server]
+            labels = ["meta", "shard0", "shard1", "shard2"]
+            self.names = [
+                (home, f"grow_{tag}_{label}") for home, label in zip(homes, labels, strict=True)
+            ]
+            for server, name in self.names:
+                _sql(server, f"CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+            timeouts = {"connect_timeout": "5", "read_timeout": "60", "write_timeout": "60"}
+            urls = [server.url(name, **timeouts) for server, name in self.names]
+            self.databases = databases_from_urls(urls[0], urls[1:])
+        else:
+            self.databases = databases_from_urls(*embedded_urls(workdir, shards=3))
+        self.manage("migrateall", "--verbosity", "0")
+
+    def env(self) -> dict[str, str]:
+        env = child.child_env()
+        env["SCHEMALESS_TEST_DATABASES"] = json.dumps(self.databases, default=str)
+        env["SCHEMALESS_TEST_SHARDS"] = json.dumps(LAYOUT)
+        env["SCHEMALESS_TEST_MAP_MAX_AGE"] = "0.1"  # a move's read bound: 0.7 s
+        return env
+
+    def spawn(self, *args: str, **popen: Any) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", *args], cwd=child.ROOT, env=self.env(), text=True, **popen
+        )
+
+    def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", *args],
+            cwd=child.ROOT,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def manage(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        done = self.run("tests.child", "manage", *args)
+        if check:
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+        return done
+
+    def census(self) -> dict[str, Any]:
+        done = self.run("tests.grown", "census")
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout)
+
+    def close(self) -> None:
+        from tests.restored import _sql
+
+        for server, name in self.names:
+            _sql(server, f"DROP DATABASE IF EXISTS {name}")
+
+
+def expected_states(ack_files: list[Path]) -> dict[str, list[Any]]:
+    """``{id hex: [acceptable final states]}`` from the writers' logs: the last acknowledged
+    state, or, if a write began after it and was never acknowledged (its writer was killed),
+    that one too. A state is the properties, or None for deleted."""
+    found: dict[str, list[Any]] = {}
+    for path in ack_files:
+        last_ack: dict[str, Any] = {}
+        pending: dict[str, Any] = {}
+        for line in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            for kind, states in record.items():
+                for key, state in states.items():
+                    if kind == "begin":
+                        pending[key] = state
+                    else:
+                        last_ack[key] = state
+                        pending.pop(key, None)
+        for key in set(last_ack) | set(pending):
+            options = [last_ack[key]] if key in last_ack else [None]
+            if key in pending:
+                options.append(pending[key])
+            found[key] = options
+    return found
+
+
+# --- child side ----------------------------------------------------------------------------
+
+
+def _writer(seed: int, prefix: str, seconds: float, acks: str) -> None:
+    from schemaless_store.exceptions import UniqueViolation
+    from schemaless_store.models import Cell, Entity
+    from tests.child import mixed_props
+
+    rng = random.Random(seed)
+    ids: list[str] = []
+
+    def new_id() -> str:
+        return prefix + uuid.UUID(int=rng.getrandbits(128)).hex[len(prefix) :]
+
+    deadline = time.monotonic() + seconds
+    with open(acks, "a", encoding="utf-8") as log:
+
+        def record(kind: str, states: dict[str, Any]) -> None:
+            log.write(json.dumps({kind: states}) + "\n")
+            log.flush()  # in the page cache: survives this process's SIGKILL
+
+        while time.monotonic() < deadline:
+            time.sleep(0.04)  # a steady trickle: the census checks every entity afterwards
+            op = rng.choice(["create", "create", "update", "delete", "bulk_put", "claim", "cell"])
+            if op in ("update", "delete", "cell") and not ids:
+                op = "create"
+            if op == "create" or op == "claim":
+                key = new_id()
+                props = mixed_props(rng)
+                if op == "claim":
+                    props["username"] = f"{prefix}-{rng.randrange(20)}"
+                record("begin", {key: props})
+                try:
+                    Entity.objects.create(id=uuid.UUID(key), **props)
+                except UniqueViolation:
+                    record("ack", {key: None})  # refused: nothing was written
+                    continue
+                ids.append(key)
+                record("ack", {key: props})
+            elif op == "bulk_put":
+                items = {new_id(): mixed_props(rng)}
+                items[rng.choice(ids or [new_id()])] = mixed_props(rng)
+                record("begin", items)
+                Entity.objects.bulk_put([{"id": uuid.UUID(i), **p} for i, p in items.items()])
+                ids.extend(i for i in items if i not in ids)
+                record("ack", items)
+            elif op == "cell":
+                key = rng.choice(ids)
+                Cell.objects.put(uuid.UUID(key), "note", {"at": time.time()})
+            else:
+                key = rng.choice(ids)
+                entity = Entity.objects.get_many([uuid.UUID(key)]).get(uuid.UUID(key))
+                if entity is None:
+                    continue
+                if op == "delete":
+                    record("begin", {key: None})
+                    entity.delete()
+                    record("ack", {key: None})
+                    continue
+                props = mixed_props(rng)
+                if rng.random() < 0.3:
+                    props["username"] = f"{prefix}-{rng.randrange(20)}"
+                for name in list(entity.body_properties()):
+                    del entity[name]
+                for name, value in props.items():
+                    entity[name] = value
+                record("begin", {key: props})
+                try:
+                    entity.save()
+                except UniqueViolation:
+                    record("ack", {key: _stored(key)})
+                    continue
+                record("ack", {key: props})
+
+
+def _stored(key: str) -> Any:
+    from schemaless_store.models import Entity
+
+    found = Entity.objects.get_many([uuid.UUID(key)]).get(uuid.UUID(key))
+    return None if found is None else found.body_properties()
+
+
+def _census() -> None:
+    from django.db import connections
+
+    from schemaless_store import shards
+    from schemaless_store.jsonview import properties_to_json
+    from schemaless_store.models import Entity
+    from tests.invariants import check_no_false_negatives, check_no_false_positives, inexact
+
+    placed: dict[str, list[str]] = {}
+    for alias in shards.shard_aliases():
+        with connections[alias].cursor() as cursor:
+            cursor.execute("SELECT id FROM entities")
+            for (key,) in cursor.fetchall():
+                placed.setdefault(bytes(key).hex(), []).append(alias)
+    entities = {e.id.hex: properties_to_json(e.body_properties()) for e in Entity.objects.all()}
+    owners = {key: shards.alias_for(bytes.fromhex(key)) for key in placed}
+    try:
+        check_no_false_positives(check_no_false_negatives())
+        queries = None
+    except AssertionError as exc:
+        queries = str(exc)[:2000]
+    print(
+        json.dumps(
+            {
+                "placed": placed,
+                "owners": owners,
+                "entities": entities,
+                "inexact": inexact(),
+                "queries": queries,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    child._setup()
+    mode, args = sys.argv[1], sys.argv[2:]
+    if mode == "writer":
+        _writer(int(args[0]), args[1], float(args[2]), args[3])
+    elif mode == "census":
+        _census()
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+    os._exit(0)

@@ -1,0 +1,104 @@
+"""Growing a live store onto a third server (issue 18): buckets move from both shards to the
+third and back while writer processes create, update, delete, claim unique values and put
+cells; the mover is SIGKILLed and rerun, and a writer is SIGKILLed during a move. Afterwards
+(and one cleaner pass): every acknowledged write is there in its last acknowledged state, every
+id is on exactly one shard (its owner's), index tables are exact, and every query an entity
+implies finds it and nothing that does not match. On MariaDB the third shard is a third
+throwaway server."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from schemaless_store.jsonview import properties_to_json
+from tests.grown import GrownStore, expected_states
+
+pytestmark = pytest.mark.slow
+
+MOVES = [
+    ("shard_2", "0-1364"),  # from shard_0
+    ("shard_2", "2048-3412"),  # from shard_1
+    ("shard_0", "0-600"),  # part of the first back
+]
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    third = None
+    if settings.BACKEND == "mariadb":
+        from schemaless_store.testing.mariadb import start_servers
+
+        third = start_servers(1)[0]
+    grown = GrownStore(tmp_path, third)
+    try:
+        yield grown
+    finally:
+        grown.close()
+        if third is not None:
+            third.stop()
+
+
+def killed_then_finished(store: GrownStore, target: str, buckets: str, delay: float) -> str:
+    """Start the move, SIGKILL the mover after ``delay`` seconds, run it again to the end;
+    the phase the kill left (or 'done')."""
+    mover = store.spawn(
+        "tests.child",
+        "manage",
+        "movebuckets",
+        "--to",
+        target,
+        "--buckets",
+        buckets,
+        "--batch",
+        "50",
+    )
+    time.sleep(delay)
+    mover.send_signal(signal.SIGKILL)
+    mover.wait()
+    status = store.manage("movebuckets", "--status").stdout.splitlines()
+    left = status[0].split()[1].rstrip(":") if status and status[0].startswith("#") else "none"
+    store.manage("movebuckets", "--to", target, "--buckets", buckets)
+    return left
+
+
+def test_buckets_move_to_a_third_server_and_back_under_writers(store, tmp_path):
+    acks = [tmp_path / f"acks-{n}.jsonl" for n in range(4)]
+    writers = [
+        store.spawn("tests.grown", "writer", str(n), f"{n:x}", "10", str(acks[n])) for n in range(3)
+    ]
+    victim = store.spawn("tests.grown", "writer", "3", "3", "10", str(acks[3]))
+    left = []
+    try:
+        time.sleep(1.0)
+        for number, (target, buckets) in enumerate(MOVES):
+            left.append(killed_then_finished(store, target, buckets, 1.3 + 0.4 * number))
+            if number == 0:
+                victim.send_signal(signal.SIGKILL)  # during the second move's copy or flip
+    finally:
+        for writer in writers:
+            writer.wait(timeout=120)
+        victim.kill()
+        victim.wait()
+    assert all(writer.returncode == 0 for writer in writers)
+    assert any(phase not in ("none", "done") for phase in left), left  # a kill hit a move
+    store.manage("runcleaner", "--once")
+    census = store.census()
+    assert census["inexact"] is None, census["inexact"]
+    assert census["queries"] is None, census["queries"]
+    for key, aliases in census["placed"].items():
+        assert aliases == [census["owners"][key]], (key, aliases)
+    expected = expected_states(acks)
+    assert expected, "the writers wrote nothing"
+    for key, options in expected.items():
+        found = census["entities"].get(key)
+        wanted = [None if o is None else properties_to_json(o) for o in options]
+        assert found in wanted, (key, found, options)
+    unexpected = set(census["entities"]) - set(expected)
+    assert not unexpected, sorted(unexpected)[:5]
+    shards_used = {alias for aliases in census["placed"].values() for alias in aliases}
+    assert shards_used == {"shard_0", "shard_1", "shard_2"}

@@ -1,0 +1,338 @@
+"""``movebuckets``: buckets move between the two shards while writers run (docs/resharding.md).
+
+Afterwards every acknowledged write is there in its last state, every id is on exactly one
+shard, index tables are exact (I3) and queries answer exactly; bad input changes nothing; a
+mover killed with SIGKILL resumes; a move that has not flipped can be aborted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import random
+import signal
+import threading
+import time
+import uuid
+
+import pytest
+from django.conf import settings
+from django.core.management import CommandError, call_command
+from django.db import connections
+from django.test import override_settings
+
+from schemaless_store import shardmap, shards
+from schemaless_store.models import Cell, Entity
+from schemaless_store.models.metadata import BucketMove
+from schemaless_store.moves import capture
+from schemaless_store.tables import buckets as bucket_table
+from tests import buckets, child
+from tests.conftest import STORE
+from tests.invariants import assert_exact
+
+pytestmark = STORE
+
+MOVED = "0-299"
+MOVED_SET = set(range(300))
+
+
+@pytest.fixture(autouse=True)
+def restored():
+    """Bucket tables restored after each test; maps read again every 50 ms (so a move waits
+    0.6 s between its moving mark and its flip)."""
+    raw = {**settings.SCHEMALESS, "MAP_MAX_AGE": 0.05}
+    with buckets.restored_afterwards(), override_settings(SCHEMALESS=raw):
+        yield
+
+
+def source_and_target() -> tuple[str, str]:
+    source = shardmap.current().owners[0]
+    return source, buckets.other_alias(source)
+
+
+def populate(n: int = 60) -> dict[uuid.UUID, dict]:
+    """Entities (some in the moving buckets), index rows, a unique value, cells."""
+    made = {}
+    for number in range(n):
+        entity_id = buckets.id_in_bucket(number % 300) if number % 2 else uuid.uuid4()
+        props = {"user_id": bytes([number % 7]) * 16, "title": f"t{number}", "tags": ["a", "b"]}
+        if number % 10 == 0:
+            props["username"] = f"user{number}"
+        Entity.objects.create(id=entity_id, **props)
+        made[entity_id] = props
+    for entity_id in list(made)[:10]:
+        Cell.objects.put(entity_id, "profile", {"v": 1})
+        Cell.objects.put(entity_id, "profile", {"v": 2})
+    return made
+
+
+def ids_per_shard() -> dict[bytes, list[str]]:
+    found: dict[bytes, list[str]] = {}
+    for alias in shards.shard_aliases():
+        with connections[alias].cursor() as cursor:
+            cursor.execute("SELECT id FROM entities")
+            for (entity_id,) in cursor.fetchall():
+                found.setdefault(bytes(entity_id), []).append(alias)
+    return found
+
+
+def assert_moved_and_exact(expected: dict[uuid.UUID, dict], target: str) -> None:
+    shardmap.forget()
+    placed = ids_per_shard()
+    assert {uuid.UUID(bytes=k) for k in placed} == set(expected)
+    for key, aliases in placed.items():
+        assert aliases == [shards.alias_for(key)], (uuid.UUID(bytes=key), aliases)
+        if shards.bucket_for(key) in MOVED_SET:
+            assert aliases == [target]
+    for entity_id, props in expected.items():
+        stored = Entity.objects.get(id=entity_id)
+        assert {k: stored[k] for k in props} == props
+    assert_exact()
+    for user in {p["user_id"] for p in expected.values()}:
+        want = {i for i, p in expected.items() if p["user_id"] == user}
+        assert {e.id for e in Entity.objects.filter_index(user_id=user)} == want
+
+
+def run(*args: str) -> str:
+    out = io.StringIO()
+    call_command("movebuckets", *args, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+def test_a_move_and_back_keeps_everything_and_moves_cells_and_unique_values():
+    made = populate()
+    source, target = source_and_target()
+    text = run("--to", target, "--buckets", MOVED)
+    assert f": 300 buckets to {target} from {source} (300)" in text
+    assert "done: 0-299 now on " + target in text and "verified" in text
+    assert shardmap.refresh().version == 3  # the moving mark, then the flip
+    assert not shardmap.refresh().moving
+    assert_moved_and_exact(made, target)
+    moved_cells = [i for i in list(made)[:10] if shards.bucket_for(i.bytes) in MOVED_SET]
+    assert moved_cells
+    for entity_id in moved_cells:
+        assert Cell.objects.get_cell(entity_id, "profile").body == {"v": 2}
+        assert [c.ref_key for c in Cell.objects.versions(entity_id, "profile")] == [1, 2]
+    assert [e.id for e in Entity.objects.filter_index(username="user0")] == [
+        next(i for i, p in made.items() if p.get("username") == "user0")
+    ]
+    states = bucket_table.states(source, list(range(300)))
+    assert set(states.values()) == {bucket_table.GONE}
+    assert not capture.installed(source)
+    assert "Nothing to move: buckets 0-299 are on" in run("--to", target, "--buckets", MOVED)
+    run("--to", source, "--buckets", MOVED)
+    assert_moved_and_exact(made, source)
+    assert set(bucket_table.states(source, list(range(300))).values()) == {bucket_table.OWNED}
+
+
+def test_writers_keep_writing_during_a_move_and_nothing_acknowledged_is_lost():
+    made = populate(40)
+    _source, target = source_and_target()
+    acknowledged: dict[uuid.UUID, dict | None] = dict(made)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def write() -> None:
+        rng = random.Random(7)
+        try:
+            while not stop.is_set():
+                choice = rng.random()
+                with lock:
+                    known = list(acknowledged)
+                if choice < 0.5 or not known:
+                    entity_id = buckets.id_in_bucket(rng.randrange(300))
+                    props = {"user_id": bytes([rng.randrange(7)]) * 16, "title": "new"}
+                    Entity.objects.create(id=entity_id, **props)
+                elif choice < 0.8:
+                    entity_id = rng.choice(known)
+                    with lock:
+                        if acknowledged[entity_id] is None:
+                            continue
+                    props = {"user_id": bytes([rng.randrange(7)]) * 16, "title": "changed"}
+                    entity = Entity.objects.get(id=entity_id)
+                    for key, value in props.items():
+                        entity[key] = value
+                    entity.save()
+                    props = {k: entity[k] for k in ("user_id", "title")}
+                else:
+                    entity_id = rng.choice(known)
+                    with lock:
+                        if acknowledged[entity_id] is None:
+                            continue
+                    Entity.objects.get(id=entity_id).delete()
+                    props = None
+                with lock:
+                    acknowledged[entity_id] = props
+        except BaseException as exc:  # reported by the test
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    try:
+        time.sleep(0.3)
+        run("--to", target, "--buckets", MOVED, "--batch", "7")
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors, errors
+    expected = {i: p for i, p in acknowledged.items() if p is not None}
+    assert len(expected) > len(made) // 2
+    assert_moved_and_exact(expected, target)
+
+
+def test_a_dry_run_prints_the_plan_and_changes_nothing():
+    made = populate(30)
+    source, target = source_and_target()
+    moving = sum(1 for i in made if shards.bucket_for(i.bytes) in MOVED_SET)
+    text = run("--to", target, "--buckets", MOVED, "--dry-run")
+    assert f"Dry run: 300 buckets to {target}; nothing is changed." in text
+    assert f"from {source}: 300 buckets (0-299); rows: entities {moving}," in text
+    assert BucketMove.objects.count() == 0
+    assert shardmap.refresh().version == 1
+    assert set(bucket_table.states(target, list(range(300))).values()) <= {bucket_table.GONE}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--to", "nope", "--buckets", "1"], "'nope' is not a shard alias"),
+        (["--to", "TARGET", "--buckets", "4090-4100"], "buckets 4090-4100 are outside 0-4095"),
+        (["--to", "TARGET", "--buckets", "x"], "'x' is not a bucket number"),
+        (["--to", "SOURCE", "--buckets", "0-3"], "owns buckets 0-3 already"),
+        (["--buckets", "0-3"], "give --to ALIAS and --buckets"),
+    ],
+)
+def test_bad_input_is_refused_with_nothing_changed(args, message):
+    source, target = source_and_target()
+    args = [{"TARGET": target, "SOURCE": source}.get(a, a) for a in args]
+    with pytest.raises(CommandError, match=message):
+        run(*args)
+    assert BucketMove.objects.count() == 0
+    assert shardmap.refresh().version == 1
+
+
+def test_a_second_move_waits_for_the_first_and_an_unflipped_move_can_be_aborted(monkeypatch):
+    made = populate(30)
+    source, target = source_and_target()
+    from schemaless_store.moves.mover import Mover
+
+    def crash(self):
+        raise RuntimeError("killed before the fence")
+
+    monkeypatch.setattr(Mover, "catch_up", crash)
+    with pytest.raises(RuntimeError):
+        run("--to", target, "--buckets", MOVED)
+    monkeypatch.undo()
+    assert BucketMove.objects.get().phase == "catching up"
+    out = io.StringIO()
+    call_command("shardmap", stdout=out)
+    assert "Moving now: buckets 0-299." in out.getvalue()
+    assert f"in progress: buckets 0-299 to {target}, catching up" in out.getvalue()
+    number = BucketMove.objects.get().pk
+    with pytest.raises(CommandError, match=f"move #{number} of buckets 0-299 to .* is catching up"):
+        run("--to", target, "--buckets", "500-600")
+    text = run("--abort")
+    assert f"Move #{number} aborted: 0-299 stay with {source}." in text
+    assert BucketMove.objects.get().phase == "aborted"
+    assert not capture.installed(source)
+    assert bucket_table.states(target, list(range(300))) == {}
+    # Nothing moved: every entity is where it was, once.
+    assert {k: v for k, v in ids_per_shard().items()} == {
+        i.bytes: [source if shards.bucket_for(i.bytes) in MOVED_SET else shards.alias_for(i.bytes)]
+        for i in made
+    }
+    assert_exact()
+
+
+def test_a_mover_killed_at_any_moment_resumes_when_run_again():
+    made = populate(80)
+    _source, target = source_and_target()
+    args = ("movebuckets", "--to", target, "--buckets", MOVED, "--batch", "5", "--sleep", "0.01")
+    interrupted = []
+    for delay in (0.5, 1.0, 1.5, 2.0):
+        process = child.spawn("manage", *args)
+        time.sleep(delay)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        move = BucketMove.objects.first()
+        if move is not None and move.phase == "done":
+            break
+        interrupted.append(None if move is None else move.phase)
+    assert any(phase is not None for phase in interrupted), interrupted
+    done = child.manage(*args)
+    assert done.returncode == 0, done.stderr
+    assert BucketMove.objects.get().phase == "done"
+    assert_moved_and_exact(made, target)
+
+
+def test_a_reader_still_routing_by_the_map_before_the_flip_reads_the_new_owner(monkeypatch):
+    """A process whose map shows the buckets moving but not flipped reads the old shard; the
+    shard's own table says the buckets are gone, and the read runs again by the new map."""
+    source, target = source_and_target()
+    entity = Entity.objects.create(id=buckets.id_in_bucket(5), title="before", user_id=b"r" * 16)
+    from schemaless_store.moves import plan
+    from schemaless_store.moves.mover import Mover
+
+    move = plan.start(plan.plan(target, list(range(300))))
+    mover = Mover(move)
+    mover.copy()
+    marked = shardmap.refresh()
+    assert 5 in marked.moving and marked.owners[5] == source
+    mover.catch_up()  # fences, replays, flips
+    entity["title"] = "after"
+    entity.save()  # on the target now
+    assert entity.shard == target
+    # This process goes back to the map it had before the flip, fresh for an hour.
+    stale = dataclasses.replace(marked, fetched_at=time.monotonic(), max_age=3600.0)
+    monkeypatch.setattr(shardmap, "_cached", stale)
+    assert Entity.objects.get(id=entity.id)["title"] == "after"
+    assert shardmap.current().version > stale.version  # the shard's refusal made it read again
+    monkeypatch.setattr(shardmap, "_cached", stale)
+    assert [e["title"] for e in Entity.objects.filter_index(user_id=b"r" * 16)] == ["after"]
+    monkeypatch.setattr(shardmap, "_cached", stale)
+    assert [e["title"] for e in Entity.objects.all() if e.id == entity.id] == ["after"]
+    monkeypatch.setattr(shardmap, "_cached", stale)
+    assert Entity.objects.all().count() == 1
+    mover.run()
+    assert BucketMove.objects.get().phase == "done"
+
+
+def test_a_feed_consumer_sees_every_change_once_across_a_move():
+    from schemaless_store import feed
+
+    _source, target = source_and_target()
+    rows = [buckets.id_in_bucket(n) for n in (1, 2, 3)] + [uuid.uuid4() for _ in range(3)]
+    positions = {alias: feed.head(alias) for alias in shards.shard_aliases()}
+    for row_key in rows:
+        Cell.objects.put(row_key, "status", {"n": 1})
+    seen: list[tuple[uuid.UUID, str, int]] = []
+
+    def consume() -> None:
+        for alias in positions:
+            while True:
+                page = feed.changes(alias, positions[alias], 100)
+                seen.extend((c.row_key, c.column_name, c.ref_key) for c in page.changes)
+                if page.position == positions[alias]:
+                    break
+                positions[alias] = page.position
+
+    raw = {**settings.SCHEMALESS, "MAP_MAX_AGE": 0.05, "FEED_GAP_GRACE": 0}
+    with override_settings(SCHEMALESS=raw):  # every write is committed when it reads
+        consume()
+    for row_key in rows[:2]:
+        Cell.objects.put(row_key, "status", {"n": 2})  # on the source, not consumed yet
+    run("--to", target, "--buckets", MOVED)
+    for row_key in rows:
+        Cell.objects.put(row_key, "status", {"n": 3})  # moved rows' on the target
+    with override_settings(SCHEMALESS=raw):
+        consume()
+    expected = [(r, "status", 1) for r in rows] + [(r, "status", 2) for r in rows[:2]]
+    expected += [(r, "status", 3) for r in rows[:2]] + [(r, "status", 2) for r in rows[2:]]
+    assert sorted(seen) == sorted(expected)
+    assert len(seen) == len(set(seen))
+    # The source keeps its cells of the moved rows (its feed's record); reads go to the owner.
+    assert [c.ref_key for c in Cell.objects.versions(rows[0], "status")] == [1, 2, 3]
