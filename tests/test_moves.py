@@ -26,6 +26,7 @@ from schemaless_store.models import Cell, Entity
 from schemaless_store.models.metadata import BucketMove
 from schemaless_store.moves import capture
 from schemaless_store.tables import buckets as bucket_table
+from schemaless_store.throttle import Throttle
 from tests import buckets, child
 from tests.conftest import STORE
 from tests.invariants import assert_exact
@@ -204,6 +205,9 @@ def test_a_dry_run_prints_the_plan_and_changes_nothing():
         (["--to", "TARGET", "--buckets", "x"], "'x' is not a bucket number"),
         (["--to", "SOURCE", "--buckets", "0-3"], "owns buckets 0-3 already"),
         (["--buckets", "0-3"], "give --to ALIAS and --buckets"),
+        (["--to", "TARGET", "--buckets", "0-3", "--duty", "0"], "--duty: must be a share above"),
+        (["--to", "TARGET", "--buckets", "0-3", "--batch", "0"], "--batch: must be a whole"),
+        (["--to", "TARGET", "--buckets", "0-3", "--sleep", "-1"], "--sleep: must be a number"),
     ],
 )
 def test_bad_input_is_refused_with_nothing_changed(args, message):
@@ -213,6 +217,27 @@ def test_bad_input_is_refused_with_nothing_changed(args, message):
         run(*args)
     assert BucketMove.objects.count() == 0
     assert shardmap.refresh().version == 1
+
+
+def test_the_copy_and_the_deletion_are_throttled_as_the_cleaner_is(monkeypatch):
+    made = populate(30)
+    _source, target = source_and_target()
+    moving = sum(1 for i in made if shards.bucket_for(i.bytes) in MOVED_SET)
+    pauses: list[tuple[Throttle, float]] = []
+    real_after = Throttle.after
+
+    def after(self: Throttle, began: float, wait=time.sleep) -> None:
+        pauses.append((self, self.pause(time.monotonic() - began)))
+        real_after(self, began, wait)
+
+    monkeypatch.setattr(Throttle, "after", after)
+    run("--to", target, "--buckets", MOVED, "--batch", "7", "--duty", "0.5", "--sleep", "0.001")
+    assert {throttle for throttle, _pause in pauses} == {Throttle(sleep=0.001, duty=0.5)}
+    # A pause after every batch of 7 rows read, in the copy (entities alone: more than
+    # moving / 7 batches, as the walk reads every row of the source) and the deletion.
+    assert len(pauses) > 2 * (moving // 7)
+    assert all(pause > 0.001 for _throttle, pause in pauses)
+    assert_moved_and_exact(made, target)
 
 
 def test_a_second_move_waits_for_the_first_and_an_unflipped_move_can_be_aborted(monkeypatch):

@@ -20,6 +20,7 @@ from ..exceptions import ConfigurationError
 from ..indexes import Index, registry
 from ..models.metadata import CleanerCheckpoint
 from ..shards import resolve_aliases
+from ..throttle import Throttle
 from .lock import CleanerLock
 from .passes import backfill, repair, sweep
 from .records import (
@@ -49,12 +50,11 @@ class Cleaner:
     """Backfills and repairs indexes; ``run()`` until done (``once``) or until stopped.
 
     ``indexes`` and ``shards`` (names and aliases) default to every declared index and every
-    shard. Two throttles: ``sleep`` pauses a fixed time after each batch, ``duty`` (a share
-    of wall time, above 0 and at most 1) pauses after each batch for as long as keeps the
-    cleaner working at most that share of the time. ``interval`` is the pause between rounds
-    when not ``once``, ``lock_wait`` is how long to wait for another cleaner's lock before
-    skipping. SIGINT/SIGTERM (when run in the main thread) or :meth:`stop` finish the current
-    batch and end the run.
+    shard. ``sleep`` and ``duty`` are its :class:`~schemaless_store.throttle.Throttle` (a
+    fixed pause after each batch; at most that share of wall time spent working).
+    ``interval`` is the pause between rounds when not ``once``, ``lock_wait`` is how long to
+    wait for another cleaner's lock before skipping. SIGINT/SIGTERM (when run in the main
+    thread) or :meth:`stop` finish the current batch and end the run.
     """
 
     def __init__(
@@ -73,19 +73,14 @@ class Cleaner:
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a whole number of at least 1, not {batch_size!r}")
-        for name, value in (("sleep", sleep), ("interval", interval), ("lock_wait", lock_wait)):
+        for name, value in (("interval", interval), ("lock_wait", lock_wait)):
             if not isinstance(value, int | float) or value < 0:
                 raise ValueError(f"{name} must be a number of seconds (0 or more), not {value!r}")
-        if isinstance(duty, bool) or not isinstance(duty, int | float) or not 0 < duty <= 1:
-            raise ValueError(
-                f"duty must be a share of the time above 0 and at most 1, not {duty!r}"
-            )
+        self.throttle = Throttle(sleep, duty)
         self.indexes = _resolve_indexes(indexes)
         self.aliases = resolve_aliases(shards)
         self.once = once
         self.batch_size = batch_size
-        self.sleep = float(sleep)
-        self.duty = float(duty)
         self.interval = float(interval)
         self.lock_wait = float(lock_wait)
         self.progress = progress
@@ -314,11 +309,7 @@ class Cleaner:
             yield batch
             result.scanned += len(batch)
             save_record(result)
-            pause = self.sleep
-            if self.duty < 1:
-                pause += (time.monotonic() - began) * (1 - self.duty) / self.duty
-            if pause:
-                self._stop.wait(pause)
+            self.throttle.after(began, self._stop.wait)
 
     def bar(self, desc: str, total: int | None, initial: int, unit: str) -> tqdm:
         return tqdm(

@@ -6,7 +6,8 @@ starts, and each safe to run again, so a killed mover resumes where it was:
 1. **copying**: the target marks the buckets ``incoming`` (it serves none of them) and drops
    any rows of them a failed earlier attempt left; each source gets change-capture triggers
    (:mod:`.capture`); then every table of each source is walked in key order and the rows of
-   the moving buckets are written to the target, throttled, with a checkpoint per batch.
+   the moving buckets are written to the target, throttled as the cleaner is
+   (:mod:`..throttle`), with a checkpoint per batch.
 2. **catching up**: the logged changes are replayed (the target's rows of each changed key
    made what the source's are) until a pass finds few.
 3. **fenced**: each source marks the buckets ``fenced``. On MySQL that ``UPDATE`` waits for
@@ -35,6 +36,7 @@ from .. import conf, shardmap, shards
 from ..exceptions import MoveRefused
 from ..models.metadata import BucketMove
 from ..tables import buckets as bucket_table
+from ..throttle import Throttle
 from . import capture
 from .plan import COPY_BATCH, from_ranges
 from .tables import MovedTable, delete, moved_tables, rows_of_keys, walk, write
@@ -55,12 +57,12 @@ class Mover:
         move: BucketMove,
         *,
         batch: int = COPY_BATCH,
-        sleep: float = 0.0,
+        throttle: Throttle | None = None,
         report: Callable[[str, int], None] | None = None,
     ) -> None:
         self.move = move
         self.batch = batch
-        self.sleep = sleep
+        self.throttle = throttle or Throttle()
         self.report = report or (lambda _what, _rows: None)
         self.buckets = set(from_ranges(move.buckets))
         self.sources = {a: set(from_ranges(s)) for a, s in move.sources.items()}
@@ -259,6 +261,7 @@ class Mover:
         last = None if checkpoint is None else _decode_key(checkpoint)
         width = len(table.walk_key)
         while True:
+            began = time.monotonic()
             rows = walk(source, table, last, self.batch)
             if not rows:
                 break
@@ -268,8 +271,7 @@ class Mover:
             self._count(f"copied {table.name}", len(moving))
             self._save(checkpoints={**self.move.checkpoints, mark: _encode_key(last)})
             self.report(f"copy {source} {table.name}", len(moving))
-            if self.sleep:
-                time.sleep(self.sleep)
+            self.throttle.after(began)
         self._save(checkpoints={**self.move.checkpoints, mark: "done"})
 
     def _replay(self, source: str) -> int:
@@ -338,6 +340,7 @@ class Mover:
             width = len(table.walk_key)
             last = None
             while True:
+                began = time.monotonic()
                 rows = walk(alias, table, last, self.batch)
                 if not rows:
                     break
@@ -346,8 +349,7 @@ class Mover:
                 last = rows[-1][:width]
                 self._count(what, deleted)
                 self.report(f"{what} {table.name}", deleted)
-                if self.sleep:
-                    time.sleep(self.sleep)
+                self.throttle.after(began)
 
     def _digest(
         self,

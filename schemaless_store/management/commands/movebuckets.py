@@ -9,16 +9,19 @@ same command again after a crash: the move resumes from its recorded phase and c
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from schemaless_store.exceptions import MoveRefused
+from schemaless_store.management.arguments import niceness, seconds, share, whole_number
 from schemaless_store.management.progress import progress_stream
 from schemaless_store.models.metadata import BucketMove
 from schemaless_store.moves import plan
 from schemaless_store.moves.mover import Mover
+from schemaless_store.throttle import Throttle
 
 
 def shown(spans: list[list[int]]) -> str:
@@ -42,13 +45,31 @@ class Command(BaseCommand):
             "--abort", action="store_true", help="Undo the move in progress (before its flip)."
         )
         parser.add_argument(
-            "--batch", type=int, default=plan.COPY_BATCH, help="Rows read per copy batch."
+            "--batch",
+            type=whole_number,
+            default=plan.COPY_BATCH,
+            help=f"Rows read per copy batch (default {plan.COPY_BATCH}).",
         )
+        # The cleaner's throttle (schemaless_store.throttle), with runcleaner's options.
         parser.add_argument(
             "--sleep",
-            type=float,
+            type=seconds,
             default=0.0,
-            help="Seconds to pause after each batch (a throttle, as runcleaner --sleep).",
+            help="Seconds to pause after each copy or delete batch (default 0).",
+        )
+        parser.add_argument(
+            "--duty",
+            type=share,
+            default=1.0,
+            help="Most share of wall time the copy works, e.g. 0.5: after a batch that took t "
+            "seconds it pauses t seconds (default 1: no pause). Adds to --sleep.",
+        )
+        parser.add_argument(
+            "--nice",
+            type=niceness,
+            default=0,
+            help="Lower this process's CPU priority by this much (os.nice, 0 to 19; default 0: "
+            "the flip, which holds writes to the buckets, should not wait for a CPU).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -65,9 +86,8 @@ class Command(BaseCommand):
     def _move(self, options: dict[str, Any]) -> None:
         if not options["target"] or not options["buckets"]:
             raise CommandError("give --to ALIAS and --buckets RANGES (or --status, --abort)")
-        if options["batch"] < 1 or options["sleep"] < 0:
-            raise CommandError("--batch must be at least 1 and --sleep at least 0")
         numbers = plan.parse_buckets(options["buckets"])
+        throttle = Throttle(options["sleep"], options["duty"])
         target = options["target"]
         current = plan.unfinished()
         if current is not None:
@@ -105,6 +125,8 @@ class Command(BaseCommand):
                 f"Move #{move.pk}: {len(numbers)} buckets to {target} from "
                 + ", ".join(f"{a} ({len(n)})" for a, n in found.sources.items())
             )
+        if options["nice"]:
+            os.nice(options["nice"])
         bar = tqdm(file=progress_stream(self), unit=" rows", desc="moving", leave=False)
 
         def report(what: str, rows: int) -> None:
@@ -112,7 +134,7 @@ class Command(BaseCommand):
             bar.update(rows)
 
         try:
-            done = Mover(move, batch=options["batch"], sleep=options["sleep"], report=report).run()
+            done = Mover(move, batch=options["batch"], throttle=throttle, report=report).run()
         finally:
             bar.close()
         pause = "" if done.longest_pause is None else f"; writes paused {done.longest_pause:.3f} s"
