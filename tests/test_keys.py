@@ -35,6 +35,13 @@ def test_bucket_is_pinned_across_releases():
     assert keys.bucket_of(U.bytes, 4096) == keys.stable_hash(U.bytes) % 4096
 
 
+def test_buckets_of_many_keys_are_each_keys_bucket():
+    many = [uuid.uuid4().bytes for _ in range(200)] + [b"", b"user-1", keys.encode_key("x")]
+    for count in (1, 7, 4096):
+        assert keys.buckets_of(many, count) == [keys.bucket_of(k, count) for k in many]
+    assert keys.buckets_of([], 4096) == []
+
+
 def test_bucket_is_the_same_in_another_process_with_another_hash_seed():
     code = (
         "from schemaless_store import keys; "

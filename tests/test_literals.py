@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 
 import pytest
@@ -18,6 +19,7 @@ from .conftest import STORE
 
 BIGINTS = st.integers(-(2**63), 2**63 - 1)
 DOUBLES = st.floats(allow_nan=False, allow_infinity=False)
+DATETIMES = st.datetimes(min_value=dt.datetime(1000, 1, 1), max_value=dt.datetime(9999, 12, 31))
 
 
 def test_rows_render_as_hex_digits_and_numbers_only():
@@ -51,7 +53,21 @@ def test_floats_without_a_literal_are_refused(value):
         literals.RowFormat([float]).render([value])
 
 
-def test_only_bytes_int_and_float_columns_have_a_format():
+def test_naive_datetimes_render_as_quoted_dates_and_aware_ones_are_refused():
+    row_format = literals.RowFormat([dt.datetime])
+    assert row_format.render([dt.datetime(2026, 11, 24, 4, 7, 40, 123)]) == (
+        b"('2026-11-24 04:07:40.000123')"
+    )
+    assert row_format.render([dt.datetime(2026, 1, 2)]) == b"('2026-01-02 00:00:00')"
+    with pytest.raises(TypeError):
+        row_format.render([dt.datetime(2026, 1, 2, tzinfo=dt.UTC)])
+    with pytest.raises(TypeError):
+        row_format.render(["2026-01-02 00:00:00'); DROP TABLE x; --"])
+    with pytest.raises(TypeError):
+        row_format.render([dt.date(2026, 1, 2)])
+
+
+def test_only_bytes_int_float_and_datetime_columns_have_a_format():
     with pytest.raises(TypeError, match="no literal"):
         literals.RowFormat([bytes, str])
     with pytest.raises(TypeError, match="no literal"):
@@ -77,24 +93,28 @@ def test_long_batches_are_split_into_bounded_statements(monkeypatch):
 @pytest.mark.mariadb_only
 @pytest.mark.django_db(databases="__all__")
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(rows=st.lists(st.tuples(st.binary(max_size=40), BIGINTS, DOUBLES), min_size=1, max_size=30))
+@given(
+    rows=st.lists(
+        st.tuples(st.binary(max_size=40), BIGINTS, DOUBLES, DATETIMES), min_size=1, max_size=30
+    )
+)
 def test_values_read_back_from_mariadb_are_the_values_written(rows):
     conn = connections["shard_0"]
-    rows = [(b, i, f + 0.0) for b, i, f in rows]  # -0.0: MariaDB keeps no sign on zero
+    rows = [(b, i, f + 0.0, d) for b, i, f, d in rows]  # -0.0: MariaDB keeps no sign on zero
     with conn.cursor() as cursor:
         cursor.execute(
-            "CREATE TEMPORARY TABLE literal_check "
-            "(n INT AUTO_INCREMENT PRIMARY KEY, b VARBINARY(64), i BIGINT, f DOUBLE)"
+            "CREATE TEMPORARY TABLE literal_check (n INT AUTO_INCREMENT PRIMARY KEY, "
+            "b VARBINARY(64), i BIGINT, f DOUBLE, d DATETIME(6))"
         )
         try:
             insert = literals.Insert(
-                "INSERT INTO literal_check (b, i, f) VALUES ",
-                literals.RowFormat([bytes, int, float]),
+                "INSERT INTO literal_check (b, i, f, d) VALUES ",
+                literals.RowFormat([bytes, int, float, dt.datetime]),
             )
             for sql in insert.statements(rows):
                 cursor.execute(sql)
-            cursor.execute("SELECT b, i, f FROM literal_check ORDER BY n")
-            back = [(bytes(b), i, f) for b, i, f in cursor.fetchall()]
+            cursor.execute("SELECT b, i, f, d FROM literal_check ORDER BY n")
+            back = [(bytes(b), i, f, d) for b, i, f, d in cursor.fetchall()]
         finally:
             cursor.execute("DROP TEMPORARY TABLE literal_check")
     assert back == rows

@@ -294,6 +294,33 @@ def test_a_mover_killed_at_any_moment_resumes_when_run_again():
     assert_moved_and_exact(made, target)
 
 
+def test_a_copy_stopped_mid_table_resumes_from_its_last_saved_checkpoint(monkeypatch):
+    from schemaless_store.moves import mover
+
+    made = populate(60)
+    _source, target = source_and_target()
+    monkeypatch.setattr(mover, "CHECKPOINT_EVERY", 0.0)  # saved after every batch
+    real_write, written = mover.write, []
+
+    def write(alias, table, rows):
+        written.append(table.name)
+        if written.count("entities") == 4:
+            raise RuntimeError("stopped mid-copy")
+        real_write(alias, table, rows)
+
+    monkeypatch.setattr(mover, "write", write)
+    with pytest.raises(RuntimeError, match="stopped mid-copy"):
+        run("--to", target, "--buckets", MOVED, "--batch", "5")
+    move = BucketMove.objects.get()
+    assert move.phase == "copying"
+    (mark,) = [name for name in move.checkpoints if name.endswith("/entities")]
+    assert move.checkpoints[mark] not in (None, "done")  # a walk key, three batches in
+    monkeypatch.setattr(mover, "write", real_write)
+    assert "Resuming move" in run("--to", target, "--buckets", MOVED, "--batch", "5")
+    assert BucketMove.objects.get().phase == "done"
+    assert_moved_and_exact(made, target)
+
+
 def test_a_reader_still_routing_by_the_map_before_the_flip_reads_the_new_owner(monkeypatch):
     """A process whose map shows the buckets moving but not flipped reads the old shard; the
     shard's own table says the buckets are gone, and the read runs again by the new map."""

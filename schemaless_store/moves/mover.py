@@ -39,7 +39,7 @@ from ..tables import buckets as bucket_table
 from ..throttle import Throttle
 from . import capture
 from .plan import COPY_BATCH, from_ranges
-from .tables import MovedTable, delete, moved_tables, rows_of_keys, walk, write
+from .tables import MovedTable, delete, moved_tables, page, rows_of_keys, write
 
 logger = logging.getLogger("schemaless_store.moves")
 
@@ -47,6 +47,9 @@ logger = logging.getLogger("schemaless_store.moves")
 # replays the rest while writes to the buckets wait.
 CONVERGED = 500
 LOG_BATCH = 1000
+# The copy's checkpoint is saved at most this often (seconds): saving it after every batch
+# was a seventh of the copy's time.
+CHECKPOINT_EVERY = 1.0
 
 
 class Mover:
@@ -68,6 +71,7 @@ class Mover:
         self.sources = {a: set(from_ranges(s)) for a, s in move.sources.items()}
         self.tables = moved_tables()
         self.pause = 0.0
+        self._saved = 0.0  # when the record was last saved (time.monotonic())
         # The target as it was at the flip, for the verification (None after a resume).
         self.snapshot: BaseDatabaseWrapper | None = None
 
@@ -259,17 +263,18 @@ class Mover:
         if checkpoint == "done":
             return
         last = None if checkpoint is None else _decode_key(checkpoint)
-        width = len(table.walk_key)
         while True:
             began = time.monotonic()
-            rows = walk(source, table, last, self.batch)
-            if not rows:
+            found = page(source, table, last, self.batch, numbers)
+            if found.last is None:
                 break
-            moving = [row[width:] for row in rows if table.bucket(row[width:]) in numbers]
+            moving = found.rows
             write(self.move.target, table, moving)
-            last = rows[-1][:width]
+            last = found.last
             self._count(f"copied {table.name}", len(moving))
-            self._save(checkpoints={**self.move.checkpoints, mark: _encode_key(last)})
+            self.move.checkpoints = {**self.move.checkpoints, mark: _encode_key(last)}
+            if time.monotonic() - self._saved >= CHECKPOINT_EVERY:
+                self._save()  # a resumed copy writes a few batches again: writes are upserts
             self.report(f"copy {source} {table.name}", len(moving))
             self.throttle.after(began)
         self._save(checkpoints={**self.move.checkpoints, mark: "done"})
@@ -337,16 +342,14 @@ class Mover:
         for table in self.tables:
             if table.kept_on_source and not on_target:
                 continue
-            width = len(table.walk_key)
-            last = None
+            last: tuple[Any, ...] | None = None
             while True:
                 began = time.monotonic()
-                rows = walk(alias, table, last, self.batch)
-                if not rows:
+                found = page(alias, table, last, self.batch, numbers, names=table.natural_key)
+                if found.last is None:
                     break
-                doomed = [row[width:] for row in rows if table.bucket(row[width:]) in numbers]
-                deleted = delete(alias, table, doomed)
-                last = rows[-1][:width]
+                deleted = delete(alias, table, found.rows, table.natural_key)
+                last = found.last
                 self._count(what, deleted)
                 self.report(f"{what} {table.name}", deleted)
                 self.throttle.after(began)
@@ -360,21 +363,19 @@ class Mover:
         """(rows, order-free checksum) of ``table``'s rows in the buckets, over the shards,
         but for those whose log key is in ``skip``."""
         count, total = 0, 0
-        width = len(table.walk_key)
         keyed = table.columns.index(table.log_key())
         for alias, numbers, conn in where:
-            last = None
+            last: tuple[Any, ...] | None = None
             while True:
-                rows = walk(alias, table, last, self.batch, conn)
-                if not rows:
+                found = page(alias, table, last, self.batch, numbers, conn=conn)
+                if found.last is None:
                     break
-                for row in rows:
-                    values = row[width:]
-                    if table.bucket(values) in numbers and bytes(values[keyed]) not in skip:
+                for values in found.rows:
+                    if bytes(values[keyed]) not in skip:
                         count += 1
                         digest = hashlib.blake2b(repr(values).encode(), digest_size=8).digest()
                         total = (total + int.from_bytes(digest, "big")) % 2**64
-                last = rows[-1][:width]
+                last = found.last
         return count, total
 
     # --- the record ----------------------------------------------------------------------
@@ -386,6 +387,7 @@ class Mover:
         for name, value in changes.items():
             setattr(self.move, name, value)
         self.move.save()
+        self._saved = time.monotonic()
 
 
 def _snapshot(alias: str) -> BaseDatabaseWrapper:

@@ -13,7 +13,7 @@ from .. import conf, shardmap, shards
 from ..exceptions import MoveRefused
 from ..models.metadata import BucketMove
 from ..tables import buckets as bucket_table
-from .tables import moved_tables, walk
+from .tables import moved_tables, page
 
 # Rows read per batch of a copy (and of the dry run's count, five times that).
 COPY_BATCH = 1000
@@ -112,12 +112,12 @@ def count_rows(found: Plan, progress: Callable[[str], None] | None = None) -> Pl
         for table in moved_tables():
             total, last = 0, None
             while True:
-                rows = walk(source, table, last, COPY_BATCH * 5)
-                if not rows:
+                names = (table.routed_by,)
+                step = page(source, table, last, COPY_BATCH * 5, wanted, names=names)
+                if step.last is None:
                     break
-                width = len(table.walk_key)
-                total += sum(1 for row in rows if table.bucket(row[width:]) in wanted)
-                last = rows[-1][:width]
+                total += len(step.rows)
+                last = step.last
             found.rows.setdefault(source, {})[table.name] = total
             if progress:
                 progress(f"{source} {table.name}: {total}")

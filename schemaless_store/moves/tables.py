@@ -15,9 +15,10 @@ from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .. import shards
+from .. import conf, shards
 from ..indexes import Index, registry
-from ..tables import keyset
+from ..keys import buckets_of
+from ..tables import keyset, literals
 from ..tables.entities import chunks
 from ..tables.values import plain_row
 
@@ -43,12 +44,19 @@ class MovedTable:
     kept_on_source: bool = False
 
     def bucket(self, row: Sequence[Any]) -> int:
-        """The bucket of a row of ``columns`` (or of a row of ``walk_key`` + ``columns``)."""
-        position = self.columns.index(self.routed_by)
-        value = row[position]
-        if self.index is not None:
-            return shards.bucket_for(self.index.routing_key(value))
-        return shards.bucket_for(bytes(value))
+        """The bucket of a row of ``columns``."""
+        return self.buckets_of([row[self.columns.index(self.routed_by)]])[0]
+
+    def buckets_of(self, values: Sequence[Any]) -> list[int]:
+        """The buckets of values of the ``routed_by`` column."""
+        count = conf.get().buckets
+        if self.index is None:
+            return buckets_of([bytes(value) for value in values], count)
+        route, keys = self.index.routing_key, dict[Any, bytes]()
+        for value in values:  # index rows share values (a user's rows): each encoded once
+            if value not in keys:
+                keys[value] = route(value)
+        return buckets_of([keys[value] for value in values], count)
 
     def log_key(self) -> str:
         """The column a change log entry names (and a replay reads rows by)."""
@@ -87,31 +95,89 @@ def moved_tables() -> list[MovedTable]:
     return found
 
 
-def walk(
+@dataclass(frozen=True)
+class Page:
+    """One step of a walk: the rows read in the moving buckets, and where the walk is."""
+
+    rows: list[tuple[Any, ...]]  # the ``names`` asked for, of the rows in the buckets
+    read: int  # rows read (in any bucket)
+    last: tuple[Any, ...] | None  # the walk key of the last row read; None: the walk is over
+
+
+def page(
     alias: str,
     table: MovedTable,
     after: Sequence[Any] | None,
     limit: int,
+    numbers: set[int],
+    *,
+    names: Sequence[str] | None = None,
     conn: BaseDatabaseWrapper | None = None,
-) -> list[tuple[Any, ...]]:
-    """Rows ``(*walk_key, *columns)`` of ``table`` on ``alias`` after ``after`` in walk order
-    (on ``conn``, if given: a snapshot's)."""
+) -> Page:
+    """The rows of ``table`` on ``alias`` in buckets ``numbers`` among the next ``limit`` in
+    walk order after ``after`` (on ``conn``, if given: a snapshot's), as their ``names``
+    columns (default ``columns``).
+
+    No column holds a row's bucket, so the walk reads every row, but only its key and routing
+    column; the other columns (an entity's body) are read for the rows in the buckets alone,
+    by their walk keys (a row deleted in between is left out: the change log has it)."""
     conn = conn or shards.connection(alias)
     quote = conn.ops.quote_name
+    width = len(table.walk_key)
+    narrow = [
+        *table.walk_key,
+        *([table.routed_by] if table.routed_by not in table.walk_key else []),
+    ]
     walk_cols = [quote(c) for c in table.walk_key]
     where, params = "", list[Any]()
     if after is not None:
         bound, params = keyset.after(walk_cols, list(after))
         where = f" WHERE {bound}"
-    selected = ", ".join([*walk_cols, *(quote(c) for c in table.columns)])
     rows = shards.read(
         alias,
-        f"SELECT {selected} FROM {quote(table.name)}{where} "
+        f"SELECT {', '.join(quote(c) for c in narrow)} FROM {quote(table.name)}{where} "
         f"ORDER BY {', '.join(walk_cols)} LIMIT {int(limit)}",
         params,
         conn,
     )
-    return [plain_row(row) for row in rows]
+    if not rows:
+        return Page([], 0, None)
+    routed = narrow.index(table.routed_by)
+    found = table.buckets_of([row[routed] for row in rows])
+    inside = [plain_row(row) for row, number in zip(rows, found, strict=True) if number in numbers]
+    names = tuple(names or table.columns)
+    if set(names) <= set(narrow):
+        positions = [narrow.index(name) for name in names]
+        picked = [tuple(row[p] for p in positions) for row in inside]
+    else:
+        picked = rows_at(alias, table, [row[:width] for row in inside], names, conn)
+    return Page(picked, len(rows), tuple(plain_row(rows[-1][:width])))
+
+
+def rows_at(
+    alias: str,
+    table: MovedTable,
+    keys: Sequence[Sequence[Any]],
+    names: Sequence[str],
+    conn: BaseDatabaseWrapper | None = None,
+) -> list[tuple[Any, ...]]:
+    """The ``names`` columns of the rows of ``table`` with these walk keys."""
+    conn = conn or shards.connection(alias)
+    quote = conn.ops.quote_name
+    key_cols = ", ".join(quote(c) for c in table.walk_key)
+    one = "(" + ", ".join(["%s"] * len(table.walk_key)) + ")"
+    selected = ", ".join(quote(c) for c in names)
+    found: list[tuple[Any, ...]] = []
+    for chunk in chunks(list(keys), WRITE_CHUNK * 5):
+        rows = shards.read(
+            alias,
+            f"SELECT {selected} FROM {quote(table.name)} "
+            f"WHERE ({key_cols}) IN ({', '.join([one] * len(chunk))})",
+            [value for key in chunk for value in key],
+            conn,
+        )
+        found.extend(plain_row(row) for row in rows)
+    return found
 
 
 def rows_of_keys(alias: str, table: MovedTable, keys: Sequence[bytes]) -> list[tuple[Any, ...]]:
@@ -169,30 +235,56 @@ def write(alias: str, table: MovedTable, rows: Sequence[Sequence[Any]]) -> None:
     if conn.vendor != "mysql":  # SQLite keeps datetimes as text: written as Django writes them
         adapt = conn.ops.adapt_datetimefield_value
         rows = [[adapt(v) if isinstance(v, dt.datetime) else v for v in row] for row in rows]
+    head = f"{verb} INTO {quote(table.name)} ({cols}) VALUES "
+    rendered = _literal_statements(head, tail, rows) if conn.vendor == "mysql" else None
     with shards.errors_named(alias), conn.cursor() as cursor:
+        if rendered is not None:
+            for sql in rendered:
+                cursor.execute(sql)  # no parameters: the driver does not format it
+            return
         for chunk in chunks(list(rows), WRITE_CHUNK):
             cursor.execute(
-                f"{verb} INTO {quote(table.name)} ({cols}) VALUES "
-                f"{', '.join([one] * len(chunk))}{tail}",
+                f"{head}{', '.join([one] * len(chunk))}{tail}",
                 [value for row in chunk for value in row],
             )
 
 
-def delete(alias: str, table: MovedTable, rows: Iterable[Sequence[Any]]) -> int:
-    """Delete the rows (``columns``) with these natural keys on ``alias``; how many went."""
+def _literal_statements(head: str, tail: str, rows: Sequence[Sequence[Any]]) -> list[str] | None:
+    """The rows' ``INSERT`` statements written as literals (:mod:`..tables.literals`), when
+    every value has one (entities and index rows; not cells, whose ``column_name`` is text):
+    MySQLdb's rendering of each value was a quarter of a copy's time."""
+    kinds = [{type(value) for value in column} for column in zip(*rows, strict=True)]
+    if not all(len(kind) == 1 and next(iter(kind)) in literals.TYPES for kind in kinds):
+        return None
+    try:
+        row_format = literals.RowFormat([next(iter(kind)) for kind in kinds])
+        return list(literals.Insert(head, row_format, tail).statements(rows))
+    except (TypeError, ValueError):  # an aware datetime, a NaN: the driver renders them
+        return None
+
+
+def delete(
+    alias: str,
+    table: MovedTable,
+    rows: Iterable[Sequence[Any]],
+    names: Sequence[str] | None = None,
+) -> int:
+    """Delete the rows (their ``names`` columns, default ``columns``) with these natural keys
+    on ``alias``; how many went."""
     conn = shards.connection(alias)
     quote = conn.ops.quote_name
-    positions = [table.columns.index(c) for c in table.natural_key]
+    given = tuple(names or table.columns)
+    positions = [given.index(c) for c in table.natural_key]
     keys = [tuple(row[p] for p in positions) for row in rows]
     if not keys:
         return 0
-    names = ", ".join(quote(c) for c in table.natural_key)
+    key_cols = ", ".join(quote(c) for c in table.natural_key)
     one = "(" + ", ".join(["%s"] * len(positions)) + ")"
     deleted = 0
     with shards.errors_named(alias), conn.cursor() as cursor:
         for chunk in chunks(keys, WRITE_CHUNK):
             cursor.execute(
-                f"DELETE FROM {quote(table.name)} WHERE ({names}) IN "
+                f"DELETE FROM {quote(table.name)} WHERE ({key_cols}) IN "
                 f"({', '.join([one] * len(chunk))})",
                 [value for key in chunk for value in key],
             )

@@ -5,13 +5,16 @@ a type dispatch per value), and a backfill sends millions of rows (docs/performa
 columns hold only ``bytes``, ``int`` and finite ``float`` values (:mod:`..keys`, each column
 type's ``python_type``), and those have literals that need no escaping: ``X'<hex digits>'``,
 decimal digits, and ``repr`` with an exponent (so MySQL reads a ``DOUBLE``, not a
-``DECIMAL``). A :class:`RowFormat` turns a row into its literal with one ``%``. Nothing from a
-value can reach the statement but hex digits and the characters of a number, so there is
-nothing to inject; a value of another type raises ``TypeError``.
+``DECIMAL``). Rows a bucket move copies also hold naive ``datetime`` values (``DATETIME``
+columns as MySQLdb reads them), written ``'YYYY-MM-DD HH:MM:SS.ffffff'``. A
+:class:`RowFormat` turns a row into its literal with one ``%``. Nothing from a value can reach
+the statement but hex digits and the characters of a number or a date, so there is nothing to
+inject; a value of another type raises ``TypeError``.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import operator
 from binascii import hexlify
@@ -38,10 +41,18 @@ def _int_literal(value: Any) -> bytes:
     return b"%d" % operator.index(value)  # TypeError for a float or a str
 
 
+def _datetime_literal(value: Any) -> bytes:
+    # A naive datetime (MySQLdb reads a DATETIME as one): digits, '-', ':', ' ' and '.' only.
+    if type(value) is not dt.datetime or value.tzinfo is not None:
+        raise TypeError(f"a {type(value).__name__} in a naive datetime column")
+    return value.isoformat(" ").encode("ascii")
+
+
 _LITERALS: dict[type, tuple[bytes, Callable[[Any], bytes]]] = {
     bytes: (b"X'%b'", hexlify),  # hexlify takes any buffer; anything else is a TypeError
     int: (b"%b", _int_literal),
     float: (b"%b", _float_literal),
+    dt.datetime: (b"'%b'", _datetime_literal),  # copied rows' DATETIME columns (moves)
 }
 
 
