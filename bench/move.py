@@ -275,7 +275,7 @@ def report(result: dict[str, Any]) -> str:
             "",
         ),
         (
-            "movebuckets: entities moved (copy, catch-up, fence, flip, verify)",
+            "movebuckets: entities moved from its start to its flip (copy, catch-up, fence, flip)",
             f"{o['entities_per_s']:,.0f} entities/s "
             f"({o['entities_moved']:,} in {o['move_seconds']:.1f} s)",
             "",

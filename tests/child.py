@@ -8,6 +8,9 @@ servers (tests/settings.py). ``SCHEMALESS_TEST_EXTRA_INDEXES`` names indexes fro
 Modes:
 
 - ``manage <command> [args...]``: a management command, as ``manage.py`` would run it.
+- ``killedmover <point> movebuckets [args...]``: ``movebuckets`` that SIGKILLs itself at one of
+  :data:`MOVER_KILL_POINTS` (before a phase's work, or inside the triggers' install or the
+  deletion of the old copies).
 - ``mixedloop``: reads one JSON request (seed, shared ids, seconds) on stdin, runs
   :func:`mixed_loop` and prints its counts (with this process's write retries) as JSON.
 - ``crashwriter``: a fork server for fault injection. It reads one JSON request per line on
@@ -435,6 +438,63 @@ def _crash_server() -> None:
         print(json.dumps({"ended": ended}), flush=True)
 
 
+# Where ``killedmover`` SIGKILLs the mover: before each phase's work (just after its record
+# says the phase began), and inside the two steps that are not phases of their own.
+MOVER_KILL_POINTS = {
+    "installing": "copying",  # the change-capture triggers of the first source installed
+    "copying": "copying",  # prepared (target marked, triggers on, map marked); nothing copied
+    "catching up": "catching up",
+    "fenced": "fenced",
+    "flipped": "flipped",
+    "cleaning": "cleaning",
+    "deleting": "cleaning",  # the first source's copies deleted, not yet the others'
+}
+
+
+def _killed_mover(point: str, args: list[str]) -> None:
+    """``movebuckets`` that SIGKILLs itself at ``point`` (:data:`MOVER_KILL_POINTS`)."""
+    from django.core.management import execute_from_command_line
+
+    from schemaless_store.moves import mover
+
+    def die() -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    if point == "installing":
+        install = mover.capture.install
+
+        def installing(*a: Any, **k: Any) -> None:
+            install(*a, **k)
+            die()
+
+        mover.capture.install = installing  # type: ignore[assignment]
+    elif point == "deleting":
+        purge = mover.Mover._purge
+
+        def deleting(self: Any, alias: str, what: str) -> None:
+            purge(self, alias, what)
+            if alias != self.move.target:
+                die()
+
+        mover.Mover._purge = deleting  # type: ignore[method-assign]
+    elif point in MOVER_KILL_POINTS:
+        save = mover.Mover._save
+
+        def saving(self: Any, **changes: Any) -> None:
+            phase, prepared = self.move.phase, bool(self.move.checkpoints.get("prepared"))
+            save(self, **changes)
+            if point == "copying":
+                if not prepared and self.move.checkpoints.get("prepared"):
+                    die()
+            elif self.move.phase == point and phase != point:
+                die()
+
+        mover.Mover._save = saving  # type: ignore[method-assign]
+    else:
+        raise SystemExit(f"unknown kill point {point!r}")
+    execute_from_command_line(["manage.py", *args])
+
+
 def main(argv: list[str]) -> None:
     _setup()
     mode, args = argv[0], argv[1:]
@@ -442,6 +502,8 @@ def main(argv: list[str]) -> None:
         from django.core.management import execute_from_command_line
 
         execute_from_command_line(["manage.py", *args])
+    elif mode == "killedmover":
+        _killed_mover(args[0], args[1:])
     elif mode == "crashwriter":
         _crash_server()
     elif mode == "claimer":

@@ -20,7 +20,7 @@ from schemaless_store.management.arguments import niceness, seconds, share, whol
 from schemaless_store.management.progress import progress_stream
 from schemaless_store.models.metadata import BucketMove
 from schemaless_store.moves import plan
-from schemaless_store.moves.mover import Mover
+from schemaless_store.moves.mover import COPY_WORKERS, Mover
 from schemaless_store.throttle import Throttle
 
 
@@ -49,6 +49,12 @@ class Command(BaseCommand):
             type=whole_number,
             default=plan.COPY_BATCH,
             help=f"Rows read per copy batch (default {plan.COPY_BATCH}).",
+        )
+        parser.add_argument(
+            "--workers",
+            type=whole_number,
+            default=COPY_WORKERS,
+            help=f"Tables copied at the same time, on MySQL (default {COPY_WORKERS}).",
         )
         # The cleaner's throttle (schemaless_store.throttle), with runcleaner's options.
         parser.add_argument(
@@ -134,7 +140,13 @@ class Command(BaseCommand):
             bar.update(rows)
 
         try:
-            done = Mover(move, batch=options["batch"], throttle=throttle, report=report).run()
+            done = Mover(
+                move,
+                batch=options["batch"],
+                throttle=throttle,
+                workers=options["workers"],
+                report=report,
+            ).run()
         finally:
             bar.close()
         pause = "" if done.longest_pause is None else f"; writes paused {done.longest_pause:.3f} s"
