@@ -24,6 +24,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -134,7 +135,7 @@ def window(samples: list[tuple[float, float]], start: float, end: float) -> dict
     }
 
 
-def ours(writer_before: float) -> dict[str, Any]:
+def ours(writer_before: float, mover_args: list[str]) -> dict[str, Any]:
     import threading
 
     from django.db import connections
@@ -169,7 +170,10 @@ def ours(writer_before: float) -> dict[str, Any]:
     start = time.time()
     with tempfile.TemporaryFile() as log:
         done = subprocess.run(
-            [sys.executable, "-m", "django", "movebuckets", "--to", "shard_2", "--buckets", MOVED],
+            [
+                *(sys.executable, "-m", "django", "movebuckets"),
+                *("--to", "shard_2", "--buckets", MOVED, *mover_args),
+            ],
             env={**os.environ, "PYTHONPATH": str(ROOT)},
             cwd=ROOT,
             stdout=log,
@@ -217,6 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--entities", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--buffer-pool", default="256M")
+    parser.add_argument(
+        "--mover-args",
+        default="",
+        help="More movebuckets options, e.g. '--nice 10' or '--workers 1' (one string).",
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = parser.parse_args(argv)
     servers = start(args.buffer_pool)
@@ -234,12 +243,14 @@ def main(argv: list[str] | None = None) -> int:
         rates.append(rate)
     raw_rate = statistics.median(rates)
     print(f"bench.move: raw copy {raw_rate:,.0f} entities/s ({copied:,} entities)", flush=True)
-    found = ours(writer_before=3.0)
+    mover_args = shlex.split(args.mover_args)
+    found = ours(writer_before=3.0, mover_args=mover_args)
     found["ratio_to_raw"] = found["entities_per_s"] / raw_rate
     result = {
         "started": started.isoformat().replace("+00:00", "Z"),
         "entities": args.entities,
         "moved_buckets": MOVED,
+        "mover_args": mover_args,
         "raw_copy": {"entities_per_s": raw_rate, "rounds": rates, "entities": copied},
         "ours": found,
     }
@@ -308,7 +319,8 @@ def report(result: dict[str, Any]) -> str:
     return (
         f"# Bucket move at {result['entities']:,} entities ({result['started']})\n\n"
         f"Buckets {result['moved_buckets']} (a third of shard_0's) from shard_0 to shard_2 (a "
-        "third server), while a writer commits single puts.\n\n"
+        "third server), while a writer commits single puts. movebuckets options: "
+        f"{' '.join(result.get('mover_args') or []) or '(defaults)'}.\n\n"
         f"| | value | goal |\n|---|---|---|\n{table}\n"
     )
 

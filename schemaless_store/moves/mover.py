@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
@@ -41,7 +41,17 @@ from ..tables import buckets as bucket_table
 from ..throttle import Throttle
 from . import capture
 from .plan import COPY_BATCH, from_ranges
-from .tables import MovedTable, delete, moved_tables, page, rows_of_keys, write
+from .tables import (
+    MovedTable,
+    decode_key,
+    delete,
+    encode_key,
+    moved_tables,
+    page,
+    rows_of_keys,
+    snapshot,
+    write,
+)
 
 logger = logging.getLogger("schemaless_store.moves")
 
@@ -142,7 +152,7 @@ class Mover:
         while any(self._replay(source) for source in self.sources):
             pass
         buckets = sorted(self.buckets)
-        self.snapshot = _snapshot(self.move.target)  # nothing has written them there yet
+        self.snapshot = snapshot(self.move.target)  # nothing has written them there yet
         with shards.write_lock():
             for source in self.sources:
                 bucket_table.set_states(source, sorted(self.sources[source]), bucket_table.GONE)
@@ -295,7 +305,7 @@ class Mover:
         checkpoint = self.move.checkpoints.get(mark)
         if checkpoint == "done":
             return
-        last = None if checkpoint is None else _decode_key(checkpoint)
+        last = None if checkpoint is None else decode_key(checkpoint)
         while True:
             if self._stopping.is_set():
                 raise MoveRefused(f"move #{self.move.pk}: the copy stopped (another copy failed)")
@@ -308,7 +318,7 @@ class Mover:
             last = found.last
             with self._record:
                 self._count(f"copied {table.name}", len(moving))
-                self.move.checkpoints = {**self.move.checkpoints, mark: _encode_key(last)}
+                self.move.checkpoints = {**self.move.checkpoints, mark: encode_key(last)}
                 if time.monotonic() - self._saved >= CHECKPOINT_EVERY:
                     self._save()  # a resumed copy writes some batches again: they are upserts
                 self.report(f"copy {source} {table.name}", len(moving))
@@ -425,25 +435,3 @@ class Mover:
             setattr(self.move, name, value)
         self.move.save()
         self._saved = time.monotonic()
-
-
-def _snapshot(alias: str) -> BaseDatabaseWrapper:
-    """A connection of its own to ``alias`` reading the shard as of now until it is closed."""
-    conn = connections.create_connection(alias)
-    with conn.cursor() as cursor:
-        if conn.vendor == "mysql":
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
-        else:
-            cursor.execute("BEGIN")
-        cursor.execute(f"SELECT COUNT(*) FROM {bucket_table.TABLE}")  # SQLite: the read begins
-        cursor.fetchall()
-    return conn
-
-
-def _encode_key(key: Sequence[Any]) -> list[Any]:
-    return [{"$b": v.hex()} if isinstance(v, bytes) else v for v in key]
-
-
-def _decode_key(key: Sequence[Any]) -> tuple[Any, ...]:
-    return tuple(bytes.fromhex(v["$b"]) if isinstance(v, dict) else v for v in key)

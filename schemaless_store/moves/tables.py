@@ -13,11 +13,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import conf, shards
 from ..indexes import Index, registry
 from ..keys import buckets_of
+from ..tables import buckets as bucket_table
 from ..tables import keyset, literals
 from ..tables.entities import chunks
 from ..tables.values import plain_row
@@ -290,3 +292,26 @@ def delete(
             )
             deleted += cursor.rowcount
     return deleted
+
+
+def snapshot(alias: str) -> BaseDatabaseWrapper:
+    """A connection of its own to ``alias`` reading the shard as of now until it is closed."""
+    conn = connections.create_connection(alias)
+    with conn.cursor() as cursor:
+        if conn.vendor == "mysql":
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+        else:
+            cursor.execute("BEGIN")
+        cursor.execute(f"SELECT COUNT(*) FROM {bucket_table.TABLE}")  # SQLite: the read begins
+        cursor.fetchall()
+    return conn
+
+
+def encode_key(key: Sequence[Any]) -> list[Any]:
+    """A walk key as JSON (a copy's checkpoint in the move's record)."""
+    return [{"$b": v.hex()} if isinstance(v, bytes) else v for v in key]
+
+
+def decode_key(key: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple(bytes.fromhex(v["$b"]) if isinstance(v, dict) else v for v in key)
