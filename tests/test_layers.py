@@ -15,7 +15,7 @@ MAX_LINES = 450
 
 # Lower layers first. A module belongs to the first entry its dotted name starts with.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("pure", ("exceptions", "codec", "keys", "jsonview")),
+    ("pure", ("exceptions", "codec", "keys", "jsonview", "throttle")),
     ("config", ("conf", "dburls")),
     (
         "storage",
