@@ -275,6 +275,26 @@ def test_the_copy_and_the_deletion_are_throttled_as_the_cleaner_is(monkeypatch):
     assert_moved_and_exact(made, target)
 
 
+def test_a_second_mover_while_one_runs_is_refused_with_nothing_changed():
+    from schemaless_store.cleaner.lock import CleanerLock
+    from schemaless_store.management.commands.movebuckets import MOVER_LOCK
+
+    populate(10)
+    _source, target = source_and_target()
+    running = CleanerLock(MOVER_LOCK, "default")  # what a running mover holds
+    assert running.acquire()
+    try:
+        for args in (["--to", target, "--buckets", MOVED], ["--abort"]):
+            with pytest.raises(CommandError, match="another movebuckets is running"):
+                run(*args)
+        assert "Dry run" in run("--to", target, "--buckets", MOVED, "--dry-run")
+    finally:
+        running.release()
+    assert BucketMove.objects.count() == 0
+    assert shardmap.refresh().version == 1
+    assert "done: 0-299 now on" in run("--to", target, "--buckets", MOVED)
+
+
 def test_a_second_move_waits_for_the_first_and_an_unflipped_move_can_be_aborted(monkeypatch):
     made = populate(30)
     source, target = source_and_target()

@@ -55,10 +55,11 @@ class MovedTable:
         if self.index is None:
             return buckets_of([bytes(value) for value in values], count)
         route, keys = self.index.routing_key, dict[Any, bytes]()
-        for value in values:  # index rows share values (a user's rows): each encoded once
+        plain = [bytes(v) if isinstance(v, bytearray | memoryview) else v for v in values]
+        for value in plain:  # index rows share values (a user's rows): each encoded once
             if value not in keys:
                 keys[value] = route(value)
-        return buckets_of([keys[value] for value in values], count)
+        return buckets_of([keys[value] for value in plain], count)
 
     def log_key(self) -> str:
         """The column a change log entry names (and a replay reads rows by)."""

@@ -9,12 +9,16 @@ same command again after a crash: the move resumes from its recorded phase and c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DEFAULT_DB_ALIAS
 from tqdm import tqdm
 
+from schemaless_store.cleaner.lock import CleanerLock
 from schemaless_store.exceptions import MoveRefused
 from schemaless_store.management.arguments import niceness, seconds, share, whole_number
 from schemaless_store.management.progress import progress_stream
@@ -22,6 +26,28 @@ from schemaless_store.models.metadata import BucketMove
 from schemaless_store.moves import plan
 from schemaless_store.moves.mover import COPY_WORKERS, Mover
 from schemaless_store.throttle import Throttle
+
+# The mover's lock, a CleanerLock under a name no index can have (index names have no hyphen).
+MOVER_LOCK = "bucket-moves"
+
+
+@contextlib.contextmanager
+def _one_mover() -> Iterator[None]:
+    """One ``movebuckets`` (or ``--abort``) at a time in the whole store: a lock on ``default``
+    (where the moves are recorded) that dies with its process (``GET_LOCK`` on MySQL, ``flock``
+    on SQLite: :class:`~schemaless_store.cleaner.lock.CleanerLock`), so a second mover started
+    on the same move is refused instead of running it twice, and a SIGKILLed one leaves no lock
+    behind."""
+    lock = CleanerLock(MOVER_LOCK, DEFAULT_DB_ALIAS)
+    if not lock.acquire():
+        raise CommandError(
+            f"another movebuckets is running (it holds {lock.describe()}): wait for it to "
+            "finish, or stop it and run this again; nothing was changed"
+        )
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def shown(spans: list[list[int]]) -> str:
@@ -83,9 +109,13 @@ class Command(BaseCommand):
             if options["status"]:
                 self._status()
             elif options["abort"]:
-                self._abort()
-            else:
+                with _one_mover():
+                    self._abort()
+            elif options["dry_run"]:
                 self._move(options)
+            else:
+                with _one_mover():
+                    self._move(options)
         except MoveRefused as exc:
             raise CommandError(str(exc)) from exc
 
