@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -88,6 +88,20 @@ def check_alias(alias: str) -> str:
 def connection(alias: str) -> BaseDatabaseWrapper:
     """Django's connection for a shard (carries entity transactions and reads)."""
     return connections[alias]
+
+
+def probe_latency(aliases: Iterable[str]) -> float:
+    """The slowest round trip, in seconds, of a trivial statement (``SELECT 1``) to the servers
+    of ``aliases``: how busy they are, for the throttle of background work (:mod:`.throttle`).
+    On SQLite there is no server, and the probe is always quick."""
+    slowest = 0.0
+    for alias in aliases:
+        began = time.perf_counter()
+        with connections[alias].cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchall()
+        slowest = max(slowest, time.perf_counter() - began)
+    return slowest
 
 
 def vendor(alias: str) -> str:

@@ -1,7 +1,15 @@
 """The throttle of the store's background work: the cleaner's batches and a bucket move's copy
 (docs/cleaner.md, docs/resharding.md). Both run batch after batch while the site's writers run,
-and both are held back the same way: a fixed pause after each batch (``sleep``) plus, with a
-``duty`` below 1, as long a pause as keeps the worker busy at most that share of wall time."""
+and both are held back the same ways:
+
+- ``sleep``: a fixed pause after each batch;
+- ``duty``: below 1, as long a pause as keeps the worker busy at most that share of wall time;
+- ``max_latency``: after each batch, while a probe of the servers (the round trip of a trivial
+  statement, :func:`schemaless_store.shards.probe_latency`) takes longer than this, wait and
+  probe again (backing off up to half a second, for at most ``max_hold`` seconds), so the work
+  yields to the writers when the servers are busy, as gh-ost's ``--max-load`` and
+  django-mysql's ``chunk_time`` do.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +17,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+# The first wait when a probe is too slow, and the longest (doubling in between).
+FIRST_HOLD = 0.01
+LONGEST_HOLD = 0.5
+
 
 @dataclass(frozen=True)
 class Throttle:
     """``sleep`` seconds after each batch, plus ``t*(1-duty)/duty`` after a batch that took
-    ``t`` seconds. The defaults (0 and 1) never pause."""
+    ``t`` seconds, plus, with ``max_latency`` (seconds), as long as the probe stays slower
+    than that (at most ``max_hold``). The defaults never pause."""
 
     sleep: float = 0.0
     duty: float = 1.0
+    max_latency: float | None = None
+    max_hold: float = 30.0
 
     def __post_init__(self) -> None:
         if not _number(self.sleep) or not self.sleep >= 0:  # a NaN fails every bound
@@ -25,20 +40,50 @@ class Throttle:
             raise ValueError(
                 f"duty must be a share of the time above 0 and at most 1, not {self.duty!r}"
             )
+        if self.max_latency is not None and (
+            not _number(self.max_latency) or not self.max_latency > 0
+        ):
+            raise ValueError(
+                f"max_latency must be a number of seconds above 0, not {self.max_latency!r}"
+            )
+        if not _number(self.max_hold) or not self.max_hold >= 0:
+            raise ValueError(
+                f"max_hold must be a number of seconds (0 or more), not {self.max_hold!r}"
+            )
 
     def pause(self, busy: float) -> float:
-        """Seconds to pause after a batch that took ``busy`` seconds."""
+        """Seconds to pause after a batch that took ``busy`` seconds (``sleep`` and ``duty``)."""
         pause = float(self.sleep)
         if self.duty < 1:
             pause += busy * (1 - self.duty) / self.duty
         return pause
 
-    def after(self, began: float, wait: Callable[[float], object] = time.sleep) -> None:
+    def after(
+        self,
+        began: float,
+        wait: Callable[[float], object] = time.sleep,
+        probe: Callable[[], float] | None = None,
+    ) -> float:
         """Pause after a batch begun at ``began`` (``time.monotonic()``), by ``wait`` (an
-        ``Event.wait``, to be woken by a stop)."""
+        ``Event.wait``, to be woken by a stop: a true result ends the pause); with
+        ``max_latency``, then hold while ``probe()`` (seconds) is slower. The seconds paused."""
         pause = self.pause(time.monotonic() - began)
-        if pause > 0:
-            wait(pause)
+        if pause > 0 and wait(pause):
+            return pause
+        return pause + self.hold(wait, probe)
+
+    def hold(self, wait: Callable[[float], object], probe: Callable[[], float] | None) -> float:
+        """Wait while ``probe()`` is slower than ``max_latency``; the seconds waited."""
+        if self.max_latency is None or probe is None:
+            return 0.0
+        held, step = 0.0, FIRST_HOLD
+        while held < self.max_hold and probe() > self.max_latency:
+            step = min(step, self.max_hold - held)
+            held += step
+            if wait(step):
+                break
+            step = min(step * 2, LONGEST_HOLD)
+        return held
 
 
 def _number(value: object) -> bool:

@@ -492,6 +492,33 @@ def test_connections_are_kept_from_batch_to_batch(published, posts):
     assert_exact([published])
 
 
+def test_max_latency_holds_each_batch_while_the_servers_answer_slowly(
+    published, posts, monkeypatch
+):
+    cleaner = Cleaner(indexes=[PUBLISHED], once=True, batch_size=20, max_latency=0.005)
+    probed: list[tuple[str, ...]] = []
+    holds: list[float] = []
+
+    def probe_latency(aliases):
+        probed.append(tuple(aliases))
+        return 1.0 if len(probed) % 3 else 0.0  # two slow answers, then a quick one
+
+    def wait(pause: float) -> bool:
+        holds.append(pause)
+        return False
+
+    monkeypatch.setattr(shards, "probe_latency", probe_latency)
+    monkeypatch.setattr(cleaner._stop, "wait", wait)
+    summary = cleaner.run()
+
+    assert not summary.failed and state(PUBLISHED) == "ready"
+    batches = sum(-(-p.scanned // 20) for p in summary.passes)
+    assert len(probed) == 3 * batches  # after each batch: slow, slow, quick
+    assert set(probed) == {shards.shard_aliases()}  # every shard server: index rows go anywhere
+    assert holds == [0.01, 0.02] * batches
+    assert_exact([published])
+
+
 def test_duty_pauses_after_each_batch_for_a_share_of_its_time(published, posts, monkeypatch):
     cleaner = Cleaner(indexes=[PUBLISHED], once=True, batch_size=20, duty=0.25)
     waits: list[tuple[float, float, float]] = []  # (asked at, pause, returned at)
@@ -794,6 +821,7 @@ def test_progress_bars_show_done_total_rate_and_eta(published, posts):
         (["--duty=0"], "--duty: must be a share above 0 and at most 1, not '0'"),
         (["--duty=1.5"], "--duty: must be a share above 0 and at most 1, not '1.5'"),
         (["--nice=20"], "--nice: must be a whole number from 0 to 19, not '20'"),
+        (["--max-latency=0"], "--max-latency: must be a number of milliseconds above 0, not '0'"),
     ],
 )
 def test_runcleaner_refuses_bad_options(args, message):

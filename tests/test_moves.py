@@ -243,6 +243,7 @@ def test_a_dry_run_prints_the_plan_and_changes_nothing():
         (["--to", "TARGET", "--buckets", "0-3", "--duty", "0"], "--duty: must be a share above"),
         (["--to", "TARGET", "--buckets", "0-3", "--batch", "0"], "--batch: must be a whole"),
         (["--to", "TARGET", "--buckets", "0-3", "--sleep", "-1"], "--sleep: must be a number"),
+        (["--to", "TARGET", "--buckets", "0-3", "--max-latency", "-5"], "--max-latency: must be"),
     ],
 )
 def test_bad_input_is_refused_with_nothing_changed(args, message):
@@ -261,13 +262,16 @@ def test_the_copy_and_the_deletion_are_throttled_as_the_cleaner_is(monkeypatch):
     pauses: list[tuple[Throttle, float]] = []
     real_after = Throttle.after
 
-    def after(self: Throttle, began: float, wait=time.sleep) -> None:
+    def after(self: Throttle, began: float, wait=time.sleep, probe=None) -> float:
         pauses.append((self, self.pause(time.monotonic() - began)))
-        real_after(self, began, wait)
+        assert probe is not None and probe() < 1.0  # the move's servers, probed
+        return real_after(self, began, wait, probe)
 
     monkeypatch.setattr(Throttle, "after", after)
-    run("--to", target, "--buckets", MOVED, "--batch", "7", "--duty", "0.5", "--sleep", "0.001")
-    assert {throttle for throttle, _pause in pauses} == {Throttle(sleep=0.001, duty=0.5)}
+    args = ("--batch", "7", "--duty", "0.5", "--sleep", "0.001", "--max-latency", "1000")
+    run("--to", target, "--buckets", MOVED, *args)
+    throttles = {throttle for throttle, _pause in pauses}
+    assert throttles == {Throttle(sleep=0.001, duty=0.5, max_latency=1.0)}
     # A pause after every batch of 7 rows read, in the copy (entities alone: more than
     # moving / 7 batches, as the walk reads every row of the source) and the deletion.
     assert len(pauses) > 2 * (moving // 7)

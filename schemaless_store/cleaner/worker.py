@@ -50,8 +50,10 @@ class Cleaner:
     """Backfills and repairs indexes; ``run()`` until done (``once``) or until stopped.
 
     ``indexes`` and ``shards`` (names and aliases) default to every declared index and every
-    shard. ``sleep`` and ``duty`` are its :class:`~schemaless_store.throttle.Throttle` (a
-    fixed pause after each batch; at most that share of wall time spent working).
+    shard. ``sleep``, ``duty`` and ``max_latency`` are its
+    :class:`~schemaless_store.throttle.Throttle` (a fixed pause after each batch; at most that
+    share of wall time spent working; a hold while the shard servers answer a probe slower
+    than ``max_latency`` seconds).
     ``interval`` is the pause between rounds when not ``once``, ``lock_wait`` is how long to
     wait for another cleaner's lock before skipping. SIGINT/SIGTERM (when run in the main
     thread) or :meth:`stop` finish the current batch and end the run.
@@ -66,6 +68,7 @@ class Cleaner:
         batch_size: int = DEFAULT_BATCH_SIZE,
         sleep: float = 0.0,
         duty: float = 1.0,
+        max_latency: float | None = None,
         interval: float = DEFAULT_INTERVAL,
         lock_wait: float = 0.0,
         progress: bool = False,
@@ -76,7 +79,7 @@ class Cleaner:
         for name, value in (("interval", interval), ("lock_wait", lock_wait)):
             if not isinstance(value, int | float) or value < 0:
                 raise ValueError(f"{name} must be a number of seconds (0 or more), not {value!r}")
-        self.throttle = Throttle(sleep, duty)
+        self.throttle = Throttle(sleep, duty, max_latency)
         self.indexes = _resolve_indexes(indexes)
         self.aliases = resolve_aliases(shards)
         self.once = once
@@ -309,7 +312,11 @@ class Cleaner:
             yield batch
             result.scanned += len(batch)
             save_record(result)
-            self.throttle.after(began, self._stop.wait)
+            self.throttle.after(began, self._stop.wait, self._probe)
+
+    def _probe(self) -> float:
+        """How busy the shard servers are (a pass writes index rows to any of them)."""
+        return shards.probe_latency(shards.shard_aliases())
 
     def bar(self, desc: str, total: int | None, initial: int, unit: str) -> tqdm:
         return tqdm(

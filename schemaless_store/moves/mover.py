@@ -322,7 +322,7 @@ class Mover:
                 if time.monotonic() - self._saved >= CHECKPOINT_EVERY:
                     self._save()  # a resumed copy writes some batches again: they are upserts
                 self.report(f"copy {source} {table.name}", len(moving))
-            self.throttle.after(began)
+            self.throttle.after(began, probe=self._probe)
         with self._record:
             self._save(checkpoints={**self.move.checkpoints, mark: "done"})
 
@@ -359,6 +359,10 @@ class Mover:
         extra = [r for r in ours if tuple(r[p] for p in positions) not in kept]
         delete(self.move.target, table, extra)  # first: a unique value may pass between them
         write(self.move.target, table, theirs)
+
+    def _probe(self) -> float:
+        """How busy the servers of the move are (its throttle's ``max_latency``)."""
+        return shards.probe_latency([*self.sources, self.move.target])
 
     def _fence(self) -> None:
         """Mark the buckets fenced on every source: on MySQL this waits for the writes that
@@ -399,7 +403,7 @@ class Mover:
                 last = found.last
                 self._count(what, deleted)
                 self.report(f"{what} {table.name}", deleted)
-                self.throttle.after(began)
+                self.throttle.after(began, probe=self._probe)
 
     def _digest(
         self,

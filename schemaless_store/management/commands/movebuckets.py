@@ -20,7 +20,13 @@ from tqdm import tqdm
 
 from schemaless_store.cleaner.lock import CleanerLock
 from schemaless_store.exceptions import MoveRefused
-from schemaless_store.management.arguments import niceness, seconds, share, whole_number
+from schemaless_store.management.arguments import (
+    milliseconds,
+    niceness,
+    seconds,
+    share,
+    whole_number,
+)
 from schemaless_store.management.progress import progress_stream
 from schemaless_store.models.metadata import BucketMove
 from schemaless_store.moves import plan
@@ -97,6 +103,13 @@ class Command(BaseCommand):
             "seconds it pauses t seconds (default 1: no pause). Adds to --sleep.",
         )
         parser.add_argument(
+            "--max-latency",
+            type=milliseconds,
+            default=None,
+            help="Milliseconds: after each copy or delete batch, hold while a probe of the "
+            "sources and the target (SELECT 1) takes longer than this (default: no probe).",
+        )
+        parser.add_argument(
             "--nice",
             type=niceness,
             default=0,
@@ -123,7 +136,8 @@ class Command(BaseCommand):
         if not options["target"] or not options["buckets"]:
             raise CommandError("give --to ALIAS and --buckets RANGES (or --status, --abort)")
         numbers = plan.parse_buckets(options["buckets"])
-        throttle = Throttle(options["sleep"], options["duty"])
+        latency = options["max_latency"]
+        throttle = Throttle(options["sleep"], options["duty"], latency and latency / 1000)
         target = options["target"]
         current = plan.unfinished()
         if current is not None:

@@ -18,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 from schemaless_store.cleaner.worker import DEFAULT_BATCH_SIZE, DEFAULT_INTERVAL, Cleaner
 from schemaless_store.exceptions import ConfigurationError
 
-from ..arguments import niceness, seconds, share, whole_number
+from ..arguments import milliseconds, niceness, seconds, share, whole_number
 from ..progress import progress_stream
 
 LOGGER = "schemaless_store.cleaner"
@@ -76,6 +76,13 @@ class Command(BaseCommand):
             "t seconds it pauses t seconds (default 1: no pause). Adds to --sleep.",
         )
         parser.add_argument(
+            "--max-latency",
+            type=milliseconds,
+            default=None,
+            help="Milliseconds: after each batch, hold while a probe of the shard servers "
+            "(SELECT 1) takes longer than this, so writers go first (default: no probe).",
+        )
+        parser.add_argument(
             "--nice",
             type=niceness,
             default=DEFAULT_NICE,
@@ -123,6 +130,7 @@ class Command(BaseCommand):
                     batch_size=options["batch_size"],
                     sleep=options["sleep"],
                     duty=options["duty"],
+                    max_latency=_seconds(options["max_latency"]),
                     interval=options["interval"],
                     lock_wait=options["lock_wait"],
                     progress=verbosity >= 1 and self.stderr.isatty(),
@@ -202,3 +210,7 @@ def _console_handlers(logger: logging.Logger, command: BaseCommand) -> list[logg
                 found.append(handler)
         current = current.parent if current.propagate else None
     return found
+
+
+def _seconds(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1000
