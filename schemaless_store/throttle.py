@@ -4,16 +4,21 @@ and both are held back the same ways:
 
 - ``sleep``: a fixed pause after each batch;
 - ``duty``: below 1, as long a pause as keeps the worker busy at most that share of wall time;
-- ``max_latency``: after each batch, while a probe of the servers (the round trip of a trivial
-  statement, :func:`schemaless_store.shards.probe_latency`) takes longer than this, wait and
-  probe again (backing off up to half a second, for at most ``max_hold`` seconds), so the work
-  yields to the writers when the servers are busy, as gh-ost's ``--max-load`` and
-  django-mysql's ``chunk_time`` do.
+- ``max_latency``: after each batch, while the servers answer a probe (the round trip of a
+  trivial statement, :func:`schemaless_store.shards.probe_latency`) slower than this, wait
+  (backing off up to half a second, for at most ``max_hold`` seconds), so the work yields to
+  the writers when the servers are busy, as gh-ost's ``--max-load`` and django-mysql's
+  ``chunk_time`` do. The probe runs on a thread of its own all along (:class:`LatencyProbe`),
+  so it sees the servers as the writers do *while* a batch runs: a probe sent between
+  batches would find the servers idle, the batch that loaded them being over.
 """
 
 from __future__ import annotations
 
+import statistics
+import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -84,6 +89,62 @@ class Throttle:
                 break
             step = min(step * 2, LONGEST_HOLD)
         return held
+
+
+class LatencyProbe:
+    """Runs ``probe`` (seconds it took) every ``every`` seconds on a thread of its own between
+    :meth:`start` and :meth:`stop`; :meth:`recent` is the 90th percentile of the samples of
+    the last ``window`` seconds. ``on_exit`` runs on the thread as it ends (closing its
+    database connections). A probe that fails counts as slow (``inf``): a server in trouble
+    is a reason to hold back, and the work itself will meet the error."""
+
+    def __init__(
+        self,
+        probe: Callable[[], float],
+        *,
+        every: float = 0.01,
+        window: float = 0.1,
+        on_exit: Callable[[], object] | None = None,
+    ) -> None:
+        self._probe, self._every, self._window, self._on_exit = probe, every, window, on_exit
+        self._samples: deque[tuple[float, float]] = deque()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="throttle-probe", daemon=True)
+
+    def start(self) -> LatencyProbe:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def recent(self) -> float:
+        """The 90th percentile of the last ``window`` seconds' samples (0 without any)."""
+        horizon = time.monotonic() - self._window
+        with self._lock:
+            found = [latency for at, latency in self._samples if at >= horizon]
+        if len(found) < 2:
+            return found[0] if found else 0.0
+        return statistics.quantiles(found, n=10, method="inclusive")[-1]
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(self._every):
+                try:
+                    latency = self._probe()
+                except Exception:  # a failing probe counts as slow (the class docs)
+                    latency = float("inf")
+                now = time.monotonic()
+                with self._lock:
+                    self._samples.append((now, latency))
+                    while self._samples and self._samples[0][0] < now - self._window:
+                        self._samples.popleft()
+        finally:
+            if self._on_exit is not None:
+                self._on_exit()
 
 
 def _number(value: object) -> bool:

@@ -495,26 +495,45 @@ def test_connections_are_kept_from_batch_to_batch(published, posts):
 def test_max_latency_holds_each_batch_while_the_servers_answer_slowly(
     published, posts, monkeypatch
 ):
-    cleaner = Cleaner(indexes=[PUBLISHED], once=True, batch_size=20, max_latency=0.005)
-    probed: list[tuple[str, ...]] = []
-    holds: list[float] = []
+    from schemaless_store.cleaner import worker
 
-    def probe_latency(aliases):
-        probed.append(tuple(aliases))
-        return 1.0 if len(probed) % 3 else 0.0  # two slow answers, then a quick one
+    class FakeProbe:
+        """The probe thread run() keeps, answering slow, slow, quick after each batch."""
+
+        made: list[FakeProbe] = []
+
+        def __init__(self, probe, *, on_exit=None):
+            self.probe, self.asked, self.running = probe, 0, False
+            FakeProbe.made.append(self)
+
+        def start(self):
+            self.running = True
+            return self
+
+        def stop(self):
+            self.running = False
+
+        def recent(self):
+            self.asked += 1
+            return 1.0 if self.asked % 3 else 0.0
+
+    cleaner = Cleaner(indexes=[PUBLISHED], once=True, batch_size=20, max_latency=0.005)
+    holds: list[float] = []
 
     def wait(pause: float) -> bool:
         holds.append(pause)
         return False
 
-    monkeypatch.setattr(shards, "probe_latency", probe_latency)
+    monkeypatch.setattr(worker, "LatencyProbe", FakeProbe)
     monkeypatch.setattr(cleaner._stop, "wait", wait)
     summary = cleaner.run()
 
     assert not summary.failed and state(PUBLISHED) == "ready"
+    (probe,) = FakeProbe.made
+    assert not probe.running  # stopped with the run
+    assert 0 < probe.probe() < 1.0  # it probes the shard servers for real
     batches = sum(-(-p.scanned // 20) for p in summary.passes)
-    assert len(probed) == 3 * batches  # after each batch: slow, slow, quick
-    assert set(probed) == {shards.shard_aliases()}  # every shard server: index rows go anywhere
+    assert probe.asked == 3 * batches  # after each batch: slow, slow, quick
     assert holds == [0.01, 0.02] * batches
     assert_exact([published])
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+import threading
 import time
 
 import pytest
 
-from schemaless_store.throttle import Throttle
+from schemaless_store.throttle import LatencyProbe, Throttle
 from tests.conftest import STORE
 
 
@@ -117,3 +118,33 @@ def test_the_probe_times_a_trivial_statement_on_each_server():
     latency = shards.probe_latency(shards.shard_aliases())
     assert 0 < latency < 1.0
     assert shards.probe_latency([]) == 0.0
+
+
+def test_the_latency_probe_samples_on_its_thread_and_reports_the_recent_90th_percentile():
+    answers = iter([0.001] * 30 + [0.2] * 1000)
+    exited = threading.Event()
+    probe = LatencyProbe(lambda: next(answers), every=0.001, window=0.05, on_exit=exited.set)
+    assert probe.recent() == 0.0  # nothing sampled yet
+    probe.start()
+    try:
+        deadline = time.monotonic() + 5
+        while probe.recent() < 0.2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert probe.recent() == 0.2  # the quick answers aged out of the window
+    finally:
+        probe.stop()
+    assert exited.is_set()
+
+
+def test_a_failing_probe_counts_as_slow():
+    def broken() -> float:
+        raise OSError("server gone")
+
+    probe = LatencyProbe(broken, every=0.001).start()
+    try:
+        deadline = time.monotonic() + 5
+        while probe.recent() == 0.0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert probe.recent() == math.inf
+    finally:
+        probe.stop()

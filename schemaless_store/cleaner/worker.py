@@ -20,7 +20,7 @@ from ..exceptions import ConfigurationError
 from ..indexes import Index, registry
 from ..models.metadata import CleanerCheckpoint
 from ..shards import resolve_aliases
-from ..throttle import Throttle
+from ..throttle import LatencyProbe, Throttle
 from .lock import CleanerLock
 from .passes import backfill, repair, sweep
 from .records import (
@@ -80,6 +80,7 @@ class Cleaner:
             if not isinstance(value, int | float) or value < 0:
                 raise ValueError(f"{name} must be a number of seconds (0 or more), not {value!r}")
         self.throttle = Throttle(sleep, duty, max_latency)
+        self._latency: LatencyProbe | None = None  # the probe thread, while run() runs
         self.indexes = _resolve_indexes(indexes)
         self.aliases = resolve_aliases(shards)
         self.once = once
@@ -115,6 +116,10 @@ class Cleaner:
         summary = Summary()
         started = time.monotonic()
         restore = self._handle_signals()
+        if self.throttle.max_latency is not None:
+            self._latency = LatencyProbe(
+                lambda: shards.probe_latency(shards.shard_aliases()), on_exit=connections.close_all
+            ).start()
         try:
             while self.running:
                 self.run_round(summary)
@@ -123,6 +128,9 @@ class Cleaner:
                 logger.debug("round done; next one in %.0fs", self.interval)
                 self._stop.wait(self.interval)
         finally:
+            if self._latency is not None:
+                self._latency.stop()
+                self._latency = None
             restore()
             shards.close_index_connections()
             summary.seconds = time.monotonic() - started
@@ -315,7 +323,10 @@ class Cleaner:
             self.throttle.after(began, self._stop.wait, self._probe)
 
     def _probe(self) -> float:
-        """How busy the shard servers are (a pass writes index rows to any of them)."""
+        """How busy the shard servers are (a pass writes index rows to any of them): the
+        recent answers of the probe thread :meth:`run` keeps, or one probe now."""
+        if self._latency is not None:
+            return self._latency.recent()
         return shards.probe_latency(shards.shard_aliases())
 
     def bar(self, desc: str, total: int | None, initial: int, unit: str) -> tqdm:

@@ -21,12 +21,11 @@ starts, and each safe to run again, so a killed mover resumes where it was:
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
@@ -38,13 +37,14 @@ from .. import conf, shardmap, shards
 from ..exceptions import MoveRefused
 from ..models.metadata import BucketMove
 from ..tables import buckets as bucket_table
-from ..throttle import Throttle
+from ..throttle import LatencyProbe, Throttle
 from . import capture
 from .plan import COPY_BATCH, from_ranges
 from .tables import (
     MovedTable,
     decode_key,
     delete,
+    digest,
     encode_key,
     moved_tables,
     page,
@@ -83,6 +83,7 @@ class Mover:
         self.batch = batch
         self.throttle = throttle or Throttle()
         self.workers = workers
+        self._latency: LatencyProbe | None = None  # the probe thread, while run() runs
         self._record = threading.Lock()  # the record's checkpoints and counts, across copies
         self._stopping = threading.Event()
         self.report = report or (lambda _what, _rows: None)
@@ -104,8 +105,18 @@ class Mover:
             "flipped": self.verify,
             "cleaning": self.clean,
         }
-        while self.move.phase in steps:
-            steps[self.move.phase]()
+        if self.throttle.max_latency is not None:
+            servers = [*self.sources, self.move.target]
+            self._latency = LatencyProbe(
+                lambda: shards.probe_latency(servers), on_exit=connections.close_all
+            ).start()
+        try:
+            while self.move.phase in steps:
+                steps[self.move.phase]()
+        finally:
+            if self._latency is not None:
+                self._latency.stop()
+                self._latency = None
         return self.move
 
     def copy(self) -> None:
@@ -219,8 +230,9 @@ class Mover:
         problems = []
         for table in self.tables:
             skip = late.get(table.name, set())
-            ours = self._digest(table, [(a, n, None) for a, n in self.sources.items()], skip)
-            theirs = self._digest(table, [(self.move.target, self.buckets, snapshot)], skip)
+            sources = [(a, n, None) for a, n in self.sources.items()]
+            ours = digest(table, sources, skip, self.batch)
+            theirs = digest(table, [(self.move.target, self.buckets, snapshot)], skip, self.batch)
             if ours != theirs:
                 problems.append(
                     f"{table.name}: sources {ours[0]} rows, target {theirs[0]} rows"
@@ -361,7 +373,10 @@ class Mover:
         write(self.move.target, table, theirs)
 
     def _probe(self) -> float:
-        """How busy the servers of the move are (its throttle's ``max_latency``)."""
+        """How busy the servers of the move are (its throttle's ``max_latency``): the recent
+        answers of the probe thread :meth:`run` keeps, or one probe now."""
+        if self._latency is not None:
+            return self._latency.recent()
         return shards.probe_latency([*self.sources, self.move.target])
 
     def _fence(self) -> None:
@@ -404,30 +419,6 @@ class Mover:
                 self._count(what, deleted)
                 self.report(f"{what} {table.name}", deleted)
                 self.throttle.after(began, probe=self._probe)
-
-    def _digest(
-        self,
-        table: MovedTable,
-        where: Iterable[tuple[str, set[int], BaseDatabaseWrapper | None]],
-        skip: set[bytes],
-    ) -> tuple[int, int]:
-        """(rows, order-free checksum) of ``table``'s rows in the buckets, over the shards,
-        but for those whose log key is in ``skip``."""
-        count, total = 0, 0
-        keyed = table.columns.index(table.log_key())
-        for alias, numbers, conn in where:
-            last: tuple[Any, ...] | None = None
-            while True:
-                found = page(alias, table, last, self.batch, numbers, conn=conn)
-                if found.last is None:
-                    break
-                for values in found.rows:
-                    if bytes(values[keyed]) not in skip:
-                        count += 1
-                        digest = hashlib.blake2b(repr(values).encode(), digest_size=8).digest()
-                        total = (total + int.from_bytes(digest, "big")) % 2**64
-                last = found.last
-        return count, total
 
     # --- the record ----------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ target's own auto-increment key (``added_id``, ``added_at``); everything else is
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -293,6 +294,32 @@ def delete(
             )
             deleted += cursor.rowcount
     return deleted
+
+
+def digest(
+    table: MovedTable,
+    where: Iterable[tuple[str, set[int], BaseDatabaseWrapper | None]],
+    skip: set[bytes],
+    batch: int,
+) -> tuple[int, int]:
+    """(rows, order-free checksum) of ``table``'s rows in the buckets, over ``(alias, buckets,
+    connection or None)``, but for those whose log key is in ``skip``: what a move's
+    verification compares between the sources and the target."""
+    count, total = 0, 0
+    keyed = table.columns.index(table.log_key())
+    for alias, numbers, conn in where:
+        last: tuple[Any, ...] | None = None
+        while True:
+            found = page(alias, table, last, batch, numbers, conn=conn)
+            if found.last is None:
+                break
+            for values in found.rows:
+                if bytes(values[keyed]) not in skip:
+                    count += 1
+                    hashed = hashlib.blake2b(repr(values).encode(), digest_size=8).digest()
+                    total = (total + int.from_bytes(hashed, "big")) % 2**64
+            last = found.last
+    return count, total
 
 
 def snapshot(alias: str) -> BaseDatabaseWrapper:
