@@ -6,6 +6,8 @@ Configuration comes from the environment (django-environ):
 - ``SHARD_DATABASE_URLS``: comma-separated URLs, one per shard (``shard_0``, ``shard_1``...).
 - With neither set: the embedded default, SQLite files in ``SCHEMALESS_DATA_DIR`` (``./var``),
   two shards.
+- ``ENTITY_CACHE_URL``: a Redis URL (``redis://host:6379/0``): ``get`` and ``get_many`` read
+  entities through it (docs/cache.md). Unset: no entity cache (the embedded default).
 - ``DJANGO_DEBUG=1``: Django's ``DEBUG`` (off by default).
 """
 
@@ -17,6 +19,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from schemaless_store.dburls import databases_from_urls, embedded_urls
+from schemaless_store.entity_cache import cache_from_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
@@ -47,6 +50,12 @@ SCHEMALESS = {
     # page, entity changes in manage.py tailchanges (docs/cells.md).
     "HISTORY": True,
 }
+if env("ENTITY_CACHE_URL", default=""):
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "entities": cache_from_url(env("ENTITY_CACHE_URL")),
+    }
+    SCHEMALESS["CACHE"] = "entities"
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -51,6 +51,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                             id="schemaless.W001",
                         )
                     )
+    errors.extend(_cache_problems(resolved.cache))
     routers = [
         r if isinstance(r, str) else type(r).__module__ + "." + type(r).__name__
         for r in settings.DATABASE_ROUTERS
@@ -64,6 +65,54 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             )
         )
     return errors
+
+
+PER_PROCESS_CACHES = (
+    "django.core.cache.backends.locmem.LocMemCache",
+    "django.core.cache.backends.dummy.DummyCache",
+)
+
+
+def _cache_problems(alias: str | None) -> list[Any]:
+    """What is wrong with the entity cache's alias in ``CACHES`` (docs/cache.md)."""
+    if alias is None:
+        return []
+    config = settings.CACHES[alias]
+    backend = config.get("BACKEND", "")
+    problems: list[Any] = []
+    if backend in PER_PROCESS_CACHES:
+        problems.append(
+            Warning(
+                f"the entity cache {alias!r} is a {backend.rsplit('.', 1)[-1]}: each process "
+                "has its own, which other processes' writes do not invalidate",
+                hint=f"use a shared cache (RedisCache) when more than one process writes; {DOCS}",
+                id="schemaless.W003",
+            )
+        )
+    if backend.endswith("RedisCache"):
+        location = config.get("LOCATION", "")
+        servers = location.split(",") if isinstance(location, str) else list(location)
+        if len(servers) > 1:
+            problems.append(
+                Error(
+                    f"the entity cache {alias!r} lists {len(servers)} Redis servers: Django "
+                    "reads from the others, which may not have applied an invalidation yet",
+                    hint=f"give the entity cache one Redis server (a primary); {DOCS}",
+                    id="schemaless.E006",
+                )
+            )
+        serializer = config.get("OPTIONS", {}).get("serializer")
+        if serializer != "schemaless_store.entity_cache.EntityCacheSerializer":
+            problems.append(
+                Warning(
+                    f"the entity cache {alias!r} pickles its values (Django's default "
+                    "serializer): whoever can write to that Redis could make a process run code",
+                    hint='set OPTIONS["serializer"] to '
+                    f'"schemaless_store.entity_cache.EntityCacheSerializer"; {DOCS}',
+                    id="schemaless.W004",
+                )
+            )
+    return problems
 
 
 @register(Tags.database)

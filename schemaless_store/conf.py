@@ -49,6 +49,12 @@ DEFAULTS: dict[str, Any] = {
     # Seconds a write refused by a shard whose buckets are being flipped waits for the move to
     # finish before it fails with NotOwner.
     "MOVE_WAIT": 10.0,
+    # The alias in CACHES that get() and get_many() read entities through (docs/cache.md), or
+    # None: no entity cache.
+    "CACHE": None,
+    # Seconds an entry of the entity cache lives: the longest another process can read a
+    # value whose invalidation failed (a write's own process never does).
+    "CACHE_TIMEOUT": 300,
 }
 
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
@@ -68,6 +74,8 @@ class StoreSettings:
     feed_gap_grace: float
     map_max_age: float
     move_wait: float
+    cache: str | None
+    cache_timeout: int
     raw: dict[str, Any]
 
 
@@ -181,6 +189,18 @@ def get() -> StoreSettings:
                 f"SCHEMALESS[{key!r}] must be a number of seconds >= 0, not {value!r}"
             )
         seconds[key] = float(value)
+    cache_alias = raw["CACHE"]
+    if cache_alias is not None and cache_alias not in settings.CACHES:
+        raise ConfigurationError(
+            f"SCHEMALESS['CACHE'] names {cache_alias!r}, which is not in CACHES "
+            f"({sorted(settings.CACHES)}); or set it to None for no entity cache"
+        )
+    cache_timeout = raw["CACHE_TIMEOUT"]
+    if isinstance(cache_timeout, bool) or not isinstance(cache_timeout, int) or cache_timeout < 1:
+        raise ConfigurationError(
+            f"SCHEMALESS['CACHE_TIMEOUT'] must be a whole number of seconds >= 1, "
+            f"not {cache_timeout!r}"
+        )
     return StoreSettings(
         shards=aliases,
         buckets=raw["BUCKETS"],
@@ -194,11 +214,13 @@ def get() -> StoreSettings:
         feed_gap_grace=float(raw["FEED_GAP_GRACE"]),
         map_max_age=seconds["MAP_MAX_AGE"],
         move_wait=seconds["MOVE_WAIT"],
+        cache=cache_alias,
+        cache_timeout=cache_timeout,
         raw=raw,
     )
 
 
 @receiver(setting_changed)
 def _reset(*, setting: str, **kwargs: Any) -> None:
-    if setting in ("SCHEMALESS", "DATABASES"):
+    if setting in ("SCHEMALESS", "DATABASES", "CACHES"):
         get.cache_clear()

@@ -14,6 +14,8 @@ trap 'rm -rf "$results"' EXIT
 
 scripts/setup.sh .venv python3
 scripts/browser-deps.sh
+# mariadb-server and redis-server, when missing: in CI a failure here fails the run.
+if ! scripts/server-deps.sh && [ "${CI:-}" = "true" ]; then exit 1; fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 # Types (pyproject's [tool.mypy], with django-stubs): once, on the pinned Django.

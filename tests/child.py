@@ -96,6 +96,11 @@ def child_env(extra_indexes: list[str] | tuple[str, ...] = ()) -> dict[str, str]
     env["SCHEMALESS_TEST_EXTRA_INDEXES"] = json.dumps(list(extra_indexes))
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    cache = settings.SCHEMALESS.get("CACHE")
+    if cache:  # the entity cache the test turned on, for the child too
+        env["SCHEMALESS_TEST_CACHE"] = json.dumps(settings.CACHES[cache])
+    else:
+        env.pop("SCHEMALESS_TEST_CACHE", None)
     return env
 
 

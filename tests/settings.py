@@ -46,6 +46,13 @@ if os.environ.get("SCHEMALESS_TEST_SHARDS"):  # a child of another layout (tests
 if os.environ.get("SCHEMALESS_TEST_MAP_MAX_AGE"):  # its maps read again sooner: quicker moves
     SCHEMALESS["MAP_MAX_AGE"] = float(os.environ["SCHEMALESS_TEST_MAP_MAX_AGE"])
 
+if os.environ.get("SCHEMALESS_TEST_CACHE"):  # a child of a test with the entity cache on
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "entities": json.loads(os.environ["SCHEMALESS_TEST_CACHE"]),
+    }
+    SCHEMALESS["CACHE"] = "entities"
+
 SECRET_KEY = "tests-only"
 DEBUG = False
 ALLOWED_HOSTS = ["testserver", "localhost", "127.0.0.1"]

@@ -144,8 +144,15 @@ def shown_ids(response) -> list[str]:
 
 def test_list_merges_shards_newest_first_and_pages_without_counting(monkeypatch):
     monkeypatch.setattr(EntityAdmin, "list_per_page", 3)
-    created = [Entity.objects.create(n=n) for n in range(8)]
-    assert {e.shard for e in created} == set(shards.shard_aliases()), "test needs both shards"
+    # Ids drawn so both shards hold some of the eight, whatever uuid4 gives.
+    aliases = shards.shard_aliases()
+    ids: list[uuid.UUID] = []
+    while len(ids) < 8:
+        candidate = uuid.uuid4()
+        if shards.alias_for(candidate.bytes) == aliases[len(ids) % len(aliases)]:
+            ids.append(candidate)
+    created = [Entity.objects.create(id=entity_id, n=n) for n, entity_id in enumerate(ids)]
+    assert {e.shard for e in created} == set(aliases)
     newest_first = [str(e.id) for e in sorted(created, key=lambda e: e.row_updated, reverse=True)]
     client = client_for(*VIEW)
     seen, url, pages = [], LIST, []

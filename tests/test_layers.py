@@ -19,7 +19,16 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("config", ("conf", "dburls")),
     (
         "storage",
-        ("shardmap", "shards", "fields", "indexes", "tables", "models.metadata", "lifecycle"),
+        (
+            "shardmap",
+            "shards",
+            "fields",
+            "indexes",
+            "tables",
+            "models.metadata",
+            "lifecycle",
+            "entity_cache",
+        ),
     ),
     ("paths", ("writes", "query", "cells", "feed", "consistency", "cleaner", "backup", "moves")),
     (

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from .. import keys, shardmap, shards
+from .. import entity_cache, keys, shardmap, shards
+from ..entity_cache import Row as CachedRow
 from ..keys import bucket_of
 from ..tables import buckets
 from ..tables import entities as entity_table
@@ -85,8 +86,10 @@ def fetch_shard(
 
 
 def get_one(model: Any, entity_id: Any) -> Any | None:
-    """The entity with this id, or None: one ``SELECT`` on its shard."""
+    """The entity with this id, or None: one ``SELECT`` on its shard (or one cache read)."""
     key = keys.entity_id_bytes(entity_id)
+    if entity_cache.enabled():
+        return _read_through(model, [key], lambda ids: _fetch_by_ids(model, ids)).get(key)
     return buckets.retrying_stale(lambda: _get_one(model, key))
 
 
@@ -104,7 +107,49 @@ def _get_one(model: Any, key: bytes) -> Any | None:
 
 def get_many(model: Any, ids: Iterable[Any]) -> dict[uuid.UUID, Any]:
     """The entities among ``ids`` that exist, by id (the caller's UUID objects where it gave
-    UUIDs)."""
+    UUIDs); read through the entity cache when there is one."""
     wanted = {keys.entity_id_bytes(i): i if type(i) is uuid.UUID else None for i in ids}
-    found = fetch_by_ids(model, wanted)
+    if entity_cache.enabled():
+        found = _read_through(model, list(wanted), lambda ids: fetch_by_ids(model, ids))
+    else:
+        found = fetch_by_ids(model, wanted)
     return {key or uuid.UUID(bytes=i): found[i] for i, key in wanted.items() if i in found}
+
+
+def _read_through(
+    model: Any, ids: list[bytes], read: Callable[[list[bytes]], dict[bytes, Any]]
+) -> dict[bytes, Any]:
+    """``read(ids)`` with the entity cache in front (:mod:`..entity_cache`): hits that name
+    the owner this process's map gives, the database for the rest, which then fill the cache.
+    Reads inside a transaction on a shard they touch neither use nor fill it."""
+    used = shardmap.current()
+    owners, total = used.owners, used.buckets
+
+    def owner_of(key: bytes) -> str:
+        return owners[bucket_of(key, total)]
+
+    through = entity_cache.lookup()
+    if through is None or any(
+        shards.connection(alias).in_atomic_block for alias in {owner_of(k) for k in ids}
+    ):
+        return buckets.retrying_stale(lambda: read(ids))
+    build = model.row_builder()
+    found: dict[bytes, Any] = {}
+    hits = through.find(ids, owner_of)
+    for key, row in hits.items():
+        if row.exists:
+            found[key] = build(row.alias, row.added_id, key, row.updated, row.body)
+    missed = [key for key in ids if key not in hits]
+    if missed:
+        got = buckets.retrying_stale(lambda: read(missed))
+        found.update(got)
+        through.fill((key, _cache_row(key, got.get(key), owner_of)) for key in missed)
+    return found
+
+
+def _cache_row(key: bytes, entity: Any, owner_of: Callable[[bytes], str]) -> CachedRow:
+    if entity is None:
+        return CachedRow(owner_of(key), False)
+    return CachedRow(
+        entity._state.db, True, entity.added_id, entity.row_updated, bytes(entity.row_body)
+    )

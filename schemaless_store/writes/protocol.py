@@ -16,7 +16,8 @@ source (entities, or the latest version of a cell column). :func:`run` takes it 
    connections (unique indexes claim theirs first), so every row the new state needs exists
    before it commits; a unique claim that collides checks the holder under *its* row lock,
    which is why the rows are written (step 2) before this step;
-4. **commit**;
+4. **commit**, then invalidate the changed entities in the entity cache, if there is one
+   (:mod:`..entity_cache`; inside a caller's ``transaction.atomic()``, once it commits);
 5. **remove stale**: lock each changed row again, re-check which of the keys that went away it
    still lacks (a later writer may have put one back), and delete only those index rows; inside
    a caller's ``transaction.atomic()`` this waits for the caller's commit;
@@ -37,12 +38,13 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .. import shards
+from .. import entity_cache, shards
 from ..exceptions import EntityExists, NotOwner, ShardUnavailable
 from ..indexes import ENTITIES, Source
 from ..tables import buckets as bucket_table
@@ -164,10 +166,12 @@ def run(write: Write, store: Callable[[Write], None]) -> None:
     names the new owner, the write runs there. Inside a caller's ``transaction.atomic()`` on
     the shard it cannot (the transaction is the caller's): :class:`NotOwner` reaches the
     caller. :class:`SplitWrite` if a batch's rows now belong to several shards."""
+    # A key the store just generated was never read by anyone: nothing cached to invalidate.
+    cached = [change.key for change in write.changes if not change.fresh]
     while True:
         caller_atomic = write.conn.in_atomic_block
         try:
-            _run_here(write, store)
+            _run_here(write, store, cached if write.source is ENTITIES else [])
             return
         except NotOwner as refused:
             if caller_atomic:
@@ -180,7 +184,7 @@ def run(write: Write, store: Callable[[Write], None]) -> None:
             write.move_to(owners.pop())
 
 
-def _run_here(write: Write, store: Callable[[Write], None]) -> None:
+def _run_here(write: Write, store: Callable[[Write], None], cached: list[bytes]) -> None:
     alias, conn = write.alias, write.conn
     caller_atomic = conn.in_atomic_block
 
@@ -192,13 +196,21 @@ def _run_here(write: Write, store: Callable[[Write], None]) -> None:
             write.add_index_rows()  # 3
         # 4: the commit, leaving the block
 
-    with shards.write_lock():
-        try:
-            with shards.errors_named(alias):
-                _retrying_duplicates(write, lambda: shards.with_retries(attempt, alias))
-        except BaseException:
-            write.undo()  # 6
-            raise
+    try:
+        with shards.write_lock():
+            try:
+                with shards.errors_named(alias):
+                    _retrying_duplicates(write, lambda: shards.with_retries(attempt, alias))
+            except BaseException:
+                write.undo()  # 6
+                raise
+    finally:
+        # 4: after the commit, before the write returns; after a failure too (a commit whose
+        # answer was lost may have landed). It never raises.
+        if cached and caller_atomic:
+            transaction.on_commit(partial(entity_cache.invalidate, cached), using=alias)
+        elif cached:
+            entity_cache.invalidate(cached)
     if write.stale:  # 5
         if caller_atomic:
             transaction.on_commit(write.remove_stale, using=alias, robust=True)

@@ -1,0 +1,275 @@
+"""The entity cache: ``get`` and ``get_many`` read through a Django cache (Redis in production),
+and every write of an entity invalidates it after its commit (docs/cache.md).
+
+Stale fills are prevented with **generations**, the version scheme of Facebook's memcache paper
+("Scaling Memcache at Facebook", section 3.2.1, done with versions rather than leases):
+
+- each id has a generation key holding a random token, and a value key holding
+  ``(token, row)``; a value counts only while its token is the id's current token;
+- a reader reads both keys in one round trip (``get_many``). On a miss it makes sure a token
+  exists (setting a new random one if none does) **before** it reads the database, then stores
+  the row under that token;
+- a writer deletes the generation key **after** its commit, before the write returns.
+
+A reader that read the database before a commit C stored its row under a token that existed
+before C's invalidation, which deleted it: every later token is new and random, so that row is
+never served again, whenever the reader gets round to storing it. A writer's own process never
+reads a value older than its write: the invalidation is done when the write returns.
+
+A hit must also name the shard the reader's map says owns the id (a bucket move changes the
+owner, never the row); reads inside a transaction on the shard bypass the cache both ways (they
+may see the transaction's own writes, or an old snapshot). When the cache fails, reads go to
+the database; when an invalidation fails, this process stops using the cache for
+``SCHEMALESS["CACHE_TIMEOUT"]`` seconds, the longest any entry lives, so the stale window of
+every other process is bounded by that timeout too.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import random
+import struct
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.cache import BaseCache, caches
+
+from . import conf
+
+logger = logging.getLogger("schemaless_store.cache")
+
+_GEN = "sls:g:"  # + the id's hex: the id's current token
+_VAL = "sls:v:"  # + the id's hex: (token, row)
+_TAG = b"E1"  # first bytes of a value: never an int's digits, so the serializer keeps it bytes
+_HEAD = struct.Struct("<2sqBqB")  # tag, token, exists, added_id, len(alias)
+_TOKEN_RANGE = (1, 2**62)
+
+
+@dataclass(frozen=True)
+class Row:
+    """An entity row as the cache keeps it: where it lives and what it holds. ``exists`` is
+    False for an id known to have no entity (a negative entry)."""
+
+    alias: str
+    exists: bool
+    added_id: int = 0
+    updated: dt.datetime | None = None
+    body: bytes = b""
+
+
+class EntityCacheSerializer:
+    """A serializer for Django's ``RedisCache`` (``OPTIONS["serializer"]``) that never
+    unpickles: the entity cache stores ints (tokens) and bytes (rows) only, and reads them back
+    as they are. With Django's default serializer anyone who can write to Redis could make a
+    process run code (``pickle.loads``)."""
+
+    def dumps(self, obj: Any) -> Any:
+        if type(obj) is int or type(obj) is bytes:
+            return obj
+        raise TypeError(
+            f"the entity cache stores ints and bytes only, not {type(obj).__name__}: give it a "
+            "cache alias of its own (SCHEMALESS['CACHE'])"
+        )
+
+    def loads(self, data: bytes) -> int | bytes:
+        try:
+            return int(data)
+        except ValueError:
+            return data
+
+
+@dataclass
+class Stats:
+    """What this process's reads and writes did with the cache (approximate under threads):
+    the bench's hit rate, the tests' proof that reads were served from it."""
+
+    hits: int = 0
+    misses: int = 0
+    invalidated: int = 0  # ids whose tokens were deleted after a commit
+    failures: int = 0  # cache operations that raised (reads went to the database)
+
+
+stats = Stats()
+
+
+def reset_stats() -> None:
+    global stats
+    stats = Stats()
+
+
+def cache_from_url(url: str, timeout: float = 0.5) -> dict[str, Any]:
+    """A ``CACHES`` entry for the entity cache on one Redis server (``redis://host:6379/0``):
+    Django's ``RedisCache`` with :class:`EntityCacheSerializer`, and socket timeouts of
+    ``timeout`` seconds, so that a hung server delays a read by that much, not forever."""
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ValueError(f"the entity cache needs a redis:// URL, not {url!r}")
+    return {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": url,
+        "OPTIONS": {
+            "serializer": "schemaless_store.entity_cache.EntityCacheSerializer",
+            "socket_connect_timeout": timeout,
+            "socket_timeout": timeout,
+        },
+    }
+
+
+def _backend() -> BaseCache | None:
+    alias = conf.get().cache
+    return None if alias is None else caches[alias]
+
+
+_suspended_until = 0.0
+_suspend_lock = threading.Lock()
+
+
+def _usable() -> BaseCache | None:
+    backend = _backend()
+    if backend is None or time.monotonic() < _suspended_until:
+        return None
+    return backend
+
+
+def enabled() -> bool:
+    """Whether reads may use the cache in this process now."""
+    return _usable() is not None
+
+
+def _suspend(reason: BaseException) -> None:
+    global _suspended_until
+    timeout = conf.get().cache_timeout
+    with _suspend_lock:
+        _suspended_until = time.monotonic() + timeout
+    logger.error(
+        "entity cache invalidation failed (%s); this process reads the database only for the "
+        "next %.0f s (SCHEMALESS['CACHE_TIMEOUT'])",
+        reason,
+        timeout,
+    )
+
+
+def resume() -> None:
+    """Use the cache again at once after a failed invalidation (tests, an operator's shell)."""
+    global _suspended_until
+    with _suspend_lock:
+        _suspended_until = 0.0
+
+
+def _encode(token: int, row: Row) -> bytes:
+    alias = row.alias.encode()
+    head = _HEAD.pack(_TAG, token, row.exists, row.added_id, len(alias))
+    if not row.exists:
+        return head + alias
+    assert row.updated is not None
+    stamp = row.updated.isoformat().encode()
+    return b"".join((head, alias, bytes((len(stamp),)), stamp, row.body))
+
+
+def _decode(value: bytes) -> tuple[int, Row]:
+    tag, token, exists, added_id, alias_len = _HEAD.unpack_from(value)
+    if tag != _TAG:
+        raise ValueError("not an entity cache value")
+    at = _HEAD.size
+    alias = value[at : at + alias_len].decode()
+    at += alias_len
+    if not exists:
+        return token, Row(alias, False)
+    stamp_len = value[at]
+    updated = dt.datetime.fromisoformat(value[at + 1 : at + 1 + stamp_len].decode())
+    return token, Row(alias, True, added_id, updated, value[at + 1 + stamp_len :])
+
+
+class Lookup:
+    """One read through the cache: :meth:`find` the hits, read the misses from the database
+    yourself, then :meth:`fill` with what you found. Tokens are made sure of in ``find``,
+    before the database read, as the scheme above needs."""
+
+    def __init__(self, backend: BaseCache) -> None:
+        self.backend = backend
+        self.tokens: dict[bytes, int] = {}
+        self.failed = False
+
+    def find(self, keys: Sequence[bytes], owner_of: Any) -> dict[bytes, Row]:
+        """The rows cached for ``keys`` whose shard is ``owner_of(key)``; for the others, a
+        token to fill them under."""
+        hexes = [key.hex() for key in keys]
+        names = [_GEN + h for h in hexes] + [_VAL + h for h in hexes]
+        try:
+            got = self.backend.get_many(names)
+        except Exception as exc:
+            return self._failure(exc)
+        hits: dict[bytes, Row] = {}
+        new_tokens: dict[str, int] = {}
+        for key, h in zip(keys, hexes, strict=True):
+            token = got.get(_GEN + h)
+            value = got.get(_VAL + h)
+            if type(token) is int and type(value) is bytes:
+                try:
+                    stored, row = _decode(value)
+                except (ValueError, struct.error, UnicodeDecodeError):
+                    stored, row = 0, None
+                if row is not None and stored == token and row.alias == owner_of(key):
+                    hits[key] = row
+                    continue
+            if type(token) is not int:
+                token = random.randint(*_TOKEN_RANGE)
+                new_tokens[_GEN + h] = token
+            self.tokens[key] = token
+        stats.hits += len(hits)
+        stats.misses += len(keys) - len(hits)
+        if new_tokens:
+            try:
+                self.backend.set_many(new_tokens, conf.get().cache_timeout)
+            except Exception as exc:
+                self._failure(exc)  # the hits stand; nothing is filled
+        return hits
+
+    def fill(self, rows: Iterable[tuple[bytes, Row]]) -> None:
+        """Store rows read from the database (after :meth:`find`) under their tokens."""
+        if self.failed:
+            return
+        values = {
+            _VAL + key.hex(): _encode(self.tokens[key], row)
+            for key, row in rows
+            if key in self.tokens
+        }
+        if values:
+            try:
+                self.backend.set_many(values, conf.get().cache_timeout)
+            except Exception as exc:
+                self._failure(exc)
+
+    def _failure(self, exc: BaseException) -> dict[bytes, Row]:
+        stats.failures += 1
+        logger.warning("entity cache read failed (%s); reading the database", exc)
+        self.failed = True
+        self.tokens.clear()
+        return {}
+
+
+def lookup() -> Lookup | None:
+    """A :class:`Lookup` if reads may use the cache now, else None."""
+    backend = _usable()
+    return None if backend is None else Lookup(backend)
+
+
+def invalidate(keys: Iterable[bytes]) -> None:
+    """After a commit that changed these entities: delete their tokens (one round trip). On
+    failure this process stops reading the cache for ``CACHE_TIMEOUT`` (see above)."""
+    backend = _backend()
+    if backend is None:
+        return
+    names = [_GEN + key.hex() for key in keys]
+    if not names:
+        return
+    try:
+        backend.delete_many(names)
+    except Exception as exc:
+        stats.failures += 1
+        _suspend(exc)
+    else:
+        stats.invalidated += len(names)
