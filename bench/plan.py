@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-LEGS = ("put", "bulk_put", "get", "get_many", "query", "scatter", "scale", "index_add", "backup")
+LEGS = (
+    "put",
+    "bulk_put",
+    "get",
+    "get_many",
+    "query",
+    "cache",
+    "scatter",
+    "scale",
+    "index_add",
+    "backup",
+)
 
 
 @dataclass(frozen=True)

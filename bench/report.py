@@ -20,6 +20,8 @@ TARGETS: list[tuple[str, str, str, str, float]] = [
     ("query_all", "ours/raw", "throughput", ">=", 0.8),
     ("query_all", "ours/json_column", "p50_latency", "<=", 2.0),
     ("query_all", "ours/json_unindexed", "throughput", ">=", 50.0),
+    ("cache_get", "ours/raw", "throughput", ">=", 2.0),
+    ("cache_get_many", "ours/raw", "throughput", ">=", 1.5),
     ("export", "ours/raw", "throughput", ">=", 0.7),
     ("import", "ours/bulk_put", "throughput", ">=", 0.9),
 ]

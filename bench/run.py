@@ -66,8 +66,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def start_databases(buffer_pool: str) -> list[Any]:
-    """Two servers, their databases created, their URLs exported for ``bench.settings``."""
+def start_databases(buffer_pool: str, cache: bool = False) -> list[Any]:
+    """Two servers, their databases created, their URLs exported for ``bench.settings``; with
+    ``cache``, a throwaway ``redis-server`` too (``BENCH_CACHE_URL``, the cache leg's)."""
     import MySQLdb
 
     from schemaless_store.testing.mariadb import ServerError, start_servers
@@ -99,6 +100,10 @@ def start_databases(buffer_pool: str) -> list[Any]:
         ]
     )
     os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    if cache:
+        from schemaless_store.testing.redis import start_redis
+
+        os.environ["BENCH_CACHE_URL"] = start_redis().url
     return servers
 
 
@@ -135,10 +140,10 @@ def machine(conn: Any) -> dict[str, Any]:
     }
 
 
-def setup(plan: plans.Plan, verbose: bool = True) -> Any:
+def setup(plan: plans.Plan, verbose: bool = True, cache: bool = False) -> Any:
     """Servers started, Django set up and migrated, the peer's table created: a :class:`Bench`
-    with nothing loaded yet."""
-    servers = start_databases(plan.buffer_pool)
+    with nothing loaded yet (``cache``: a Redis server for the cache leg too)."""
+    servers = start_databases(plan.buffer_pool, cache=cache)
 
     import django
     from django.conf import settings
@@ -167,9 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     plan = plans.choose(args.quick, args.sizes, args.main_size, args.rounds, args.buffer_pool)
     started = dt.datetime.now(dt.UTC).replace(microsecond=0)
     clock = time.perf_counter()
-    bench = setup(plan, verbose=not args.quiet)
+    bench = setup(plan, verbose=not args.quiet, cache="cache" in args.legs)
 
-    from .legs import backup, get, index_add, put, query, scale, scatter
+    from .legs import backup, cache, get, index_add, put, query, scale, scatter
     from .load import forget_writes, load_stage
 
     run: dict[str, Any] = {
@@ -191,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         "get": get.run_get,
         "get_many": get.run_get_many,
         "query": query.run,
+        "cache": cache.run,
     }
     # The live index add runs where the other legs compare (100k) and at the largest size, so
     # that the cleaner's peak memory is seen at both.

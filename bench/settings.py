@@ -12,6 +12,8 @@ up; these settings read them back from the environment so that child processes (
   each (``import_a_0``, ``import_a_1``, ``import_b_0``, ``import_b_1``), not shards of the
   store: the leg points ``SCHEMALESS["SHARDS"]`` at them;
 - ``BENCH_SHARD_MAP``: a JSON ``SHARDS`` dict (``bench.move``: shard_2 with no buckets);
+- ``BENCH_CACHE_URL``: a throwaway Redis server, the ``entities`` cache of the cache leg (which
+  turns ``SCHEMALESS["CACHE"]`` on around its own contenders; every other leg runs uncached);
 - ``BENCH_SHARDS``: comma-separated aliases to use as the shards instead of ``shard_0`` and
   ``shard_1`` (the backup leg's ``importentities`` child process).
 """
@@ -58,6 +60,14 @@ SCHEMALESS = {
         else os.environ.get("BENCH_SHARDS", "shard_0,shard_1").split(",")
     ),
 }
+
+if os.environ.get("BENCH_CACHE_URL"):
+    from schemaless_store.entity_cache import cache_from_url
+
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "entities": cache_from_url(os.environ["BENCH_CACHE_URL"]),
+    }
 
 INSTALLED_APPS = ["schemaless_store", "bench.benchapp"]
 SECRET_KEY = "bench-only"

@@ -8,6 +8,7 @@ ops back to back, in an order that rotates from round to round; a ratio is taken
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -62,6 +63,8 @@ class Contender:
     op: Op
     ops_per_round: int
     units_per_op: int = 1
+    # Entered around each turn of this contender (e.g. settings that only it runs under).
+    around: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
 
 
 def run_one(op: Op, args: Sequence[Any]) -> list[float]:
@@ -84,16 +87,18 @@ def compare(
     contender's turn in that round (the same list for every contender, so they do equal work)."""
     timings = {c.name: Timings(units_per_op=c.units_per_op) for c in contenders}
     for contender in contenders:  # connections, caches, code paths: not what we measure
-        run_one(contender.op, make_args(-1, min(warmup, contender.ops_per_round)))
+        with contender.around():
+            run_one(contender.op, make_args(-1, min(warmup, contender.ops_per_round)))
     for number in range(rounds):
         shift = number % len(contenders)
         order = list(contenders[shift:]) + list(contenders[:shift])
         wanted = max(c.ops_per_round for c in contenders)
         args = make_args(number, wanted)
         for contender in order:
-            timings[contender.name].rounds.append(
-                run_one(contender.op, args[: contender.ops_per_round])
-            )
+            with contender.around():
+                timings[contender.name].rounds.append(
+                    run_one(contender.op, args[: contender.ops_per_round])
+                )
     return timings
 
 

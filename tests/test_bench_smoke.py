@@ -57,6 +57,9 @@ COMPARISONS = {
     "query_page": {"ours/raw", "ours/json_column"},
     "query_all": {"ours/raw", "ours/json_column", "ours/json_unindexed"},
     "query_scatter": {"ours/pinned", "ours/raw"},
+    "cache_get": {"ours/raw", "ours/ours_uncached"},
+    "cache_get_many": {"ours/raw", "ours/ours_uncached"},
+    "cache_invalidate": {"ours/ours_uncached"},
     "export": {"ours/raw"},
     "import": {"ours/bulk_put"},
 }
@@ -106,6 +109,14 @@ def test_every_comparison_has_numbers(quick_run: dict) -> None:
             for key in ("throughput_per_s", "p50_ms", "p99_ms", "max_ms"):
                 assert _number(stats[key]), (leg, name, key)
             assert stats["ops"] > 0
+
+
+def test_cache_leg_reports_its_hit_rate(quick_run: dict) -> None:
+    found = {record["leg"]: record for record in quick_run["comparisons"]}
+    for leg in ("cache_get", "cache_get_many"):
+        cache = found[leg]["cache"]
+        assert cache["warmed"] == quick_run["plan"]["main_size"], leg
+        assert cache["hits"] > 0 and 0 < cache["hit_rate"] <= 1, leg
 
 
 def test_scale_leg_measures_every_size(quick_run: dict) -> None:

@@ -239,6 +239,36 @@ def test_entities_move_with_their_bucket_and_the_cache_follows(cached):
     assert made.id == back.id
 
 
+@pytest.mark.mariadb_only
+def test_the_backend_reuses_one_redis_client_and_takes_any_key(cached):
+    """EntityRedisCache: one redis.Redis per pool across operations and threads (Django's
+    RedisCache builds one per operation), the cache's commands unchanged."""
+    import threading
+
+    from schemaless_store.entity_cache import EntityRedisCache
+
+    assert isinstance(cached, EntityRedisCache)
+    cached.set_many({"sls:test:a": 1, "sls:test:b": b"\x00two"}, 10)
+    assert cached.get_many(["sls:test:a", "sls:test:b", "sls:test:c"]) == {
+        "sls:test:a": 1,
+        "sls:test:b": b"\x00two",
+    }
+    cached.set("a key with spaces and \u00e9", 7, 10)  # memcached's key check would warn
+    assert cached.get("a key with spaces and \u00e9") == 7
+    clients = {id(cached._cache.get_client(write=True))}
+    threads = [
+        threading.Thread(target=lambda: clients.add(id(cached._cache.get_client(write=True))))
+        for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(clients) == 1
+    cached.delete_many(["sls:test:a", "sls:test:b"])
+    assert cached.get("sls:test:a") is None
+
+
 def test_the_serializer_stores_ints_and_bytes_and_never_unpickles():
     import pickle
 

@@ -125,17 +125,15 @@ def _read_through(
     used = shardmap.current()
     owners, total = used.owners, used.buckets
 
-    def owner_of(key: bytes) -> str:
-        return owners[bucket_of(key, total)]
-
+    owner = {key: owners[bucket_of(key, total)] for key in ids}
     through = entity_cache.lookup()
     if through is None or any(
-        shards.connection(alias).in_atomic_block for alias in {owner_of(k) for k in ids}
+        shards.connection(alias).in_atomic_block for alias in set(owner.values())
     ):
         return buckets.retrying_stale(lambda: read(ids))
     build = model.row_builder()
     found: dict[bytes, Any] = {}
-    hits = through.find(ids, owner_of)
+    hits = through.find(ids, owner.__getitem__)
     for key, row in hits.items():
         if row.exists:
             found[key] = build(row.alias, row.added_id, key, row.updated, row.body)
@@ -143,7 +141,7 @@ def _read_through(
     if missed:
         got = buckets.retrying_stale(lambda: read(missed))
         found.update(got)
-        through.fill((key, _cache_row(key, got.get(key), owner_of)) for key in missed)
+        through.fill((key, _cache_row(key, got.get(key), owner.__getitem__)) for key in missed)
     return found
 
 

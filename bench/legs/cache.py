@@ -1,0 +1,152 @@
+"""The entity cache leg (issue 20 part 2, docs/cache.md): ``get`` and ``get_many(100)`` read
+through a Redis entity cache (a throwaway ``redis-server``) against raw mysqlclient reading the
+primary, with the same reads uncached in the same rounds; the cost a write pays to invalidate
+(``save()`` of an existing entity with the cache on and off); the hit rate.
+
+The cache is warmed first with every entity of the store (a working set that fits in Redis):
+the read comparisons measure hits; the hit rate reports what they were.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any
+
+from ..context import Bench
+from ..stats import Contender, compare, result
+from .get import Ids, random_ids
+
+WARM_BATCH = 500
+
+
+def _settings(on: bool) -> Any:
+    from django.conf import settings
+    from django.test import override_settings
+
+    return override_settings(
+        SCHEMALESS={**settings.SCHEMALESS, "CACHE": "entities" if on else None}
+    )
+
+
+def warm(bench: Bench) -> int:
+    """Every entity of the store read through the cache once; the number read."""
+    from schemaless_store.models import Entity
+
+    from ..data import entity_id
+
+    total = 0
+    with _settings(True):
+        for start in range(0, bench.size, WARM_BATCH):
+            ids = [entity_id(n) for n in range(start, min(start + WARM_BATCH, bench.size))]
+            total += len(Entity.objects.get_many(ids))
+    return total
+
+
+def run(bench: Bench) -> list[dict[str, Any]]:
+    from schemaless_store import entity_cache
+    from schemaless_store.models import Entity
+
+    plan = bench.plan
+    bench.log(f"cache: warming with {bench.size:,} entities")
+    warmed = warm(bench)
+    entity_cache.reset_stats()
+
+    def get(ids: Ids) -> None:
+        Entity.objects.get(id=ids[0])["title"]
+
+    def raw_get(ids: Ids) -> None:
+        bench.raw.get(ids[1])["title"]  # type: ignore[index]
+
+    def get_many(batch: list[Ids]) -> None:
+        for entity in Entity.objects.get_many([ids[0] for ids in batch]).values():
+            entity["title"]
+
+    def raw_get_many(batch: list[Ids]) -> None:
+        bench.raw.get_many([ids[1] for ids in batch])
+
+    def on() -> Any:
+        return _settings(True)
+
+    def off() -> Any:
+        return _settings(False)
+
+    records = []
+    bench.log("cache: get")
+    timings = compare(
+        [
+            Contender("ours", get, plan.get_ops, around=on),
+            Contender("raw", raw_get, plan.get_ops),
+            Contender("ours_uncached", get, plan.get_ops, around=off),
+        ],
+        lambda _r, n: random_ids(bench, n),
+        plan.rounds,
+    )
+    records.append(
+        result(
+            timings,
+            [("ours", "raw"), ("ours", "ours_uncached")],
+            leg="cache_get",
+            size=bench.size,
+            what="Entity.objects.get(id=...) through a warm Redis entity cache vs raw SELECT by "
+            "id on the primary (and vs the same get uncached), body decoded",
+        )
+    )
+    bench.log("cache: get_many(100)")
+    timings = compare(
+        [
+            Contender("ours", get_many, plan.get_many_ops, around=on),
+            Contender("raw", raw_get_many, plan.get_many_ops),
+            Contender("ours_uncached", get_many, plan.get_many_ops, around=off),
+        ],
+        lambda _r, n: [random_ids(bench, 100) for _ in range(n)],
+        plan.rounds,
+    )
+    records.append(
+        result(
+            timings,
+            [("ours", "raw"), ("ours", "ours_uncached")],
+            leg="cache_get_many",
+            size=bench.size,
+            what="get_many(100 ids) through a warm Redis entity cache vs raw SELECT ... IN per "
+            "shard on the primaries (and vs uncached), bodies decoded",
+        )
+    )
+    read_stats = dataclasses.replace(entity_cache.stats)  # what the reads above did
+    looked = read_stats.hits + read_stats.misses
+
+    bench.log("cache: save() of an existing entity, invalidating and not")
+    counter = itertools.count()
+    with _settings(True):
+        targets = list(Entity.objects.get_many([i[0] for i in random_ids(bench, 200)]).values())
+
+    def save(entity: Any) -> None:
+        entity["cache_bench"] = next(counter)
+        entity.save()
+
+    timings = compare(
+        [
+            Contender("ours", save, plan.put_ops, around=on),
+            Contender("ours_uncached", save, plan.put_ops, around=off),
+        ],
+        lambda _r, n: [targets[k % len(targets)] for k in range(n)],
+        plan.rounds,
+    )
+    saved = result(
+        timings,
+        [("ours", "ours_uncached")],
+        leg="cache_invalidate",
+        size=bench.size,
+        what="save() of an existing entity with the entity cache on (one DEL after the commit) "
+        "vs off",
+    )
+    records.append(saved)
+    for record in records[:2]:
+        record["cache"] = {
+            "warmed": warmed,
+            "hits": read_stats.hits,
+            "misses": read_stats.misses,
+            "hit_rate": read_stats.hits / looked if looked else None,
+            "failures": read_stats.failures,
+        }
+    return records
