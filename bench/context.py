@@ -51,7 +51,7 @@ def check_same(bench: Bench, stage: Stage, samples: int = 20) -> None:
         expected = stage.properties(i)
         expected.pop("id")
         ours = Entity.objects.get(id=data.entity_id(i)).body_properties()
-        cursor.execute(f"SELECT body FROM {peer.TABLE} WHERE id = %s", (data.entity_id(i),))
+        cursor.execute(f"SELECT body FROM {peer.TABLE} WHERE id = %s", (data.peer_id(i),))
         theirs = json.loads(cursor.fetchone()[0])
         if not ours == theirs == expected:
             raise AssertionError(f"entity {i}: store {ours!r} != peer {theirs!r}")

@@ -8,11 +8,18 @@ it on samples.
 The store grows in stages (10k, then 100k, then 1M entities). Each stage brings its own users,
 about :data:`PER_USER` entities each, interleaved in insertion order the way posts of many users
 interleave in time, so a queried user has ~100 entities at every size.
+
+With ``BENCH_PLACED=1`` (``bench.run --placed``) the store's entities are placed with their
+``user_id`` (docs/placement.md): entity ``i``'s id is a placed id in its user's bucket, made from
+``i`` alone, so every run and process agrees on it. The peer keeps ``UNHEX(MD5(i))`` ids
+(:func:`peer_id`): it has no buckets.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -31,9 +38,35 @@ WRITER_USERS_0 = 10**9
 WRITER_USERS = 1000
 
 
-def entity_id(i: int) -> bytes:
-    """Entity ``i``'s id; the SQL twin is ``UNHEX(MD5(i))``."""
+def placed() -> bool:
+    """Whether this run places the store's entities (read when asked: ``bench.run`` sets it)."""
+    return os.environ.get("BENCH_PLACED") == "1"
+
+
+_STAGES: list[Stage] = []  # every stage :func:`stages` made: entity i's user, for a placed id
+
+
+def peer_id(i: int) -> bytes:
+    """Entity ``i``'s id in the peer's table: ``UNHEX(MD5(i))``."""
     return hashlib.md5(str(i).encode()).digest()
+
+
+def entity_id(i: int) -> bytes:
+    """Entity ``i``'s id in the store: :func:`peer_id`, or with ``BENCH_PLACED`` a placed id
+    in the bucket of its user (time part ``i``, random part from the MD5)."""
+    if not placed():
+        return peer_id(i)
+    from schemaless_store import keys
+
+    stage = next(s for s in _STAGES if s.lo <= i < s.hi)
+    return keys.make_placed_id(_user_bucket(stage.user_of(i)), i, peer_id(i)[:5])
+
+
+@functools.lru_cache(maxsize=200_000)
+def _user_bucket(user: int) -> int:
+    from schemaless_store.placement import bucket_of_value
+
+    return bucket_of_value("user_id", user)
 
 
 @dataclass(frozen=True)
@@ -92,6 +125,7 @@ def stages(sizes: list[int]) -> list[Stage]:
         if size > lo:
             out.append(Stage(lo, size))
             lo = size
+    _STAGES[:] = out
     return out
 
 

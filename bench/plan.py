@@ -11,6 +11,7 @@ LEGS = (
     "get_many",
     "query",
     "cache",
+    "clients",
     "scatter",
     "scale",
     "index_add",
@@ -38,6 +39,8 @@ class Plan:
     load_batch: int  # bulk_put batch size while loading
     buffer_pool: str  # innodb_buffer_pool_size of each server
     backup_rounds: int  # alternating rounds of whole-store exports (ours, raw)
+    clients_rounds: int  # alternating rounds of the clients leg (4 processes, ours then raw)
+    clients_s: float  # seconds each contender's 4 clients run the mixed workload per round
 
 
 FULL = Plan(
@@ -59,6 +62,8 @@ FULL = Plan(
     load_batch=2_000,
     buffer_pool="1G",
     backup_rounds=3,
+    clients_rounds=7,
+    clients_s=3.0,
 )
 
 QUICK = Plan(
@@ -80,6 +85,8 @@ QUICK = Plan(
     load_batch=1_000,
     buffer_pool="128M",
     backup_rounds=2,
+    clients_rounds=3,
+    clients_s=0.5,
 )
 
 
@@ -100,7 +107,13 @@ def choose(
             raise ValueError(f"--main-size {main_size} is not one of the sizes {plan.sizes}")
         plan = replace(plan, main_size=main_size)
     if rounds is not None:
-        plan = replace(plan, rounds=rounds, scale_rounds=rounds, backup_rounds=rounds)
+        plan = replace(
+            plan,
+            rounds=rounds,
+            scale_rounds=rounds,
+            backup_rounds=rounds,
+            clients_rounds=rounds,
+        )
     if buffer_pool is not None:
         plan = replace(plan, buffer_pool=buffer_pool)
     return plan

@@ -3,10 +3,14 @@
     .venv/bin/python -m bench.run                # full: 10k, 100k, 1M entities (minutes)
     .venv/bin/python -m bench.run --quick        # smoke: a few thousand entities, all legs
     .venv/bin/python -m bench.run --legs get,query --sizes 10000,100000
+    .venv/bin/python -m bench.run --entities 100000 --legs clients --servers 1
 
 Starts two throwaway ``mariadbd`` (metadata, shard_0 and the JSON peer on the first; shard_1 on
 the second), migrates, grows the store through the sizes, runs the legs, and writes
 ``<out>/<mode>-<timestamp>.json`` and ``.md``. See ``docs/performance.md``.
+
+``--servers 1`` gives every bucket to shard_0 (``BENCH_SHARD_MAP``), so the store lives on the
+first server only (shard_1 holds nothing); the default, 2, splits the buckets between the two.
 """
 
 from __future__ import annotations
@@ -24,6 +28,10 @@ from typing import Any
 
 from . import plan as plans
 from .data import stages
+
+# ``--servers 1``: the store's two shards stay (shard_1 on the second server), with no buckets on
+# shard_1, so every entity and index row is on the first server.
+ONE_SERVER_MAP = '{"shard_0": "0-4095", "shard_1": []}'
 
 MARIADB_DATABASES = {
     0: ("meta", "shard0", "peer", "importa0", "importb0"),
@@ -54,6 +62,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"comma-separated subset of {','.join(plans.LEGS)} (default: all)",
     )
     parser.add_argument("--rounds", type=int, help="alternating rounds per comparison")
+    parser.add_argument(
+        "--placed",
+        action="store_true",
+        help="the store's entities placed with their user_id (docs/placement.md); the query "
+        "legs are reported as query_page_placed and query_all_placed",
+    )
+    parser.add_argument(
+        "--servers",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="shard servers the store's buckets are on (default 2; 1: every bucket on shard_0)",
+    )
     parser.add_argument("--buffer-pool", help="innodb_buffer_pool_size per server (1G; quick 128M)")
     parser.add_argument("--out", type=Path, default=Path("bench/results"), help="output directory")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
@@ -63,6 +84,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"unknown legs {sorted(unknown)}; legs: {','.join(plans.LEGS)}")
     if args.entities:
         args.sizes, args.main_size = [args.entities], args.entities
+    if args.placed:  # before bench.data is imported anywhere, and for child processes
+        os.environ["BENCH_PLACED"] = "1"
+    # Before Django reads bench.settings (the first migrate stores this map), and for children.
+    if args.servers == 1:
+        os.environ["BENCH_SHARD_MAP"] = ONE_SERVER_MAP
+    else:
+        os.environ.pop("BENCH_SHARD_MAP", None)
     return args
 
 
@@ -174,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     clock = time.perf_counter()
     bench = setup(plan, verbose=not args.quiet, cache="cache" in args.legs)
 
-    from .legs import backup, cache, get, index_add, put, query, scale, scatter
+    from .legs import backup, cache, clients, get, index_add, put, query, scale, scatter
     from .load import forget_writes, load_stage
 
     run: dict[str, Any] = {
@@ -182,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": shlex.join(["python", "-m", "bench.run", *(argv or sys.argv[1:])]),
         "started": started.isoformat().replace("+00:00", "Z"),
         "plan": plan.__dict__,
+        "servers": args.servers,
         "legs": args.legs,
         "machine": machine(bench.peer.conn),
         "loads": [],
@@ -197,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         "get_many": get.run_get_many,
         "query": query.run,
         "cache": cache.run,
+        "clients": clients.run,
     }
     # The live index add runs where the other legs compare (100k) and at the largest size, so
     # that the cleaner's peak memory is seen at both.
@@ -217,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
                     bench.log(f"{name} at {bench.size:,}")
                     found = leg(bench)
                     run["comparisons"].extend(found if isinstance(found, list) else [found])
-                    if name in ("put", "bulk_put"):
+                    if name in ("put", "bulk_put", "clients"):
                         forget_writes(bench)  # the store holds the data set again
         if "scatter" in args.legs and bench.size == max(plan.sizes):
             # Issue 4 asks it at 1M: the largest size (it backfills an index of its own there).

@@ -11,7 +11,8 @@ up; these settings read them back from the environment so that child processes (
 - ``BENCH_IMPORT_URLS``: comma-separated, the backup leg's two empty target stores of two shards
   each (``import_a_0``, ``import_a_1``, ``import_b_0``, ``import_b_1``), not shards of the
   store: the leg points ``SCHEMALESS["SHARDS"]`` at them;
-- ``BENCH_SHARD_MAP``: a JSON ``SHARDS`` dict (``bench.move``: shard_2 with no buckets);
+- ``BENCH_SHARD_MAP``: a JSON ``SHARDS`` dict (``bench.move``: shard_2 with no buckets;
+  ``bench.run --servers 1``: every bucket on shard_0, none on shard_1's server);
 - ``BENCH_CACHE_URL``: a throwaway Redis server, the ``entities`` cache of the cache leg (which
   turns ``SCHEMALESS["CACHE"]`` on around its own contenders; every other leg runs uncached);
 - ``BENCH_SHARDS``: comma-separated aliases to use as the shards instead of ``shard_0`` and
@@ -54,10 +55,14 @@ DATABASE_ROUTERS = ["schemaless_store.router.ShardRouter", "bench.benchapp.route
 # Shards are named explicitly: "peer" is a database of its own, not a shard.
 SCHEMALESS = {
     "BUCKETS": 4096,
+    # BENCH_SHARDS first: the backup leg's import child names other databases as the shards,
+    # also in a run with BENCH_SHARD_MAP (bench.run --servers 1).
     "SHARDS": (
-        json.loads(os.environ["BENCH_SHARD_MAP"])  # bench.move: a third shard with no buckets
+        os.environ["BENCH_SHARDS"].split(",")
+        if os.environ.get("BENCH_SHARDS")
+        else json.loads(os.environ["BENCH_SHARD_MAP"])
         if os.environ.get("BENCH_SHARD_MAP")
-        else os.environ.get("BENCH_SHARDS", "shard_0,shard_1").split(",")
+        else ["shard_0", "shard_1"]
     ),
 }
 

@@ -6,6 +6,8 @@ Configuration comes from the environment (django-environ):
 - ``SHARD_DATABASE_URLS``: comma-separated URLs, one per shard (``shard_0``, ``shard_1``...).
 - With neither set: the embedded default, SQLite files in ``SCHEMALESS_DATA_DIR`` (``./var``),
   two shards.
+- ``SHARD_REPLICA_URLS``: comma-separated ``shard_0=mysql://...`` entries, one per read replica
+  of a shard (docs/replicas.md); ``READ_FROM_REPLICAS=1`` reads them by default.
 - ``ENTITY_CACHE_URL``: a Redis URL (``redis://host:6379/0``): ``get`` and ``get_many`` read
   entities through it (docs/cache.md). Unset: no entity cache (the embedded default).
 - ``DJANGO_DEBUG=1``: Django's ``DEBUG`` (off by default).
@@ -18,7 +20,7 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from schemaless_store.dburls import databases_from_urls, embedded_urls
+from schemaless_store.dburls import databases_from_urls, embedded_urls, replicas_from_urls
 from schemaless_store.entity_cache import cache_from_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -50,6 +52,10 @@ SCHEMALESS = {
     # page, entity changes in manage.py tailchanges (docs/cells.md).
     "HISTORY": True,
 }
+if env.list("SHARD_REPLICA_URLS", default=[]):
+    _replica_databases, SCHEMALESS["REPLICAS"] = replicas_from_urls(env.list("SHARD_REPLICA_URLS"))
+    DATABASES.update(_replica_databases)
+    SCHEMALESS["READ_FROM_REPLICAS"] = env.bool("READ_FROM_REPLICAS", default=False)
 if env("ENTITY_CACHE_URL", default=""):
     CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
@@ -76,6 +82,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Reads from replicas see the user's own writes of earlier requests (docs/replicas.md);
+    # without replicas it only passes the request on.
+    "schemaless_store.middleware.ReadYourWrites",
 ]
 
 ROOT_URLCONF = "project.urls"

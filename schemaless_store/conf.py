@@ -55,6 +55,19 @@ DEFAULTS: dict[str, Any] = {
     # Seconds an entry of the entity cache lives: the longest another process can read a
     # value whose invalidation failed (a write's own process never does).
     "CACHE_TIMEOUT": 300,
+    # Read replicas per shard (docs/replicas.md): {"shard_0": ["shard_0_replica_0", ...]},
+    # aliases in DATABASES that replicate the shard's server (MariaDB GTID replication).
+    "REPLICAS": {},
+    # Whether get(), get_many() and index queries read replicas (with read-your-writes);
+    # replicas.from_replicas() / from_primary() choose per block of code.
+    "READ_FROM_REPLICAS": False,
+    # Seconds a replica may lag (Seconds_Behind_Master) and still be read.
+    "REPLICA_MAX_LAG": 5.0,
+    # Seconds a read waits for a replica to apply the thread's own last write on that shard
+    # (MASTER_GTID_WAIT) before it reads the primary instead; 0: no wait.
+    "REPLICA_WAIT": 0.0,
+    # Seconds between two checks of a replica's state by one process.
+    "REPLICA_CHECK_INTERVAL": 1.0,
 }
 
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
@@ -76,6 +89,11 @@ class StoreSettings:
     move_wait: float
     cache: str | None
     cache_timeout: int
+    replicas: dict[str, tuple[str, ...]]
+    read_from_replicas: bool
+    replica_max_lag: float
+    replica_wait: float
+    replica_check_interval: float
     raw: dict[str, Any]
 
 
@@ -116,6 +134,46 @@ def _parse_ranges(alias: str, spec: Any, buckets: int) -> list[int]:
     return numbers
 
 
+def _replica_aliases(replicas: Any) -> list[str]:
+    if not isinstance(replicas, dict):
+        return []
+    return [
+        name for names in replicas.values() if isinstance(names, list | tuple) for name in names
+    ]
+
+
+def _replicas(raw: Any, shards: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    if not isinstance(raw, dict):
+        raise ConfigurationError(
+            "SCHEMALESS['REPLICAS'] must be a dict: {shard alias: [replica aliases]}"
+        )
+    found: dict[str, tuple[str, ...]] = {}
+    seen: set[str] = set()
+    for alias, names in raw.items():
+        if alias not in shards:
+            raise ConfigurationError(
+                f"SCHEMALESS['REPLICAS'] names {alias!r}, which is not a shard ({list(shards)})"
+            )
+        if isinstance(names, str) or not isinstance(names, list | tuple):
+            raise ConfigurationError(
+                f"SCHEMALESS['REPLICAS'][{alias!r}] must be a list of aliases, not {names!r}"
+            )
+        for name in names:
+            if name not in settings.DATABASES:
+                raise ConfigurationError(
+                    f"SCHEMALESS['REPLICAS'][{alias!r}] names {name!r}, which is not in DATABASES"
+                )
+            if name in shards or name == "default" or name in seen:
+                raise ConfigurationError(
+                    f"SCHEMALESS['REPLICAS'][{alias!r}]: {name!r} is a shard, 'default' or "
+                    "another shard's replica; a replica serves one shard"
+                )
+            seen.add(name)
+        if names:
+            found[alias] = tuple(names)
+    return found
+
+
 def _is_pair(value: Any) -> bool:
     return (
         isinstance(value, list | tuple)
@@ -129,7 +187,8 @@ def bucket_aliases(shards: Any, buckets: int) -> tuple[tuple[str, ...], tuple[st
     if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
         raise ConfigurationError(f"SCHEMALESS['BUCKETS'] must be a positive int, not {buckets!r}")
     if shards is None:
-        shards = [alias for alias in settings.DATABASES if alias != "default"]
+        replicas = _replica_aliases(_user_settings().get("REPLICAS"))
+        shards = [alias for alias in settings.DATABASES if alias not in ("default", *replicas)]
     if isinstance(shards, str):
         raise ConfigurationError("SCHEMALESS['SHARDS'] must be a list or dict of aliases")
     if not shards:
@@ -201,6 +260,18 @@ def get() -> StoreSettings:
             f"SCHEMALESS['CACHE_TIMEOUT'] must be a whole number of seconds >= 1, "
             f"not {cache_timeout!r}"
         )
+    if not isinstance(raw["READ_FROM_REPLICAS"], bool):
+        raise ConfigurationError(
+            "SCHEMALESS['READ_FROM_REPLICAS'] must be True or False, "
+            f"not {raw['READ_FROM_REPLICAS']!r}"
+        )
+    for key in ("REPLICA_MAX_LAG", "REPLICA_WAIT", "REPLICA_CHECK_INTERVAL"):
+        value = raw[key]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+            raise ConfigurationError(
+                f"SCHEMALESS[{key!r}] must be a number of seconds >= 0, not {value!r}"
+            )
+        seconds[key] = float(value)
     return StoreSettings(
         shards=aliases,
         buckets=raw["BUCKETS"],
@@ -216,6 +287,11 @@ def get() -> StoreSettings:
         move_wait=seconds["MOVE_WAIT"],
         cache=cache_alias,
         cache_timeout=cache_timeout,
+        replicas=_replicas(raw["REPLICAS"], aliases),
+        read_from_replicas=raw["READ_FROM_REPLICAS"],
+        replica_max_lag=seconds["REPLICA_MAX_LAG"],
+        replica_wait=seconds["REPLICA_WAIT"],
+        replica_check_interval=seconds["REPLICA_CHECK_INTERVAL"],
         raw=raw,
     )
 

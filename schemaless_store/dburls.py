@@ -34,8 +34,17 @@ SQLITE_OPTIONS: dict[str, Any] = {
 _INT_OPTIONS = ("connect_timeout", "read_timeout", "write_timeout", "timeout")
 
 
+GALERA_ENGINE = "schemaless_store.backends.galera"
+
+
 def database_from_url(url: str) -> dict[str, Any]:
-    """One ``DATABASES`` entry from a URL, with the store's default options filled in."""
+    """One ``DATABASES`` entry from a URL, with the store's default options filled in.
+
+    ``galera://user:password@node1:3306,node2:3306,node3:3306/db`` is a Galera cluster reached
+    through its nodes, the first synced one in that order (``schemaless_store.backends.galera``,
+    docs/replicas.md)."""
+    if url.startswith("galera://"):
+        return _galera_from_url(url)
     config = environ.Env.db_url_config(url)
     options = config.setdefault("OPTIONS", {})
     for key in _INT_OPTIONS:
@@ -57,12 +66,45 @@ def database_from_url(url: str) -> dict[str, Any]:
     return config
 
 
+def _galera_from_url(url: str) -> dict[str, Any]:
+    rest = url[len("galera://") :]
+    credentials, at, location = rest.rpartition("@")
+    hosts, slash, tail = location.partition("/")
+    nodes = [node for node in hosts.split(",") if node.strip()]
+    if not nodes or not slash:
+        raise ValueError(
+            f"a Galera URL is galera://user@node1:3306,node2:3306/database, not {url!r}"
+        )
+    config = database_from_url(f"mysql://{credentials}{at}{nodes[0]}/{tail}")
+    config["ENGINE"] = GALERA_ENGINE
+    config["OPTIONS"]["nodes"] = [node.strip() for node in nodes]
+    return config
+
+
 def databases_from_urls(meta_url: str, shard_urls: list[str]) -> dict[str, dict[str, Any]]:
     """``DATABASES`` with ``default`` (metadata) and ``shard_0`` .. ``shard_N-1``."""
     databases = {"default": database_from_url(meta_url)}
     for number, url in enumerate(shard_urls):
         databases[f"shard_{number}"] = database_from_url(url)
     return databases
+
+
+def replicas_from_urls(specs: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
+    """Read replicas given as ``"shard_0=mysql://host/db"`` (one entry per replica; a shard may
+    have several): their ``DATABASES`` entries (``shard_0_replica_0``, ...) and the
+    ``SCHEMALESS["REPLICAS"]`` dict that names them (docs/replicas.md)."""
+    databases: dict[str, dict[str, Any]] = {}
+    replicas: dict[str, list[str]] = {}
+    for spec in specs:
+        shard, sep, url = spec.partition("=")
+        shard = shard.strip()
+        if not sep or not shard or "://" in shard:
+            raise ValueError(f"a replica is given as 'shard_0=mysql://host/db', not {spec!r}")
+        names = replicas.setdefault(shard, [])
+        alias = f"{shard}_replica_{len(names)}"
+        names.append(alias)
+        databases[alias] = database_from_url(url.strip())
+    return databases, replicas
 
 
 def embedded_urls(data_dir: Path, shards: int = 2) -> tuple[str, list[str]]:

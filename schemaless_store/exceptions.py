@@ -115,3 +115,9 @@ class MoveRefused(SchemalessError, ValueError):
     """``movebuckets`` was asked for a move it cannot make (unknown shard, buckets out of range
     or owned by the target already, a target not migrated, another move under way); nothing
     was changed."""
+
+
+class PlacementError(SchemalessError, ValueError):
+    """An entity cannot be placed with the property asked (``placed_with``): no index is
+    sharded on it, the entity lacks it or holds a list, or the indexes sharded on it disagree
+    about its bucket (docs/placement.md). Nothing was written."""

@@ -35,7 +35,10 @@ class ShardRouter:
     def allow_migrate(
         self, db: str, app_label: str, model_name: str | None = None, **hints: Any
     ) -> bool | None:
-        is_shard = db in conf.get().shards
+        settings = conf.get()
+        if any(db in names for names in settings.replicas.values()):
+            return False  # a replica gets its tables from its primary, by replication
+        is_shard = db in settings.shards
         if app_label == "schemaless_store":
             if model_name in ("entity", "cell", "cellhead"):
                 return is_shard

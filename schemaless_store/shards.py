@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from django.core.signals import request_finished
-from django.db import OperationalError, connections, transaction
+from django.db import DatabaseError, OperationalError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from . import conf, shardmap
@@ -102,6 +102,30 @@ def probe_latency(aliases: Iterable[str]) -> float:
             cursor.fetchall()
         slowest = max(slowest, time.perf_counter() - began)
     return slowest
+
+
+_write_set_limits: dict[tuple[str, str], int | None] = {}
+
+
+def write_set_limit(alias: str) -> int | None:
+    """The most rows one transaction may write on ``alias``'s server: Galera's
+    ``wsrep_max_ws_rows`` when the server is a Galera node with a limit set, else None. The
+    cleaner's and the mover's batches stay under it (docs/replicas.md, "Galera")."""
+    conn = connections[alias]
+    key = (alias, str(conn.settings_dict.get("NAME")))
+    if key not in _write_set_limits:
+        limit = None
+        if conn.vendor == "mysql":
+            try:
+                with conn.cursor() as cursor:
+                    cursor.execute("SELECT @@wsrep_on, @@wsrep_max_ws_rows")
+                    on, rows = cursor.fetchone()
+                if str(on).upper() in ("1", "ON") and int(rows) > 0:
+                    limit = int(rows)
+            except DatabaseError:  # no wsrep variables: not a Galera build
+                limit = None
+        _write_set_limits[key] = limit
+    return _write_set_limits[key]
 
 
 def vendor(alias: str) -> str:

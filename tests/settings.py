@@ -13,10 +13,14 @@ import os
 import tempfile
 from pathlib import Path
 
-from schemaless_store.dburls import databases_from_urls, embedded_urls
+from schemaless_store.dburls import database_from_url, databases_from_urls, embedded_urls
 
 BACKEND = os.environ.get("SCHEMALESS_TEST_DB", "sqlite")
 MARIADB_SERVERS: list = []
+# SCHEMALESS_TEST_REPLICAS=1 (with mariadb): the shard servers write GTID binary logs and each
+# has a replica, shard_N_replica_0 (tests/test_replicas.py; scripts/test.sh runs that group once).
+REPLICATED = os.environ.get("SCHEMALESS_TEST_REPLICAS") == "1" and BACKEND == "mariadb"
+REPLICA_SERVERS: list = []
 # Set by tests that spawn processes (tests/child.py): the parent's DATABASES, test NAMEs
 # included, so a child works on the same test databases instead of starting its own servers.
 _PARENT_DATABASES = os.environ.get("SCHEMALESS_TEST_DATABASES")
@@ -25,14 +29,25 @@ if _PARENT_DATABASES:
     DATABASES = json.loads(_PARENT_DATABASES)
 elif BACKEND == "mariadb":
     from schemaless_store.testing.mariadb import start_servers
+    from schemaless_store.testing.replication import start_replica
 
-    MARIADB_SERVERS = start_servers(2)
+    MARIADB_SERVERS = start_servers(2, binlog=REPLICATED)
     _first, _second = MARIADB_SERVERS
     _timeouts = {"connect_timeout": "5", "read_timeout": "60", "write_timeout": "60"}
     DATABASES = databases_from_urls(
         _first.url("meta", **_timeouts),
         [_first.url("shard0", **_timeouts), _second.url("shard1", **_timeouts)],
     )
+    if REPLICATED:  # a GTID replica of each shard's server (tests/test_replicas.py)
+        REPLICA_SERVERS = [start_replica(server) for server in MARIADB_SERVERS]
+        for _number, _replica in enumerate(REPLICA_SERVERS):
+            _alias = f"shard_{_number}_replica_0"
+            # connect_timeout=1: a killed replica costs a read one second, then the primary.
+            DATABASES[_alias] = database_from_url(
+                _replica.url(f"shard{_number}", connect_timeout="1", read_timeout="10")
+            )
+            # The test database is made on the primary and replicated: the alias follows it.
+            DATABASES[_alias]["TEST"] = {"MIRROR": f"shard_{_number}"}
 elif BACKEND == "sqlite":
     _data = Path(tempfile.mkdtemp(prefix="schemaless-test-sqlite-"))
     DATABASES = databases_from_urls(*embedded_urls(_data, shards=2))
@@ -41,6 +56,12 @@ else:
 
 DATABASE_ROUTERS = ["schemaless_store.router.ShardRouter"]
 SCHEMALESS: dict = {"BUCKETS": 4096}
+if REPLICATED or (_PARENT_DATABASES and "shard_0_replica_0" in DATABASES):
+    SCHEMALESS["REPLICAS"] = {
+        alias: [f"{alias}_replica_0"]
+        for alias in ("shard_0", "shard_1")
+        if f"{alias}_replica_0" in DATABASES
+    }
 if os.environ.get("SCHEMALESS_TEST_SHARDS"):  # a child of another layout (tests/grown.py)
     SCHEMALESS["SHARDS"] = json.loads(os.environ["SCHEMALESS_TEST_SHARDS"])
 if os.environ.get("SCHEMALESS_TEST_MAP_MAX_AGE"):  # its maps read again sooner: quicker moves

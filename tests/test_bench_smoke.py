@@ -60,6 +60,7 @@ COMPARISONS = {
     "cache_get": {"ours/raw", "ours/ours_uncached"},
     "cache_get_many": {"ours/raw", "ours/ours_uncached"},
     "cache_invalidate": {"ours/ours_uncached"},
+    "clients_mixed": {"ours/raw"},
     "export": {"ours/raw"},
     "import": {"ours/bulk_put"},
 }
@@ -117,6 +118,14 @@ def test_cache_leg_reports_its_hit_rate(quick_run: dict) -> None:
         cache = found[leg]["cache"]
         assert cache["warmed"] == quick_run["plan"]["main_size"], leg
         assert cache["hits"] > 0 and 0 < cache["hit_rate"] <= 1, leg
+
+
+def test_clients_leg_runs_four_processes_on_two_servers(quick_run: dict) -> None:
+    (record,) = [r for r in quick_run["comparisons"] if r["leg"] == "clients_mixed"]
+    assert quick_run["servers"] == record["servers"] == 2
+    assert record["clients"] == 4 and record["size"] == quick_run["plan"]["main_size"]
+    assert all(count > 0 for count in record["entities_per_shard"].values())
+    assert record["ratios"]["ours/raw"]["rounds"] == quick_run["plan"]["clients_rounds"]
 
 
 def test_scale_leg_measures_every_size(quick_run: dict) -> None:

@@ -28,6 +28,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "models.metadata",
             "lifecycle",
             "entity_cache",
+            "placement",
+            "replicas",
         ),
     ),
     ("paths", ("writes", "query", "cells", "feed", "consistency", "cleaner", "backup", "moves")),
@@ -36,6 +38,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "models",
             "router",
+            "middleware",
+            "backends",
             "signals",
             "checks",
             "apps",

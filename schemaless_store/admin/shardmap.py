@@ -1,6 +1,7 @@
 """The "Shards and buckets" page (the ``BucketMove`` changelist): the bucket map in force drawn
-as a bar of every bucket coloured by shard, what each shard holds and serves, the move in
-progress with its phase and counts, and past moves with their duration (docs/resharding.md).
+as a bar of every bucket coloured by shard, what each shard holds and serves, each shard's
+replicas with their state and lag (docs/replicas.md), the move in progress with its phase and
+counts, and past moves with their duration (docs/resharding.md).
 Moves are made with ``manage.py movebuckets``; the page only shows them."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from .. import shardmap, shards
+from .. import conf, replicas, shardmap, shards
 from ..exceptions import ShardUnavailable
 from ..indexes import registry
 from ..models.metadata import BucketMove
@@ -132,6 +133,13 @@ class BucketMoveAdmin(ReadOnlyAdmin):
             "in_progress": [m for m in moves if m.phase not in BucketMove.FINISHED],
             "past": [m for m in moves if m.phase in BucketMove.FINISHED],
             "health_url": reverse("admin:schemaless_store_indexstate_changelist"),
+            "replica_rows": [
+                {"shard": shard["shard"], **replica}
+                for shard in replicas.status()
+                for replica in shard["replicas"]
+            ],
+            "read_from_replicas": conf.get().read_from_replicas,
+            "replica_max_lag": conf.get().replica_max_lag,
             **(extra_context or {}),
         }
         request.current_app = self.admin_site.name

@@ -31,6 +31,13 @@ INSERT_CHUNK = 500
 Version = tuple[int, Any]
 
 
+def insert_chunk() -> int:
+    """Index rows per statement: :data:`INSERT_CHUNK`, or fewer where a Galera shard limits the
+    rows of a write set (``wsrep_max_ws_rows``)."""
+    limits = [shards.write_set_limit(alias) for alias in shards.shard_aliases()]
+    return min([INSERT_CHUNK, *(limit for limit in limits if limit)])
+
+
 def write(operation: Callable[[], Any]) -> Any:
     """Run index writes briefly under the store's write lock (it serializes SQLite shards),
     retried after a deadlock. On SQLite the batch is one transaction per shard file: index
@@ -76,8 +83,9 @@ def insert_checked(
 def insert(index: Index, rows: list[Row], result: PassResult) -> list[Row]:
     """Insert the rows (step 3 of the protocol, in chunks); the ones written."""
     if not index.unique:
-        for start in range(0, len(rows), INSERT_CHUNK):
-            write(partial(index_rows.add, rows[start : start + INSERT_CHUNK]))
+        chunk = insert_chunk()
+        for start in range(0, len(rows), chunk):
+            write(partial(index_rows.add, rows[start : start + chunk]))
         return rows
     # A unique claim can collide with another entity's: report that entity, go on.
     written = []

@@ -18,9 +18,15 @@ from django.db import models
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
-from .. import cells, keys, shards
+from .. import cells, keys, placement, shards
 from ..codec import decode_body
-from ..exceptions import BulkWriteNotSupported, CorruptBody, InvalidEntityError, InvalidQuery
+from ..exceptions import (
+    BulkWriteNotSupported,
+    CorruptBody,
+    InvalidEntityError,
+    InvalidQuery,
+    PlacementError,
+)
 from ..fields import Binary16Field, BodyField
 from ..query.allentities import AllEntities
 from ..query.fetch import EntityFetcher, get_many, get_one
@@ -80,9 +86,17 @@ class EntityManager(models.Manager.from_queryset(EntityQuerySet)):  # type: igno
     def using(self, alias: str) -> EntityQuerySet:
         return super().using(shards.check_alias(alias))
 
-    def create(self, **properties: Any) -> Entity:
-        """Create an entity from keyword properties (``id`` optional); fails if the id exists."""
+    def create(self, placed_with: str | None = None, **properties: Any) -> Entity:
+        """Create an entity from keyword properties (``id`` optional); fails if the id exists.
+
+        ``placed_with="user_id"``: the store gives the entity a placed id, in the bucket of
+        its ``user_id`` (docs/placement.md), so that it lives with the rows of the indexes
+        sharded on ``user_id``. ``placed_with`` is an option, never a property."""
+        if placed_with is not None and "id" in properties:
+            raise PlacementError("give create() an id or placed_with, not both")
         entity = self.model(**properties)
+        if placed_with is not None:
+            entity.row_id = placement.placed_id_for(entity.body_properties(), placed_with).bytes
         entity_writes.save(entity, force_insert=True)
         return entity
 
@@ -113,15 +127,24 @@ class EntityManager(models.Manager.from_queryset(EntityQuerySet)):  # type: igno
         return AllEntities(self.model)
 
     def bulk_put(
-        self, entities: Iterable[Mapping[str, Any] | Entity], batch_size: int = 500
+        self,
+        entities: Iterable[Mapping[str, Any] | Entity],
+        batch_size: int = 500,
+        placed_with: str | None = None,
     ) -> list[Entity]:
         """Insert or replace many entities in batches, maintaining every index.
 
         Each item is a dict of properties (with or without ``id``) or an ``Entity``. Like Django's
         ``bulk_create``, no ``pre_save``/``post_save`` signals are sent. Every item is validated
-        before anything is written.
+        before anything is written. ``placed_with``: the items given without an id get placed
+        ids, in the bucket of that property (docs/placement.md); ids given are kept.
         """
         items = [e if isinstance(e, Entity) else self.model.from_properties(e) for e in entities]
+        if placed_with is not None:
+            for item in items:
+                if item.has_generated_id:
+                    placed = placement.placed_id_for(item.body_properties(), placed_with)
+                    item.row_id = placed.bytes
         entity_writes.put_many(items, batch_size=batch_size)
         return items
 

@@ -80,7 +80,9 @@ class Mover:
         report: Callable[[str, int], None] | None = None,
     ) -> None:
         self.move = move
-        self.batch = batch
+        # Rows per copy transaction: under a Galera write-set limit on either side.
+        limits = [shards.write_set_limit(a) for a in (move.target, *move.sources)]
+        self.batch = min([batch, *(limit for limit in limits if limit)])
         self.throttle = throttle or Throttle()
         self.workers = workers
         self._latency: LatencyProbe | None = None  # the probe thread, while run() runs

@@ -11,7 +11,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .. import entity_cache, keys, shardmap, shards
+from django.db import connections
+
+from .. import entity_cache, keys, replicas, shardmap, shards
 from ..entity_cache import Row as CachedRow
 from ..keys import bucket_of
 from ..tables import buckets
@@ -55,17 +57,20 @@ def _fetch_by_ids(model: Any, ids: list[bytes]) -> dict[bytes, Any]:
     for entity_id in ids:
         by_alias[owners[bucket_of(entity_id, total)]].append(entity_id)
     found: dict[bytes, Any] = {}
+    # Where each shard is read (a replica or the primary) is this thread's choice.
+    source = {alias: replicas.reader(alias) for alias in by_alias}
     if len(by_alias) > 1 and sum(map(len, by_alias.values())) >= PARALLEL_FETCH_MIN:
         conns = [shards.connection(alias) for alias in by_alias]
         if all(c.vendor == "mysql" and not c.in_atomic_block for c in conns):
             parts = scatter_pool().map(
-                lambda item: fetch_shard(model, item[0], item[1], used), by_alias.items()
+                lambda item: _fetch_shard(model, item[0], source[item[0]], item[1], used),
+                by_alias.items(),
             )
             for part in parts:
                 found.update(part)
             return found
     for alias, alias_ids in by_alias.items():
-        found.update(fetch_shard(model, alias, alias_ids, used=used))
+        found.update(_fetch_shard(model, alias, source[alias], alias_ids, used))
     return found
 
 
@@ -74,12 +79,25 @@ def fetch_shard(
 ) -> dict[bytes, Any]:
     """The entities among ``ids`` that live on ``alias`` (by the map ``used``, which routed
     them: the read is confirmed against it, :func:`~..tables.buckets.confirm_read`)."""
+    return _fetch_shard(model, alias, alias, ids, used)
+
+
+def _fetch_shard(
+    model: Any, alias: str, source: str, ids: list[bytes], used: shardmap.BucketMap | None
+) -> dict[bytes, Any]:
+    """:func:`fetch_shard`, reading ``source``: ``alias`` or one of its replicas
+    (:func:`..replicas.reader`, chosen by the calling thread)."""
     build = model.row_builder()
-    convert = datetime_converter(shards.connection(alias))
-    found: dict[bytes, Any] = {}
-    for added_id, row_id, updated, body in entity_table.select_by_ids(alias, ids):
-        row_id = bytes(row_id)
-        found[row_id] = build(alias, added_id, row_id, convert(updated), bytes(body))
+
+    def read(where: str) -> dict[bytes, Any]:
+        convert = datetime_converter(connections[where])
+        found: dict[bytes, Any] = {}
+        for added_id, row_id, updated, body in entity_table.select_by_ids(where, ids):
+            row_id = bytes(row_id)
+            found[row_id] = build(alias, added_id, row_id, convert(updated), bytes(body))
+        return found
+
+    found = replicas.read_with_fallback(alias, source, read)
     if used is not None:
         buckets.confirm_read(alias, used)
     return found
@@ -96,8 +114,12 @@ def get_one(model: Any, entity_id: Any) -> Any | None:
 def _get_one(model: Any, key: bytes) -> Any | None:
     used = shardmap.current()
     alias = used.owners[bucket_of(key, used.buckets)]
-    conn = shards.connection(alias)
-    row = entity_table.select_one(alias, key, conn)
+
+    def read(where: str) -> tuple[Any, Any]:
+        conn = connections[where]
+        return entity_table.select_one(where, key, conn), conn
+
+    row, conn = replicas.read_with_fallback(alias, replicas.reader(alias), read)
     buckets.confirm_read(alias, used)
     if row is None:
         return None
@@ -139,7 +161,10 @@ def _read_through(
             found[key] = build(row.alias, row.added_id, key, row.updated, row.body)
     missed = [key for key in ids if key not in hits]
     if missed:
-        got = buckets.retrying_stale(lambda: read(missed))
+        # Fills come from the primaries: a lagging replica's row would be filled under a token
+        # taken after the write's invalidation, and served until the entry expires.
+        with replicas.from_primary():
+            got = buckets.retrying_stale(lambda: read(missed))
         found.update(got)
         through.fill((key, _cache_row(key, got.get(key), owner.__getitem__)) for key in missed)
     return found

@@ -242,11 +242,9 @@ class IndexQuery(CachedResults):
         index, bound = self.index, self.bound
         batch = self._batch_size()
         seen: set[bytes] = set()
-        # Only for a slice or a page: joining bodies to every batch of a whole iteration costs
-        # more than it saves (docs/performance.md).
-        joined: dict[bytes, Any] | None = (
-            {} if self.limit is not None and self.fetcher.join_entities else None
-        )
+        # The scan stops joining after a batch whose entities mostly live elsewhere (not
+        # co-located, docs/placement.md): then the join costs more than it saves.
+        joined: dict[bytes, Any] | None = {} if self.fetcher.join_entities else None
         rows = self._index_rows(batch, after, joined)
         memo: dict[tuple[Any, ...], Any] = {}
         implies, meets, props = index.implies, bound.meets, index.properties

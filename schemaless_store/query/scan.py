@@ -7,8 +7,9 @@ import heapq
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from .. import shardmap, shards
+from .. import replicas, shardmap, shards
 from ..indexes import Index
+from ..keys import bucket_of
 from ..tables import buckets, scans
 from ..tables.values import datetime_converter, plain_row
 from .pool import scatter_pool
@@ -22,7 +23,8 @@ class ShardScan:
 
     With ``joined`` (a dict, and a ``build`` for entities), each batch also brings the entities
     that live on that same shard (a ``LEFT JOIN``), put in ``joined`` by id: their ``IN``
-    query is saved.
+    query is saved. After a batch of which fewer than 90% of the entities came along (they are not
+    co-located with the index, docs/placement.md), the following batches read rows only.
     """
 
     def __init__(
@@ -47,17 +49,12 @@ class ShardScan:
         self.batch = batch
         self.joined = joined
         self.build = build
+        # A replica or the primary (replicas.reader): chosen here, in the querying thread.
+        self.source = replicas.reader(alias)
         conn = shards.connection(alias)
         self.convert = datetime_converter(conn)
-        self.sql = scans.scan_sql(
-            conn.vendor,
-            conn.ops.quote_name,
-            index,
-            conds,
-            sort_positions,
-            descending,
-            joined is not None,
-        )
+        self.shape = (conn.vendor, conn.ops.quote_name, index, conds, sort_positions, descending)
+        self.sql = scans.scan_sql(*self.shape, joined is not None)
         self.width = len(index.properties) + 1
         self.params: list[Any] = []
         for _prop, lookup, value in conds:
@@ -68,8 +65,12 @@ class ShardScan:
 
     def fetch(self, last: tuple[Any, ...] | None) -> list[tuple[Any, ...]]:
         """One batch of rows after the ``last`` sort key (runs on any thread)."""
-        found = scans.read_batch(
-            self.alias, self.sql, self.params, last, self.descending, self.batch
+        found = replicas.read_with_fallback(
+            self.alias,
+            self.source,
+            lambda where: scans.read_batch(
+                where, self.sql, self.params, last, self.descending, self.batch
+            ),
         )
         if self.used is not None:
             buckets.confirm_read(self.alias, self.used)
@@ -79,22 +80,27 @@ class ShardScan:
             rows = [plain_row(raw[:width]) for raw in found]
         else:
             rows = [raw[:width] for raw in found]
-        if self.joined is not None:
-            self._keep_joined(rows, found)
+        if self.joined is not None and self._keep_joined(rows, found) * 10 < len(rows) * 9:
+            self.joined = None  # mostly elsewhere: the join costs more than it saves
+            self.sql = scans.scan_sql(*self.shape, False)
         return rows
 
-    def _keep_joined(self, rows: list[tuple[Any, ...]], found: list[Any]) -> None:
+    def _keep_joined(self, rows: list[tuple[Any, ...]], found: list[Any]) -> int:
         """Entities of the joined rows, built as fetches build them, by id; only those this
-        shard owns (a copy left on another shard by a bucket move never counts)."""
+        shard owns (a copy left on another shard by a bucket move never counts). How many."""
         alias, width, joined, build = self.alias, self.width, self.joined, self.build
         assert joined is not None and build is not None
         convert = self.convert
-        alias_for = shards.alias_for
+        used = shardmap.current()
+        owners, total = used.owners, used.buckets
+        kept = 0
         for row, raw in zip(rows, found, strict=True):
             added_id, updated, body = raw[width:]
             entity_id = row[-1]
-            if added_id is not None and alias_for(entity_id) == alias:
+            if added_id is not None and owners[bucket_of(entity_id, total)] == alias:
                 joined[entity_id] = build(alias, added_id, entity_id, convert(updated), bytes(body))
+                kept += 1
+        return kept
 
     def rows(
         self, after: tuple[Any, ...] | None, first: list[tuple[Any, ...]] | None = None

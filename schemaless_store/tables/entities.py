@@ -16,7 +16,9 @@ from ..indexes import ENTITIES, Source
 from . import buckets
 from .values import UPDATED_TEXT, as_param
 
-ENTITY_COLUMNS = "added_id, id, updated, body"
+# ``updated`` as text: fromisoformat() in C reads it several times faster than mysqlclient builds
+# a datetime from the DATETIME column (tables/values.py, datetime_converter).
+ENTITY_COLUMNS = f"added_id, id, {UPDATED_TEXT}, body"
 _SELECT_ONE = f"SELECT {ENTITY_COLUMNS} FROM entities WHERE id = %s"
 INSERT = "INSERT INTO entities (id, updated, body) VALUES (%s, %s, %s)"
 UPDATE = "UPDATE entities SET updated = %s, body = %s WHERE id = %s"

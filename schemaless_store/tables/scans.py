@@ -67,7 +67,8 @@ def scan_sql(
     table = f"{quote(index.name)} i"
     if join_entities:
         # The entities on this shard come along: one round trip instead of two.
-        selected += ", e.added_id, e.updated, e.body"
+        # updated as text, as ENTITY_COLUMNS reads it (tables/entities.py).
+        selected += ", e.added_id, CAST(e.updated AS CHAR), e.body"
         table += f" LEFT JOIN entities e ON e.id = {col('entity_id')}"
     built = ScanSQL(
         f"SELECT {selected} FROM {table}",

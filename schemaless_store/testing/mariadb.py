@@ -3,6 +3,9 @@
 Each server lives in a temporary directory (data, socket, log) and is removed on ``stop()``;
 ``start_servers()`` also stops them at interpreter exit. Nothing depends on a server already
 running on the machine.
+
+A server started with ``binlog=True`` writes a GTID binary log, which :mod:`.replication`'s
+``start_replica(primary)`` follows. Galera clusters are in :mod:`.galera`.
 """
 
 from __future__ import annotations
@@ -17,9 +20,12 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 MARIADBD = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
 INSTALL_DB = shutil.which("mariadb-install-db") or "/usr/bin/mariadb-install-db"
+MARIADB_DUMP = shutil.which("mariadb-dump") or "/usr/bin/mariadb-dump"
+MARIADB_CLIENT = shutil.which("mariadb") or "/usr/bin/mariadb"
 
 
 class ServerError(RuntimeError):
@@ -60,15 +66,24 @@ def install_datadir(datadir: Path) -> None:
 
 
 class MariaDBServer:
-    """One ``mariadbd`` process; ``url(db)`` gives a django-environ URL for a database on it."""
+    """One ``mariadbd`` process; ``url(db)`` gives a django-environ URL for a database on it.
 
-    def __init__(self, root: Path, name: str, buffer_pool: str = "64M") -> None:
+    With ``binlog=True`` it writes a row-based binary log with GTIDs (its server id is its port,
+    unique among the servers on this machine), so that :func:`start_replica` can follow it.
+    """
+
+    def __init__(
+        self, root: Path, name: str, buffer_pool: str = "64M", binlog: bool = False
+    ) -> None:
         self.root = root / name
         self.datadir = self.root / "data"
         self.name = name
         self.buffer_pool = buffer_pool
+        self.binlog = binlog
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
+        # The datadir this server was first made from, for replicas made like it.
+        self.template: Path | None = None
 
     @property
     def tmpdir(self) -> Path:
@@ -78,15 +93,56 @@ class MariaDBServer:
     def log_path(self) -> Path:
         return self.root / "error.log"
 
+    @property
+    def socket_path(self) -> Path:
+        return self.root / "mysqld.sock"
+
+    @property
+    def server_id(self) -> int:
+        return self.port
+
     def url(self, database: str, **options: str) -> str:
         query = "&".join(f"{k}={v}" for k, v in options.items())
         return f"mysql://root@127.0.0.1:{self.port}/{database}" + (f"?{query}" if query else "")
+
+    def options(self) -> list[str]:
+        """The ``mariadbd`` command line after the program; subclasses add to it."""
+        options = [
+            "--no-defaults",
+            f"--datadir={self.datadir}",
+            f"--tmpdir={self.tmpdir}",
+            f"--port={self.port}",
+            "--bind-address=127.0.0.1",
+            f"--socket={self.socket_path}",
+            f"--pid-file={self.root / 'mysqld.pid'}",
+            f"--log-error={self.log_path}",
+            "--skip-name-resolve",
+            "--character-set-server=utf8mb4",
+            "--collation-server=utf8mb4_bin",
+            f"--innodb-buffer-pool-size={self.buffer_pool}",
+            "--innodb-log-file-size=64M",
+            "--innodb-flush-log-at-trx-commit=2",
+            "--max-allowed-packet=64M",
+            "--max-connections=500",
+            *_as_root(),
+        ]
+        if self.binlog:
+            options += [
+                # Relative names: inside the datadir, the same whatever the host is called.
+                "--log-bin=binlog",
+                "--relay-log=relay",
+                f"--server-id={self.server_id}",
+                "--binlog-format=ROW",
+                "--log-slave-updates",
+            ]
+        return options
 
     def start(self, template: Path | None = None, timeout: float = 60) -> MariaDBServer:
         if not self.datadir.exists():
             self.root.mkdir(parents=True, exist_ok=True)
             if template is not None:
                 shutil.copytree(template, self.datadir)
+                self.template = template
             else:
                 install_datadir(self.datadir)
         if not self.port:
@@ -95,32 +151,38 @@ class MariaDBServer:
         # machine's /tmp: the server leaves nothing behind and depends on nothing outside root.
         self.tmpdir.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
-            [
-                MARIADBD,
-                "--no-defaults",
-                f"--datadir={self.datadir}",
-                f"--tmpdir={self.tmpdir}",
-                f"--port={self.port}",
-                "--bind-address=127.0.0.1",
-                f"--socket={self.root / 'mysqld.sock'}",
-                f"--pid-file={self.root / 'mysqld.pid'}",
-                f"--log-error={self.log_path}",
-                "--skip-name-resolve",
-                "--character-set-server=utf8mb4",
-                "--collation-server=utf8mb4_bin",
-                f"--innodb-buffer-pool-size={self.buffer_pool}",
-                "--innodb-log-file-size=64M",
-                "--innodb-flush-log-at-trx-commit=2",
-                "--max-allowed-packet=64M",
-                "--max-connections=500",
-                *_as_root(),
-            ],
+            [MARIADBD, *self.options()],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
         self._wait_ready(timeout)
         return self
+
+    def connect(self, database: str | None = None, **kwargs: Any) -> Any:
+        """A MySQLdb connection as root@localhost over the socket (all privileges, autocommit),
+        for the tooling's own statements; the store connects through :meth:`url`."""
+        import MySQLdb
+
+        if database is not None:
+            kwargs["database"] = database
+        connection = MySQLdb.connect(
+            unix_socket=str(self.socket_path), user="root", connect_timeout=5, **kwargs
+        )
+        connection.autocommit(True)
+        return connection
+
+    def query(self, sql: str, args: Any = None) -> list[dict[str, Any]]:
+        """Run one statement on a connection of its own; its rows as dicts."""
+        import MySQLdb.cursors
+
+        connection = self.connect(cursorclass=MySQLdb.cursors.DictCursor)
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(sql, args)
+                return list(cursor.fetchall() or ())
+        finally:
+            connection.close()
 
     def _wait_ready(self, timeout: float) -> None:
         import MySQLdb
@@ -150,9 +212,13 @@ class MariaDBServer:
         return "(no log)"
 
     def kill(self) -> None:
-        """SIGKILL the server (a crash); ``start()`` brings it back on the same port and data."""
+        """SIGKILL the server (a crash); ``start()`` brings it back on the same port and data.
+
+        The whole process group goes: helpers the server ran (a Galera state transfer's rsync)
+        die with it instead of outliving it."""
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=30)
         self.process = None
 
@@ -169,8 +235,13 @@ class MariaDBServer:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-def start_servers(count: int = 2, buffer_pool: str = "64M") -> list[MariaDBServer]:
-    """Start ``count`` servers in a fresh temporary directory; they stop at interpreter exit."""
+def start_servers(
+    count: int = 2, buffer_pool: str = "64M", binlog: bool = False
+) -> list[MariaDBServer]:
+    """Start ``count`` servers in a fresh temporary directory; they stop at interpreter exit.
+
+    ``binlog=True`` gives each a GTID binary log, so that :func:`start_replica` can follow it.
+    """
     root = Path(tempfile.mkdtemp(prefix="schemaless-mariadb-"))
     template = root / "template"
     servers: list[MariaDBServer] = []
@@ -184,7 +255,7 @@ def start_servers(count: int = 2, buffer_pool: str = "64M") -> list[MariaDBServe
     try:
         install_datadir(template)
         for number in range(count):
-            server = MariaDBServer(root, f"server{number}", buffer_pool=buffer_pool)
+            server = MariaDBServer(root, f"server{number}", buffer_pool=buffer_pool, binlog=binlog)
             servers.append(server)
             server.start(template=template)
     except Exception:

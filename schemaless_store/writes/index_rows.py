@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from .. import shards
+from .. import replicas, shards
 from ..exceptions import NotOwner, ShardUnavailable, UniqueViolation
 from ..indexes import ENTITIES, Index
 from ..tables import entities as entity_table
@@ -40,6 +40,7 @@ def add(rows: Iterable[Row], wait: bool = True) -> None:
         refused: list[Row] = []
         for (index, alias), grouped in index_table.group(plain).items():
             left = index_table.insert(index, alias, grouped)
+            replicas.note_write(alias, shards.index_connection(alias))
             if left:
                 # Their buckets moved (or are being flipped): insert them where they are now.
                 moved = _buckets_of(index, left)
@@ -89,6 +90,7 @@ def claim_unique(
                     raise NotOwner(alias, moved)
                 shards.await_new_owner(alias, moved)
                 alias = index_table.home(index, values)
+            replicas.note_write(alias, shards.index_connection(alias))
             return
         except IntegrityError:
             pass

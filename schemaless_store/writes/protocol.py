@@ -44,7 +44,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .. import entity_cache, shards
+from .. import entity_cache, replicas, shards
 from ..exceptions import EntityExists, NotOwner, ShardUnavailable
 from ..indexes import ENTITIES, Source
 from ..tables import buckets as bucket_table
@@ -211,6 +211,11 @@ def _run_here(write: Write, store: Callable[[Write], None], cached: list[bytes])
             transaction.on_commit(partial(entity_cache.invalidate, cached), using=alias)
         elif cached:
             entity_cache.invalidate(cached)
+    # The write's position on its shard, for reads from replicas (read-your-writes).
+    if caller_atomic:
+        transaction.on_commit(partial(replicas.note_write, alias, conn), using=alias)
+    else:
+        replicas.note_write(alias, conn)
     if write.stale:  # 5
         if caller_atomic:
             transaction.on_commit(write.remove_stale, using=alias, robust=True)

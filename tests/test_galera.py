@@ -1,0 +1,112 @@
+"""A shard that is a 3-node Galera cluster (issue 19, docs/replicas.md "Galera"): the store
+reaches it through ``galera://`` (``schemaless_store.backends.galera``: the first synced node of
+a list). Writer processes create, update, delete, claim unique values and put cells on a store
+whose third shard is the cluster; the node they all write through is SIGKILLed mid-write.
+Writes go on through the next node within a bounded time, no acknowledged write is lost, the
+killed node rejoins with every row, and after one cleaner pass the index tables are exact and
+every query finds what it should."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from schemaless_store.jsonview import properties_to_json
+from tests.grown import GrownStore, expected_states
+
+pytestmark = [pytest.mark.mariadb_only, pytest.mark.slow]
+
+# Half the buckets on the cluster, a quarter on each of the suite's two servers.
+LAYOUT = {"shard_0": "0-1023", "shard_1": "1024-2047", "shard_2": "2048-4095"}
+WRITE_SECONDS = 14
+KILL_AFTER = 4
+
+
+class GaleraHome:
+    """Where GrownStore puts its third shard: the cluster, through every node's address."""
+
+    def __init__(self, cluster: Any) -> None:
+        self.cluster = cluster
+        self.port = cluster.nodes[0].port  # tests.restored._sql creates the database here
+
+    def url(self, name: str, **options: str) -> str:
+        nodes = ",".join(f"127.0.0.1:{node.port}" for node in self.cluster.nodes)
+        # One second to give up on a dead node and try the next.
+        query = "&".join(f"{k}={v}" for k, v in {**options, "connect_timeout": "1"}.items())
+        return f"galera://root@{nodes}/{name}?{query}"
+
+
+@pytest.fixture
+def cluster():
+    from schemaless_store.testing.galera import start_galera_cluster
+
+    started = start_galera_cluster(3)
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def rows_on(node: Any, database: str) -> int:
+    return int(node.query(f"SELECT COUNT(*) AS n FROM {database}.entities")[0]["n"])
+
+
+def test_writes_go_on_through_the_next_node_when_one_dies(cluster, tmp_path: Path):
+    from django.conf import settings
+
+    assert settings.BACKEND == "mariadb"
+    store = GrownStore(tmp_path, GaleraHome(cluster), layout=LAYOUT)
+    try:
+        acks = [tmp_path / f"acks{n}.jsonl" for n in range(2)]
+        writers = [
+            store.spawn(
+                "tests.grown",
+                "writer",
+                str(n),
+                f"{n:02x}",
+                str(WRITE_SECONDS),
+                str(path),
+                stderr=subprocess.PIPE,
+            )
+            for n, path in enumerate(acks)
+        ]
+        time.sleep(KILL_AFTER)
+        before = sum(len(path.read_text().splitlines()) for path in acks)
+        killed_at = time.monotonic()
+        cluster.nodes[0].kill()  # the first node of the list: every process writes through it
+        errors = [writer.communicate(timeout=120)[1] for writer in writers]
+        assert all(writer.returncode == 0 for writer in writers), errors
+        after = sum(len(path.read_text().splitlines()) for path in acks)
+        # Writes went on after the kill (the writers ran WRITE_SECONDS - KILL_AFTER more).
+        assert after > before + 20, (before, after)
+        failed = sum(text.count("a write failed") for text in errors)
+        assert failed <= 4, errors  # the writes in flight at the kill, at most a few each
+        assert time.monotonic() - killed_at < 60
+
+        database = store.names[-1][1]
+        cluster.nodes[0].restart()  # rejoins (IST) with what it missed
+        cluster.wait_synced(size=3)
+        counts = {node.name: rows_on(node, database) for node in cluster.nodes}
+        assert len(set(counts.values())) == 1 and min(counts.values()) > 0, counts
+
+        store.manage("runcleaner", "--once")
+        census = store.census()
+        assert census["inexact"] is None, census["inexact"]
+        assert census["queries"] is None, census["queries"]
+        for key, aliases in census["placed"].items():
+            assert aliases == [census["owners"][key]], (key, aliases)
+        expected = expected_states(acks)
+        assert expected, "the writers wrote nothing"
+        for key, options in expected.items():
+            found = census["entities"].get(key)
+            wanted = [None if o is None else properties_to_json(o) for o in options]
+            assert found in wanted, (key, found, options)
+        unexpected = set(census["entities"]) - set(expected)
+        assert not unexpected, sorted(unexpected)[:5]
+        assert "shard_2" in {a for aliases in census["placed"].values() for a in aliases}
+    finally:
+        store.close()
