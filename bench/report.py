@@ -63,8 +63,8 @@ def comparisons_table(records: list[dict[str, Any]]) -> list[str]:
         "|---|---:|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for record in records:
-        ours = record["contenders"]["ours"]
         for pair, ratio in record["ratios"].items():
+            ours = record["contenders"][pair.split("/")[0]]
             base = record["contenders"][pair.split("/")[1]]
             notes = []
             for metric in ("throughput", "p50_latency"):

@@ -15,6 +15,7 @@ up; these settings read them back from the environment so that child processes (
   ``bench.run --servers 1``: every bucket on shard_0, none on shard_1's server);
 - ``BENCH_CACHE_URL``: a throwaway Redis server, the ``entities`` cache of the cache leg (which
   turns ``SCHEMALESS["CACHE"]`` on around its own contenders; every other leg runs uncached);
+- ``BENCH_REPLICA_URLS``: ``shard_0=mysql://...`` entries, read replicas (``bench.replicas``);
 - ``BENCH_SHARDS``: comma-separated aliases to use as the shards instead of ``shard_0`` and
   ``shard_1`` (the backup leg's ``importentities`` child process).
 """
@@ -73,6 +74,14 @@ if os.environ.get("BENCH_CACHE_URL"):
         "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
         "entities": cache_from_url(os.environ["BENCH_CACHE_URL"]),
     }
+
+if os.environ.get("BENCH_REPLICA_URLS"):  # bench.replicas: a GTID replica of each shard
+    from schemaless_store.dburls import replicas_from_urls
+
+    _replicas, SCHEMALESS["REPLICAS"] = replicas_from_urls(
+        os.environ["BENCH_REPLICA_URLS"].split(",")
+    )
+    DATABASES.update(_replicas)
 
 INSTALLED_APPS = ["schemaless_store", "bench.benchapp"]
 SECRET_KEY = "bench-only"

@@ -105,6 +105,34 @@ def test_backfill_indexes_existing_entities_then_the_index_is_ready(published, p
     assert [e.id for e in found] == [post.id]
 
 
+def test_a_pass_stops_before_its_next_batch_once_its_lock_is_lost(published, posts, monkeypatch):
+    """A Galera lease can be lost under a running pass (cleaner/lock.py): the pass stops before
+    its next batch, failed, and the index stays building for the next round."""
+    from schemaless_store.cleaner import lock as lock_module
+
+    batches = []
+    held = lock_module.CleanerLock.held
+
+    def held_for_one_batch(self):
+        return held.fget(self) and len(batches) < 1
+
+    monkeypatch.setattr(lock_module.CleanerLock, "held", property(held_for_one_batch))
+    cleaner = Cleaner(indexes=[PUBLISHED], once=True, batch_size=5)
+    original = cleaner.batches
+
+    def counting(fetch, result):
+        for batch in original(fetch, result):
+            batches.append(len(batch))
+            yield batch
+
+    monkeypatch.setattr(cleaner, "batches", counting)
+    summary = cleaner.run()
+    failed = [p for p in passes(index_name=PUBLISHED) if p.status == "failed"]
+    assert failed and all("lost" in p.message for p in failed)
+    assert len(batches) == 1 and summary.total("inserted") <= 5
+    assert state(PUBLISHED) == "building"
+
+
 def test_entities_nobody_changes_are_not_re_checked(published, posts, monkeypatch):
     """The version a batch was read at (added_id, updated) matches its re-read when nothing
     changed: only entities changed in between go to the locked re-check (remove_stale)."""

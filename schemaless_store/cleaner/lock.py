@@ -5,6 +5,16 @@ the server releases it when that connection goes away, so a cleaner killed with 
 leaves nothing to clean up. A dedicated connection, because Django's connection is closed and
 reopened between batches (``close_old_connections()``), which would drop the lock mid-pass.
 
+On a Galera cluster (``@@wsrep_on``) ``GET_LOCK()`` is one node's lock: two cleaners connected to
+two nodes would both get it. There the lock is a **lease** instead, a row of
+``schemaless_leases`` (created on first use; Galera replicates it) naming its owner and when it
+expires. It is taken in one transaction if absent or expired; two nodes taking it at once both
+succeed until COMMIT, where certification fails the later one (error 1213): "not taken this
+time". A daemon thread renews it every third of :attr:`CleanerLock.LEASE_SECONDS`; release deletes
+it. A holder killed with ``kill -9`` keeps it until it expires. A holder whose renewal finds the
+lease gone or another's, or that cannot renew it in time (its node died), has lost it:
+:attr:`CleanerLock.held` turns False and a warning is logged.
+
 On SQLite it is ``flock()`` on a file beside the shard's database file; the kernel releases it
 when the process exits. Each lock opens its own file, so two cleaners in one process (threads)
 exclude each other too.
@@ -15,20 +25,50 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import logging
+import math
 import os
+import secrets
+import socket
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from django.db import connections
+from django.db import DatabaseError, connections
 
 from .. import shards
+
+logger = logging.getLogger("schemaless_store.cleaner")
 
 # MariaDB and MySQL refuse lock names longer than this.
 MAX_LOCK_NAME = 64
 POLL_SECONDS = 0.2
+
+LEASE_TABLE = "schemaless_leases"
+CREATE_LEASE_TABLE = f"""
+    CREATE TABLE IF NOT EXISTS {LEASE_TABLE} (
+        name VARCHAR(191) NOT NULL PRIMARY KEY,
+        owner VARCHAR(100) NOT NULL,
+        expires DATETIME(6) NOT NULL
+    ) ENGINE=InnoDB
+"""
+# Take the row if it is absent or expired. MariaDB assigns left to right: ``expires`` sees the
+# new ``owner``, so it moves only when the row is (now) ours. UTC: nodes compare their clocks,
+# whatever a session's time zone.
+TAKE_LEASE = f"""
+    INSERT INTO {LEASE_TABLE} (name, owner, expires)
+    VALUES (%s, %s, UTC_TIMESTAMP(6) + INTERVAL %s MICROSECOND)
+    ON DUPLICATE KEY UPDATE
+        owner = IF(expires < UTC_TIMESTAMP(6), VALUES(owner), owner),
+        expires = IF(owner = VALUES(owner), VALUES(expires), expires)
+"""
+RENEW_LEASE = f"""
+    UPDATE {LEASE_TABLE} SET expires = UTC_TIMESTAMP(6) + INTERVAL %s MICROSECOND
+    WHERE name = %s AND owner = %s
+"""
+ER_LOCK_WAIT_TIMEOUT, ER_LOCK_DEADLOCK, ER_NO_SUCH_TABLE = 1205, 1213, 1146
 
 _memory_locks: dict[tuple[str, str], threading.Lock] = {}
 _memory_guard = threading.Lock()
@@ -46,6 +86,12 @@ def lock_name(database: str, index_name: str) -> str:
 class CleanerLock:
     """The lock of one (index, shard). ``acquire()`` returns False if another cleaner holds it."""
 
+    # Galera: a lease not renewed for this long is free for others to take. It is renewed every
+    # third of it; its holder stops counting on it CLOCK_MARGIN seconds early, for node clocks
+    # that differ by less than that.
+    LEASE_SECONDS = 10.0
+    CLOCK_MARGIN = 1.0
+
     def __init__(self, index_name: str, alias: str) -> None:
         self.index_name = index_name
         self.alias = alias
@@ -53,6 +99,14 @@ class CleanerLock:
         self._conn: Any = None
         self._fd: int | None = None
         self._memory: threading.Lock | None = None
+        # Galera: None until the first connection tells; then the lease's state.
+        self._galera: bool | None = None
+        self.owner = f"{socket.gethostname()[:60]}:{os.getpid()}:{secrets.token_hex(8)}"
+        self._valid_until = math.inf  # monotonic; a lease is not counted on after it
+        self._lost = False
+        self._guard = threading.Lock()  # the connection, between the holder and the renewer
+        self._stop_renewing = threading.Event()
+        self._renewer: threading.Thread | None = None
         settings = connections[alias].settings_dict
         self.vendor = connections[alias].vendor
         self._database = str(settings["NAME"])
@@ -72,6 +126,8 @@ class CleanerLock:
             self.name = f"in-process lock {alias}/{index_name}"
 
     def describe(self) -> str:
+        if self.vendor == "mysql" and self._galera:
+            return f"the lease {self.name!r} in {LEASE_TABLE} on the Galera cluster of {self.alias}"
         if self.vendor == "mysql":
             return f"GET_LOCK({self.name!r}) on the server of {self.alias}"
         if self.path is not None:
@@ -80,17 +136,28 @@ class CleanerLock:
 
     @property
     def held(self) -> bool:
-        return self._held
+        """True from ``acquire()`` to ``release()``; on Galera, False as soon as the lease is
+        lost (see :attr:`lost`)."""
+        return self._held and not self._lost and time.monotonic() < self._valid_until
+
+    @property
+    def lost(self) -> bool:
+        """Galera: the lease was taken and is no longer ours, though not released: a renewal
+        found it gone or another's, or it could not be renewed before it expired."""
+        return self._held and not self.held
 
     def acquire(self, wait: float = 0.0, keep_waiting: Callable[[], bool] | None = None) -> bool:
         """Take the lock, waiting up to ``wait`` seconds (polling; ``keep_waiting`` can cut it
         short, e.g. on SIGTERM). True if taken."""
-        if self._held:
+        if self.held:
             return True
+        self.release()  # a lost lease: its renewer and connection go before trying again
         deadline = time.monotonic() + wait
         while True:
             if self._try():
                 self._held = True
+                if self._galera:
+                    self._start_renewing()
                 return True
             if time.monotonic() >= deadline or (keep_waiting is not None and not keep_waiting()):
                 self._drop_connection()
@@ -100,15 +167,32 @@ class CleanerLock:
     def release(self) -> None:
         if not self._held:
             return
+        self._stop_renewing.set()
         self._held = False
-        if self._conn is not None:
-            conn, self._conn = self._conn, None
-            with contextlib.suppress(Exception), conn.cursor() as cursor:
-                cursor.execute("SELECT RELEASE_LOCK(%s)", [self.name])
-            # Closing would release it anyway; RELEASE_LOCK first makes that immediate even if
-            # the close is slow.
-            with contextlib.suppress(Exception):
-                conn.close()
+        with self._guard:
+            if self._galera and self._conn is None:
+                # Its renewal lost the connection: one more try, so the next holder need not
+                # wait for the lease to expire.
+                with contextlib.suppress(Exception):
+                    self._conn = self._connect()
+            if self._conn is not None:
+                conn, self._conn = self._conn, None
+                with contextlib.suppress(Exception), conn.cursor() as cursor:
+                    if self._galera:
+                        cursor.execute(
+                            f"DELETE FROM {LEASE_TABLE} WHERE name = %s AND owner = %s",
+                            [self.name, self.owner],
+                        )
+                    else:
+                        cursor.execute("SELECT RELEASE_LOCK(%s)", [self.name])
+                # Closing would release a GET_LOCK anyway; RELEASE_LOCK first makes that
+                # immediate even if the close is slow.
+                with contextlib.suppress(Exception):
+                    conn.close()
+        if self._renewer is not None:
+            renewer, self._renewer = self._renewer, None
+            renewer.join()
+        self._lost, self._valid_until = False, math.inf
         if self._fd is not None:
             fd, self._fd = self._fd, None
             with contextlib.suppress(OSError):
@@ -134,21 +218,119 @@ class CleanerLock:
         return self._try_memory()
 
     def _try_mysql(self) -> bool:
-        if self._conn is None:
-            self._conn = connections.create_connection(self.alias)
-            # The lock belongs to this object, not to a thread: a watchdog or a signal-driven
-            # shutdown may release it from another one, which Django refuses by default.
-            self._conn.inc_thread_sharing()
         try:
-            with shards.errors_named(self.alias), self._conn.cursor() as cursor:
-                cursor.execute("SELECT GET_LOCK(%s, 0)", [self.name])
-                (got,) = cursor.fetchone()
+            with shards.errors_named(self.alias):
+                if self._conn is None:
+                    self._conn = self._connect()
+                return self._take_lease() if self._galera else self._get_lock()
+        except BaseException:
+            self._drop_connection()
+            raise
+
+    def _connect(self) -> Any:
+        """The lock's own connection; the first one tells whether the server is a Galera node."""
+        conn = connections.create_connection(self.alias)
+        # The lock belongs to this object, not to a thread: a watchdog or a signal-driven
+        # shutdown may release it from another one, and the lease's renewer uses it too, which
+        # Django refuses by default.
+        conn.inc_thread_sharing()
+        try:
+            with conn.cursor() as cursor:
+                if self._galera is None:
+                    # No such variable on a server without the wsrep patch (MySQL): no row.
+                    cursor.execute("SHOW VARIABLES LIKE 'wsrep_on'")
+                    row = cursor.fetchone()
+                    self._galera = row is not None and str(row[1]).upper() == "ON"
+                if self._galera:
+                    # Causal reads: START TRANSACTION waits until this node has applied what the
+                    # cluster committed before, so a lease just released on another node is
+                    # seen free (the decision's safety comes from certification, not this).
+                    cursor.execute("SET SESSION wsrep_sync_wait = 1")
         except BaseException:
             with contextlib.suppress(Exception):
-                self._conn.close()
-            self._conn = None
+                conn.close()
             raise
-        return got == 1  # if not, the connection stays open for the next poll
+        return conn
+
+    def _get_lock(self) -> bool:
+        with self._conn.cursor() as cursor:
+            cursor.execute("SELECT GET_LOCK(%s, 0)", [self.name])
+            (got,) = cursor.fetchone()
+        return bool(got == 1)  # if not, the connection stays open for the next poll
+
+    def _take_lease(self, create: bool = True) -> bool:
+        """One attempt at the lease: take its row if absent or expired and read whose it is, in
+        one transaction. Ours only if that transaction commits: a node that wrote the row on a
+        stale view fails certification (1213) instead."""
+        started = time.monotonic()
+        try:
+            with self._conn.cursor() as cursor:
+                cursor.execute("START TRANSACTION")
+                cursor.execute(TAKE_LEASE, [self.name, self.owner, self._lease_micros()])
+                cursor.execute(f"SELECT owner FROM {LEASE_TABLE} WHERE name = %s", [self.name])
+                (owner,) = cursor.fetchone()
+                cursor.execute("COMMIT")
+        except DatabaseError as exc:
+            with contextlib.suppress(Exception), self._conn.cursor() as cursor:
+                cursor.execute("ROLLBACK")
+            code = exc.args[0] if exc.args else None
+            if code == ER_NO_SUCH_TABLE and create:
+                with self._conn.cursor() as cursor:
+                    cursor.execute(CREATE_LEASE_TABLE)
+                return self._take_lease(create=False)
+            if code in (ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT):
+                return False  # another node's transaction won; the next poll tries again
+            raise
+        if owner != self.owner:
+            return False
+        self._valid_until = started + self.LEASE_SECONDS - self.CLOCK_MARGIN
+        self._lost = False
+        return True
+
+    def _lease_micros(self) -> int:
+        return round(self.LEASE_SECONDS * 1_000_000)
+
+    # --- the lease's renewal (Galera) -------------------------------------------------------
+
+    def _start_renewing(self) -> None:
+        self._stop_renewing = threading.Event()
+        self._renewer = threading.Thread(
+            target=self._renew_until_released,
+            name=f"lease renewer {self.alias}/{self.index_name}",
+            daemon=True,
+        )
+        self._renewer.start()
+
+    def _renew_until_released(self) -> None:
+        stop = self._stop_renewing
+        while not stop.wait(self.LEASE_SECONDS / 3):
+            with self._guard:
+                if stop.is_set():
+                    return
+                started = time.monotonic()
+                if started >= self._valid_until:
+                    self._lose("it could not be renewed before it expired")
+                    return
+                try:
+                    if self._conn is None:
+                        self._conn = self._connect()
+                    with self._conn.cursor() as cursor:
+                        cursor.execute(RENEW_LEASE, [self._lease_micros(), self.name, self.owner])
+                        renewed = cursor.rowcount == 1  # rows matched (FOUND_ROWS)
+                except Exception as exc:  # tried again until the lease would have expired
+                    logger.warning("could not renew %s: %s", self.describe(), exc)
+                    self._drop_connection()
+                    continue
+                if not renewed:
+                    self._lose("another holder has it, or it was removed")
+                    return
+                self._valid_until = started + self.LEASE_SECONDS - self.CLOCK_MARGIN
+
+    def _lose(self, reason: str) -> None:
+        self._lost = True
+        logger.warning("lost %s: %s; stop working under it", self.describe(), reason)
+
+    # --- the other backends -----------------------------------------------------------------
 
     def _try_flock(self, path: Path) -> bool:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

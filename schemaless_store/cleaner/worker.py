@@ -91,6 +91,7 @@ class Cleaner:
         self.progress_file = progress_file
         self._stop = threading.Event()
         self._signalled = False  # set by the signal handler, which must not take a lock
+        self._lock: CleanerLock | None = None  # the (index, shard) lock of the passes running
         self._wakeups: queue.SimpleQueue[int | None] | None = None  # see _handle_signals
 
     # --- running and stopping ---------------------------------------------------------------
@@ -258,16 +259,18 @@ class Cleaner:
             logger.warning("%s", message)
             return [_unrun(index, alias, kind, SKIPPED, message) for kind in kinds]
         results: list[PassResult] = []
+        self._lock = lock
         try:
             close_abandoned(index.name, alias)
             for kind in kinds:
-                if not self.running:
+                if not self.running or not lock.held:
                     break
                 results.append(self._run_pass(index, alias, kind))
         except Exception as exc:  # the metadata database failed us before a pass began
             logger.exception("cleaning %s on %s failed", index.name, alias)
             results.append(_unrun(index, alias, kinds[len(results)], FAILED, one_line(exc)))
         finally:
+            self._lock = None
             lock.release()
         return results
 
@@ -311,6 +314,11 @@ class Cleaner:
         while True:
             if not self.running:
                 result.status = INTERRUPTED
+                return
+            if self._lock is not None and not self._lock.held:
+                # A Galera lease that expired or was taken (cleaner/lock.py): another cleaner
+                # may be working here now; stop before the next batch.
+                result.status, result.failure = FAILED, f"lost {self._lock.describe()}"
                 return
             began = time.monotonic()
             batch = fetch(batch)

@@ -21,7 +21,7 @@ from .rows import stored_rows
 CLAIM_ATTEMPTS = 5
 
 
-def add(rows: Iterable[Row], wait: bool = True) -> None:
+def add(rows: Iterable[Row], wait: bool = True, noted_later: str | None = None) -> None:
     """Insert index rows idempotently, one batched statement per (index, shard).
 
     Rows of unique indexes are claimed one by one first (:func:`claim_unique`). A shard that
@@ -29,8 +29,12 @@ def add(rows: Iterable[Row], wait: bool = True) -> None:
     again, puts them (after a flip under way finishes); without, :class:`NotOwner` is raised at
     once (the write protocol's step 3: its transaction must end before anyone waits for a flip,
     as the flip may be waiting for it).
+
+    Each shard written gets this thread's position for reads from its replicas
+    (:func:`..replicas.note_write`), but ``noted_later``, whose own later commit will.
     """
     plain = []
+    written: set[str] = set()
     for index, values, entity_id in rows:
         if index.unique:
             claim_unique(index, values, entity_id, wait)
@@ -40,7 +44,7 @@ def add(rows: Iterable[Row], wait: bool = True) -> None:
         refused: list[Row] = []
         for (index, alias), grouped in index_table.group(plain).items():
             left = index_table.insert(index, alias, grouped)
-            replicas.note_write(alias, shards.index_connection(alias))
+            written.add(alias)
             if left:
                 # Their buckets moved (or are being flipped): insert them where they are now.
                 moved = _buckets_of(index, left)
@@ -49,6 +53,8 @@ def add(rows: Iterable[Row], wait: bool = True) -> None:
                 shards.await_new_owner(alias, moved)
                 refused.extend((index, tuple(row[:-1]), row[-1]) for row in left)
         plain = refused
+    for alias in written - {noted_later}:  # positions for replica reads: once per shard
+        replicas.note_write(alias, shards.index_connection(alias))
 
 
 def _buckets_of(index: Index, rows: Iterable[tuple[Any, ...]]) -> set[int]:

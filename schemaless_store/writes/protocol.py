@@ -143,7 +143,8 @@ class Write:
             gone = change.old - change.rows
             if gone:
                 self.stale[change.key] = gone
-        index_rows.add(new_rows, wait=False)
+        # The write's own commit, later on this shard, records a position past these rows'.
+        index_rows.add(new_rows, wait=False, noted_later=self.alias)
 
     def remove_stale(self) -> None:
         """Step 5 (after the commit): its failure leaves rows queries ignore, for the cleaner."""
