@@ -7,6 +7,7 @@ and runs child processes on them (``python -m tests.grown <mode>``):
 - ``writer SEED PREFIX SECONDS ACKS``: creates, updates that change indexed values, deletes,
   ``bulk_put`` calls, unique claims and cell puts on its own ids (their first bytes are
   ``PREFIX``), for ``SECONDS``; each write is logged to ``ACKS`` as begun, then acknowledged.
+- ``rival IDS SECONDS TAG``: saves the entities ``IDS`` over and over (tests/test_galera.py);
 - ``census``: prints, as JSON, every entity id on every shard (raw reads), each entity's
   properties, every cell version, and whether the index tables are exact (I3) and every query
   an entity implies finds it (I1, I2).
@@ -252,6 +253,22 @@ def _census() -> None:
     )
 
 
+def _rival(ids: str, seconds: float, tag: str) -> None:
+    """Save the entities ``ids`` (comma-separated hex) over and over for ``seconds``; print how
+    many saves were made, and exit 1 after any error (tests/test_galera.py runs two of these
+    through different nodes of a cluster: their conflicts meet at certification)."""
+    from schemaless_store.models import Entity
+
+    keys = [uuid.UUID(i) for i in ids.split(",")]
+    rng = random.Random(tag)
+    deadline = time.monotonic() + seconds
+    saves = 0
+    while time.monotonic() < deadline:
+        Entity(id=rng.choice(keys), by=tag, n=saves, user_id=tag).save()
+        saves += 1
+    print(saves, flush=True)
+
+
 if __name__ == "__main__":
     child._setup()
     mode, args = sys.argv[1], sys.argv[2:]
@@ -259,6 +276,8 @@ if __name__ == "__main__":
         _writer(int(args[0]), args[1], float(args[2]), args[3])
     elif mode == "census":
         _census()
+    elif mode == "rival":
+        _rival(args[0], float(args[1]), args[2])
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     os._exit(0)

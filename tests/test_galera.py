@@ -8,8 +8,11 @@ every query finds what it should."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -108,5 +111,54 @@ def test_writes_go_on_through_the_next_node_when_one_dies(cluster, tmp_path: Pat
         unexpected = set(census["entities"]) - set(expected)
         assert not unexpected, sorted(unexpected)[:5]
         assert "shard_2" in {a for aliases in census["placed"].values() for a in aliases}
+    finally:
+        store.close()
+
+
+def test_writes_through_two_nodes_meet_at_certification_and_are_retried(cluster, tmp_path):
+    """Two processes save the same entities, one through the first node, one through the last:
+    Galera fails the later of two conflicting commits (error 1213) and the store retries it as
+    a deadlock; every save returns, and the entities end in one writer's last state."""
+    from schemaless_store import keys
+    from tests import child
+
+    store = GrownStore(tmp_path, GaleraHome(cluster), layout=LAYOUT)
+    try:
+        ids = []
+        while len(ids) < 20:  # entities on the cluster's buckets
+            candidate = uuid.uuid4()
+            if keys.bucket_of(candidate.bytes, 4096) >= 2048:
+                ids.append(candidate.hex)
+        rivals = []
+        for tag, order in (("a", 1), ("b", -1)):
+            databases = json.loads(json.dumps(store.databases, default=str))
+            nodes = databases["shard_2"]["OPTIONS"]["nodes"]
+            databases["shard_2"]["OPTIONS"]["nodes"] = nodes[::order]
+            env = {**store.env(), "SCHEMALESS_TEST_DATABASES": json.dumps(databases)}
+            rivals.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "tests.grown", "rival", ",".join(ids), "6", tag],
+                    cwd=child.ROOT,
+                    env=env,
+                    text=True,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+            )
+        outputs = [rival.communicate(timeout=120) for rival in rivals]
+        assert all(rival.returncode == 0 for rival in rivals), [err[-2000:] for _, err in outputs]
+        saves = [int(out.strip()) for out, _ in outputs]
+        assert min(saves) > 50, saves
+        conflicts = sum(
+            int(node.status("wsrep_local_cert_failures")["wsrep_local_cert_failures"])
+            + int(node.status("wsrep_local_bf_aborts")["wsrep_local_bf_aborts"])
+            for node in cluster.running()
+        )
+        assert conflicts > 0  # the two really conflicted, and nothing reached the callers
+        census = store.census()
+        assert census["inexact"] is None, census["inexact"]
+        assert census["queries"] is None, census["queries"]
+        for key in ids:
+            assert census["entities"][key]["by"] in ("a", "b")
     finally:
         store.close()
