@@ -325,3 +325,25 @@ def test_gtid_positions_compare_per_domain():
     assert replicas.covers(applied, {0: 57}) and replicas.covers(applied, {1: 3})
     assert not replicas.covers(applied, {0: 58}) and not replicas.covers(applied, {2: 1})
     assert replicas.covers(applied, {})
+
+
+def test_batches_stay_under_a_galera_write_set_limit(monkeypatch):
+    """Where a shard's cluster limits the rows of a write set (wsrep_max_ws_rows), the
+    cleaner's index-row statements and a move's copy batches stay under it."""
+    from schemaless_store.cleaner import repairs
+    from schemaless_store.models.metadata import BucketMove
+    from schemaless_store.moves.mover import Mover
+
+    limits = {"shard_0": None, "shard_1": 120}
+    monkeypatch.setattr(shards, "write_set_limit", lambda alias: limits.get(alias))
+    assert repairs.insert_chunk() == 120
+    move = BucketMove(target="shard_1", buckets=[[0, 9]], sources={"shard_0": [[0, 9]]})
+    assert Mover(move, batch=1000).batch == 120
+    limits["shard_1"] = None
+    assert repairs.insert_chunk() == repairs.INSERT_CHUNK
+    assert Mover(move, batch=1000).batch == 1000
+
+
+@pytest.mark.mariadb_only
+def test_a_server_without_galera_has_no_write_set_limit():
+    assert all(shards.write_set_limit(alias) is None for alias in shards.shard_aliases())
