@@ -143,6 +143,23 @@ def test_a_thread_reads_its_own_write_from_a_replica_that_is_behind(replicated):
 
 
 @needs_replicas
+def test_a_write_inside_a_transaction_records_its_position_once_it_commits(replicated):
+    from django.db import transaction
+
+    alias = "shard_0"
+    replicas.set_positions({})
+    with transaction.atomic(using=alias):
+        Entity.objects.create(id=id_on(alias), n=1)
+        assert alias not in replicas.positions()  # not committed: nothing to wait for yet
+    assert alias in replicas.positions()
+    replicas.set_positions({})
+    with transaction.atomic(using=alias):
+        Entity.objects.create(id=id_on(alias), n=2)
+        transaction.set_rollback(True, using=alias)
+    assert alias not in replicas.positions()  # rolled back: no position
+
+
+@needs_replicas
 def test_a_stopped_replica_is_not_read_and_the_operator_sees_why(replicated):
     alias = "shard_0"
     made = Entity.objects.create(id=id_on(alias), n=1)

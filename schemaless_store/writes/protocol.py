@@ -213,9 +213,9 @@ def _run_here(write: Write, store: Callable[[Write], None], cached: list[bytes])
         elif cached:
             entity_cache.invalidate(cached)
     # The write's position on its shard, for reads from replicas (read-your-writes).
-    if caller_atomic:
+    if caller_atomic and replicas.replicas_of(alias):
         transaction.on_commit(partial(replicas.note_write, alias, conn), using=alias)
-    else:
+    elif not caller_atomic:
         replicas.note_write(alias, conn)
     if write.stale:  # 5
         if caller_atomic:
