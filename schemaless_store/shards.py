@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -368,7 +369,9 @@ def with_retries(operation: Callable[[], T], alias: str | None = None) -> T:
             with _retries_lock:
                 _retries += 1
             logger.info("retrying after %s (attempt %d of %d)", exc, attempt + 1, attempts)
-            time.sleep(0.005 * (2**attempt))
+            # Exponential, with jitter: writers that deadlocked each other must not come
+            # back at the same moment and deadlock again.
+            time.sleep(0.005 * (2**attempt) * random.uniform(0.5, 1.5))
     raise AssertionError("unreachable")
 
 
