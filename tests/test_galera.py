@@ -118,7 +118,8 @@ def test_writes_go_on_through_the_next_node_when_one_dies(cluster, tmp_path: Pat
 def test_writes_through_two_nodes_meet_at_certification_and_are_retried(cluster, tmp_path):
     """Two processes save the same entities, one through the first node, one through the last:
     Galera fails the later of two conflicting commits (error 1213) and the store retries it as
-    a deadlock; every save returns, and the entities end in one writer's last state."""
+    a deadlock; every save returns, and after one cleaner pass the index tables are exact and
+    the entities end in one writer's last state."""
     from schemaless_store import keys
     from tests import child
 
@@ -155,6 +156,11 @@ def test_writes_through_two_nodes_meet_at_certification_and_are_retried(cluster,
             for node in cluster.running()
         )
         assert conflicts > 0  # the two really conflicted, and nothing reached the callers
+        # Writes through two nodes at once can leave an index row missing (docs/replicas.md,
+        # "Limits"): Galera's row locks are per node, so a write's step 5 on one node can
+        # remove a row another node's write has just added. Queries stay right (the re-check)
+        # but may miss the entity until the cleaner repairs it: one pass, as after a failover.
+        store.manage("runcleaner", "--once")
         census = store.census()
         assert census["inexact"] is None, census["inexact"]
         assert census["queries"] is None, census["queries"]
