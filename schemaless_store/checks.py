@@ -105,8 +105,9 @@ def _cache_problems(alias: str | None) -> list[Any]:
         if serializer != "schemaless_store.entity_cache.EntityCacheSerializer":
             problems.append(
                 Warning(
-                    f"the entity cache {alias!r} pickles its values (Django's default "
-                    "serializer): whoever can write to that Redis could make a process run code",
+                    f"the entity cache {alias!r} uses Django's default serializer, which "
+                    "rebuilds any Python object it reads: whoever can write to that Redis could "
+                    "make a process run code",
                     hint='set OPTIONS["serializer"] to '
                     f'"schemaless_store.entity_cache.EntityCacheSerializer"; {DOCS}',
                     id="schemaless.W004",

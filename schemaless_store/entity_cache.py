@@ -63,10 +63,10 @@ class Row:
 
 
 class EntityCacheSerializer:
-    """A serializer for Django's ``RedisCache`` (``OPTIONS["serializer"]``) that never
-    unpickles: the entity cache stores ints (tokens) and bytes (rows) only, and reads them back
-    as they are. With Django's default serializer anyone who can write to Redis could make a
-    process run code (``pickle.loads``)."""
+    """A serializer for Django's ``RedisCache`` (``OPTIONS["serializer"]``) that never builds
+    objects from what it reads: the entity cache stores ints (tokens) and bytes (rows) only, and
+    reads them back as they are. Django's default serializer rebuilds any Python object from the
+    bytes it reads, so anyone who can write to Redis could make a process run code."""
 
     def dumps(self, obj: Any) -> Any:
         if type(obj) is int or type(obj) is bytes:

@@ -41,6 +41,8 @@ from . import conf
 logger = logging.getLogger("schemaless_store.replicas")
 
 Position = dict[int, int]  # GTID domain -> sequence number
+# A thread's position on a shard whose write's GTID could not be read: it reads the primary.
+UNKNOWN = "unknown"
 
 _choice: contextvars.ContextVar[bool | None] = contextvars.ContextVar(
     "schemaless_replica_reads", default=None
@@ -123,7 +125,7 @@ def note_write(alias: str, conn: Any) -> None:
             (gtid,) = cursor.fetchone()
     except Exception as exc:  # the write stands; this thread reads the primary instead
         logger.warning("cannot read the GTID of a write on %s (%s)", alias, exc)
-        gtid = "unknown"
+        gtid = UNKNOWN
     if gtid:
         _positions.set({**_positions.get(), alias: str(gtid)})
 
@@ -150,21 +152,22 @@ _health_lock = threading.Lock()
 
 def health(alias: str, refresh: bool = False) -> Health:
     """The replica's health, checked again when older than ``REPLICA_CHECK_INTERVAL``."""
-    found = _health.get(alias)
     settings = conf.get()
-    if (
-        refresh
-        or found is None
-        or time.monotonic() - found.checked_at >= settings.replica_check_interval
-    ):
+
+    def due(found: Health | None) -> bool:
+        return (
+            refresh
+            or found is None
+            or time.monotonic() - found.checked_at >= settings.replica_check_interval
+        )
+
+    found = _health.get(alias)
+    if due(found):
         with _health_lock:  # one check at a time; the others use what it finds
             found = _health.get(alias)
-            if (
-                refresh
-                or found is None
-                or time.monotonic() - found.checked_at >= settings.replica_check_interval
-            ):
+            if due(found):
                 found = _health[alias] = _check(alias, settings.replica_max_lag)
+    assert found is not None
     return found
 
 
@@ -219,16 +222,16 @@ def reader(alias: str) -> str:
     names = replicas_of(alias)
     if not names or not wanted() or connections[alias].in_atomic_block:
         return alias
-    needed_text = _positions.get().get(alias)
-    needed = parse_position(needed_text) if needed_text and needed_text != "unknown" else {}
-    if needed_text == "unknown":
+    needed_text = _positions.get().get(alias, "")
+    if needed_text == UNKNOWN:
         return alias
+    needed = parse_position(needed_text)
     wait = conf.get().replica_wait
     for name in random.sample(names, len(names)):
         found = health(name)
         if not found.usable:
             continue
-        if covers(found.applied, needed) or _caught_up(name, needed_text or "", wait, found):
+        if covers(found.applied, needed) or _caught_up(name, needed_text, wait, found):
             return name
     return alias
 

@@ -100,6 +100,29 @@ class GrownStore:
             _sql(server, f"DROP DATABASE IF EXISTS {name}")
 
 
+def checked_census(store: GrownStore, acks: list[Path]) -> dict[str, Any]:
+    """One cleaner pass, then the census, checked: index tables exact and every query right
+    (I1-I4), every id on its owner only, every acknowledged write in its last acknowledged
+    state (or a begun one that was never acknowledged), nothing else."""
+    from schemaless_store.jsonview import properties_to_json
+
+    store.manage("runcleaner", "--once")
+    census = store.census()
+    assert census["inexact"] is None, census["inexact"]
+    assert census["queries"] is None, census["queries"]
+    for key, aliases in census["placed"].items():
+        assert aliases == [census["owners"][key]], (key, aliases)
+    expected = expected_states(acks)
+    assert expected, "the writers wrote nothing"
+    for key, options in expected.items():
+        found = census["entities"].get(key)
+        wanted = [None if o is None else properties_to_json(o) for o in options]
+        assert found in wanted, (key, found, options)
+    unexpected = set(census["entities"]) - set(expected)
+    assert not unexpected, sorted(unexpected)[:5]
+    return census
+
+
 def expected_states(ack_files: list[Path]) -> dict[str, list[Any]]:
     """``{id hex: [acceptable final states]}`` from the writers' logs: the last acknowledged
     state, or, if a write began after it and was never acknowledged (its writer was killed),

@@ -344,7 +344,7 @@ def test_get_many_of_many_ids_over_both_shards(monkeypatch):
     entities = Entity.objects.bulk_put([{"n": n} for n in range(150)])
     assert len({e.shard for e in entities}) == 2
     read_on = set()
-    fetch_shard = fetch._fetch_shard
+    fetch_shard = fetch.fetch_shard
 
     def watched(model, alias, source, ids, used=None):
         import threading
@@ -352,7 +352,7 @@ def test_get_many_of_many_ids_over_both_shards(monkeypatch):
         read_on.add(threading.current_thread().name.startswith("schemaless-scatter"))
         return fetch_shard(model, alias, source, ids, used)
 
-    monkeypatch.setattr(fetch, "_fetch_shard", watched)
+    monkeypatch.setattr(fetch, "fetch_shard", watched)
     wanted = [e.id for e in entities] + [uuid.uuid4()]  # one that does not exist
     found = Entity.objects.get_many(wanted)
     assert list(found) == [e.id for e in entities]  # in the order asked, missing ones left out

@@ -364,3 +364,16 @@ def test_batches_stay_under_a_galera_write_set_limit(monkeypatch):
 @pytest.mark.mariadb_only
 def test_a_server_without_galera_has_no_write_set_limit():
     assert all(shards.write_set_limit(alias) is None for alias in shards.shard_aliases())
+
+
+def test_galera_urls_list_the_nodes_and_bad_ones_are_refused():
+    from schemaless_store.dburls import database_from_url
+
+    config = database_from_url("galera://app:pw@h1:3306,h2:3307,h3/shard2?connect_timeout=1")
+    assert config["ENGINE"] == "schemaless_store.backends.galera"
+    assert config["OPTIONS"]["nodes"] == ["h1:3306", "h2:3307", "h3"]
+    assert (config["HOST"], config["PORT"], config["NAME"]) == ("h1", 3306, "shard2")
+    assert config["OPTIONS"]["connect_timeout"] == 1 and config["OPTIONS"]["charset"] == "utf8mb4"
+    for bad in ("galera://app@/shard2", "galera://app@h1:3306,h2:3306"):
+        with pytest.raises(ValueError, match="galera://user@node1:3306,node2:3306/database"):
+            database_from_url(bad)

@@ -63,30 +63,24 @@ def _fetch_by_ids(model: Any, ids: list[bytes]) -> dict[bytes, Any]:
         conns = [shards.connection(alias) for alias in by_alias]
         if all(c.vendor == "mysql" and not c.in_atomic_block for c in conns):
             parts = scatter_pool().map(
-                lambda item: _fetch_shard(model, item[0], source[item[0]], item[1], used),
+                lambda item: fetch_shard(model, item[0], source[item[0]], item[1], used),
                 by_alias.items(),
             )
             for part in parts:
                 found.update(part)
             return found
     for alias, alias_ids in by_alias.items():
-        found.update(_fetch_shard(model, alias, source[alias], alias_ids, used))
+        found.update(fetch_shard(model, alias, source[alias], alias_ids, used))
     return found
 
 
 def fetch_shard(
-    model: Any, alias: str, ids: list[bytes], used: shardmap.BucketMap | None = None
-) -> dict[bytes, Any]:
-    """The entities among ``ids`` that live on ``alias`` (by the map ``used``, which routed
-    them: the read is confirmed against it, :func:`~..tables.buckets.confirm_read`)."""
-    return _fetch_shard(model, alias, alias, ids, used)
-
-
-def _fetch_shard(
     model: Any, alias: str, source: str, ids: list[bytes], used: shardmap.BucketMap | None
 ) -> dict[bytes, Any]:
-    """:func:`fetch_shard`, reading ``source``: ``alias`` or one of its replicas
-    (:func:`..replicas.reader`, chosen by the calling thread)."""
+    """The entities among ``ids`` that live on ``alias``, read from ``source`` (``alias`` or
+    one of its replicas, :func:`..replicas.reader`'s choice in the calling thread); the read is
+    confirmed against the map ``used`` that routed them
+    (:func:`~..tables.buckets.confirm_read`)."""
     build = model.row_builder()
 
     def read(where: str) -> dict[bytes, Any]:
@@ -146,7 +140,6 @@ def _read_through(
     Reads inside a transaction on a shard they touch neither use nor fill it."""
     used = shardmap.current()
     owners, total = used.owners, used.buckets
-
     owner = {key: owners[bucket_of(key, total)] for key in ids}
     through = entity_cache.lookup()
     if through is None or any(
