@@ -6,7 +6,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
+from django.db import DatabaseError, connections
 
+from . import conf, fence
 from .exceptions import ConfigurationError
 
 DOCS = "see docs/checks.md"
@@ -169,3 +171,31 @@ def check_shard_map(app_configs: Any = None, databases: Any = None, **kwargs: An
             id="schemaless.W002",
         )
     ]
+
+
+@register(Tags.database)
+def check_fence_privileges(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[Any]:
+    """A MySQL shard's user must be able to end the store's other connections: a move's fence
+    does (docs/design.md#the-fence). Run with ``--database``, as ``migrate`` does."""
+    errors = []
+    for alias in conf.get().shards if databases else ():
+        if alias not in databases or connections[alias].vendor != "mysql":
+            continue
+        try:
+            refused = fence.kill_refused(alias)
+        except DatabaseError:
+            continue  # not reachable or not migrated: other checks and commands say so
+        if refused is not None:
+            errors.append(
+                Error(
+                    f"the database user of shard {alias!r} may not end the store's other "
+                    f"connections, which a bucket move's fence must do ({refused})",
+                    hint="grant it CONNECTION ADMIN (MariaDB 10.5.2 and later; SUPER before), "
+                    "or run the store and movebuckets as one database user; "
+                    "docs/resharding.md#the-fence",
+                    id="schemaless.E007",
+                )
+            )
+    return errors

@@ -172,6 +172,30 @@ def end_other_connections(alias: str) -> int:
     return killed
 
 
+def kill_refused(alias: str) -> str | None:
+    """Whether ``alias``'s database user may end the store's other connections, as a move's
+    fence must: a probe connection is opened, found in the process list and killed. None if
+    it may; otherwise what the server said (a system check reports it, :mod:`..checks`)."""
+    probe = connections.create_connection(alias)
+    try:
+        with probe.cursor() as cursor:
+            cursor.execute("SELECT CONNECTION_ID()")
+            (target,) = cursor.fetchone()
+        conn = connections[alias]
+        with conn.cursor() as cursor:
+            user, _own = sessions.whoami(cursor)
+            if target not in sessions.others(cursor, user, str(conn.settings_dict["NAME"])):
+                return "it cannot see its own other connections in the process list"
+            try:
+                sessions.kill(cursor, [target])
+            except DatabaseError as exc:
+                return str(exc)
+            _await_gone(cursor, [target], alias)
+        return None
+    finally:
+        probe.close()
+
+
 def _await_gone(cursor: Any, ids: Sequence[int], where: str) -> None:
     deadline = time.monotonic() + KILL_WAIT
     left = sessions.alive(cursor, ids)
