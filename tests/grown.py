@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -292,6 +293,25 @@ def _rival(ids: str, seconds: float, tag: str) -> None:
     print(saves, flush=True)
 
 
+def _node_killing_mover(pid: int, args: list[str]) -> None:
+    """``movebuckets`` that SIGKILLs the Galera node ``pid`` (the one every process writes
+    through) as its fence begins, then goes on (tests/test_galera.py)."""
+    from django.core.management import execute_from_command_line
+
+    from schemaless_store.moves import mover
+
+    fence = mover.Mover._fence
+
+    def fencing(self: Any) -> None:
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            print("killed the node at the fence", file=sys.stderr, flush=True)
+        fence(self)
+
+    mover.Mover._fence = fencing  # type: ignore[method-assign]
+    execute_from_command_line(["manage.py", *args])
+
+
 if __name__ == "__main__":
     child._setup()
     mode, args = sys.argv[1], sys.argv[2:]
@@ -301,6 +321,8 @@ if __name__ == "__main__":
         _census()
     elif mode == "rival":
         _rival(args[0], float(args[1]), args[2])
+    elif mode == "nodekillingmover":
+        _node_killing_mover(int(args[0]), args[1:])
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     os._exit(0)
