@@ -48,7 +48,7 @@ def anchors(path: Path) -> frozenset[str]:
 
 def test_the_slugs_are_githubs():
     assert slug("I1 no false positives") == "i1-no-false-positives"
-    assert slug("Full run of 2026-11-24 (issue 20's \"one full run\")") == (
+    assert slug('Full run of 2026-11-24 (issue 20\'s "one full run")') == (
         "full-run-of-2026-11-24-issue-20s-one-full-run"
     )
     assert slug("`manage.py runcleaner`") == "managepy-runcleaner"
