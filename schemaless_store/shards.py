@@ -34,6 +34,9 @@ logger = logging.getLogger(__name__)
 
 # MySQL/MariaDB client and server error codes that mean "the server is not there".
 CONNECTION_LOST = {2002, 2003, 2005, 2006, 2013, 2055, 1927, 4031}
+# ... of those, the ones where an open connection went away (killed by a move's fence, the
+# server restarted or failed over), rather than a new one refused.
+OPEN_CONNECTION_LOST = {2006, 2013, 2055, 1927, 4031}
 # ... and those that mean "try the transaction again".
 RETRYABLE = {1205, 1213}
 
@@ -91,6 +94,14 @@ def connection(alias: str) -> BaseDatabaseWrapper:
     return connections[alias]
 
 
+def open_connections() -> list[BaseDatabaseWrapper]:
+    """This thread's open connections: Django's and the index writers."""
+    found = [c for c in connections.all(initialized_only=True) if c.connection is not None]
+    writers = _local.__dict__.get("index_writers", {}).values()
+    found.extend(w for w in writers if w.connection is not None)
+    return found
+
+
 def probe_latency(aliases: Iterable[str]) -> float:
     """The slowest round trip, in seconds, of a trivial statement (``SELECT 1``) to the servers
     of ``aliases``: how busy they are, for the throttle of background work (:mod:`.throttle`).
@@ -98,35 +109,47 @@ def probe_latency(aliases: Iterable[str]) -> float:
     slowest = 0.0
     for alias in aliases:
         began = time.perf_counter()
-        with connections[alias].cursor() as cursor:
+        # errors_named: a connection the fence killed is dropped, and the next probe reconnects.
+        with errors_named(alias), connections[alias].cursor() as cursor:
             cursor.execute("SELECT 1")
             cursor.fetchall()
         slowest = max(slowest, time.perf_counter() - began)
     return slowest
 
 
-_write_set_limits: dict[tuple[str, str], int | None] = {}
+# (alias, database) -> (a Galera node?, its wsrep_max_ws_rows or None): read once per process.
+_galera: dict[tuple[str, str], tuple[bool, int | None]] = {}
+
+
+def _galera_of(alias: str) -> tuple[bool, int | None]:
+    conn = connections[alias]
+    key = (alias, str(conn.settings_dict.get("NAME")))
+    if key not in _galera:
+        found: tuple[bool, int | None] = (False, None)
+        if conn.vendor == "mysql":
+            try:
+                with errors_named(alias), conn.cursor() as cursor:
+                    cursor.execute("SELECT @@wsrep_on, @@wsrep_max_ws_rows")
+                    on, rows = cursor.fetchone()
+                if str(on).upper() in ("1", "ON"):
+                    found = (True, int(rows) if int(rows) > 0 else None)
+            except DatabaseError:  # no wsrep variables: not a Galera build
+                pass
+        _galera[key] = found
+    return _galera[key]
+
+
+def is_galera(alias: str) -> bool:
+    """Whether ``alias``'s server is a Galera node (``@@wsrep_on``): row locks are then one
+    node's, and the write protocol's step 5 makes its re-check certified (docs/replicas.md)."""
+    return _galera_of(alias)[0]
 
 
 def write_set_limit(alias: str) -> int | None:
     """The most rows one transaction may write on ``alias``'s server: Galera's
     ``wsrep_max_ws_rows`` when the server is a Galera node with a limit set, else None. The
     cleaner's and the mover's batches stay under it (docs/replicas.md, "Galera")."""
-    conn = connections[alias]
-    key = (alias, str(conn.settings_dict.get("NAME")))
-    if key not in _write_set_limits:
-        limit = None
-        if conn.vendor == "mysql":
-            try:
-                with conn.cursor() as cursor:
-                    cursor.execute("SELECT @@wsrep_on, @@wsrep_max_ws_rows")
-                    on, rows = cursor.fetchone()
-                if str(on).upper() in ("1", "ON") and int(rows) > 0:
-                    limit = int(rows)
-            except DatabaseError:  # no wsrep variables: not a Galera build
-                limit = None
-        _write_set_limits[key] = limit
-    return _write_set_limits[key]
+    return _galera_of(alias)[1]
 
 
 def vendor(alias: str) -> str:
@@ -233,7 +256,7 @@ def _unavailable(alias: str, exc: OperationalError) -> ShardUnavailable | None:
     code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
     if code in CONNECTION_LOST or "unable to open database file" in str(exc):
         _discard_broken(alias)
-        return ShardUnavailable(alias, str(exc))
+        return ShardUnavailable(alias, str(exc), lost=code in OPEN_CONNECTION_LOST)
     return None
 
 

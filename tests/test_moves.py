@@ -207,6 +207,7 @@ def test_a_mover_killed_before_each_phase_resumes_while_a_writer_runs(point):
     with writing(made) as acknowledged:
         killed = child.spawn("killedmover", point, *args, stdout=subprocess.DEVNULL)
         assert killed.wait(timeout=120) == -signal.SIGKILL
+        child.reconnect()
         assert BucketMove.objects.get().phase == child.MOVER_KILL_POINTS[point]
         done = child.manage(*args)
         assert done.returncode == 0, done.stderr
