@@ -17,8 +17,8 @@ DOCS = "see docs/checks.md"
 OLDEST_MARIADB = (10, 11)
 # What the store asks of the server that MySQL lacks, named by the check (schemaless.E007).
 MARIADB_FEATURES = (
-    "VALUES table constructors (WITH r AS (VALUES ...)), "
-    "@@last_gtid, @@gtid_slave_pos and MASTER_GTID_WAIT (read-your-writes on replicas)"
+    "MariaDB's GTIDs (@@last_gtid, @@gtid_slave_pos, MASTER_GTID_WAIT: read-your-writes on "
+    "replicas) and Galera's wsrep (clusters as shards); no MySQL server is tested"
 )
 
 
