@@ -9,6 +9,8 @@ check reads only what the connection says about its server.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.conf import settings
 from django.core.management import call_command
@@ -73,6 +75,30 @@ def test_manage_py_check_fails_on_mysql(monkeypatch):
     assert "database 'shard_1' is MySQL 8.0.36: the store needs MariaDB >= 10.11" in str(
         raised.value
     )
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_migrate_stops_at_the_check_on_mysql(monkeypatch):
+    """``migrate`` (and so ``migrateall``) runs the check for the alias it migrates: a store
+    pointed at MySQL stops there, before any statement of the store runs on it."""
+    fake_server(monkeypatch, "shard_1", False, (8, 0, 36))
+    with pytest.raises(SystemCheckError, match=r"schemaless\.E007"):
+        call_command(
+            "migrate", database="shard_1", verbosity=0, interactive=False, skip_checks=False
+        )
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_migrateall_checks_every_database_before_it_migrates_any(monkeypatch):
+    fake_server(monkeypatch, "shard_1", True, (10, 5, 27))
+    migrated = []
+    monkeypatch.setattr(
+        "schemaless_store.management.commands.migrateall.call_command",
+        lambda *args, **kwargs: migrated.append(kwargs["database"]),
+    )
+    with pytest.raises(SystemCheckError, match=re.escape("database 'shard_1' is MariaDB 10.5.27")):
+        call_command("migrateall", verbosity=0, skip_checks=False)
+    assert migrated == []  # not even default, which comes first
 
 
 @pytest.mark.mariadb_only
