@@ -267,9 +267,9 @@ def _fetch_all(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> li
             return list(cursor.fetchall())
     # statement_cursor() spelled out: this is every read's path, and each layer costs.
     conn.validate_thread_sharing()
-    conn.validate_no_broken_transaction()
-    if conn.connection is None:
+    if conn.connection is None:  # first: a connect clears what a closed transaction left
         conn.ensure_connection()
+    conn.validate_no_broken_transaction()
     try:
         cursor = conn.connection.cursor()
         try:
@@ -323,9 +323,9 @@ class statement_cursor:  # lower case: used like the function it replaced
             return self._django.__enter__()
         self._django = None
         conn.validate_thread_sharing()
-        conn.validate_no_broken_transaction()
-        if conn.connection is None:
+        if conn.connection is None:  # first: a connect clears what a closed transaction left
             conn.ensure_connection()
+        conn.validate_no_broken_transaction()
         with conn.wrap_database_errors:
             self._cursor = conn.connection.cursor()
         return self._cursor
