@@ -186,8 +186,8 @@ def check_servers(app_configs: Any = None, databases: Any = None, **kwargs: Any)
     (``schemaless.E007``).
 
     Like Django's own database checks it looks only at the aliases it is given: ``manage.py
-    check --database ALIAS`` (repeatable), and ``migrate``, which checks the alias it migrates
-    (``migrateall`` migrates them all). A plain ``check`` and a SQLite alias open no connection.
+    check --database ALIAS`` (repeatable), ``migrate`` (the alias it migrates) and
+    ``migrateall`` (all of them, first). A plain ``check`` and a SQLite alias open no connection.
     The server's version is read on the alias's connection (Django's MySQL backend reads it once
     per connection object)."""
     if not databases:
