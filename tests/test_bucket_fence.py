@@ -1,4 +1,4 @@
-"""The shard that holds a bucket is the authority (DESIGN section 2; docs/resharding.md).
+"""The shard that holds a bucket is the authority (docs/design.md#the-fence; docs/resharding.md).
 
 Each test hands a bucket from one shard to the other by hand, as a finished move leaves it (the
 old owner's row ``gone``, the new owner's ``owned``, a new stored map version), while this

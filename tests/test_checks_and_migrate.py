@@ -194,19 +194,19 @@ def test_migrateall_is_quiet_with_verbosity_0():
 @pytest.mark.mariadb_only
 @pytest.mark.django_db(databases="__all__")
 def test_the_fence_check_passes_when_the_user_may_end_its_connections():
-    """E007 ends a probe connection of the shard's user, as a move's fence ends the store's."""
+    """E008 ends a probe connection of the shard's user, as a move's fence ends the store's."""
     assert checks.check_fence_privileges(databases=["default", "shard_0", "shard_1"]) == []
 
 
 @pytest.mark.mariadb_only
 @pytest.mark.django_db(databases="__all__")
-def test_a_user_that_may_not_end_the_stores_connections_gets_e007(monkeypatch):
+def test_a_user_that_may_not_end_the_stores_connections_gets_e008(monkeypatch):
     def refused(cursor, ids):
         raise DatabaseError(1095, "You are not owner of thread 42")
 
     monkeypatch.setattr(sessions, "kill", refused)
     found = checks.check_fence_privileges(databases=["shard_0"])
-    assert [e.id for e in found] == ["schemaless.E007"]
+    assert [e.id for e in found] == ["schemaless.E008"]
     assert "may not end the store's other connections" in found[0].msg
     assert "not owner of thread" in found[0].msg
     assert "CONNECTION ADMIN" in found[0].hint

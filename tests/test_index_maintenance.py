@@ -126,7 +126,7 @@ def test_save_of_unchanged_entity_is_idempotent():
 
 @pytest.mark.parametrize("first_write", ["save", "bulk_put"])
 def test_a_key_put_back_before_the_removal_of_its_row_keeps_its_row(monkeypatch, first_write):
-    """DESIGN section 3, step 3: writer A moves the entity off key K and, once it has
+    """docs/design.md#write-protocol, step 5: writer A moves the entity off key K and, once it has
     committed, removes K's row; writer B puts K back in between (its insert of K's row is
     idempotent: the row is still there) and commits. A's removal re-checks the entity under
     its lock and must leave K's row, which the entity implies again. B runs exactly there:

@@ -64,7 +64,7 @@ LOG_BATCH = 1000
 # was a seventh of the copy's time.
 CHECKPOINT_EVERY = 1.0
 # Tables copied at the same time (MySQL): two measured faster than one on a 2-core machine
-# (docs/performance.md).
+# (docs/performance-history.md).
 COPY_WORKERS = 2
 
 

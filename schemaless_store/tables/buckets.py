@@ -1,5 +1,5 @@
 """Each shard's own bucket table, ``schemaless_buckets(bucket, state)``: the authority on which
-buckets the shard serves (DESIGN section 2; docs/resharding.md).
+buckets the shard serves (docs/design.md#the-fence; docs/resharding.md).
 
 A bucket with no row is not the shard's. Every write checks the buckets it touches inside its
 own transaction (:func:`serving`; on MySQL with a shared lock, so a move that fences a bucket

@@ -1,4 +1,4 @@
-"""The write protocol: DESIGN section 3, written once. Every writer runs it: ``save``,
+"""The write protocol (docs/design.md#write-protocol), written once. Every writer runs it: ``save``,
 ``create``, ``bulk_put`` and ``delete`` of entities (:mod:`.entities`), ``Cell.objects.put``,
 and the cleaner's repairs (steps 3 and 5).
 
