@@ -68,8 +68,7 @@ def refused(conn: BaseDatabaseWrapper, buckets: Collection[int]) -> frozenset[in
     """Which of ``buckets`` the shard of ``conn`` does not serve (empty: the write may go on).
     On MySQL no statement runs unless the connection is new or a bucket is refused."""
     if conn.vendor != "mysql":
-        served = bucket_table.serving(conn, sorted(buckets))
-        return frozenset(buckets) - served
+        return frozenset(buckets) - bucket_table.serving(conn, sorted(buckets))
     snap = conn.__dict__.get(_ATTRIBUTE)
     driver = conn.connection
     if (

@@ -11,14 +11,11 @@ all writes to SQLite shards are serialized by a store-wide lock (SQLite has one 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
-import os
 import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from pathlib import Path
 from typing import Any, TypeVar
 
 from django.core.signals import request_finished
@@ -28,6 +25,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from . import conf, shardmap
 from .exceptions import ConfigurationError, NotOwner, ShardUnavailable
 from .keys import bucket_of
+from .write_lock import write_lock  # noqa: F401 - the store's writes take it as shards.write_lock
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -396,57 +394,3 @@ def with_retries(operation: Callable[[], T], alias: str | None = None) -> T:
             # back at the same moment and deadlock again.
             time.sleep(0.005 * (2**attempt) * random.uniform(0.5, 1.5))
     raise AssertionError("unreachable")
-
-
-class _StoreWriteLock:
-    """Serializes writes to SQLite shards across threads (a lock) and processes (a file lock)."""
-
-    def __init__(self) -> None:
-        self._thread_lock = threading.RLock()
-        self._depth = threading.local()
-        self._fd: int | None = None
-        self._fd_path: str | None = None
-        # Whether every shard is MySQL (nothing to serialize), for the settings it was read from.
-        self._all_mysql: tuple[Any, bool] | None = None
-
-    def _lock_path(self) -> str | None:
-        for alias in shard_aliases():
-            name = str(connections[alias].settings_dict["NAME"])
-            if connections[alias].vendor == "sqlite" and name and ":memory:" not in name:
-                return str(Path(name).with_name(".schemaless-write.lock"))
-        return None
-
-    def __call__(self) -> contextlib.AbstractContextManager[None]:
-        settings = conf.get()  # a new object whenever SCHEMALESS or DATABASES change
-        known = self._all_mysql
-        if known is None or known[0] is not settings:
-            mysql = all(connections[a].vendor == "mysql" for a in settings.shards)
-            known = self._all_mysql = (settings, mysql)
-        return _NO_LOCK if known[1] else self._locked()
-
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        with self._thread_lock:
-            depth = getattr(self._depth, "n", 0)
-            self._depth.n = depth + 1
-            try:
-                if depth == 0:
-                    path = self._lock_path()
-                    if path and path != self._fd_path:
-                        if self._fd is not None:
-                            os.close(self._fd)
-                        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-                        self._fd_path = path
-                    if self._fd is not None:
-                        fcntl.flock(self._fd, fcntl.LOCK_EX)
-                try:
-                    yield
-                finally:
-                    if depth == 0 and self._fd is not None:
-                        fcntl.flock(self._fd, fcntl.LOCK_UN)
-            finally:
-                self._depth.n = depth
-
-
-_NO_LOCK = contextlib.nullcontext()
-write_lock = _StoreWriteLock()
