@@ -262,7 +262,7 @@ def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source 
         return 0
 
     wanted = sorted({shards.bucket_for(key) for key in candidates})
-    deleted_rows: list[Row] = []
+    deleted_rows: list[Row] = []  # by every try
 
     def attempt() -> int:
         failure: ShardUnavailable | None = None
@@ -276,20 +276,22 @@ def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source 
                 found = locked.get(key)
                 now = stored_rows(key, None if found is None else found.body, source)
                 doomed.extend((index, values, key) for index, values in rows - now)
+            # Deleted now, whatever becomes of this try: a try that deadlocks after it (on
+            # Galera, aborted by another node's write to these rows) leaves its deletions.
+            deleted_rows.extend(doomed)
             try:
                 deleted = index_rows.delete(doomed)
             except ShardUnavailable as exc:
                 # Keep what was deleted on the shards that answered (on SQLite those deletes
                 # share this transaction), then report the one that did not.
                 failure, deleted = exc, 0
-        deleted_rows[:] = doomed
         if failure is not None:
             raise failure
         return deleted
 
     try:
         deleted = _retrying_lost(alias, attempt)
-        if deleted and shards.is_galera(alias):
+        if deleted_rows and shards.is_galera(alias):
             _retrying_lost(alias, lambda: _certified_recheck(alias, deleted_rows, source))
         return deleted
     except NotOwner as refused:
@@ -308,6 +310,7 @@ def _certified_recheck(alias: str, deleted: list[Row], source: Source) -> int:
     certification, or the applier's abort of a local lock holder, orders this transaction
     against any write of them through another node), read them again, and put back the index
     rows they imply once more. Returns the number put back."""
+    deleted = list(dict.fromkeys(deleted))
     keys = sorted({key for _index, _values, key in deleted})
     with transaction.atomic(using=alias):
         entity_table.touch(alias, keys, source)
