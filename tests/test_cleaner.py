@@ -225,18 +225,98 @@ def test_backfill_while_a_writer_keeps_writing_is_exact(published, posts):
 
 
 class InterleavingCleaner(Cleaner):
-    """Runs ``meanwhile`` once, between reading a batch and inserting its rows: a writer that
-    gets in exactly there, deterministically."""
+    """Runs ``meanwhile(rows)`` once, at one point of the cleaner's writes: a writer that gets
+    in exactly there, deterministically. ``rows`` are ``(index, values, entity_id)``.
 
-    def __init__(self, meanwhile, **options) -> None:
+    - ``at="insert"``: between reading a batch and inserting the rows it implies;
+    - ``at="removal"``: between finding rows stale (by the batch's unlocked read) and the
+      removal that re-checks them under the entity's lock;
+    - ``at="recheck"``: inside that removal, between its locked read of the entity and its
+      delete. ``meanwhile`` runs on another thread there (a writer waits for the lock): the
+      cleaner gives it a second to get past the removal if it can, then goes on; the thread
+      is joined when the pass is over.
+
+    ``ran`` says whether ``meanwhile`` ran (a test asserts it: a hook that no longer fires
+    would make its test prove nothing)."""
+
+    def __init__(self, meanwhile, at: str = "insert", **options) -> None:
         super().__init__(**options)
         self.meanwhile = meanwhile
+        self.at = at
+        self.ran = False
+        self.errors: list[BaseException] = []
+        self._threads: list[threading.Thread] = []
 
-    def _insert(self, index, rows, result):
-        if self.meanwhile is not None and rows:
-            self.meanwhile, meanwhile = None, self.meanwhile
-            meanwhile(rows)
-        return super()._insert(index, rows, result)
+    def _fire(self, rows) -> bool:
+        if self.ran or not rows:
+            return False
+        self.ran = True
+        if self.at != "recheck":
+            self.meanwhile(rows)
+            return True
+
+        def other_thread() -> None:
+            try:
+                self.meanwhile(rows)
+            except BaseException as exc:  # reported by the test
+                self.errors.append(exc)
+            finally:
+                connections.close_all()
+
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        self._threads.append(thread)
+        thread.join(timeout=1.0)
+        return True
+
+    def run_passes(self, index, alias, kinds):
+        from schemaless_store.cleaner import repairs
+        from schemaless_store.tables import entities as entity_table
+        from schemaless_store.writes import protocol
+
+        real_insert, real_remove, real_lock = (
+            repairs.insert,
+            protocol.remove_stale,
+            entity_table.lock,
+        )
+        cleaner_thread = threading.get_ident()
+        removing: list[list] = []
+
+        def insert(index, rows, result):
+            if self.at == "insert":
+                self._fire(rows)
+            return real_insert(index, rows, result)
+
+        def remove_stale(alias, candidates, source=index.source):
+            rows = [(i, v, key) for key, found in candidates.items() for i, v in found]
+            mine = threading.get_ident() == cleaner_thread
+            if mine and self.at == "removal":
+                self._fire(rows)
+            if mine:
+                removing.append(rows)
+            try:
+                return real_remove(alias, candidates, source)
+            finally:
+                if mine:
+                    removing.pop()
+
+        def lock(*args, **kwargs):
+            found = real_lock(*args, **kwargs)
+            if self.at == "recheck" and removing and threading.get_ident() == cleaner_thread:
+                self._fire(removing[-1])
+            return found
+
+        repairs.insert, protocol.remove_stale, entity_table.lock = insert, remove_stale, lock
+        try:
+            return super().run_passes(index, alias, kinds)
+        finally:
+            repairs.insert, protocol.remove_stale, entity_table.lock = (
+                real_insert,
+                real_remove,
+                real_lock,
+            )
+            for thread in self._threads:
+                thread.join(timeout=60)
 
 
 @pytest.mark.parametrize("change", ["update", "delete"])
@@ -249,8 +329,10 @@ def test_backfill_of_an_entity_changed_between_read_and_insert_is_exact(publishe
             entity["published"] = -1
             entity.save()  # it removes the old row, which the cleaner is about to insert
 
-    InterleavingCleaner(writer, indexes=[PUBLISHED], once=True, batch_size=50).run()
+    cleaner = InterleavingCleaner(writer, indexes=[PUBLISHED], once=True, batch_size=50)
+    cleaner.run()
 
+    assert cleaner.ran
     assert_exact([published])
     assert fixed_after_backfill(PUBLISHED) == 0
 
@@ -267,6 +349,7 @@ def test_repair_of_an_entity_changed_between_read_and_insert_is_exact(posts):
     cleaner = InterleavingCleaner(writer, indexes=["index_link"], shards=[target.shard], once=True)
     cleaner.run()
 
+    assert cleaner.ran
     assert_exact()
     sweeps = passes(index_name="index_link", kind="sweep")
     assert sum(p.stale_removed + p.orphans_removed for p in sweeps) == 0  # repair was exact
