@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import io
 import itertools
 import logging
@@ -10,6 +11,7 @@ import subprocess
 import threading
 import time
 import uuid
+from unittest import mock
 
 import pytest
 from django.core.management import call_command
@@ -272,15 +274,13 @@ class InterleavingCleaner(Cleaner):
     def run_passes(self, index, alias, kinds):
         from schemaless_store.cleaner import repairs
         from schemaless_store.tables import entities as entity_table
+        from schemaless_store.writes import index_rows as index_writes
         from schemaless_store.writes import protocol
 
-        real_insert, real_remove, real_lock = (
-            repairs.insert,
-            protocol.remove_stale,
-            entity_table.lock,
-        )
+        real_insert, real_remove = repairs.insert, protocol.remove_stale
+        real_lock, real_delete = entity_table.lock, index_writes.delete
         cleaner_thread = threading.get_ident()
-        removing: list[list] = []
+        removing: list[list] = []  # the rows of the removal under way on the cleaner's thread
 
         def insert(index, rows, result):
             if self.at == "insert":
@@ -306,17 +306,23 @@ class InterleavingCleaner(Cleaner):
                 self._fire(removing[-1])
             return found
 
-        repairs.insert, protocol.remove_stale, entity_table.lock = insert, remove_stale, lock
-        try:
-            return super().run_passes(index, alias, kinds)
-        finally:
-            repairs.insert, protocol.remove_stale, entity_table.lock = (
-                real_insert,
-                real_remove,
-                real_lock,
-            )
-            for thread in self._threads:
-                thread.join(timeout=60)
+        def delete(rows):
+            rows = list(rows)
+            mine = threading.get_ident() == cleaner_thread
+            if mine and not removing and self.at == "removal":
+                self._fire(rows)  # stale rows deleted without a removal that re-checks them
+            return real_delete(rows)
+
+        with contextlib.ExitStack() as patches:
+            patches.enter_context(mock.patch.object(repairs, "insert", insert))
+            patches.enter_context(mock.patch.object(protocol, "remove_stale", remove_stale))
+            patches.enter_context(mock.patch.object(entity_table, "lock", lock))
+            patches.enter_context(mock.patch.object(index_writes, "delete", delete))
+            try:
+                return super().run_passes(index, alias, kinds)
+            finally:
+                for thread in self._threads:
+                    thread.join(timeout=60)
 
 
 @pytest.mark.parametrize("change", ["update", "delete"])
@@ -353,6 +359,39 @@ def test_repair_of_an_entity_changed_between_read_and_insert_is_exact(posts):
     assert_exact()
     sweeps = passes(index_name="index_link", kind="sweep")
     assert sum(p.stale_removed + p.orphans_removed for p in sweeps) == 0  # repair was exact
+
+
+@pytest.mark.parametrize("at", ["removal", "recheck"])
+@pytest.mark.parametrize("kind", ["repair", "sweep"])
+def test_a_stale_row_whose_value_is_put_back_before_its_removal_is_kept(posts, kind, at):
+    """The pass finds a row stale; a writer gives the entity that value again before the row
+    is deleted: before the removal's re-check (``removal``), or between the re-check's read
+    and its delete (``recheck``, the writer on its own connection). The row must stay, as
+    the entity implies it again. A removal that trusted the pass's unlocked read, or a
+    re-check that read without the entity's lock, deletes it."""
+    entity = posts[4]
+    home, row = plant_stale_link(entity)
+    gone = "https://example.com/gone"  # the planted row's value
+    link = registry.get("index_link")
+    before = entity["link"]
+
+    def writer(rows) -> None:
+        assert [(i.name, v, e) for i, v, e in rows] == [("index_link", row[:1], row[1])]
+        again = Entity.objects.get(id=entity.id)
+        again["link"] = gone
+        again.save()
+
+    alias = entity.shard if kind == "repair" else home
+    cleaner = InterleavingCleaner(writer, at, indexes=["index_link"], shards=[alias], once=True)
+    (result,) = cleaner.run_passes(link, alias, [kind])
+
+    assert cleaner.ran and not cleaner.errors, cleaner.errors
+    assert result.status == "done"
+    assert Entity.objects.get(id=entity.id)["link"] == gone
+    assert row in index_rows("index_link", home)
+    assert [e.id for e in Entity.objects.filter_index(link=gone)] == [entity.id]
+    assert list(Entity.objects.filter_index(link=before)) == []
+    assert_exact()
 
 
 # --- repair and sweep ------------------------------------------------------------------------
