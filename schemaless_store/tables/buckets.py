@@ -1,10 +1,10 @@
 """Each shard's own bucket table, ``schemaless_buckets(bucket, state)``: the authority on which
 buckets the shard serves (docs/design.md#the-fence; docs/resharding.md).
 
-A bucket with no row is not the shard's. Every write checks the buckets it touches inside its
-own transaction (:func:`serving`; on MySQL with a shared lock, so a move that fences a bucket
-waits for the writes already under way and then refuses new ones); index rows are inserted
-only where their bucket is served (:func:`joined_insert`).
+A bucket with no row is not the shard's. On MySQL a write checks its buckets against its
+connection's snapshot of this table (:mod:`..fence`); on SQLite it reads them inside its own
+transaction (:func:`serving`), and index rows are inserted only where their bucket is served
+(:func:`served_insert`).
 
 Beside it, ``schemaless_bucket_generation`` holds one number, bumped in the same transaction as
 every change of states: a connection that has read the served buckets once keeps them until the
