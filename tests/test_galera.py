@@ -112,7 +112,7 @@ def test_writes_through_two_nodes_meet_at_certification_and_are_retried(cluster,
     store = GrownStore(tmp_path, GaleraHome(cluster), layout=LAYOUT)
     try:
         ids = []
-        while len(ids) < 4:  # entities on the cluster's buckets: few, so that the writers meet
+        while len(ids) < 20:  # entities on the cluster's buckets
             candidate = uuid.uuid4()
             if keys.bucket_of(candidate.bytes, 4096) >= 2048:
                 ids.append(candidate.hex)
