@@ -32,6 +32,22 @@ def names(text: str) -> list[str]:
     return found
 
 
+def failure(exc: BaseException) -> str:
+    """An error in one line: ``nope.jsonl: No such file or directory``, not ``[Errno 2] ...``."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    return str(exc)
+
+
+def readable(path: str) -> None:
+    """Refuse a file that cannot be read before anything starts (nothing to resume then)."""
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise CommandError(f"cannot read {failure(exc)}; nothing was imported") from exc
+
+
 class Command(BaseCommand):
     help = (
         "Import entities from a JSON Lines file (exportentities' format) or from the rows of a "
@@ -99,15 +115,17 @@ class Command(BaseCommand):
             summary = importer.run(source)
         except (SchemalessError, OSError) as exc:
             raise CommandError(
-                f"{exc}. What was imported before stays; rerun the same command to resume."
+                f"{failure(exc)}. What was imported before it stays; rerun the same command to "
+                "go on (what is stored already is not written again)."
             ) from exc
         verbosity = options["verbosity"]
         if verbosity >= 1:
             for rejected in summary.shown:
                 self.stderr.write(rejected.describe(), style_func=self.style.WARNING)
-            if summary.rejected > len(summary.shown):
+            if summary.more_rejected > 0:
                 self.stderr.write(
-                    f"... and {summary.rejected - len(summary.shown):,} more",
+                    f"... and {summary.more_rejected:,} more rejected "
+                    f"(all in {summary.rejects_path})",
                     style_func=self.style.WARNING,
                 )
             for warning in summary.warnings():
@@ -116,13 +134,14 @@ class Command(BaseCommand):
             style = self.style.SUCCESS if healthy else self.style.WARNING
             self.stdout.write(summary.describe(), style_func=style)
         if summary.stopped is not None:
-            raise CommandError(f"--strict: {summary.stopped.describe()}")
+            raise CommandError(f"--strict: {summary.stop_reason()}")
         if summary.interrupted:
             raise CommandError("interrupted; rerun the same command to resume")
         if summary.rejected:
             where = f" (see {summary.rejects_path})" if summary.rejects_path else ""
             raise CommandError(
-                f"{summary.rejected:,} items were rejected{where}; the others were imported"
+                f"{summary.rejected:,} {'item was' if summary.rejected == 1 else 'items were'} "
+                f"rejected{where}; the others were imported"
             )
 
     def _source(self, options: dict[str, Any]) -> tuple[Source, str]:
@@ -134,6 +153,8 @@ class Command(BaseCommand):
             if model_options:
                 flags = ", ".join("--" + o.replace("_", "-") for o in model_options)
                 raise CommandError(f"{flags} go with --from-model, not with a file")
+            if path != "-":
+                readable(path)
             rejects = options["rejects"] or (
                 "importentities.rejects.jsonl" if path == "-" else f"{path}.rejects.jsonl"
             )
