@@ -88,7 +88,7 @@ class ImportSummary:
         if self.stopped is None:
             return ""
         return (
-            f"stopped at {self.stopped.describe()}"
+            f"{self.stopped.describe()}"
             + (
                 "; a concurrent writer claimed the value between the check and the write, "
                 "so entities of this batch on other shards may have been written"

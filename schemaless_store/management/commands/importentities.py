@@ -21,7 +21,7 @@ from schemaless_store.backup.jsonfile import JsonLinesFile
 from schemaless_store.exceptions import SchemalessError
 from schemaless_store.models import Cell, Entity
 
-from ..arguments import whole_number
+from ..arguments import os_error, whole_number
 from ..progress import progress_stream
 
 
@@ -32,20 +32,13 @@ def names(text: str) -> list[str]:
     return found
 
 
-def failure(exc: BaseException) -> str:
-    """An error in one line: ``nope.jsonl: No such file or directory``, not ``[Errno 2] ...``."""
-    if isinstance(exc, OSError) and exc.strerror:
-        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
-    return str(exc)
-
-
 def readable(path: str) -> None:
     """Refuse a file that cannot be read before anything starts (nothing to resume then)."""
     try:
         with open(path, "rb"):
             pass
     except OSError as exc:
-        raise CommandError(f"cannot read {failure(exc)}; nothing was imported") from exc
+        raise CommandError(f"cannot read {os_error(exc)}; nothing was imported") from exc
 
 
 class Command(BaseCommand):
@@ -114,9 +107,10 @@ class Command(BaseCommand):
         try:
             summary = importer.run(source)
         except (SchemalessError, OSError) as exc:
+            problem = os_error(exc) if isinstance(exc, OSError) else str(exc)
             raise CommandError(
-                f"{failure(exc)}. What was imported before it stays; rerun the same command to "
-                "go on (what is stored already is not written again)."
+                f"{problem}. What was imported before it stays; rerun the same command to go "
+                "on (what is stored already is not written again)."
             ) from exc
         verbosity = options["verbosity"]
         if verbosity >= 1:

@@ -209,13 +209,13 @@ class Command(BaseCommand):
             "": "not verified",
         }.get(record.verified, f"verified: {record.verified}")
         paused = f", writes paused {record.paused}" if record.paused else ""
-        took = f" in {record.took}" if record.took else ""
+        took = f"; took {record.took}" if record.took else ""
         self.stdout.write(
             self.style.SUCCESS(
-                f"Move #{done.pk} done{took}: {record.buckets} now on {done.target}; "
+                f"Move #{done.pk} done: {record.buckets} now on {done.target}; "
                 f"{plural(record.rows_copied, 'row')} copied "
                 f"({plural(dict(record.copied).get('entities', 0), 'entity', 'entities')}), "
-                f"{verified}{paused}."
+                f"{verified}{paused}{took}."
             )
         )
 
