@@ -269,7 +269,7 @@ def test_options_that_do_not_go_together():
     assert "FILE" in command("importentities").error
     assert "not both" in command("importentities", "x.jsonl", from_model="testapp.LegacyPost").error
     assert (
-        "--json-field go with --from-model"
+        "--json-field goes with --from-model"
         in command("importentities", "x.jsonl", json_field="data").error
     )
 

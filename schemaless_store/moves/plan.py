@@ -41,7 +41,7 @@ def parse_buckets(spec: str) -> list[int]:
             )
         if not 0 <= first <= last < total:
             raise MoveRefused(
-                f"--buckets: {part} is outside 0-{total - 1} (SCHEMALESS['BUCKETS'] is {total})"
+                f"--buckets: {part} is outside 0-{total - 1} (the store has {total} buckets)"
             )
         found.update(range(first, last + 1))
     if not found:

@@ -22,7 +22,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from schemaless_store.backup.export import DEFAULT_CHUNK, Exporter
 from schemaless_store.exceptions import SchemalessError
 
-from ..arguments import os_error, shard_alias, whole_number
+from ..arguments import shard_alias, whole_number
 from ..progress import UnstyledStream, progress_stream
 
 
@@ -99,7 +99,8 @@ class Command(BaseCommand):
             with _output(path, self.stdout) as out:
                 summary = exporter.run(out)
         except OSError as exc:
-            raise CommandError(f"cannot write {os_error(exc)}; nothing was exported") from exc
+            problem = exc.strerror or str(exc)
+            raise CommandError(f"cannot write {path}: {problem}; nothing was exported") from exc
         except (SchemalessError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
         # The lines went to stdout: the summary goes to stderr, out of the data's way.

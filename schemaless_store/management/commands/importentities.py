@@ -146,7 +146,8 @@ class Command(BaseCommand):
         if path:
             if model_options:
                 flags = ", ".join("--" + o.replace("_", "-") for o in model_options)
-                raise CommandError(f"{flags} go with --from-model, not with a file")
+                verb = "goes" if len(model_options) == 1 else "go"
+                raise CommandError(f"{flags} {verb} with --from-model, not with a file")
             if path != "-":
                 readable(path)
             rejects = options["rejects"] or (
