@@ -101,7 +101,7 @@ class MoveProgress:
                 bar.set_postfix_str(what.removeprefix(prefix), refresh=False)
                 self._grow(bar, rows)
             elif self.current == "copy":  # "purged on target T": an earlier attempt's rows
-                bar.set_postfix_str("clearing the target of an earlier attempt's rows")
+                bar.set_postfix_str("preparing the target")
             elif self.current == "catch-up":
                 bar.update(rows)
             elif self.current == "flip":
