@@ -111,7 +111,7 @@ def _insert_mysql(index: Index, conn: BaseDatabaseWrapper, rows: list[tuple[Any,
         else:
             head, tail = _plain_insert_text(index, quote)
             marks = ", ".join(["%s"] * (len(index.properties) + 1))
-            cursor.executemany(f"{head}({marks}){tail}", rows)
+            cursor.executemany(f"{head}VALUES ({marks}){tail}", rows)
 
 
 # Rows per statement where the driver renders the values (SQLite's 32766 variables).
