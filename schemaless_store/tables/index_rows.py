@@ -83,6 +83,70 @@ def insert(index: Index, alias: str, rows: Sequence[tuple[Any, ...]]) -> list[tu
     return [row[:-1] for row in placed if row[-1] not in ok]
 
 
+def insert_on(
+    alias: str, groups: Sequence[tuple[Index, Sequence[tuple[Any, ...]]]]
+) -> list[tuple[Index, tuple[Any, ...]]]:
+    """:func:`insert` for the rows of several indexes on one shard, ``[(index, rows)]``:
+    returns the ``(index, row)`` pairs refused. On MySQL the buckets are checked once, and the
+    statements of every index go to the server in one round trip (a multi-statement query on
+    the index writer, whose statements are all the store's own, their values typed literals)."""
+    conn = shards.index_connection(alias)
+    if conn.vendor != "mysql" or len(groups) == 1:
+        return [(index, row) for index, rows in groups for row in insert(index, alias, rows)]
+    placed = [(index, _with_buckets(index, rows)) for index, rows in groups]
+    statements: list[str] = []
+    refused: list[tuple[Index, tuple[Any, ...]]] = []
+    with shards.errors_named(alias):
+        denied = fence.refused(conn, {row[-1] for _i, rows in placed for row in rows})
+        for index, rows in placed:
+            ok = [row[:-1] for row in rows if row[-1] not in denied]
+            refused.extend((index, row[:-1]) for row in rows if row[-1] in denied)
+            plain = _mysql_insert(index, conn.ops.quote_name)
+            if plain is None:
+                _insert_mysql(index, conn, ok)  # the driver renders these: a statement apart
+            elif ok:
+                statements.extend(plain.statements(ok))
+        _run_together(conn, statements)
+    return refused
+
+
+def _run_together(conn: BaseDatabaseWrapper, statements: list[str]) -> None:
+    """Send ``statements`` in as few round trips as fit :data:`literals.MAX_STATEMENT_BYTES`."""
+    batch: list[str] = []
+    size = 0
+    with shards.statement_cursor(conn) as cursor:
+        if len(statements) > 1:
+            _allow_many(conn)
+        for sql in statements:
+            if batch and size + len(sql) + 1 > literals.MAX_STATEMENT_BYTES:
+                _execute_all(cursor, batch)
+                batch, size = [], 0
+            batch.append(sql)
+            size += len(sql) + 1
+        if batch:
+            _execute_all(cursor, batch)
+
+
+def _execute_all(cursor: Any, statements: list[str]) -> None:
+    cursor.execute(";".join(statements))
+    while cursor.nextset():  # every statement's result (an error raises here)
+        pass
+
+
+# Driver connections (by id, with the connection kept to tell a reused id) that accept several
+# statements in one query.
+_MANY: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+MULTI_STATEMENTS_ON = 0  # MYSQL_OPTION_MULTI_STATEMENTS_ON of mysql_set_server_option()
+
+
+def _allow_many(conn: BaseDatabaseWrapper) -> None:
+    driver = conn.connection
+    if _MANY.get(id(driver)) is not driver:
+        with conn.wrap_database_errors:
+            driver.set_server_option(MULTI_STATEMENTS_ON)
+        _MANY[id(driver)] = driver
+
+
 def _insert_sqlite(index: Index, conn: BaseDatabaseWrapper, placed: list[tuple[Any, ...]]) -> int:
     quote = conn.ops.quote_name
     head, tail = _insert_text(index, quote, idempotent=True)

@@ -42,16 +42,19 @@ def add(rows: Iterable[Row], wait: bool = True, noted_later: str | None = None) 
             plain.append((index, values, entity_id))
     while plain:
         refused: list[Row] = []
+        by_shard: dict[str, list[tuple[Index, list[tuple[Any, ...]]]]] = defaultdict(list)
         for (index, alias), grouped in index_table.group(plain).items():
-            left = index_table.insert(index, alias, grouped)
+            by_shard[alias].append((index, grouped))
+        for alias, groups in by_shard.items():
+            left = index_table.insert_on(alias, groups)
             written.add(alias)
             if left:
                 # Their buckets moved (or are being flipped): insert them where they are now.
-                moved = _buckets_of(index, left)
+                moved = set().union(*(_buckets_of(index, [row]) for index, row in left))
                 if not wait:
                     raise NotOwner(alias, moved)
                 shards.await_new_owner(alias, moved)
-                refused.extend((index, tuple(row[:-1]), row[-1]) for row in left)
+                refused.extend((index, tuple(row[:-1]), row[-1]) for index, row in left)
         plain = refused
     for alias in written - {noted_later}:  # positions for replica reads: once per shard
         replicas.note_write(alias, shards.index_connection(alias))
