@@ -189,3 +189,14 @@ def test_migrateall_on_an_empty_store_makes_a_new_index_ready_at_once():
 @STORE
 def test_migrateall_is_quiet_with_verbosity_0():
     assert migrateall("-v", "0") == ""
+
+
+def test_debug_is_reported_by_the_deploy_checks_only():
+    from django.core.checks.registry import registry
+
+    assert checks.check_debug in registry.get_checks(include_deployment_checks=True)
+    assert checks.check_debug not in registry.get_checks(include_deployment_checks=False)
+    with override_settings(DEBUG=True):
+        assert ids(checks.check_debug()) == ["schemaless.W005"]
+    with override_settings(DEBUG=False):
+        assert checks.check_debug() == []
