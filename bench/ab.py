@@ -11,7 +11,9 @@ use this tree's ``bench`` (the legs' own ops: ``create``, ``bulk_put`` of 500, `
 ``get_many`` of 100, a user's page of 30, every entity of a user). Each round runs every leg on
 both, leg by leg, the order of the two alternating from round to round, so a burst of load on
 the shared 2-core machine hits both alike. A leg's result is the median over rounds of the
-throughput ratio *after / before* within the round, with each side's median p50 beside it.
+throughput ratio *after / before* within the round, with each side's median p50 beside it, and
+the same for the client CPU time per op (the child's own, its threads' included), which the
+machine's other load moves much less than wall time.
 Writes a ``.json`` and a ``.md`` into ``--out``.
 """
 
@@ -103,11 +105,13 @@ def child(size: int) -> int:
         bench.rng.seed(request["seed"])
         args = make_args(request["ops"])
         latencies = []
+        cpu = time.process_time()
         for arg in args:
             start = time.perf_counter()
             op(arg)
             latencies.append(time.perf_counter() - start)
-        print(json.dumps({"latencies": latencies}), flush=True)
+        cpu = time.process_time() - cpu
+        print(json.dumps({"latencies": latencies, "cpu": cpu}), flush=True)
     return 0
 
 
@@ -139,11 +143,14 @@ class Version:
             raise RuntimeError(f"the {self.name} child stopped (exit {self.process.wait()})")
         return line
 
-    def time(self, leg: str, ops: int, seed: int) -> list[float]:
+    def time(self, leg: str, ops: int, seed: int) -> tuple[list[float], float]:
+        """The latencies of ``ops`` ops, and the child's CPU time over them (its threads'
+        included): the client's own work, which the machine's other load barely moves."""
         assert self.process.stdin is not None
         self.process.stdin.write(json.dumps({"leg": leg, "ops": ops, "seed": seed}) + "\n")
         self.process.stdin.flush()
-        return json.loads(self.readline())["latencies"]
+        reply = json.loads(self.readline())
+        return reply["latencies"], reply["cpu"]
 
     def close(self) -> None:
         if self.process.stdin is not None:
@@ -229,14 +236,16 @@ def main(argv: list[str] | None = None) -> int:
         samples: dict[str, dict[str, list[list[float]]]] = {
             leg: {"before": [], "after": []} for leg in legs
         }
+        cpu: dict[str, dict[str, list[float]]] = {leg: {"before": [], "after": []} for leg in legs}
         try:
             for number in range(args.rounds):
                 order = ["before", "after"] if number % 2 == 0 else ["after", "before"]
                 for leg in legs:
                     ops = max(1, round(OPS[leg] * args.ops))
                     for name in order:
-                        found = versions[name].time(leg, ops, seed=number)
+                        found, spent = versions[name].time(leg, ops, seed=number)
                         samples[leg][name].append(found)
+                        cpu[leg][name].append(spent / ops * 1e6)
                 print(f"bench.ab: round {number + 1} of {args.rounds} done", flush=True)
         finally:
             for version in versions.values():
@@ -254,10 +263,14 @@ def main(argv: list[str] | None = None) -> int:
             name: statistics.median(statistics.median(r) for r in samples[leg][name]) * 1000
             for name in ("before", "after")
         }
+        cpu_ratios = [a / b for a, b in zip(cpu[leg]["after"], cpu[leg]["before"], strict=True)]
         rows.append(
             {
                 "leg": leg,
                 "ratio_after_over_before": statistics.median(ratios),
+                "cpu_us_before": statistics.median(cpu[leg]["before"]),
+                "cpu_us_after": statistics.median(cpu[leg]["after"]),
+                "cpu_ratio_after_over_before": statistics.median(cpu_ratios),
                 "ratios": ratios,
                 "p50_ms_before": p50["before"],
                 "p50_ms_after": p50["after"],
@@ -282,14 +295,15 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.rounds} rounds",
         "",
         "| leg | after / before (median of rounds) | min-max over rounds | p50 before ms | "
-        "p50 after ms |",
-        "|---|---|---|---|---|",
+        "p50 after ms | client CPU us/op before | after | after / before |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         lines.append(
             f"| {row['leg']} | {row['ratio_after_over_before']:.3f}x | "
             f"{min(row['ratios']):.2f}-{max(row['ratios']):.2f} | {row['p50_ms_before']:.3f} | "
-            f"{row['p50_ms_after']:.3f} |"
+            f"{row['p50_ms_after']:.3f} | {row['cpu_us_before']:,.0f} | "
+            f"{row['cpu_us_after']:,.0f} | {row['cpu_ratio_after_over_before']:.3f}x |"
         )
     md_path = args.out / f"ab-{stamp}.md"
     md_path.write_text("\n".join(lines) + "\n")
