@@ -13,7 +13,9 @@ both, leg by leg, the order of the two alternating from round to round, so a bur
 the shared 2-core machine hits both alike. A leg's result is the median over rounds of the
 throughput ratio *after / before* within the round, with each side's median p50 beside it, and
 the same for the client CPU time per op (the child's own, its threads' included), which the
-machine's other load moves much less than wall time.
+machine's other load moves much less than wall time. ``--raw`` adds raw mysqlclient
+(``bench/raw.py``, in the working tree's child) as a third contender in every round, and the
+ratios of both versions against it.
 Writes a ``.json`` and a ``.md`` into ``--out``.
 """
 
@@ -98,6 +100,18 @@ def child(size: int) -> int:
             lambda n: query.random_users(bench, n),
         ),
     }
+    # ``--raw``: the same ops by hand (bench/raw.py), asked of the working tree's child.
+    raw = bench.raw
+    raw_ops = {
+        "put": raw.put,
+        "bulk_put": raw.put_batch,
+        "get": get.get_contenders(bench, 1)[1].op,
+        "get_many": lambda batch: raw.get_many([r for _, r in batch]),
+        "query_page": query.page_contenders(bench, 1)[1].op,
+        "query_all": raw.all_of_user,
+    }
+    for leg, op in raw_ops.items():
+        ops[f"{leg}:raw"] = (op, ops[leg][1])
     print(json.dumps({"ready": schemaless_store.__file__}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
@@ -202,6 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--ops", type=float, default=1.0, help="scale every leg's ops per round")
     parser.add_argument("--legs", default=",".join(LEGS))
+    parser.add_argument(
+        "--raw",
+        action="store_true",
+        help="also time raw mysqlclient (bench/raw.py) in each round: ratios against it too",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -233,17 +252,24 @@ def main(argv: list[str] | None = None) -> int:
         }
         if versions["before"].package == versions["after"].package:
             raise RuntimeError("both children import the same schemaless_store")
+        names = ["before", "after", "raw"] if args.raw else ["before", "after"]
         samples: dict[str, dict[str, list[list[float]]]] = {
-            leg: {"before": [], "after": []} for leg in legs
+            leg: {name: [] for name in names} for leg in legs
         }
-        cpu: dict[str, dict[str, list[float]]] = {leg: {"before": [], "after": []} for leg in legs}
+        cpu: dict[str, dict[str, list[float]]] = {leg: {name: [] for name in names} for leg in legs}
         try:
             for number in range(args.rounds):
-                order = ["before", "after"] if number % 2 == 0 else ["after", "before"]
+                shift = number % len(names)
+                order = names[shift:] + names[:shift]
                 for leg in legs:
                     ops = max(1, round(OPS[leg] * args.ops))
                     for name in order:
-                        found, spent = versions[name].time(leg, ops, seed=number)
+                        version, asked = (
+                            (versions["after"], f"{leg}:raw")
+                            if name == "raw"
+                            else (versions[name], leg)
+                        )
+                        found, spent = version.time(asked, ops, seed=number)
                         samples[leg][name].append(found)
                         cpu[leg][name].append(spent / ops * 1e6)
                 print(f"bench.ab: round {number + 1} of {args.rounds} done", flush=True)
@@ -264,8 +290,20 @@ def main(argv: list[str] | None = None) -> int:
             for name in ("before", "after")
         }
         cpu_ratios = [a / b for a, b in zip(cpu[leg]["after"], cpu[leg]["before"], strict=True)]
+        against_raw = {}
+        if args.raw:
+            for name in ("before", "after"):
+                against_raw[f"{name}_over_raw"] = statistics.median(
+                    throughput(a, units) / throughput(b, units)
+                    for a, b in zip(samples[leg][name], samples[leg]["raw"], strict=True)
+                )
+            against_raw["cpu_us_raw"] = statistics.median(cpu[leg]["raw"])
+            against_raw["p50_ms_raw"] = (
+                statistics.median(statistics.median(r) for r in samples[leg]["raw"]) * 1000
+            )
         rows.append(
             {
+                **against_raw,
                 "leg": leg,
                 "ratio_after_over_before": statistics.median(ratios),
                 "cpu_us_before": statistics.median(cpu[leg]["before"]),
@@ -305,6 +343,20 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['p50_ms_after']:.3f} | {row['cpu_us_before']:,.0f} | "
             f"{row['cpu_us_after']:,.0f} | {row['cpu_ratio_after_over_before']:.3f}x |"
         )
+    if args.raw:
+        lines += [
+            "",
+            "Against raw mysqlclient in the same rounds (throughput ratio, median of rounds; "
+            "client CPU per op):",
+            "",
+            "| leg | before / raw | after / raw | raw p50 ms | raw client CPU us/op |",
+            "|---|---|---|---|---|",
+        ]
+        for row in rows:
+            lines.append(
+                f"| {row['leg']} | {row['before_over_raw']:.3f}x | {row['after_over_raw']:.3f}x "
+                f"| {row['p50_ms_raw']:.3f} | {row['cpu_us_raw']:,.0f} |"
+            )
     md_path = args.out / f"ab-{stamp}.md"
     md_path.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
