@@ -16,11 +16,13 @@ command) holds them for good.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import itertools
 import math
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -56,7 +58,9 @@ def reset_all() -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.debug_cost")
     parser.add_argument("--entities", type=int, default=10_000)
+    parser.add_argument("--out", type=Path, default=Path("bench/results"), help="output directory")
     args = parser.parse_args(argv)
+    started = dt.datetime.now(dt.UTC).replace(microsecond=0)
 
     from . import plan as plans
     from .data import stages, writer_properties
@@ -89,8 +93,13 @@ def main(argv: list[str] | None = None) -> int:
             4,
         ),
     }
-    print("\n| operation | DEBUG | wall us/op | client CPU us/op | SQL recorded, bytes/op |")
-    print("|---|---|---:|---:|---:|")
+    lines = [
+        f"# DEBUG's cost, {started.isoformat()} ({bench.size:,} entities; best of 5 alternating "
+        "runs, per op)",
+        "",
+        "| operation | DEBUG | wall us/op | client CPU us/op | SQL recorded, bytes/op |",
+        "|---|---|---:|---:|---:|",
+    ]
     for name, (op, make_arg, n) in ops.items():
         best = {False: [math.inf, math.inf], True: [math.inf, math.inf]}
         recorded = 0.0
@@ -108,10 +117,15 @@ def main(argv: list[str] | None = None) -> int:
         for debug in (False, True):
             wall, cpu = best[debug]
             shown = f"{recorded:,.0f}" if debug else "0"
-            print(f"| {name} | {debug} | {wall:,.0f} | {cpu:,.0f} | {shown} |")
+            lines.append(f"| {name} | {debug} | {wall:,.0f} | {cpu:,.0f} | {shown} |")
         if name in ("create", "bulk_put of 500"):
             forget_writes(bench)
     bench.raw.close()
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"debug-{started.strftime('%Y%m%dT%H%M%SZ')}.md"
+    path.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(f"bench: wrote {path}")
     return 0
 
 
