@@ -31,8 +31,10 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from io import BytesIO
 from pathlib import Path
+from typing import Any
 
 from . import plan as plans
 from .data import stages
@@ -73,7 +75,7 @@ def child(size: int) -> int:
 
     # Each process numbers the entities it writes from its own pid: the two never collide.
     written = iter(range(os.getpid() * 10**6, 10**12))
-    ops = {
+    ops: dict[str, tuple[Callable[[Any], Any], Callable[[int], Any]]] = {
         "put": (
             lambda props: Entity.objects.create(**props),
             lambda n: [writer_properties(next(written), "ab") for _ in range(n)],
@@ -102,7 +104,7 @@ def child(size: int) -> int:
     }
     # ``--raw``: the same ops by hand (bench/raw.py), asked of the working tree's child.
     raw = bench.raw
-    raw_ops = {
+    raw_ops: dict[str, Callable[[Any], Any]] = {
         "put": raw.put,
         "bulk_put": raw.put_batch,
         "get": get.get_contenders(bench, 1)[1].op,
