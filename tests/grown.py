@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -292,6 +293,95 @@ def _rival(ids: str, seconds: float, tag: str) -> None:
     print(saves, flush=True)
 
 
+def _step_five(role: str, key: str, sync: str) -> None:
+    """Two writers of one entity through two nodes of a Galera cluster, in a fixed order
+    (tests/test_galera.py): ``holder`` changes its ``user_id`` from a to b and is held in its
+    step 5 after the locked read that found the row of a stale, before deleting it; meanwhile
+    ``writer``, through another node (whose locks do not see the holder's), puts a back."""
+    from schemaless_store.models import Entity
+    from schemaless_store.writes import protocol
+
+    entity_id, folder = uuid.UUID(key), Path(sync)
+
+    def wait_for(name: str) -> None:
+        deadline = time.monotonic() + 60
+        while not (folder / name).exists():
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{role}: no {name}")
+            time.sleep(0.01)
+
+    if role == "seed":
+        Entity(id=entity_id, user_id="a").save()
+    elif role == "holder":
+        delete = protocol.index_rows.delete
+
+        def held(rows: Any) -> int:
+            rows = list(rows)
+            if rows and not (folder / "read").exists():
+                (folder / "read").touch()  # step 5 read the entity: the row of a is stale
+                wait_for("written")
+            return delete(rows)
+
+        protocol.index_rows.delete = held  # type: ignore[assignment]
+        Entity(id=entity_id, user_id="b").save()
+    else:
+        wait_for("read")
+        Entity(id=entity_id, user_id="a").save()
+        (folder / "written").touch()
+
+
+def _node_killing_mover(pid: int, args: list[str]) -> None:
+    """``movebuckets`` that SIGKILLs the Galera node ``pid`` (the one every process writes
+    through) as its fence begins, then goes on (tests/test_galera.py)."""
+    from django.core.management import execute_from_command_line
+
+    from schemaless_store.moves import mover
+
+    fence = mover.Mover._fence
+
+    def fencing(self: Any) -> None:
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            print("killed the node at the fence", file=sys.stderr, flush=True)
+        fence(self)
+
+    mover.Mover._fence = fencing  # type: ignore[method-assign]
+    execute_from_command_line(["manage.py", *args])
+
+
+def _fence_every_node(buckets: str) -> None:
+    """Open a session of the store's user on every node of ``shard_2`` (a Galera cluster),
+    fence ``buckets`` there through the store's connection, and print which sessions are
+    still alive (a fence must end them on every node: docs/design.md#the-fence); then give
+    the buckets back."""
+    import MySQLdb
+    from django.db import connections
+
+    from schemaless_store import fence
+    from schemaless_store.moves.plan import parse_buckets
+    from schemaless_store.tables import buckets as bucket_table
+
+    settings = connections["shard_2"].settings_dict
+    numbers = parse_buckets(buckets)
+    sessions = []
+    for node in settings["OPTIONS"]["nodes"]:
+        host, _, port = node.rpartition(":")
+        sessions.append(
+            (node, MySQLdb.connect(host=host, port=int(port), user="root", db=settings["NAME"]))
+        )
+    fence.withdraw("shard_2", numbers, bucket_table.FENCED)
+    alive = []
+    for node, session in sessions:
+        try:
+            session.query("SELECT 1")
+            session.store_result()
+            alive.append(node)
+        except MySQLdb.OperationalError:
+            pass
+    fence.withdraw("shard_2", numbers, bucket_table.OWNED)
+    print(json.dumps({"alive": alive, "nodes": [n for n, _s in sessions]}), flush=True)
+
+
 if __name__ == "__main__":
     child._setup()
     mode, args = sys.argv[1], sys.argv[2:]
@@ -301,6 +391,12 @@ if __name__ == "__main__":
         _census()
     elif mode == "rival":
         _rival(args[0], float(args[1]), args[2])
+    elif mode == "stepfive":
+        _step_five(args[0], args[1], args[2])
+    elif mode == "fenceeverynode":
+        _fence_every_node(args[0])
+    elif mode == "nodekillingmover":
+        _node_killing_mover(int(args[0]), args[1:])
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     os._exit(0)

@@ -323,9 +323,10 @@ class Entity(models.Model):
         using: str | None = None,
         update_fields: Iterable[str] | None = None,
     ) -> None:
-        """Write the entity and its index rows (DESIGN section 3). ``using`` is ignored (the
-        entity's id picks its shard), and so are ``force_update`` and ``update_fields``: the
-        whole body is written, as an insert or an update of the stored row."""
+        """Write the entity and its index rows (docs/design.md#write-protocol). ``using`` is
+        ignored (the entity's id picks its shard), and so are ``force_update`` and
+        ``update_fields``: the whole body is written, as an insert or an update of the stored
+        row."""
         entity_writes.save(self, force_insert=bool(force_insert))
 
     save.alters_data = True  # type: ignore[attr-defined]
