@@ -39,7 +39,7 @@ def scatter(work: Callable[[T], R], items: Iterable[T]) -> list[R]:
     """``[work(item) for item in items]``, the items read at once: the first in the calling
     thread, the others on the scatter threads. (Handing every item to a thread costs the
     caller a wake-up it need not wait for: measured ~120 us of client CPU per 2-shard
-    ``get_many``, docs/performance.md.)"""
+    ``get_many``, docs/performance-history.md.)"""
     items = list(items)
     if len(items) < 2:
         return [work(item) for item in items]
