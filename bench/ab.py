@@ -11,7 +11,11 @@ use this tree's ``bench`` (the legs' own ops: ``create``, ``bulk_put`` of 500, `
 ``get_many`` of 100, a user's page of 30, every entity of a user). Each round runs every leg on
 both, leg by leg, the order of the two alternating from round to round, so a burst of load on
 the shared 2-core machine hits both alike. A leg's result is the median over rounds of the
-throughput ratio *after / before* within the round, with each side's median p50 beside it.
+throughput ratio *after / before* within the round, with each side's median p50 beside it, and
+the same for the client CPU time per op (the child's own, its threads' included), which the
+machine's other load moves much less than wall time. ``--raw`` adds raw mysqlclient
+(``bench/raw.py``, in the working tree's child) as a third contender in every round, and the
+ratios of both versions against it.
 Writes a ``.json`` and a ``.md`` into ``--out``.
 """
 
@@ -27,8 +31,10 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from io import BytesIO
 from pathlib import Path
+from typing import Any
 
 from . import plan as plans
 from .data import stages
@@ -69,7 +75,7 @@ def child(size: int) -> int:
 
     # Each process numbers the entities it writes from its own pid: the two never collide.
     written = iter(range(os.getpid() * 10**6, 10**12))
-    ops = {
+    ops: dict[str, tuple[Callable[[Any], Any], Callable[[int], Any]]] = {
         "put": (
             lambda props: Entity.objects.create(**props),
             lambda n: [writer_properties(next(written), "ab") for _ in range(n)],
@@ -96,6 +102,18 @@ def child(size: int) -> int:
             lambda n: query.random_users(bench, n),
         ),
     }
+    # ``--raw``: the same ops by hand (bench/raw.py), asked of the working tree's child.
+    raw = bench.raw
+    raw_ops: dict[str, Callable[[Any], Any]] = {
+        "put": raw.put,
+        "bulk_put": raw.put_batch,
+        "get": get.get_contenders(bench, 1)[1].op,
+        "get_many": lambda batch: raw.get_many([r for _, r in batch]),
+        "query_page": query.page_contenders(bench, 1)[1].op,
+        "query_all": raw.all_of_user,
+    }
+    for leg, op in raw_ops.items():
+        ops[f"{leg}:raw"] = (op, ops[leg][1])
     print(json.dumps({"ready": schemaless_store.__file__}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
@@ -103,11 +121,13 @@ def child(size: int) -> int:
         bench.rng.seed(request["seed"])
         args = make_args(request["ops"])
         latencies = []
+        cpu = time.process_time()
         for arg in args:
             start = time.perf_counter()
             op(arg)
             latencies.append(time.perf_counter() - start)
-        print(json.dumps({"latencies": latencies}), flush=True)
+        cpu = time.process_time() - cpu
+        print(json.dumps({"latencies": latencies, "cpu": cpu}), flush=True)
     return 0
 
 
@@ -139,11 +159,14 @@ class Version:
             raise RuntimeError(f"the {self.name} child stopped (exit {self.process.wait()})")
         return line
 
-    def time(self, leg: str, ops: int, seed: int) -> list[float]:
+    def time(self, leg: str, ops: int, seed: int) -> tuple[list[float], float]:
+        """The latencies of ``ops`` ops, and the child's CPU time over them (its threads'
+        included): the client's own work, which the machine's other load barely moves."""
         assert self.process.stdin is not None
         self.process.stdin.write(json.dumps({"leg": leg, "ops": ops, "seed": seed}) + "\n")
         self.process.stdin.flush()
-        return json.loads(self.readline())["latencies"]
+        reply = json.loads(self.readline())
+        return reply["latencies"], reply["cpu"]
 
     def close(self) -> None:
         if self.process.stdin is not None:
@@ -195,6 +218,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--ops", type=float, default=1.0, help="scale every leg's ops per round")
     parser.add_argument("--legs", default=",".join(LEGS))
+    parser.add_argument(
+        "--raw",
+        action="store_true",
+        help="also time raw mysqlclient (bench/raw.py) in each round: ratios against it too",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -226,17 +254,26 @@ def main(argv: list[str] | None = None) -> int:
         }
         if versions["before"].package == versions["after"].package:
             raise RuntimeError("both children import the same schemaless_store")
+        names = ["before", "after", "raw"] if args.raw else ["before", "after"]
         samples: dict[str, dict[str, list[list[float]]]] = {
-            leg: {"before": [], "after": []} for leg in legs
+            leg: {name: [] for name in names} for leg in legs
         }
+        cpu: dict[str, dict[str, list[float]]] = {leg: {name: [] for name in names} for leg in legs}
         try:
             for number in range(args.rounds):
-                order = ["before", "after"] if number % 2 == 0 else ["after", "before"]
+                shift = number % len(names)
+                order = names[shift:] + names[:shift]
                 for leg in legs:
                     ops = max(1, round(OPS[leg] * args.ops))
                     for name in order:
-                        found = versions[name].time(leg, ops, seed=number)
+                        version, asked = (
+                            (versions["after"], f"{leg}:raw")
+                            if name == "raw"
+                            else (versions[name], leg)
+                        )
+                        found, spent = version.time(asked, ops, seed=number)
                         samples[leg][name].append(found)
+                        cpu[leg][name].append(spent / ops * 1e6)
                 print(f"bench.ab: round {number + 1} of {args.rounds} done", flush=True)
         finally:
             for version in versions.values():
@@ -254,10 +291,26 @@ def main(argv: list[str] | None = None) -> int:
             name: statistics.median(statistics.median(r) for r in samples[leg][name]) * 1000
             for name in ("before", "after")
         }
+        cpu_ratios = [a / b for a, b in zip(cpu[leg]["after"], cpu[leg]["before"], strict=True)]
+        against_raw = {}
+        if args.raw:
+            for name in ("before", "after"):
+                against_raw[f"{name}_over_raw"] = statistics.median(
+                    throughput(a, units) / throughput(b, units)
+                    for a, b in zip(samples[leg][name], samples[leg]["raw"], strict=True)
+                )
+            against_raw["cpu_us_raw"] = statistics.median(cpu[leg]["raw"])
+            against_raw["p50_ms_raw"] = (
+                statistics.median(statistics.median(r) for r in samples[leg]["raw"]) * 1000
+            )
         rows.append(
             {
+                **against_raw,
                 "leg": leg,
                 "ratio_after_over_before": statistics.median(ratios),
+                "cpu_us_before": statistics.median(cpu[leg]["before"]),
+                "cpu_us_after": statistics.median(cpu[leg]["after"]),
+                "cpu_ratio_after_over_before": statistics.median(cpu_ratios),
                 "ratios": ratios,
                 "p50_ms_before": p50["before"],
                 "p50_ms_after": p50["after"],
@@ -282,15 +335,30 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.rounds} rounds",
         "",
         "| leg | after / before (median of rounds) | min-max over rounds | p50 before ms | "
-        "p50 after ms |",
-        "|---|---|---|---|---|",
+        "p50 after ms | client CPU us/op before | after | after / before |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         lines.append(
             f"| {row['leg']} | {row['ratio_after_over_before']:.3f}x | "
             f"{min(row['ratios']):.2f}-{max(row['ratios']):.2f} | {row['p50_ms_before']:.3f} | "
-            f"{row['p50_ms_after']:.3f} |"
+            f"{row['p50_ms_after']:.3f} | {row['cpu_us_before']:,.0f} | "
+            f"{row['cpu_us_after']:,.0f} | {row['cpu_ratio_after_over_before']:.3f}x |"
         )
+    if args.raw:
+        lines += [
+            "",
+            "Against raw mysqlclient in the same rounds (throughput ratio, median of rounds; "
+            "client CPU per op):",
+            "",
+            "| leg | before / raw | after / raw | raw p50 ms | raw client CPU us/op |",
+            "|---|---|---|---|---|",
+        ]
+        for row in rows:
+            lines.append(
+                f"| {row['leg']} | {row['before_over_raw']:.3f}x | {row['after_over_raw']:.3f}x "
+                f"| {row['p50_ms_raw']:.3f} | {row['cpu_us_raw']:,.0f} |"
+            )
     md_path = args.out / f"ab-{stamp}.md"
     md_path.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -230,6 +230,36 @@ def backup_memory_table(records: list[dict[str, Any]], summary: dict[str, Any]) 
     return lines
 
 
+def netem_lines(record: dict[str, Any]) -> list[str]:
+    """The netem leg: what the delay did to a statement, statements per op, or the refusal."""
+    lines = []
+    if "refused" in record:
+        lines += [
+            f"The machine refused the delayed network ({_f(record['round_trip_ms'])} ms round "
+            f"trip): {record['refused'].rstrip('.')}. No comparison ran with a delay.",
+            "",
+        ]
+    else:
+        lines += [
+            f"Round trip added by netem: {_f(record['round_trip_ms'])} ms (half on each end of "
+            "the veth pair). `SELECT 1` p50 on a raw connection: "
+            f"{_f(record['select_1_p50_ms_without'], 3)} ms without, "
+            f"{_f(record['select_1_p50_ms_with'], 3)} ms with. The comparisons are the "
+            "`*_netem` rows above; they have no target.",
+            "",
+        ]
+    lines += [
+        f"Round trips per operation at {record['size']:,} (statements, commits and autocommit "
+        "switches, counted in the client):",
+        "",
+        "| operation | ours | raw |",
+        "|---|---:|---:|",
+    ]
+    for kind, counts in record["statements_per_op"].items():
+        lines.append(f"| {kind} | {_f(counts['ours'])} | {_f(counts['raw'])} |")
+    return lines
+
+
 def markdown(run: dict[str, Any]) -> str:
     machine = run["machine"]
     out = [
@@ -260,6 +290,8 @@ def markdown(run: dict[str, Any]) -> str:
         out.append("")
     if run["comparisons"]:
         out += ["## Comparisons", "", *comparisons_table(run["comparisons"]), ""]
+    if run.get("netem"):
+        out += ["## Network delay (netem)", "", *netem_lines(run["netem"]), ""]
     if run["scale"]:
         out += ["## Scale", "", *scale_table(run["scale"], run["scale_summary"]), ""]
     if run["index_add"]:

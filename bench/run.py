@@ -4,10 +4,15 @@
     .venv/bin/python -m bench.run --quick        # smoke: a few thousand entities, all legs
     .venv/bin/python -m bench.run --legs get,query --sizes 10000,100000
     .venv/bin/python -m bench.run --entities 100000 --legs clients --servers 1
+    .venv/bin/python -m bench.run --entities 10000 --legs netem   # ~0.25 ms network (root)
 
 Starts two throwaway ``mariadbd`` (metadata, shard_0 and the JSON peer on the first; shard_1 on
 the second), migrates, grows the store through the sizes, runs the legs, and writes
 ``<out>/<mode>-<timestamp>.json`` and ``.md``. See ``docs/performance.md``.
+
+``--legs netem`` (not in the default set) puts the servers in a network namespace of their own
+behind a veth pair (:mod:`bench.netem`) and runs the comparisons again with ``--netem-ms`` of
+round trip added by ``tc netem``; the machine's refusal is reported instead when it refuses.
 
 ``--servers 1`` gives every bucket to shard_0 (``BENCH_SHARD_MAP``), so the store lives on the
 first server only (shard_1 holds nothing); the default, 2, splits the buckets between the two.
@@ -58,8 +63,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--legs",
         type=lambda s: [x.strip() for x in s.split(",") if x.strip()],
-        default=list(plans.LEGS),
-        help=f"comma-separated subset of {','.join(plans.LEGS)} (default: all)",
+        default=list(plans.DEFAULT_LEGS),
+        help=f"comma-separated subset of {','.join(plans.LEGS)} (default: all but netem)",
+    )
+    parser.add_argument(
+        "--netem-ms",
+        type=float,
+        default=0.25,
+        help="the netem leg's added round trip in ms, half on each end (default 0.25; 0: the "
+        "veth pair without delay)",
     )
     parser.add_argument("--rounds", type=int, help="alternating rounds per comparison")
     parser.add_argument(
@@ -94,22 +106,28 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def start_databases(buffer_pool: str, cache: bool = False) -> list[Any]:
+def start_databases(buffer_pool: str, cache: bool = False, network: Any = None) -> list[Any]:
     """Two servers, their databases created, their URLs exported for ``bench.settings``; with
-    ``cache``, a throwaway ``redis-server`` too (``BENCH_CACHE_URL``, the cache leg's)."""
+    ``cache``, a throwaway ``redis-server`` too (``BENCH_CACHE_URL``, the cache leg's); with a
+    :class:`bench.netem.Network`, the servers in its servers' namespace."""
     import MySQLdb
 
     from schemaless_store.testing.mariadb import ServerError, start_servers
 
+    where: dict[str, Any] = {}
+    if network is not None:
+        from .netem import SERVER_ADDRESS
+
+        where = {"host": SERVER_ADDRESS, "prefix": network.server_prefix}
     try:
-        servers = start_servers(2, buffer_pool=buffer_pool)
+        servers = start_servers(2, buffer_pool=buffer_pool, **where)
     except ServerError as exc:
         # mariadb-install-db shares /tmp for its temporary tables with every other server being
         # installed on the machine (other engineers' test runs) and fails now and then: retry.
         print(f"bench: starting MariaDB failed, retrying once: {str(exc)[:200]}", file=sys.stderr)
-        servers = start_servers(2, buffer_pool=buffer_pool)
+        servers = start_servers(2, buffer_pool=buffer_pool, **where)
     for number, names in MARIADB_DATABASES.items():
-        conn = MySQLdb.connect(host="127.0.0.1", port=servers[number].port, user="root")
+        conn = MySQLdb.connect(host=servers[number].host, port=servers[number].port, user="root")
         for name in names:
             conn.cursor().execute(
                 f"CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
@@ -168,10 +186,11 @@ def machine(conn: Any) -> dict[str, Any]:
     }
 
 
-def setup(plan: plans.Plan, verbose: bool = True, cache: bool = False) -> Any:
+def setup(plan: plans.Plan, verbose: bool = True, cache: bool = False, network: Any = None) -> Any:
     """Servers started, Django set up and migrated, the peer's table created: a :class:`Bench`
-    with nothing loaded yet (``cache``: a Redis server for the cache leg too)."""
-    servers = start_databases(plan.buffer_pool, cache=cache)
+    with nothing loaded yet (``cache``: a Redis server for the cache leg too; ``network``: the
+    servers behind :mod:`bench.netem`'s veth pair)."""
+    servers = start_databases(plan.buffer_pool, cache=cache, network=network)
 
     import django
     from django.conf import settings
@@ -200,9 +219,18 @@ def main(argv: list[str] | None = None) -> int:
     plan = plans.choose(args.quick, args.sizes, args.main_size, args.rounds, args.buffer_pool)
     started = dt.datetime.now(dt.UTC).replace(microsecond=0)
     clock = time.perf_counter()
-    bench = setup(plan, verbose=not args.quiet, cache="cache" in args.legs)
+    network, refused = None, None
+    if "netem" in args.legs:  # first: this process moves into a namespace before any connection
+        from . import netem as netem_network
 
-    from .legs import backup, cache, clients, get, index_add, put, query, scale, scatter
+        try:
+            network = netem_network.create(args.netem_ms)
+        except netem_network.Refused as exc:
+            refused = str(exc)
+            print(f"bench: no delayed network, the netem leg reports why: {refused}")
+    bench = setup(plan, verbose=not args.quiet, cache="cache" in args.legs, network=network)
+
+    from .legs import backup, cache, clients, get, index_add, netem, put, query, scale, scatter
     from .load import forget_writes, load_stage
 
     run: dict[str, Any] = {
@@ -249,6 +277,10 @@ def main(argv: list[str] | None = None) -> int:
                     run["comparisons"].extend(found if isinstance(found, list) else [found])
                     if name in ("put", "bulk_put", "clients"):
                         forget_writes(bench)  # the store holds the data set again
+        if "netem" in args.legs and bench.size == plan.main_size:
+            bench.log(f"netem at {bench.size:,}")
+            run["netem"] = netem.run(bench, network, args.netem_ms, refused)
+            run["comparisons"].extend(run["netem"].pop("comparisons", []))
         if "scatter" in args.legs and bench.size == max(plan.sizes):
             # Issue 4 asks it at 1M: the largest size (it backfills an index of its own there).
             bench.log(f"scatter at {bench.size:,}")

@@ -76,7 +76,36 @@ def model_init() -> Undo:
     return _patch(entity, "_init_defaults", lambda cls: {})
 
 
+def lean_read() -> Undo:
+    """Measurement only, never to ship: ``shards.read`` as the bare driver cursor (no Django
+    thread-sharing or broken-transaction check, no error translation, no retry of a lost
+    connection, no copy of the rows): what those guards cost each read."""
+    from django.db import connections
+
+    from schemaless_store import shards
+
+    def read(alias: str, sql: str, params: Any, conn: Any = None) -> Any:
+        conn = connections[alias] if conn is None else conn
+        if conn.connection is None:
+            conn.ensure_connection()
+        cursor = conn.connection.cursor()
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+    return _patch(shards, "read", read)
+
+
+def no_confirm() -> Undo:
+    """Measurement only, never to ship: no confirmation of a read against the bucket map
+    (``buckets.confirm_read``, a move's safety): what it costs a read when no bucket moves."""
+    from schemaless_store.tables import buckets
+
+    return _patch(buckets, "confirm_read", lambda alias, used: None)
+
+
 EXPERIMENTS: list[Experiment] = [
+    Experiment("lean_read", lean_read.__doc__ or "", ("get", "query_page"), lean_read),
+    Experiment("no_confirm", no_confirm.__doc__ or "", ("get", "query_page"), no_confirm),
     Experiment("model_init", model_init.__doc__ or "", ("put",), model_init, combine=False),
     Experiment(
         "no_colocated",

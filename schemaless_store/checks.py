@@ -247,3 +247,19 @@ def check_fence_privileges(
                 )
             )
     return errors
+
+
+@register(Tags.database, deploy=True)
+def check_debug(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """``manage.py check --deploy``: DEBUG costs the store on every statement (W005)."""
+    if not settings.DEBUG:
+        return []
+    return [
+        Warning(
+            "DEBUG is True: Django records every statement the store sends (the store then "
+            "uses Django's recording cursor), which costs client time on every operation, and "
+            "keeps each connection's last 9,000 statements, bodies included, in memory",
+            hint=f"set DEBUG = False in production (docs/performance.md); {DOCS}",
+            id="schemaless.W005",
+        )
+    ]

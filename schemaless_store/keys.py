@@ -129,26 +129,36 @@ def _sortable_double(x: float) -> bytes:
     return _U64.pack(bits)
 
 
+_INT_KEY = struct.Struct(">cQQ")  # the number tag, the sortable double, the exact int
+_SIGN_BIT, _ALL_BITS = 1 << 63, (1 << 64) - 1
+
+
+def _int_key(value: int) -> bytes:
+    """:func:`_number_key` of an int: one ``pack`` (every index row and re-check of an int
+    property encodes one)."""
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise IndexValueError(f"integer {value} is outside the indexable range (64-bit)")
+    (bits,) = _U64.unpack(_DOUBLE.pack(value))
+    sortable = bits ^ _ALL_BITS if bits >> 63 else bits | _SIGN_BIT
+    return _INT_KEY.pack(_TAG_NUMBER, sortable, value - _INT64_MIN)
+
+
 def _number_key(value: int | float) -> bytes:
     # Ints and floats share one family so that 1 == 1.0 and 2 < 2.5 hold in SQL as in Python.
     # The double orders them; an exact int suffix separates ints that round to the same double.
-    if isinstance(value, float):
-        if math.isnan(value):
-            raise IndexValueError("NaN cannot be indexed: it is not equal to itself")
-        if value == 0:
-            value = 0.0  # -0.0 == 0.0
-        if not value.is_integer():
-            return _TAG_NUMBER + _sortable_double(value)
-        if value >= 2**63:
-            return _TAG_NUMBER + _sortable_double(value) + b"\xff" * 9
-        if value < _INT64_MIN:
-            return _TAG_NUMBER + _sortable_double(value)
-        value_int = int(value)
-    else:
-        if not _INT64_MIN <= value <= _INT64_MAX:
-            raise IndexValueError(f"integer {value} is outside the indexable range (64-bit)")
-        value_int = value
-    return _TAG_NUMBER + _sortable_double(float(value_int)) + _U64.pack(value_int - _INT64_MIN)
+    if not isinstance(value, float):
+        return _int_key(value)
+    if math.isnan(value):
+        raise IndexValueError("NaN cannot be indexed: it is not equal to itself")
+    if value == 0:
+        value = 0.0  # -0.0 == 0.0
+    if not value.is_integer():
+        return _TAG_NUMBER + _sortable_double(value)
+    if value >= 2**63:
+        return _TAG_NUMBER + _sortable_double(value) + b"\xff" * 9
+    if value < _INT64_MIN:
+        return _TAG_NUMBER + _sortable_double(value)
+    return _int_key(int(value))
 
 
 def _micros(value: dt.datetime) -> int:
@@ -170,7 +180,9 @@ def encode_key(value: Any) -> bytes:
             return _TAG_STR + value.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise IndexValueError(f"string with unencodable character: {exc}") from exc
-    if kind is int or kind is float:
+    if kind is int:
+        return _int_key(value)
+    if kind is float:
         return _number_key(value)
     if kind is bytes:
         return _TAG_BYTES + value

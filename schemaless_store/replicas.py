@@ -219,7 +219,7 @@ def reader(alias: str) -> str:
     """The alias to read ``alias``'s data from now: a well replica that has applied this
     thread's position on ``alias``, or ``alias`` itself. Resolve it in the reading thread (the
     choice and the positions are the thread's), before handing the read to another."""
-    names = replicas_of(alias)
+    names = conf.get().replicas.get(alias, ())  # replicas_of(), on every read's path
     if not names or not wanted() or connections[alias].in_atomic_block:
         return alias
     needed_text = _positions.get().get(alias, "")

@@ -163,3 +163,65 @@ def test_backup_leg_measures_memory_at_two_sizes(quick_run: dict) -> None:
             assert _number(record[key]), key
     summary = quick_run["backup_memory_summary"]
     assert _number(summary["export_growth"]) and _number(summary["import_growth"])
+
+
+NETEM_LEGS = {"put_netem", "bulk_put_netem", "get_netem", "get_many_netem", "query_page_netem"}
+ROUND_TRIP_KINDS = {"put", "bulk_put", "get", "get_many", "query_page"}
+
+
+def _netem_run(tmp_path: Path, round_trip_ms: str) -> tuple[dict, str]:
+    if os.geteuid() != 0 or not (shutil.which("ip") and shutil.which("tc")):
+        pytest.skip("the netem leg needs root and iproute2 (ip, tc)")
+    if not (shutil.which("mariadbd") or Path(MARIADBD).exists()):
+        pytest.skip("mariadbd is not installed on this machine")
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "bench.run", "--quick", "--quiet", "--legs", "netem"),
+            *("--netem-ms", round_trip_ms, "--out", str(tmp_path)),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (result,) = tmp_path.glob("quick-*.json")
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return json.loads(result.read_text()), namespaces
+
+
+def _round_trips_counted(record: dict) -> None:
+    counts = record["statements_per_op"]
+    assert set(counts) == ROUND_TRIP_KINDS
+    for kind, sides in counts.items():
+        assert sides["ours"] >= 1 and sides["raw"] >= 1, kind
+
+
+def test_netem_leg_runs_over_its_own_veth_pair_and_removes_it(tmp_path: Path) -> None:
+    """``--netem-ms 0``: the namespaces, the veth pair and the servers behind it, without a
+    qdisc (a kernel without sch_netem can run this much)."""
+    run, namespaces = _netem_run(tmp_path, "0")
+    record = run["netem"]
+    assert "refused" not in record
+    _round_trips_counted(record)
+    found = {r["leg"] for r in run["comparisons"]}
+    assert found == NETEM_LEGS
+    assert _number(record["select_1_p50_ms_without"]) and _number(record["select_1_p50_ms_with"])
+    assert "slb" not in namespaces, "the run left its network namespaces behind"
+
+
+def test_netem_leg_delays_or_says_why_not(tmp_path: Path) -> None:
+    run, namespaces = _netem_run(tmp_path, "0.25")
+    record = run["netem"]
+    _round_trips_counted(record)
+    found = {r["leg"] for r in run["comparisons"]}
+    if "refused" in record:  # e.g. a kernel without sch_netem: reported, no comparison
+        assert "netem" in record["refused"] and found == set()
+    else:
+        assert found == NETEM_LEGS
+        # Each statement crosses the pair both ways: the round trip is in every SELECT 1.
+        added = record["select_1_p50_ms_with"] - record["select_1_p50_ms_without"]
+        assert added >= 0.2, record
+    assert "slb" not in namespaces, "the run left its network namespaces behind"

@@ -210,3 +210,14 @@ def test_a_user_that_may_not_end_the_stores_connections_gets_e008(monkeypatch):
     assert "may not end the store's other connections" in found[0].msg
     assert "not owner of thread" in found[0].msg
     assert "CONNECTION ADMIN" in found[0].hint
+
+
+def test_debug_is_reported_by_the_deploy_checks_only():
+    from django.core.checks.registry import registry
+
+    assert checks.check_debug in registry.get_checks(include_deployment_checks=True)
+    assert checks.check_debug not in registry.get_checks(include_deployment_checks=False)
+    with override_settings(DEBUG=True):
+        assert ids(checks.check_debug()) == ["schemaless.W005"]
+    with override_settings(DEBUG=False):
+        assert checks.check_debug() == []

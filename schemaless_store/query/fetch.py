@@ -13,13 +13,13 @@ from typing import Any
 
 from django.db import connections
 
-from .. import entity_cache, keys, replicas, shardmap, shards
+from .. import conf, entity_cache, keys, replicas, shardmap, shards
 from ..entity_cache import Row as CachedRow
 from ..keys import bucket_of
 from ..tables import buckets
 from ..tables import entities as entity_table
 from ..tables.values import datetime_converter
-from .pool import scatter_pool
+from .pool import scatter
 
 # From this many ids over several shards, fetch_by_ids reads the shards at once; for fewer the
 # hand-off to a thread costs more than it saves (docs/performance-history.md).
@@ -43,8 +43,9 @@ def fetch_by_ids(model: Any, ids: Iterable[bytes]) -> dict[bytes, Any]:
     """``{id bytes: entity}`` for the ids that exist; one ``IN`` query per shard and batch.
 
     Many ids on several MySQL shards (at least :data:`PARALLEL_FETCH_MIN`, outside any
-    transaction) are read on the scatter threads, one shard per thread, at once; fewer are read
-    one shard after the other, where handing work to a thread costs more than it saves.
+    transaction) are read at once, the first shard in this thread and each other one on a
+    scatter thread; fewer are read one shard after the other, where handing work to a thread
+    costs more than it saves.
     """
     wanted = list(dict.fromkeys(ids))
     return buckets.retrying_stale(lambda: _fetch_by_ids(model, wanted))
@@ -62,7 +63,7 @@ def _fetch_by_ids(model: Any, ids: list[bytes]) -> dict[bytes, Any]:
     if len(by_alias) > 1 and sum(map(len, by_alias.values())) >= PARALLEL_FETCH_MIN:
         conns = [shards.connection(alias) for alias in by_alias]
         if all(c.vendor == "mysql" and not c.in_atomic_block for c in conns):
-            parts = scatter_pool().map(
+            parts = scatter(
                 lambda item: fetch_shard(model, item[0], source[item[0]], item[1], used),
                 by_alias.items(),
             )
@@ -91,7 +92,7 @@ def fetch_shard(
             found[row_id] = build(alias, added_id, row_id, convert(updated), bytes(body))
         return found
 
-    found = replicas.read_with_fallback(alias, source, read)
+    found = read(alias) if source == alias else replicas.read_with_fallback(alias, source, read)
     if used is not None:
         buckets.confirm_read(alias, used)
     return found
@@ -100,32 +101,40 @@ def fetch_shard(
 def get_one(model: Any, entity_id: Any) -> Any | None:
     """The entity with this id, or None: one ``SELECT`` on its shard (or one cache read)."""
     key = keys.entity_id_bytes(entity_id)
-    if entity_cache.enabled():
+    if conf.get().cache is not None and entity_cache.enabled():  # the setting first: cheaper
         return _read_through(model, [key], lambda ids: _fetch_by_ids(model, ids)).get(key)
+    try:  # retrying_stale's first attempt, without its closure and clock: the usual case
+        return _get_one(model, key)
+    except shardmap.StaleRead:
+        pass  # confirm_read read the map again: the retries go by the new one
     return buckets.retrying_stale(lambda: _get_one(model, key))
 
 
 def _get_one(model: Any, key: bytes) -> Any | None:
     used = shardmap.current()
     alias = used.owners[bucket_of(key, used.buckets)]
+    source = replicas.reader(alias)
+    if source == alias:  # no replica chosen (the usual case): no fallback to wrap it in
+        conn = connections[alias]
+        row = entity_table.select_one(alias, key, conn)
+    else:
 
-    def read(where: str) -> tuple[Any, Any]:
-        conn = connections[where]
-        return entity_table.select_one(where, key, conn), conn
+        def read(where: str) -> tuple[Any, Any]:
+            conn = connections[where]
+            return entity_table.select_one(where, key, conn), conn
 
-    row, conn = replicas.read_with_fallback(alias, replicas.reader(alias), read)
+        row, conn = replicas.read_with_fallback(alias, source, read)
     buckets.confirm_read(alias, used)
     if row is None:
         return None
-    added_id, _row_id, updated, body = row
-    return model.row_builder()(alias, added_id, key, datetime_converter(conn)(updated), bytes(body))
+    return model.row_builder()(alias, row[0], key, datetime_converter(conn)(row[2]), bytes(row[3]))
 
 
 def get_many(model: Any, ids: Iterable[Any]) -> dict[uuid.UUID, Any]:
     """The entities among ``ids`` that exist, by id (the caller's UUID objects where it gave
     UUIDs); read through the entity cache when there is one."""
     wanted = {keys.entity_id_bytes(i): i if type(i) is uuid.UUID else None for i in ids}
-    if entity_cache.enabled():
+    if conf.get().cache is not None and entity_cache.enabled():
         found = _read_through(model, list(wanted), lambda ids: fetch_by_ids(model, ids))
     else:
         found = fetch_by_ids(model, wanted)

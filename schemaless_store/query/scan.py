@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterator, Sequence
+from operator import itemgetter
 from typing import Any
 
 from .. import replicas, shardmap, shards
@@ -12,7 +13,7 @@ from ..indexes import Index
 from ..keys import bucket_of
 from ..tables import buckets, scans
 from ..tables.values import datetime_converter, plain_row
-from .pool import scatter_pool
+from .pool import scatter
 
 # (sort key, row): a row is the index's column values, then the entity id.
 KeyedRow = tuple[tuple[Any, ...], tuple[Any, ...]]
@@ -75,11 +76,15 @@ class ShardScan:
         if self.used is not None:
             buckets.confirm_read(self.alias, self.used)
         width = self.width
-        if found and any(isinstance(v, bytearray | memoryview) for v in found[0][:width]):
+        if not found:
+            rows = found
+        elif any(isinstance(v, bytearray | memoryview) for v in found[0][:width]):
             # A driver that hands out binary columns as buffers: the store uses bytes.
             rows = [plain_row(raw[:width]) for raw in found]
-        else:
+        elif len(found[0]) > width:  # the joined entity's columns follow the row's
             rows = [raw[:width] for raw in found]
+        else:
+            rows = found
         if self.joined is not None and self._keep_joined(rows, found) * 10 < len(rows) * 9:
             self.joined = None  # mostly elsewhere: the join costs more than it saves
             self.sql = scans.scan_sql(*self.shape, False)
@@ -106,10 +111,14 @@ class ShardScan:
         self, after: tuple[Any, ...] | None, first: list[tuple[Any, ...]] | None = None
     ) -> Iterator[KeyedRow]:
         fetched = self.fetch(after) if first is None else first
+        positions = self.sort_positions
+        # itemgetter of several positions gives their tuple; of one, the value alone.
+        pick = itemgetter(*positions)
+        single = len(positions) == 1
         while True:
             key = after
             for row in fetched:
-                key = tuple(row[p] for p in self.sort_positions)
+                key = (pick(row),) if single else pick(row)
                 yield key, row
             if len(fetched) < self.batch:
                 return
@@ -121,9 +130,9 @@ def merged(
     scans_: list[ShardScan], after: tuple[Any, ...] | None, descending: bool
 ) -> Iterator[KeyedRow]:
     """The rows of every scan in one order: one scan's as they come; several shards' first
-    batches read at once on the scatter threads, then merged (k-way)."""
+    batches read at once (:func:`.pool.scatter`), then merged (k-way)."""
     if len(scans_) == 1:
         return scans_[0].rows(after)
-    first_batches = list(scatter_pool().map(lambda scan: scan.fetch(after), scans_))
+    first_batches = scatter(lambda scan: scan.fetch(after), scans_)
     streams = [scan.rows(after, first) for scan, first in zip(scans_, first_batches, strict=True)]
     return heapq.merge(*streams, key=lambda pair: pair[0], reverse=descending)

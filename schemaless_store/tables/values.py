@@ -36,6 +36,15 @@ def datetime_converter(conn: BaseDatabaseWrapper) -> Callable[[Any], Any]:
         if not settings.USE_TZ:
             return lambda value: parse(value) if type(value) is str else value
         zone = conn.timezone
+        if zone is dt.UTC:
+
+            def utc(value: Any) -> Any:
+                # The zone parsed with the text: a fraction of what replace(tzinfo=) costs.
+                if type(value) is str:
+                    return parse(value + "+00:00")
+                return None if value is None else value.replace(tzinfo=zone)
+
+            return utc
         return lambda value: (
             None
             if value is None

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,13 +74,24 @@ class MariaDBServer:
     """
 
     def __init__(
-        self, root: Path, name: str, buffer_pool: str = "64M", binlog: bool = False
+        self,
+        root: Path,
+        name: str,
+        buffer_pool: str = "64M",
+        binlog: bool = False,
+        host: str = "127.0.0.1",
+        prefix: Sequence[str] = (),
     ) -> None:
         self.root = root / name
         self.datadir = self.root / "data"
         self.name = name
         self.buffer_pool = buffer_pool
         self.binlog = binlog
+        # The address it listens on, and a command it runs under (``bench.netem`` starts servers
+        # in a network namespace of their own: ``ip netns exec NAME``, on that namespace's
+        # address); the defaults are loopback and nothing.
+        self.host = host
+        self.prefix = list(prefix)
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
         # The datadir this server was first made from, for replicas made like it.
@@ -103,7 +115,7 @@ class MariaDBServer:
 
     def url(self, database: str, **options: str) -> str:
         query = "&".join(f"{k}={v}" for k, v in options.items())
-        return f"mysql://root@127.0.0.1:{self.port}/{database}" + (f"?{query}" if query else "")
+        return f"mysql://root@{self.host}:{self.port}/{database}" + (f"?{query}" if query else "")
 
     def options(self) -> list[str]:
         """The ``mariadbd`` command line after the program; subclasses add to it."""
@@ -112,7 +124,7 @@ class MariaDBServer:
             f"--datadir={self.datadir}",
             f"--tmpdir={self.tmpdir}",
             f"--port={self.port}",
-            "--bind-address=127.0.0.1",
+            f"--bind-address={self.host}",
             f"--socket={self.socket_path}",
             f"--pid-file={self.root / 'mysqld.pid'}",
             f"--log-error={self.log_path}",
@@ -151,7 +163,7 @@ class MariaDBServer:
         # machine's /tmp: the server leaves nothing behind and depends on nothing outside root.
         self.tmpdir.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
-            [MARIADBD, *self.options()],
+            [*self.prefix, MARIADBD, *self.options()],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
@@ -194,9 +206,15 @@ class MariaDBServer:
                     f"mariadbd {self.name} exited ({self.process.returncode}):\n{self.log_tail()}"
                 )
             try:
-                MySQLdb.connect(
-                    host="127.0.0.1", port=self.port, user="root", connect_timeout=1
-                ).close()
+                if self.host == "127.0.0.1":
+                    MySQLdb.connect(
+                        host=self.host, port=self.port, user="root", connect_timeout=1
+                    ).close()
+                else:
+                    # Another address: root is only root@127.0.0.1, so let root in from the
+                    # clients of that network (the server listens on nothing else).
+                    self.query("CREATE USER IF NOT EXISTS 'root'@'%'")
+                    self.query("GRANT ALL PRIVILEGES ON *.* TO 'root'@'%' WITH GRANT OPTION")
                 return
             except MySQLdb.OperationalError:
                 if time.monotonic() > deadline:
@@ -236,11 +254,16 @@ class MariaDBServer:
 
 
 def start_servers(
-    count: int = 2, buffer_pool: str = "64M", binlog: bool = False
+    count: int = 2,
+    buffer_pool: str = "64M",
+    binlog: bool = False,
+    host: str = "127.0.0.1",
+    prefix: Sequence[str] = (),
 ) -> list[MariaDBServer]:
     """Start ``count`` servers in a fresh temporary directory; they stop at interpreter exit.
 
     ``binlog=True`` gives each a GTID binary log, so that :func:`start_replica` can follow it.
+    ``host`` and ``prefix``: see :class:`MariaDBServer`.
     """
     root = Path(tempfile.mkdtemp(prefix="schemaless-mariadb-"))
     template = root / "template"
@@ -255,7 +278,14 @@ def start_servers(
     try:
         install_datadir(template)
         for number in range(count):
-            server = MariaDBServer(root, f"server{number}", buffer_pool=buffer_pool, binlog=binlog)
+            server = MariaDBServer(
+                root,
+                f"server{number}",
+                buffer_pool=buffer_pool,
+                binlog=binlog,
+                host=host,
+                prefix=prefix,
+            )
             servers.append(server)
             server.start(template=template)
     except Exception:
