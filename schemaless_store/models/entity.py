@@ -28,6 +28,7 @@ from ..exceptions import (
     PlacementError,
 )
 from ..fields import Binary16Field, BodyField
+from ..modify import modify as modify_entity
 from ..query.allentities import AllEntities
 from ..query.fetch import EntityFetcher, get_many, get_one
 from ..query.indexquery import IndexQuery
@@ -111,6 +112,12 @@ class EntityManager(models.Manager.from_queryset(EntityQuerySet)):  # type: igno
         if found is None:
             raise self.model.DoesNotExist(f"no entity with id {kwargs['id']!r}")
         return found
+
+    def modify(self, id: Any, fn: Callable[[Entity], Any], attempts: int = 10) -> Entity:
+        """Read the entity, call ``fn(entity)`` (it changes it in place) and save it with
+        ``if_unchanged=True``, again on :class:`~schemaless_store.exceptions.Conflict`, at
+        most ``attempts`` times (:mod:`schemaless_store.modify`)."""
+        return modify_entity(self.model, id, fn, attempts)
 
     def get_many(self, ids: Iterable[Any]) -> dict[uuid.UUID, Entity]:
         """The entities that exist among ``ids``, by id (one query per shard)."""
@@ -322,11 +329,17 @@ class Entity(models.Model):
         force_update: bool = False,
         using: str | None = None,
         update_fields: Iterable[str] | None = None,
+        if_unchanged: bool = False,
     ) -> None:
         """Write the entity and its index rows (DESIGN section 3). ``using`` is ignored (the
         entity's id picks its shard), and so are ``force_update`` and ``update_fields``: the
-        whole body is written, as an insert or an update of the stored row."""
-        entity_writes.save(self, force_insert=bool(force_insert))
+        whole body is written, as an insert or an update of the stored row.
+
+        ``if_unchanged=True``: write only if the stored entity is still what this instance
+        read (or last wrote); else raise :class:`~schemaless_store.exceptions.Conflict` and
+        write nothing. An instance never read expects no stored row. Checked under the row
+        lock the write takes anyway (:mod:`schemaless_store.expected`)."""
+        entity_writes.save(self, force_insert=bool(force_insert), if_unchanged=if_unchanged)
 
     save.alters_data = True  # type: ignore[attr-defined]
 
@@ -335,9 +348,11 @@ class Entity(models.Model):
         unbound): the store's write path too, so the indexes follow."""
         entity_writes.save(self, force_insert=bool(force_insert))
 
-    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
-        """Delete the entity, then its index rows."""
-        deleted = entity_writes.delete(self)
+    def delete(
+        self, *args: Any, if_unchanged: bool = False, **kwargs: Any
+    ) -> tuple[int, dict[str, int]]:
+        """Delete the entity, then its index rows (``if_unchanged``: as for :meth:`save`)."""
+        deleted = entity_writes.delete(self, if_unchanged=if_unchanged)
         return deleted, {self._meta.label: deleted}
 
     delete.alters_data = True  # type: ignore[attr-defined]

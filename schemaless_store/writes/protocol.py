@@ -45,7 +45,8 @@ from django.db import IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import entity_cache, replicas, shards
-from ..exceptions import EntityExists, NotOwner, ShardUnavailable
+from ..exceptions import Conflict, EntityExists, NotOwner, ShardUnavailable
+from ..expected import Expected
 from ..indexes import ENTITIES, Source
 from ..tables import buckets as bucket_table
 from ..tables import entities as entity_table
@@ -72,6 +73,7 @@ class Change:
     fresh: bool = False  # a key the store just generated: no row can exist yet
     found: Locked | None = None  # the stored row, read under the lock (step 1)
     old: RowSet = field(default_factory=set)  # the index rows the stored row implies
+    expected: Expected | None = None  # a conditional write: what the row must still be
 
 
 class Write:
@@ -129,6 +131,15 @@ class Write:
             change.found = found.get(change.key)
             body = None if change.found is None else change.found.body
             change.old = stored_rows(change.key, body, self.source)
+        # A conditional write's check, under the lock just taken: nothing can change the row
+        # between it and the commit (:mod:`..expected`).
+        changed = [
+            uuid.UUID(bytes=c.key)
+            for c in self.changes
+            if c.expected is not None and not c.expected.matches(c.found)
+        ]
+        if changed:
+            raise Conflict(changed)
 
     def add_index_rows(self) -> None:
         """Step 3: add the rows whose keys are new; note the ones that went away."""
