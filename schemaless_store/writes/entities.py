@@ -164,7 +164,7 @@ def put_prepared(
             write = Write(alias, [change for _entity, change in chunk])
             count = [0]  # set by the batch's last (committed) try
             store = partial(
-                _store_batch,
+                store_batch,
                 entities=[entity for entity, _change in chunk],
                 skip_unchanged=skip_unchanged,
                 history=history,
@@ -189,14 +189,15 @@ def put_prepared(
     return total
 
 
-def _store_batch(
+def store_batch(
     write: Write,
     entities: list[Entity],
     skip_unchanged: bool = False,
     history: bool = True,
     count: list[int] | None = None,
 ) -> None:
-    """Step 2 of a batch: its inserts and updates, and their versions in the history."""
+    """Step 2 of a batch: its inserts and updates, and their versions in the history (a
+    caller with statements of its own in the same transaction wraps it: mapentities)."""
     conn = write.conn
     now = timezone.now()
     stamp = db_datetime(conn, now)
