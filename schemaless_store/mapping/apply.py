@@ -29,7 +29,7 @@ from ..expected import Expected
 from ..query.fetch import fetch_by_ids
 from ..writes import entities as entity_writes
 from ..writes.protocol import Change, SplitWrite, Write, run
-from . import records
+from .records import mark_saved
 
 # Tries per entity when users keep writing it between our read and our save.
 ATTEMPTS = 10
@@ -172,7 +172,7 @@ class Applier:
         """Step 2: the entities, and the note that this run saved them, in one transaction."""
         entity_writes.store_batch(write, entities)
         with shards.statement_cursor(write.conn) as cursor:
-            records.mark_saved(
+            mark_saved(
                 cursor, write.conn.vendor, self.run, [change.key for change in write.changes]
             )
 

@@ -17,8 +17,8 @@ from django.utils.module_loading import import_string
 from .. import shardmap, shards
 from ..exceptions import ConfigurationError
 from ..throttle import LatencyProbe, Throttle
-from . import records
 from .apply import Example
+from .records import Checkpoint, create_tables, forget_run, has_saved, load, run_key
 from .walk import DONE, ShardOutcome, ShardWalk
 
 DEFAULT_BATCH_SIZE = 500
@@ -103,7 +103,7 @@ class Mapper:
         self.where = dict(where) if where else None
         self.name = path + (f" --where {_where_text(self.where)}" if self.where else "")
         self.short_name = path.rsplit(".", 1)[-1]
-        self.run = records.run_key(self.name)
+        self.run = run_key(self.name)
         self.model = Entity
         self.aliases = list(shards.shard_aliases())
         self.walked = shards.resolve_aliases(shards_)
@@ -115,7 +115,7 @@ class Mapper:
         self.progress_file = progress_file
         self.stopping = threading.Event()
         self.latency: LatencyProbe | None = None
-        self.checkpoints: dict[str, records.Checkpoint] = {}
+        self.checkpoints: dict[str, Checkpoint] = {}
         self.check_saved = False
         self.map_version = 0
         self.where_ids: dict[str, list[bytes]] = {}
@@ -141,11 +141,11 @@ class Mapper:
         self.map_version = shardmap.stored().version
         if not self.dry_run:
             for alias in self.aliases:
-                records.create_tables(alias)
+                create_tables(alias)
             if self.restart:
-                records.forget_run(self.run, self.aliases)
-            self.checkpoints = records.load(self.run, self.aliases)
-            self.check_saved = records.has_saved(self.run, self.aliases)
+                forget_run(self.run, self.aliases)
+            self.checkpoints = load(self.run, self.aliases)
+            self.check_saved = has_saved(self.run, self.aliases)
         if self.where is not None:
             for entity_id in self.model.objects.filter_index(**self.where).ids():
                 key = entity_id.bytes

@@ -25,8 +25,16 @@ from ..indexes import ENTITIES
 from ..keys import bucket_of
 from ..tables import entities as entity_table
 from ..tables.values import datetime_converter
-from . import records
 from .apply import Applier, BatchResult, Example
+from .records import (
+    COUNTS,
+    Checkpoint,
+    forget_failures,
+    record_failure,
+    saved_among,
+)
+from .records import failures as recorded_failures
+from .records import save as save_checkpoint
 
 if TYPE_CHECKING:
     from .runner import Mapper
@@ -47,7 +55,7 @@ class ShardOutcome:
     alias: str
     status: str = DONE
     message: str = ""
-    point: records.Checkpoint | None = None
+    point: Checkpoint | None = None
     before: dict[str, int] = field(default_factory=dict)  # the point's counts at the start
     failures: list[tuple[bytes, str]] = field(default_factory=list)
     examples: list[Example] = field(default_factory=list)
@@ -77,7 +85,7 @@ class ShardWalk:
                     return self.outcome
             point = mapper.checkpoints.get(alias) if not mapper.dry_run else None
             if point is None:
-                point = records.Checkpoint(
+                point = Checkpoint(
                     mapper.run,
                     alias,
                     mapper.name[:400],
@@ -85,7 +93,7 @@ class ShardWalk:
                     map_version=mapper.map_version,
                 )
             self.outcome.point = point
-            self.outcome.before = {name: getattr(point, name) for name in records.COUNTS}
+            self.outcome.before = {name: getattr(point, name) for name in COUNTS}
             if not mapper.dry_run:
                 self._retry_failures(point)
             if not point.done:
@@ -105,7 +113,7 @@ class ShardWalk:
 
     # --- the walk -----------------------------------------------------------------------------
 
-    def _walk(self, point: records.Checkpoint, position: int) -> None:
+    def _walk(self, point: Checkpoint, position: int) -> None:
         mapper, alias = self.mapper, self.alias
         where_ids = None
         if mapper.where is not None:
@@ -153,7 +161,7 @@ class ShardWalk:
         finally:
             bar.close()
 
-    def _next_rows(self, point: records.Checkpoint) -> tuple[list[Any], int | None]:
+    def _next_rows(self, point: Checkpoint) -> tuple[list[Any], int | None]:
         """The next batch of the shard's entities (those it owns), and the last ``added_id``
         read (None: the walk is over)."""
         alias, mapper = self.alias, self.mapper
@@ -203,12 +211,10 @@ class ShardWalk:
 
     # --- what a batch did ---------------------------------------------------------------------
 
-    def _apply(self, point: records.Checkpoint, entities: list[Any]) -> BatchResult:
+    def _apply(self, point: Checkpoint, entities: list[Any]) -> BatchResult:
         mapper = self.mapper
         if mapper.check_saved and entities:
-            saved = records.saved_among(
-                mapper.run, [bytes(e.row_id) for e in entities], mapper.aliases
-            )
+            saved = saved_among(mapper.run, [bytes(e.row_id) for e in entities], mapper.aliases)
             if saved:
                 point.skipped += len(saved)
                 entities = [e for e in entities if bytes(e.row_id) not in saved]
@@ -221,16 +227,16 @@ class ShardWalk:
         self.outcome.failures.extend(result.failures)
         if not mapper.dry_run:
             for key, message in result.failures:
-                records.record_failure(self.alias, mapper.run, key, message)
+                record_failure(self.alias, mapper.run, key, message)
         return result
 
-    def _save(self, point: records.Checkpoint) -> None:
+    def _save(self, point: Checkpoint) -> None:
         if not self.mapper.dry_run:
-            records.save(point)
+            save_checkpoint(point)
 
-    def _retry_failures(self, point: records.Checkpoint) -> None:
+    def _retry_failures(self, point: Checkpoint) -> None:
         """A rerun first retries the entities whose function raised last time."""
-        failed = records.failures(self.alias, self.mapper.run)
+        failed = recorded_failures(self.alias, self.mapper.run)
         if not failed:
             return
         keys = [key for key, _message in failed]
@@ -239,5 +245,5 @@ class ShardWalk:
         gone = [key for key in keys if key not in found]
         result = self._apply(point, [found[key] for key in keys if key in found])
         still = {key for key, _message in result.failures}
-        records.forget_failures(self.alias, self.mapper.run, [*gone, *(set(keys) - still)])
+        forget_failures(self.alias, self.mapper.run, [*gone, *(set(keys) - still)])
         self._save(point)
