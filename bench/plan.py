@@ -16,6 +16,7 @@ LEGS = (
     "scale",
     "index_add",
     "backup",
+    "devapi",
 )
 
 

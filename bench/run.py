@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     clock = time.perf_counter()
     bench = setup(plan, verbose=not args.quiet, cache="cache" in args.legs)
 
-    from .legs import backup, cache, clients, get, index_add, put, query, scale, scatter
+    from .legs import backup, cache, clients, devapi, get, index_add, put, query, scale, scatter
     from .load import forget_writes, load_stage
 
     run: dict[str, Any] = {
@@ -227,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         "query": query.run,
         "cache": cache.run,
         "clients": clients.run,
+        "devapi": devapi.run,
     }
     # The live index add runs where the other legs compare (100k) and at the largest size, so
     # that the cleaner's peak memory is seen at both.
