@@ -57,3 +57,14 @@ def move_midway(entity: Any) -> None:
     if len(CALLS["add_one"]) == MOVE_AT["call"]:
         found = shardmap.stored()
         shardmap.publish(found.owners, note="a move, as far as the run can tell")
+
+
+# pause_midway() waits on this call until the test lets it go (a move runs meanwhile).
+PAUSE: dict[str, Any] = {}
+
+
+def pause_midway(entity: Any) -> None:
+    add_one(entity)
+    if len(CALLS["add_one"]) == PAUSE["at"]:
+        PAUSE["reached"].set()
+        PAUSE["gate"].wait(120)

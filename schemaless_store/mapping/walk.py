@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections
 from tqdm import tqdm
 
-from .. import shardmap, shards
+from .. import replicas, shardmap, shards
 from ..cleaner.lock import CleanerLock
 from ..indexes import ENTITIES
 from ..keys import bucket_of
+from ..query.fetch import fetch_by_ids
 from ..tables import entities as entity_table
 from ..tables.values import datetime_converter
 from .apply import Applier, BatchResult, Example
@@ -205,9 +206,10 @@ class ShardWalk:
         return now
 
     def _read(self, keys: list[bytes]) -> dict[bytes, Any]:
-        from ..query.fetch import fetch_by_ids
-
-        return fetch_by_ids(self.mapper.model, keys)
+        """The entities as their primaries store them (a replica's lag would only cost
+        conflicts)."""
+        with replicas.from_primary():
+            return fetch_by_ids(self.mapper.model, keys)
 
     # --- what a batch did ---------------------------------------------------------------------
 
