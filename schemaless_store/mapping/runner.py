@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from django.apps import apps
 from django.db import connections
 from django.utils.module_loading import import_string
 
@@ -95,8 +96,6 @@ class Mapper:
         progress: bool = False,
         progress_file: TextIO | None = None,
     ) -> None:
-        from ..models.entity import Entity
-
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a whole number of at least 1, not {batch_size!r}")
         self.fn, path = _function(function)
@@ -104,7 +103,8 @@ class Mapper:
         self.name = path + (f" --where {_where_text(self.where)}" if self.where else "")
         self.short_name = path.rsplit(".", 1)[-1]
         self.run = run_key(self.name)
-        self.model = Entity
+        # The model by name: the paths never import the Django face above them.
+        self.model = apps.get_model("schemaless_store", "Entity")
         self.aliases = list(shards.shard_aliases())
         self.walked = shards.resolve_aliases(shards_)
         self.batch_size = batch_size
