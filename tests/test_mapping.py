@@ -291,3 +291,50 @@ def test_a_real_bucket_move_mid_run_stops_it_and_the_rerun_sees_every_entity_onc
         assert set(now) == set(ids)
         assert {props["mapped"] for props in now.values()} == {1}
         assert_exact()
+
+
+def test_the_throttle_options_reach_every_batch(monkeypatch):
+    from schemaless_store.throttle import Throttle
+
+    make(10)
+    seen = []
+
+    def after(self, began, wait=time.sleep, probe=None):
+        seen.append((self.sleep, self.duty, self.max_latency))
+        return 0.0
+
+    monkeypatch.setattr(Throttle, "after", after)
+    args = ["--batch-size", "3", "--sleep", "0.01", "--duty", "0.5", "--max-latency", "40"]
+    call_command("mapentities", "tests.mapfuncs.add_one", *args, stdout=StringIO())
+    assert set(seen) == {(0.01, 0.5, 0.04)}
+    assert len(seen) >= 10 // 3  # once per batch, on every shard
+
+
+@pytest.mark.slow
+def test_sigterm_finishes_the_batch_and_a_rerun_resumes():
+    make(60)
+    process = child.spawn(
+        "manage",
+        "mapentities",
+        "tests.mapfuncs.add_one",
+        "--batch-size",
+        "3",
+        "--sleep",
+        "0.1",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if sum(1 for props in stored().values() if "mapped" in props) >= 6:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _out, err = process.communicate(timeout=60)
+    assert process.returncode != 0 and "interrupted on" in err, err
+    partly = sum(1 for props in stored().values() if "mapped" in props)
+    assert 0 < partly < 60
+    summary = map_entities("tests.mapfuncs.add_one")
+    assert summary.ok and summary.changed == 60 - partly
+    assert {props["mapped"] for props in stored().values()} == {1}
