@@ -14,7 +14,8 @@ catch it. ``DJANGO_ALLOW_ASYNC_UNSAFE`` lifts the check, as it does for the ORM.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from itertools import islice
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
@@ -133,3 +134,20 @@ class AsyncResults:
     async def apage(self, size: int = 30, cursor: str | None = None) -> Any:
         """``page(after=cursor, size=size)``'s twin: a :class:`~.query.indexquery.Page`."""
         return await sync_to_async(self.page)(after=cursor, size=size)
+
+
+class AsyncChunks:
+    """``aiterator(chunk_size)``, the twin of ``iterator()`` (``Entity.objects.all()``): a
+    chunk at a time, nothing kept, as Django's ``QuerySet.aiterator``."""
+
+    iterator: Callable[..., Iterator[Any]]
+    chunk_size: int
+
+    async def aiterator(self, chunk_size: int | None = None) -> AsyncIterator[Any]:
+        size = self.chunk_size if chunk_size is None else chunk_size
+        # Made and advanced in Django's database thread, where its connection lives.
+        found = await sync_to_async(self.iterator)(size)
+        take = sync_to_async(lambda: list(islice(found, size)))
+        while chunk := await take():
+            for item in chunk:
+                yield item

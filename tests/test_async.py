@@ -100,6 +100,8 @@ async def test_all_async_for_acount_aexists_afirst_apage():
     assert [n for p in pages for n in p] == [e["n"] async for e in Entity.objects.all()]
     with pytest.raises(InvalidCursor):
         await Entity.objects.all().apage(size=4, cursor="forged")
+    chunked = [e["n"] async for e in Entity.objects.all().aiterator(chunk_size=2)]
+    assert chunked == [e["n"] async for e in Entity.objects.all()]
 
 
 async def test_sync_calls_in_an_event_loop_raise_synchronous_only_operation():

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import shardmap, shards
-from ..asyncapi import AsyncResults, sync_only
+from ..asyncapi import AsyncChunks, AsyncResults, sync_only
 from ..exceptions import InvalidQuery
 from ..indexes import ENTITIES
 from ..keys import bucket_of
@@ -33,7 +33,7 @@ from .results import CachedResults
 MAX_PAGE = 1000
 
 
-class AllEntities(AsyncResults, CachedResults):
+class AllEntities(AsyncResults, AsyncChunks, CachedResults):
     """Every entity, shard after shard, by ``added_id`` within a shard (see the module docs)."""
 
     def __init__(
