@@ -180,3 +180,18 @@ def test_ten_writers_adding_to_one_counter_lose_no_update():
     assert Entity.objects.get(id=counter.id)["n"] == (THREADS + PROCESSES) * TIMES
     # The writers really raced: some attempts were overtaken and retried.
     assert sum(retried) + sum(a["retried"] for a in answers) > 0
+
+
+def test_the_check_costs_no_statement_of_its_own():
+    from django.test.utils import CaptureQueriesContext
+
+    entity = Entity.objects.create(link="https://a", n=1)
+    conn = connections[entity.shard]
+    counts = []
+    for conditional in (False, True, False, True):
+        entity["n"] += 1
+        with CaptureQueriesContext(conn) as captured:
+            entity.save(if_unchanged=conditional)
+        counts.append([q["sql"].split()[0] for q in captured.captured_queries])
+    assert "UPDATE" in counts[0]
+    assert counts[0] == counts[1] == counts[2] == counts[3]
