@@ -6,16 +6,24 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
+from django.db import DatabaseError, connections
 
+from . import conf, fence
 from .exceptions import ConfigurationError
 
 DOCS = "see docs/checks.md"
 
+# The oldest MariaDB the suite runs on (Debian 12's mariadb-server; docker-compose.yml).
+OLDEST_MARIADB = (10, 11)
+# What the store asks of the server that MySQL lacks, named by the check (schemaless.E007).
+MARIADB_FEATURES = (
+    "MariaDB's GTIDs (@@last_gtid, @@gtid_slave_pos, MASTER_GTID_WAIT: read-your-writes on "
+    "replicas) and Galera's wsrep (clusters as shards); no MySQL server is tested"
+)
+
 
 @register(Tags.database, Tags.compatibility)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    from . import conf
-
     errors: list[Any] = []
     try:
         resolved = conf.get()
@@ -169,3 +177,73 @@ def check_shard_map(app_configs: Any = None, databases: Any = None, **kwargs: An
             id="schemaless.W002",
         )
     ]
+
+
+@register(Tags.database, Tags.compatibility)
+def check_servers(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Any]:
+    """Every MySQL-backed database of the store (the shards, ``default`` and the replicas) is a
+    MariaDB server at least as new as the oldest tested, :data:`OLDEST_MARIADB`
+    (``schemaless.E007``).
+
+    Like Django's own database checks it looks only at the aliases it is given: ``manage.py
+    check --database ALIAS`` (repeatable), ``migrate`` (the alias it migrates) and
+    ``migrateall`` (all of them, first). A plain ``check`` and a SQLite alias open no connection.
+    The server's version is read on the alias's connection (Django's MySQL backend reads it once
+    per connection object)."""
+    if not databases:
+        return []
+    try:
+        resolved = conf.get()
+    except ConfigurationError:
+        return []  # schemaless.E001 says what is wrong
+    store_aliases = {"default", *resolved.shards}
+    for replicas in resolved.replicas.values():
+        store_aliases.update(replicas)
+    errors: list[Any] = []
+    for alias in sorted(set(databases) & store_aliases & set(settings.DATABASES)):
+        connection = connections[alias]
+        if connection.vendor != "mysql":
+            continue
+        mariadb = connection.mysql_is_mariadb  # type: ignore[attr-defined]
+        version = tuple(connection.mysql_version)  # type: ignore[attr-defined]
+        if mariadb and version >= OLDEST_MARIADB:
+            continue
+        server = f"{'MariaDB' if mariadb else 'MySQL'} {'.'.join(map(str, version))}"
+        oldest = ".".join(map(str, OLDEST_MARIADB))
+        errors.append(
+            Error(
+                f"database {alias!r} is {server}: the store needs MariaDB >= {oldest}",
+                hint=f"it uses MariaDB's own SQL: {MARIADB_FEATURES}; point {alias!r} at a "
+                f"MariaDB {oldest} or later server; {DOCS}",
+                id="schemaless.E007",
+            )
+        )
+    return errors
+
+
+@register(Tags.database)
+def check_fence_privileges(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[Any]:
+    """A MySQL shard's user must be able to end the store's other connections: a move's fence
+    does (docs/design.md#the-fence). Run with ``--database``, as ``migrate`` does."""
+    errors = []
+    for alias in conf.get().shards if databases else ():
+        if alias not in databases or connections[alias].vendor != "mysql":
+            continue
+        try:
+            refused = fence.kill_refused(alias)
+        except DatabaseError:
+            continue  # not reachable or not migrated: other checks and commands say so
+        if refused is not None:
+            errors.append(
+                Error(
+                    f"the database user of shard {alias!r} may not end the store's other "
+                    f"connections, which a bucket move's fence must do ({refused})",
+                    hint="grant it CONNECTION ADMIN (MariaDB 10.5.2 and later; SUPER before), "
+                    "or run the store and movebuckets as one database user; "
+                    "docs/resharding.md#the-fence",
+                    id="schemaless.E008",
+                )
+            )
+    return errors

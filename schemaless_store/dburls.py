@@ -112,3 +112,16 @@ def embedded_urls(data_dir: Path, shards: int = 2) -> tuple[str, list[str]]:
     data_dir.mkdir(parents=True, exist_ok=True)
     meta = f"sqlite:///{data_dir / 'meta.sqlite3'}"
     return meta, [f"sqlite:///{data_dir / f'shard_{n}.sqlite3'}" for n in range(shards)]
+
+
+def parse_nodes(nodes: Any, default_port: int = 3306) -> list[tuple[str, int]]:
+    """``["h1:3306", "h2"]`` (or one comma-separated string) as ``[(host, port), ...]``."""
+    if isinstance(nodes, str):
+        nodes = [part for part in nodes.split(",") if part.strip()]
+    found = []
+    for node in nodes or []:
+        host, _, port = str(node).strip().rpartition(":")
+        if not host:
+            host, port = port, ""
+        found.append((host, int(port) if port else default_port))
+    return found

@@ -76,11 +76,14 @@ class IndexNotReady(SchemalessError):
 
 
 class ShardUnavailable(SchemalessError, ConnectionError):
-    """A shard could not be reached within the configured timeouts; ``alias`` names it."""
+    """A shard could not be reached within the configured timeouts; ``alias`` names it.
+    ``lost``: an open connection was lost (killed by a move's fence, or its server failed),
+    rather than a new one refused: a fresh connection may well succeed."""
 
-    def __init__(self, alias: str, message: str) -> None:
+    def __init__(self, alias: str, message: str, *, lost: bool = False) -> None:
         super().__init__(f"shard {alias!r} is unavailable: {message}")
         self.alias = alias
+        self.lost = lost
 
 
 class BulkWriteNotSupported(SchemalessError, NotImplementedError):

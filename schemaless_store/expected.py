@@ -45,6 +45,14 @@ class Expected:
         return found.body == self.body
 
 
+def landed(found: Locked | None, body: bytes) -> bool:
+    """Whether ``found`` is what this write (``body``; empty for a deletion) leaves: after a
+    lost commit answer, the retry finds the first try's own write, which is no conflict."""
+    if found is None or found.body is None:
+        return not body
+    return found.body == body
+
+
 def token(body: bytes, added_id: int | None) -> str:
     """A short text that stands for one stored state of an entity (a form's hidden field)."""
     digest = hashlib.blake2b(body, digest_size=16, person=b"schemaless-ver")

@@ -11,14 +11,11 @@ all writes to SQLite shards are serialized by a store-wide lock (SQLite has one 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
-import os
 import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from pathlib import Path
 from typing import Any, TypeVar
 
 from django.core.signals import request_finished
@@ -28,12 +25,16 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from . import conf, shardmap
 from .exceptions import ConfigurationError, NotOwner, ShardUnavailable
 from .keys import bucket_of
+from .write_lock import write_lock  # noqa: F401 - the store's writes take it as shards.write_lock
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 # MySQL/MariaDB client and server error codes that mean "the server is not there".
 CONNECTION_LOST = {2002, 2003, 2005, 2006, 2013, 2055, 1927, 4031}
+# ... of those, the ones where an open connection went away (killed by a move's fence, the
+# server restarted or failed over), rather than a new one refused.
+OPEN_CONNECTION_LOST = {2006, 2013, 2055, 1927, 4031}
 # ... and those that mean "try the transaction again".
 RETRYABLE = {1205, 1213}
 
@@ -91,6 +92,14 @@ def connection(alias: str) -> BaseDatabaseWrapper:
     return connections[alias]
 
 
+def open_connections() -> list[BaseDatabaseWrapper]:
+    """This thread's open connections: Django's and the index writers."""
+    found = [c for c in connections.all(initialized_only=True) if c.connection is not None]
+    writers = _local.__dict__.get("index_writers", {}).values()
+    found.extend(w for w in writers if w.connection is not None)
+    return found
+
+
 def probe_latency(aliases: Iterable[str]) -> float:
     """The slowest round trip, in seconds, of a trivial statement (``SELECT 1``) to the servers
     of ``aliases``: how busy they are, for the throttle of background work (:mod:`.throttle`).
@@ -98,35 +107,47 @@ def probe_latency(aliases: Iterable[str]) -> float:
     slowest = 0.0
     for alias in aliases:
         began = time.perf_counter()
-        with connections[alias].cursor() as cursor:
+        # errors_named: a connection the fence killed is dropped, and the next probe reconnects.
+        with errors_named(alias), connections[alias].cursor() as cursor:
             cursor.execute("SELECT 1")
             cursor.fetchall()
         slowest = max(slowest, time.perf_counter() - began)
     return slowest
 
 
-_write_set_limits: dict[tuple[str, str], int | None] = {}
+# (alias, database) -> (a Galera node?, its wsrep_max_ws_rows or None): read once per process.
+_galera: dict[tuple[str, str], tuple[bool, int | None]] = {}
+
+
+def _galera_of(alias: str) -> tuple[bool, int | None]:
+    conn = connections[alias]
+    key = (alias, str(conn.settings_dict.get("NAME")))
+    if key not in _galera:
+        found: tuple[bool, int | None] = (False, None)
+        if conn.vendor == "mysql":
+            try:
+                with errors_named(alias), conn.cursor() as cursor:
+                    cursor.execute("SELECT @@wsrep_on, @@wsrep_max_ws_rows")
+                    on, rows = cursor.fetchone()
+                if str(on).upper() in ("1", "ON"):
+                    found = (True, int(rows) if int(rows) > 0 else None)
+            except DatabaseError:  # no wsrep variables: not a Galera build
+                pass
+        _galera[key] = found
+    return _galera[key]
+
+
+def is_galera(alias: str) -> bool:
+    """Whether ``alias``'s server is a Galera node (``@@wsrep_on``): row locks are then one
+    node's, and the write protocol's step 5 makes its re-check certified (docs/replicas.md)."""
+    return _galera_of(alias)[0]
 
 
 def write_set_limit(alias: str) -> int | None:
     """The most rows one transaction may write on ``alias``'s server: Galera's
     ``wsrep_max_ws_rows`` when the server is a Galera node with a limit set, else None. The
     cleaner's and the mover's batches stay under it (docs/replicas.md, "Galera")."""
-    conn = connections[alias]
-    key = (alias, str(conn.settings_dict.get("NAME")))
-    if key not in _write_set_limits:
-        limit = None
-        if conn.vendor == "mysql":
-            try:
-                with conn.cursor() as cursor:
-                    cursor.execute("SELECT @@wsrep_on, @@wsrep_max_ws_rows")
-                    on, rows = cursor.fetchone()
-                if str(on).upper() in ("1", "ON") and int(rows) > 0:
-                    limit = int(rows)
-            except DatabaseError:  # no wsrep variables: not a Galera build
-                limit = None
-        _write_set_limits[key] = limit
-    return _write_set_limits[key]
+    return _galera_of(alias)[1]
 
 
 def vendor(alias: str) -> str:
@@ -233,7 +254,7 @@ def _unavailable(alias: str, exc: OperationalError) -> ShardUnavailable | None:
     code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
     if code in CONNECTION_LOST or "unable to open database file" in str(exc):
         _discard_broken(alias)
-        return ShardUnavailable(alias, str(exc))
+        return ShardUnavailable(alias, str(exc), lost=code in OPEN_CONNECTION_LOST)
     return None
 
 
@@ -244,9 +265,9 @@ def _fetch_all(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> li
             return list(cursor.fetchall())
     # statement_cursor() spelled out: this is every read's path, and each layer costs.
     conn.validate_thread_sharing()
-    conn.validate_no_broken_transaction()
-    if conn.connection is None:
+    if conn.connection is None:  # first: a connect clears what a closed transaction left
         conn.ensure_connection()
+    conn.validate_no_broken_transaction()
     try:
         cursor = conn.connection.cursor()
         try:
@@ -300,9 +321,9 @@ class statement_cursor:  # lower case: used like the function it replaced
             return self._django.__enter__()
         self._django = None
         conn.validate_thread_sharing()
-        conn.validate_no_broken_transaction()
-        if conn.connection is None:
+        if conn.connection is None:  # first: a connect clears what a closed transaction left
             conn.ensure_connection()
+        conn.validate_no_broken_transaction()
         with conn.wrap_database_errors:
             self._cursor = conn.connection.cursor()
         return self._cursor
@@ -373,57 +394,3 @@ def with_retries(operation: Callable[[], T], alias: str | None = None) -> T:
             # back at the same moment and deadlock again.
             time.sleep(0.005 * (2**attempt) * random.uniform(0.5, 1.5))
     raise AssertionError("unreachable")
-
-
-class _StoreWriteLock:
-    """Serializes writes to SQLite shards across threads (a lock) and processes (a file lock)."""
-
-    def __init__(self) -> None:
-        self._thread_lock = threading.RLock()
-        self._depth = threading.local()
-        self._fd: int | None = None
-        self._fd_path: str | None = None
-        # Whether every shard is MySQL (nothing to serialize), for the settings it was read from.
-        self._all_mysql: tuple[Any, bool] | None = None
-
-    def _lock_path(self) -> str | None:
-        for alias in shard_aliases():
-            name = str(connections[alias].settings_dict["NAME"])
-            if connections[alias].vendor == "sqlite" and name and ":memory:" not in name:
-                return str(Path(name).with_name(".schemaless-write.lock"))
-        return None
-
-    def __call__(self) -> contextlib.AbstractContextManager[None]:
-        settings = conf.get()  # a new object whenever SCHEMALESS or DATABASES change
-        known = self._all_mysql
-        if known is None or known[0] is not settings:
-            mysql = all(connections[a].vendor == "mysql" for a in settings.shards)
-            known = self._all_mysql = (settings, mysql)
-        return _NO_LOCK if known[1] else self._locked()
-
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        with self._thread_lock:
-            depth = getattr(self._depth, "n", 0)
-            self._depth.n = depth + 1
-            try:
-                if depth == 0:
-                    path = self._lock_path()
-                    if path and path != self._fd_path:
-                        if self._fd is not None:
-                            os.close(self._fd)
-                        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-                        self._fd_path = path
-                    if self._fd is not None:
-                        fcntl.flock(self._fd, fcntl.LOCK_EX)
-                try:
-                    yield
-                finally:
-                    if depth == 0 and self._fd is not None:
-                        fcntl.flock(self._fd, fcntl.LOCK_UN)
-            finally:
-                self._depth.n = depth
-
-
-_NO_LOCK = contextlib.nullcontext()
-write_lock = _StoreWriteLock()

@@ -36,6 +36,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from django.db import connections
+
 from schemaless_store.indexes import Index
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,7 +120,7 @@ def spawn(mode: str, *args: str, extra_indexes: tuple[str, ...] = (), **popen: A
 
 def manage(*args: str, extra_indexes: tuple[str, ...] = (), timeout: float = 120) -> Any:
     """Run a management command in a child process; returns the ``CompletedProcess``."""
-    return subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-m", "tests.child", "manage", *args],
         cwd=ROOT,
         env=child_env(extra_indexes),
@@ -126,6 +128,18 @@ def manage(*args: str, extra_indexes: tuple[str, ...] = (), timeout: float = 120
         text=True,
         timeout=timeout,
     )
+    reconnect()
+    return done
+
+
+def reconnect() -> None:
+    """After a child that may have moved buckets: a move's fence ends every other connection
+    of the store's user on the sources (docs/design.md#the-fence), this process's too. The
+    store's own paths open fresh ones by themselves; this thread's Django connections, which
+    the tests also read through directly, are closed so that the next use reconnects."""
+    for conn in connections.all(initialized_only=True):
+        if not conn.in_atomic_block:
+            conn.close()
 
 
 class CrashWriter:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -292,6 +293,58 @@ def _rival(ids: str, seconds: float, tag: str) -> None:
     print(saves, flush=True)
 
 
+def _node_killing_mover(pid: int, args: list[str]) -> None:
+    """``movebuckets`` that SIGKILLs the Galera node ``pid`` (the one every process writes
+    through) as its fence begins, then goes on (tests/test_galera.py)."""
+    from django.core.management import execute_from_command_line
+
+    from schemaless_store.moves import mover
+
+    fence = mover.Mover._fence
+
+    def fencing(self: Any) -> None:
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            print("killed the node at the fence", file=sys.stderr, flush=True)
+        fence(self)
+
+    mover.Mover._fence = fencing  # type: ignore[method-assign]
+    execute_from_command_line(["manage.py", *args])
+
+
+def _fence_every_node(buckets: str) -> None:
+    """Open a session of the store's user on every node of ``shard_2`` (a Galera cluster),
+    fence ``buckets`` there through the store's connection, and print which sessions are
+    still alive (a fence must end them on every node: docs/design.md#the-fence); then give
+    the buckets back."""
+    import MySQLdb
+    from django.db import connections
+
+    from schemaless_store import fence
+    from schemaless_store.moves.plan import parse_buckets
+    from schemaless_store.tables import buckets as bucket_table
+
+    settings = connections["shard_2"].settings_dict
+    numbers = parse_buckets(buckets)
+    sessions = []
+    for node in settings["OPTIONS"]["nodes"]:
+        host, _, port = node.rpartition(":")
+        sessions.append(
+            (node, MySQLdb.connect(host=host, port=int(port), user="root", db=settings["NAME"]))
+        )
+    fence.withdraw("shard_2", numbers, bucket_table.FENCED)
+    alive = []
+    for node, session in sessions:
+        try:
+            session.query("SELECT 1")
+            session.store_result()
+            alive.append(node)
+        except MySQLdb.OperationalError:
+            pass
+    fence.withdraw("shard_2", numbers, bucket_table.OWNED)
+    print(json.dumps({"alive": alive, "nodes": [n for n, _s in sessions]}), flush=True)
+
+
 if __name__ == "__main__":
     child._setup()
     mode, args = sys.argv[1], sys.argv[2:]
@@ -301,6 +354,10 @@ if __name__ == "__main__":
         _census()
     elif mode == "rival":
         _rival(args[0], float(args[1]), args[2])
+    elif mode == "fenceeverynode":
+        _fence_every_node(args[0])
+    elif mode == "nodekillingmover":
+        _node_killing_mover(int(args[0]), args[1:])
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     os._exit(0)

@@ -1,4 +1,5 @@
-"""The invariants of DESIGN section 3, checked from outside the store (raw reads of the shards).
+"""The invariants (docs/design.md#invariants), checked from outside the store (raw reads of
+the shards).
 
 - I1 ``check_no_false_positives``: a query never returns an entity that does not match.
 - I2 ``check_no_false_negatives``: every entity is found by every ready index that covers it.

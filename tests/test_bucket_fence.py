@@ -1,4 +1,4 @@
-"""The shard that holds a bucket is the authority (DESIGN section 2; docs/resharding.md).
+"""The shard that holds a bucket is the authority (docs/design.md#the-fence; docs/resharding.md).
 
 Each test hands a bucket from one shard to the other by hand, as a finished move leaves it (the
 old owner's row ``gone``, the new owner's ``owned``, a new stored map version), while this
@@ -20,6 +20,7 @@ from django.test import override_settings
 
 from schemaless_store import shardmap, shards
 from schemaless_store.exceptions import NotOwner, UniqueViolation
+from schemaless_store.indexes import Index
 from schemaless_store.models import Cell, Entity
 from schemaless_store.models.metadata import ShardMap
 from schemaless_store.tables import buckets as bucket_table
@@ -89,26 +90,51 @@ def test_an_update_and_a_delete_run_on_the_new_owner():
         Entity.objects.get(id=entity.id)
 
 
-def test_index_rows_whose_bucket_moved_are_written_on_its_new_owner():
-    user = b"m" * 16
-    from tests.testapp.indexes import user_id_index
-
-    number = shards.bucket_for(user_id_index.routing_key(user))
-    old = shards.alias_for(user_id_index.routing_key(user))
+def index_bucket(index: Index, value: object) -> tuple[int, str, str]:
+    """The bucket of the rows whose ``shard_on`` property is ``value``, as the store routes
+    them (from the column value), handed to the shard that does not hold it: (bucket, old,
+    new)."""
+    key = index.routing_key(index.column_value(index.shard_on, value))
+    number, old = shards.bucket_for(key), shards.alias_for(key)
     new = buckets.other_alias(old)
     buckets.hand_over([number], new)
+    assert shards.alias_for(key) == old  # this process has not noticed
+    return number, old, new
+
+
+def test_index_rows_whose_bucket_moved_are_written_on_its_new_owner():
+    from tests.testapp.indexes import user_id_index
+
+    user = b"m" * 16
+    _number, old, new = index_bucket(user_id_index, user)
     entity = Entity.objects.create(user_id=user)
     rows = index_rows("index_user_id")
     assert [(row[-1], row[-2]) for row in rows] == [(new, entity.id.bytes)]
+    assert index_rows("index_user_id", old) == []
     assert [e.id for e in Entity.objects.filter_index(user_id=user)] == [entity.id]
+
+
+def test_index_rows_of_a_bulk_put_whose_bucket_moved_are_written_on_its_new_owner():
+    from tests.testapp.indexes import user_id_index
+
+    moved, kept = b"n" * 16, b"k" * 16
+    _number, _old, new = index_bucket(user_id_index, moved)
+    kept_key = user_id_index.routing_key(user_id_index.column_value("user_id", kept))
+    entities = Entity.objects.bulk_put(
+        [{"user_id": moved, "n": n} for n in range(5)] + [{"user_id": kept}]
+    )
+    placed = sorted((row[-1], row[-2]) for row in index_rows("index_user_id"))
+    expected = [(new, e.id.bytes) for e in entities[:5]]
+    expected.append((shards.alias_for(kept_key), entities[5].id.bytes))
+    assert placed == sorted(expected)
+    found = {e.id for e in Entity.objects.filter_index(user_id=moved)}
+    assert found == {e.id for e in entities[:5]}
 
 
 def test_a_unique_claim_whose_bucket_moved_is_made_on_its_new_owner():
     from tests.testapp.indexes import username_index
 
-    old = shards.alias_for(username_index.routing_key("moved-name"))
-    new = buckets.other_alias(old)
-    buckets.hand_over([shards.bucket_for(username_index.routing_key("moved-name"))], new)
+    _number, _old, new = index_bucket(username_index, "moved-name")
     first = Entity.objects.create(username="moved-name")
     assert [row[-1] for row in index_rows("index_users_username")] == [new]
     with pytest.raises(UniqueViolation):

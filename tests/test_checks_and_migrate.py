@@ -4,13 +4,13 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
-from django.db import connections
+from django.db import DatabaseError, connections
 from django.test import override_settings
 
 from schemaless_store import Index, checks, conf, lifecycle, shards
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
-from schemaless_store.tables import ddl
+from schemaless_store.tables import ddl, sessions
 from tests.conftest import STORE
 
 
@@ -189,3 +189,24 @@ def test_migrateall_on_an_empty_store_makes_a_new_index_ready_at_once():
 @STORE
 def test_migrateall_is_quiet_with_verbosity_0():
     assert migrateall("-v", "0") == ""
+
+
+@pytest.mark.mariadb_only
+@pytest.mark.django_db(databases="__all__")
+def test_the_fence_check_passes_when_the_user_may_end_its_connections():
+    """E008 ends a probe connection of the shard's user, as a move's fence ends the store's."""
+    assert checks.check_fence_privileges(databases=["default", "shard_0", "shard_1"]) == []
+
+
+@pytest.mark.mariadb_only
+@pytest.mark.django_db(databases="__all__")
+def test_a_user_that_may_not_end_the_stores_connections_gets_e008(monkeypatch):
+    def refused(cursor, ids):
+        raise DatabaseError(1095, "You are not owner of thread 42")
+
+    monkeypatch.setattr(sessions, "kill", refused)
+    found = checks.check_fence_privileges(databases=["shard_0"])
+    assert [e.id for e in found] == ["schemaless.E008"]
+    assert "may not end the store's other connections" in found[0].msg
+    assert "not owner of thread" in found[0].msg
+    assert "CONNECTION ADMIN" in found[0].hint

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import threading
 import uuid
 
 import pytest
+from django.db import connections
 
 from schemaless_store import keys, shards
 from schemaless_store.indexes import ENTITIES, registry
@@ -126,7 +128,7 @@ def test_save_of_unchanged_entity_is_idempotent():
 
 @pytest.mark.parametrize("first_write", ["save", "bulk_put"])
 def test_a_key_put_back_before_the_removal_of_its_row_keeps_its_row(monkeypatch, first_write):
-    """DESIGN section 3, step 3: writer A moves the entity off key K and, once it has
+    """docs/design.md#write-protocol, step 5: writer A moves the entity off key K and, once it has
     committed, removes K's row; writer B puts K back in between (its insert of K's row is
     idempotent: the row is still there) and commits. A's removal re-checks the entity under
     its lock and must leave K's row, which the entity implies again. B runs exactly there:
@@ -195,3 +197,60 @@ def test_a_write_in_a_callers_transaction_removes_stale_rows_only_once_it_commit
         Entity.objects.bulk_put([{"id": entity.id, "link": "https://b"}])
         assert (key("https://a"), entity.id.bytes) in link_rows()  # not yet
     assert link_rows() == {(key("https://b"), entity.id.bytes)}
+
+
+def test_a_key_put_back_between_the_removals_read_and_its_delete_keeps_its_row(monkeypatch):
+    """DESIGN section 3, step 5, under its lock: writer A moves the entity off key K; after its
+    commit A's removal reads the entity again and finds K's row stale. Right then, before A
+    deletes it, writer B (another thread, its own connection) puts K back. Whatever the order
+    they end in, K's row must be there at the end. (A re-check that read without holding the
+    entity's lock lets B commit first, its insert of K's row finding the row still there, and
+    then deletes the row B relies on.)"""
+    from schemaless_store.tables import entities as entity_table
+
+    k, elsewhere = "https://example.com/k", "https://example.com/elsewhere"
+    entity = Entity.objects.create(**PostFactory(link=k))
+    real_remove, real_read = protocol.remove_stale, entity_table.lock
+    main = threading.get_ident()
+    in_removal = threading.Event()
+    b_done = threading.Event()
+    b_errors: list[BaseException] = []
+    threads: list[threading.Thread] = []
+
+    def writer_b() -> None:
+        try:
+            again = Entity.objects.get(id=entity.id)
+            again["link"] = k
+            again.save()
+        except BaseException as exc:  # asserted below
+            b_errors.append(exc)
+        finally:
+            b_done.set()
+            connections.close_all()
+
+    def removal(alias, candidates, source=ENTITIES):
+        if threading.get_ident() == main:
+            in_removal.set()
+        return real_remove(alias, candidates, source)
+
+    def read(*args, **kwargs):
+        found = real_read(*args, **kwargs)
+        if threading.get_ident() == main and in_removal.is_set() and not threads:
+            assert found[entity.id.bytes]  # A's re-check read the entity: K is stale
+            threads.append(threading.Thread(target=writer_b))
+            threads[0].start()
+            # B runs now. Give it a second to get past this removal if it can (then A's
+            # deletion comes after B's commit); it should be waiting for it.
+            b_done.wait(1.0)
+        return found
+
+    monkeypatch.setattr(protocol, "remove_stale", removal)
+    monkeypatch.setattr(entity_table, "lock", read)
+    entity["link"] = elsewhere
+    entity.save()
+    assert threads, "the removal's re-check never read the entity"
+    threads[0].join(timeout=60)
+    assert b_done.is_set() and not b_errors, b_errors
+    assert Entity.objects.get(id=entity.id)["link"] == k
+    assert link_rows() == {(key(k), entity.id.bytes)}
+    assert [e.id for e in Entity.objects.filter_index(link=k)] == [entity.id]

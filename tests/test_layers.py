@@ -22,6 +22,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "shardmap",
             "shards",
+            "write_lock",
+            "fence",
             "fields",
             "indexes",
             "tables",

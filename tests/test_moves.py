@@ -29,8 +29,10 @@ from schemaless_store.exceptions import NotOwner
 from schemaless_store.models import Cell, Entity
 from schemaless_store.models.metadata import BucketMove
 from schemaless_store.moves import capture
+from schemaless_store.moves.mover import Mover
 from schemaless_store.tables import buckets as bucket_table
 from schemaless_store.throttle import Throttle
+from schemaless_store.writes import protocol
 from tests import buckets, child
 from tests.conftest import STORE
 from tests.invariants import assert_exact
@@ -207,6 +209,7 @@ def test_a_mover_killed_before_each_phase_resumes_while_a_writer_runs(point):
     with writing(made) as acknowledged:
         killed = child.spawn("killedmover", point, *args, stdout=subprocess.DEVNULL)
         assert killed.wait(timeout=120) == -signal.SIGKILL
+        child.reconnect()
         assert BucketMove.objects.get().phase == child.MOVER_KILL_POINTS[point]
         done = child.manage(*args)
         assert done.returncode == 0, done.stderr
@@ -447,3 +450,60 @@ def test_a_feed_consumer_sees_every_change_once_across_a_move():
     assert len(seen) == len(set(seen))
     # The source keeps its cells of the moved rows (its feed's record); reads go to the owner.
     assert [c.ref_key for c in Cell.objects.versions(rows[0], "status")] == [1, 2, 3]
+
+
+def test_a_write_begun_before_the_fence_and_committing_after_the_flip_lands_on_the_owner(
+    monkeypatch,
+):
+    """A writer reads its connection's snapshot ("this shard serves the bucket") and writes the
+    row, and is held before its commit while the move fences, flips, verifies and deletes the
+    old copies. The fence ends its connection (docs/design.md#the-fence), so its transaction
+    cannot commit on the old copy: the store runs the write again on a fresh connection, is
+    refused there, and writes on the new owner. The caller's save returns, and the value is
+    there. (MySQL: on SQLite writes are serialized with the fence, which waits for them.)"""
+    if connections["shard_0"].vendor != "mysql":
+        pytest.skip("MySQL's fence; SQLite's fence waits for the write under way")
+    entity_id = buckets.id_in_bucket(7)
+    Entity.objects.create(id=entity_id, user_id=b"\x01" * 16, title="before")
+    _source, target = source_and_target()
+    holding, release = threading.Event(), threading.Event()
+    outcome: list[object] = []
+    add_index_rows = protocol.Write.add_index_rows
+
+    def held(self: protocol.Write) -> None:
+        add_index_rows(self)
+        if threading.current_thread() is thread and not holding.is_set():
+            holding.set()  # the row is written, the commit not yet sent
+            assert release.wait(60)
+
+    def save() -> None:
+        try:
+            entity = Entity.objects.get(id=entity_id)
+            entity["title"] = "after"
+            entity.save()
+            outcome.append("saved")
+        except Exception as exc:  # reported below
+            outcome.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=save)
+    catch_up = Mover.catch_up
+
+    def writer_held_first(self: Mover) -> None:
+        # After the triggers are in (their install waits for open transactions): the writer
+        # takes its snapshot and writes, and is held through the fence and the flip.
+        thread.start()
+        assert holding.wait(30)
+        catch_up(self)
+
+    monkeypatch.setattr(protocol.Write, "add_index_rows", held)
+    monkeypatch.setattr(Mover, "catch_up", writer_held_first)
+    try:
+        run("--to", target, "--buckets", MOVED)
+    finally:
+        release.set()
+        if thread.is_alive() or thread.ident is not None:
+            thread.join(60)
+    assert outcome == ["saved"], outcome
+    assert_moved_and_exact({entity_id: {"user_id": b"\x01" * 16, "title": "after"}}, target)

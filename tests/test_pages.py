@@ -152,7 +152,8 @@ def test_an_element_added_behind_the_scan_does_not_lose_the_entity(order):
     """A writer adds an element that sorts before the scan's position while the scan runs
     (here: its index row is not there yet, as when the scan passed that spot before the
     writer's row was committed). The entity still matches through the row the scan reads, and
-    must be answered there (DESIGN I2): not skipped because its first row is now elsewhere."""
+    must be answered there (docs/design.md#i2-no-false-negatives): not skipped because its
+    first row is now elsewhere."""
     late = "a" if order == "tags" else "z"
     (entity,) = Entity.objects.bulk_put([{"tags": [late, "m"]}])
     key = keys.encode_key(late)

@@ -1,8 +1,8 @@
-"""Property test of what a query matches (DESIGN section 4, docs/queries.md): an entity matches
-only if it has every property the query names, in its conditions and its ordering, and meets
-the conditions. Entities here are *sparse* (each property missing at random, ``None`` a value
-like any other) and the declared indexes are composite, so their trailing properties are often
-absent: an index over more properties than the query names holds only part of the matches.
+"""Property test of what a query matches (docs/design.md#query-rule, docs/queries.md): an entity
+matches only if it has every property the query names, in its conditions and its ordering, and
+meets the conditions. Entities here are *sparse* (each property missing at random, ``None`` a
+value like any other) and the declared indexes are composite, so their trailing properties are
+often absent: an index over more properties than the query names holds only part of the matches.
 
 Every query is drawn from a declared index: equality on a prefix of its properties, then any
 lookup on the next, and an ordering on a named property or the one after. The oracle is

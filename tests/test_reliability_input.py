@@ -903,7 +903,7 @@ def test_empty_strings_none_and_missing_properties():
             tally.expect(found == {empty.id}, f"{probe!r} finds {found}")
         tally.cases += 1
 
-        # A property that is missing is absent from the indexes on it (DESIGN section 1)...
+        # A property that is missing is absent from the indexes on it (docs/design.md#data-model)...
         missing = Entity.objects.create(title="no link")
         rows = [row for row in rows_by_entity()[1] if row[3] == missing.id.bytes]
         tally.expect(rows == [], f"an entity without indexed properties has rows {rows}")

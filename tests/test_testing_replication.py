@@ -123,6 +123,26 @@ def test_stopped_replication_falls_behind_then_catches_up(
     assert 3 in ids(replica)
 
 
+def test_delay_and_start_replication_return_with_the_replica_replicating(
+    caught_up: ReplicaServer,
+) -> None:
+    """Right after START SLAVE the I/O thread is Preparing or Connecting for a moment and the
+    lag is NULL, which the store's health check reads as not replicating (its reads then go to
+    the primary). A test that restarts replication and then reads the replica relies on these
+    returning only once the I/O thread is connected (a replica test failed once in 16 runs)."""
+    replica = caught_up
+    for seconds in (5, 0) * 10:
+        replica.delay(seconds)
+        status = replica.status()
+        assert (status["Slave_IO_Running"], status["Slave_SQL_Running"]) == ("Yes", "Yes")
+        assert status["Seconds_Behind_Master"] is not None
+    for _ in range(10):
+        replica.stop_replication()
+        replica.start_replication()
+        status = replica.status()
+        assert (status["Slave_IO_Running"], status["Slave_SQL_Running"]) == ("Yes", "Yes")
+
+
 def test_delayed_replica_lags_on_purpose(primary: MariaDBServer, caught_up: ReplicaServer) -> None:
     replica = caught_up
     replica.delay(2)

@@ -1,4 +1,4 @@
-"""Fault injection on the write path, and concurrent writers (DESIGN section 3).
+"""Fault injection on the write path, and concurrent writers (docs/design.md#write-protocol).
 
 A writer *process* is SIGKILLed just before each SQL statement (and each commit) of a put, an
 update and a delete in turn (counted by patching Django's ``CursorWrapper`` and ``commit()`` in

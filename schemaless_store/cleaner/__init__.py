@@ -1,4 +1,4 @@
-"""The cleaner: backfills new indexes and keeps every index exact (DESIGN section 5).
+"""The cleaner: backfills new indexes and keeps every index exact (docs/design.md#cleaner).
 
 - :mod:`.worker`: :class:`Cleaner`, the run loop (rounds, locks, throttle, stop signals);
 - :mod:`.passes`: the backfill, repair and sweep passes over one (index, shard);

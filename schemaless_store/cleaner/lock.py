@@ -246,6 +246,11 @@ class CleanerLock:
                     # cluster committed before, so a lease just released on another node is
                     # seen free (the decision's safety comes from certification, not this).
                     cursor.execute("SET SESSION wsrep_sync_wait = 1")
+                else:
+                    # GET_LOCK is the server's, whatever the database: the lock's connection
+                    # leaves the shard's, so a move's fence, which ends the store's
+                    # connections there (..fence), passes it by and the lock stays held.
+                    cursor.execute("USE information_schema")
         except BaseException:
             with contextlib.suppress(Exception):
                 conn.close()

@@ -1,4 +1,4 @@
-"""The cleaner's three passes over one (index, shard) (DESIGN section 5):
+"""The cleaner's three passes over one (index, shard) (docs/design.md#cleaner):
 
 - **backfill** (only while the index is ``building``): walk the source by ``added_id``, in
   batches, up to the highest ``added_id`` seen when the backfill started (later entities were

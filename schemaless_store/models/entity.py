@@ -338,9 +338,10 @@ class Entity(AsyncEntity, models.Model):
         update_fields: Iterable[str] | None = None,
         if_unchanged: bool = False,
     ) -> None:
-        """Write the entity and its index rows (DESIGN section 3). ``using`` is ignored (the
-        entity's id picks its shard), and so are ``force_update`` and ``update_fields``: the
-        whole body is written, as an insert or an update of the stored row.
+        """Write the entity and its index rows (docs/design.md#write-protocol). ``using`` is
+        ignored (the entity's id picks its shard), and so are ``force_update`` and
+        ``update_fields``: the whole body is written, as an insert or an update of the stored
+        row.
 
         ``if_unchanged=True``: write only if the stored entity is still what this instance
         read (or last wrote); else raise :class:`~schemaless_store.exceptions.Conflict` and

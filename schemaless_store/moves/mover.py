@@ -10,9 +10,10 @@ starts, and each safe to run again, so a killed mover resumes where it was:
    (:mod:`..throttle`), with a checkpoint per batch.
 2. **catching up**: the logged changes are replayed (the target's rows of each changed key
    made what the source's are) until a pass finds few.
-3. **fenced**: each source marks the buckets ``fenced``. On MySQL that ``UPDATE`` waits for
-   the writes holding the buckets' share locks, and every later write to them is refused
-   (writers wait for the flip); the last changes are replayed.
+3. **fenced**: each source marks the buckets ``fenced`` and, on MySQL, ends every other
+   connection of the store there (:mod:`..fence`): a transaction begun before cannot commit,
+   and every later write to the buckets is refused (writers wait for the flip); the last
+   changes are replayed.
 4. **flipped**: the sources mark the buckets ``gone``, the target ``owned``, and a new map
    version names the target. Writers waiting since the fence go on, on the target.
 5. **cleaning**: rows and checksums of the moved buckets are compared between the sources and
@@ -29,11 +30,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
-from django.db import OperationalError, connections
+from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from .. import conf, shardmap, shards
+from .. import conf, fence, shardmap, shards
 from ..exceptions import MoveRefused
 from ..models.metadata import BucketMove
 from ..tables import buckets as bucket_table
@@ -63,7 +64,7 @@ LOG_BATCH = 1000
 # was a seventh of the copy's time.
 CHECKPOINT_EVERY = 1.0
 # Tables copied at the same time (MySQL): two measured faster than one on a 2-core machine
-# (docs/performance.md).
+# (docs/performance-history.md).
 COPY_WORKERS = 2
 
 
@@ -382,26 +383,12 @@ class Mover:
         return shards.probe_latency([*self.sources, self.move.target])
 
     def _fence(self) -> None:
-        """Mark the buckets fenced on every source: on MySQL this waits for the writes that
-        hold their share locks (a second at a time, retried), and refuses every later one."""
+        """Mark the buckets fenced on every source and end the connections there that may
+        still take them for served (:func:`..fence.withdraw`): from then on every write to
+        them is refused, and a transaction begun before cannot commit. Run again after a
+        resume, it ends the connections again (the kill may not have happened)."""
         for source, numbers in self.sources.items():
-            conn = connections[source]
-            marks = ", ".join(["%s"] * len(numbers))
-            sql = (
-                f"UPDATE {bucket_table.TABLE} SET state = {bucket_table.FENCED} "
-                f"WHERE bucket IN ({marks})"
-            )
-            if conn.vendor == "mysql":
-                sql = f"SET STATEMENT innodb_lock_wait_timeout = 1 FOR {sql}"
-            for attempt in range(60):
-                try:
-                    with shards.write_lock(), conn.cursor() as cursor:
-                        cursor.execute(sql, sorted(numbers))
-                    break
-                except OperationalError:
-                    if attempt == 59:
-                        raise
-                    time.sleep(0.01)
+            fence.withdraw(source, sorted(numbers), bucket_table.FENCED, end_connections=True)
 
     def _purge(self, alias: str, what: str) -> None:
         """Delete every row of the moving buckets on ``alias`` (a walk of each table)."""

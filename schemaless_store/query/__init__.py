@@ -1,4 +1,4 @@
-"""The read path (DESIGN section 4).
+"""The read path (docs/design.md#read-path).
 
 - :mod:`.indexquery`: ``filter_index(...)``, the lazy :class:`~.indexquery.IndexQuery` and its
   pages; :mod:`.cursors`: its signed page cursors;

@@ -64,7 +64,7 @@ def parse_conditions(conditions: dict[str, Any]) -> list[Condition]:
 
 def named_properties(conditions: Iterable[Condition], order: str | None) -> list[str]:
     """The properties a query names, in the order it names them: an entity matches only if it
-    has every one of them (DESIGN section 4)."""
+    has every one of them (docs/design.md#query-rule)."""
     names = [c.prop for c in conditions]
     if order is not None:
         names.append(order)

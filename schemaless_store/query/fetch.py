@@ -22,7 +22,7 @@ from ..tables.values import datetime_converter
 from .pool import scatter_pool
 
 # From this many ids over several shards, fetch_by_ids reads the shards at once; for fewer the
-# hand-off to a thread costs more than it saves (docs/performance.md).
+# hand-off to a thread costs more than it saves (docs/performance-history.md).
 PARALLEL_FETCH_MIN = 64
 
 

@@ -1,4 +1,4 @@
-"""``filter_index(...)``: a lazy query over the one index that serves it (DESIGN section 4).
+"""``filter_index(...)``: a lazy query over the one index that serves it (docs/design.md#read-path).
 
 Evaluating it:
 

@@ -1,4 +1,5 @@
-"""Which index serves a query, and why each other declared index does not (DESIGN section 4).
+"""Which index serves a query, and why each other declared index does not
+(docs/design.md#query-rule).
 
 **What a query matches** (the rule App Engine's datastore uses): an entity matches only if it
 has every property the query names, in its conditions and in its ordering, and its values meet

@@ -1,13 +1,17 @@
 """Each shard's own bucket table, ``schemaless_buckets(bucket, state)``: the authority on which
-buckets the shard serves (DESIGN section 2; docs/resharding.md).
+buckets the shard serves (docs/design.md#the-fence; docs/resharding.md).
 
-A bucket with no row is not the shard's. Every write checks the buckets it touches inside its
-own transaction (:func:`serving`; on MySQL with a shared lock, so a move that fences a bucket
-waits for the writes already under way and then refuses new ones); index rows are inserted
-only where their bucket is served (:func:`joined_insert`).
+A bucket with no row is not the shard's. On MySQL a write checks its buckets against its
+connection's snapshot of this table (:mod:`..fence`); on SQLite it reads them inside its own
+transaction (:func:`serving`), and index rows are inserted only where their bucket is served
+(:func:`served_insert`).
 
-The table is created and seeded by ``migrate`` on the shard (from the stored map), and changed
-afterwards only by bucket moves; it is not a Django model, so a test database flush keeps it.
+Beside it, ``schemaless_bucket_generation`` holds one number, bumped in the same transaction as
+every change of states: a connection that has read the served buckets once keeps them until the
+generation moves (:mod:`..fence`, MySQL's fence). :data:`epoch` counts this process's own changes.
+
+The tables are created and seeded by ``migrate`` on the shard (from the stored map), and changed
+afterwards only by bucket moves; they are not Django models, so a test database flush keeps them.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-from django.db import DatabaseError, connections
+from django.db import DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import conf, shardmap, shards
@@ -36,6 +40,11 @@ NAMES = {OWNED: "owned", MOVING: "moving", FENCED: "fenced", GONE: "gone", INCOM
 
 _SERVING_SQL = ", ".join(str(s) for s in SERVING)
 
+GENERATION_TABLE = "schemaless_bucket_generation"
+# Changes of states made by this process (set_states): a connection's snapshot of the served
+# buckets taken before the last one is read again (its own process need not wait for a kill).
+epoch = 0
+
 
 def create(alias: str, owned: Iterable[int]) -> int:
     """Create the table on ``alias`` if needed and, if it has no rows at all (a new shard, or
@@ -51,11 +60,59 @@ def create(alias: str, owned: Iterable[int]) -> int:
             f"CREATE TABLE IF NOT EXISTS {table} (bucket {kind} NOT NULL PRIMARY KEY, "
             f"state {kind} NOT NULL){engine}"
         )
+        _create_generation(cursor, conn)
         cursor.execute(f"SELECT 1 FROM {table} LIMIT 1")
         if cursor.fetchone() is not None or not rows:
             return 0
         cursor.executemany(f"INSERT INTO {table} (bucket, state) VALUES (%s, %s)", rows)
     return len(rows)
+
+
+def _create_generation(cursor: Any, conn: BaseDatabaseWrapper) -> None:
+    """The one-row generation table, if missing (a store from before it gets it here too)."""
+    kind, engine = ("BIGINT", " ENGINE=InnoDB") if conn.vendor == "mysql" else ("INTEGER", "")
+    cursor.execute(
+        f"CREATE TABLE IF NOT EXISTS {GENERATION_TABLE} (id INT NOT NULL PRIMARY KEY, "
+        f"generation {kind} NOT NULL){engine}"
+    )
+    verb = "INSERT IGNORE" if conn.vendor == "mysql" else "INSERT OR IGNORE"
+    cursor.execute(f"{verb} INTO {GENERATION_TABLE} (id, generation) VALUES (1, 1)")
+
+
+def generation(cursor: Any) -> int | None:
+    """The shard's generation of bucket states (None: no generation table yet)."""
+    try:
+        cursor.execute(f"SELECT generation FROM {GENERATION_TABLE} WHERE id = 1")
+    except Exception as exc:  # Django's error, or the driver's on a statement_cursor
+        if _no_table(exc):
+            return None
+        raise
+    found = cursor.fetchone()
+    return None if found is None else int(found[0])
+
+
+def served_now(cursor: Any, alias: str) -> tuple[int | None, frozenset[int]]:
+    """``(generation, the buckets served)`` of the shard ``alias``, read in one statement (so
+    the two agree); the generation is None where the shard has no generation table yet."""
+    try:
+        if generation(cursor) is None:
+            cursor.execute(f"SELECT bucket FROM {TABLE} WHERE state IN ({_SERVING_SQL})")
+            return None, frozenset(int(row[0]) for row in cursor.fetchall())
+        cursor.execute(
+            f"SELECT g.generation, b.bucket FROM {GENERATION_TABLE} g LEFT JOIN {TABLE} b "
+            f"ON b.state IN ({_SERVING_SQL}) WHERE g.id = 1"
+        )
+    except Exception as exc:  # Django's error, or the driver's on a statement_cursor
+        if _no_table(exc):
+            raise _not_migrated(alias) from exc
+        raise
+    rows = cursor.fetchall()
+    found = int(rows[0][0]) if rows else None
+    return found, frozenset(int(row[1]) for row in rows if row[1] is not None)
+
+
+def _not_migrated(alias: str) -> ConfigurationError:
+    return ConfigurationError(f"shard {alias!r} has no {TABLE} table: run manage.py migrateall")
 
 
 def serving(conn: BaseDatabaseWrapper, buckets: Sequence[int]) -> set[int]:
@@ -71,13 +128,11 @@ def serving(conn: BaseDatabaseWrapper, buckets: Sequence[int]) -> set[int]:
             return {row[0] for row in cursor.fetchall()}
     except DatabaseError as exc:
         if _no_table(exc):
-            raise ConfigurationError(
-                f"shard {conn.alias!r} has no {TABLE} table: run manage.py migrateall"
-            ) from exc
+            raise _not_migrated(conn.alias) from exc
         raise
 
 
-def _no_table(exc: DatabaseError) -> bool:
+def _no_table(exc: Exception) -> bool:
     """MySQL 1146 (no such table), or SQLite's "no such table"."""
     code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
     return code == 1146 or "no such table" in str(exc)
@@ -95,62 +150,54 @@ def states(alias: str, buckets: Sequence[int] | None = None) -> dict[int, int]:
     return {int(b): int(s) for b, s in shards.read(alias, sql, params)}
 
 
-def set_states(alias: str, buckets: Sequence[int], state: int | None) -> None:
-    """Give ``buckets`` on ``alias`` the state ``state`` (None: delete their rows), in one
-    statement (the shard's own connection; inside its transaction when one is open)."""
+def set_states(alias: str, buckets: Sequence[int], state: int | None) -> set[int]:
+    """Give ``buckets`` on ``alias`` the state ``state`` (None: delete their rows) and bump the
+    shard's generation, in one transaction (the shard's own connection; inside its transaction
+    when one is open). Returns the buckets the shard served before and serves no more: the
+    caller that withdraws buckets this way must end the connections that may still believe
+    they are served (:func:`..fence.withdraw` does both)."""
+    global epoch
     if not buckets:
-        return
+        return set()
     conn = connections[alias]
+    marks = ", ".join(["%s"] * len(buckets))
     with conn.cursor() as cursor:
-        if state is None:
-            marks = ", ".join(["%s"] * len(buckets))
-            cursor.execute(f"DELETE FROM {TABLE} WHERE bucket IN ({marks})", list(buckets))
-            return
-        verb = "REPLACE" if conn.vendor == "mysql" else "INSERT OR REPLACE"
-        cursor.executemany(
-            f"{verb} INTO {TABLE} (bucket, state) VALUES (%s, %s)",
-            [(number, state) for number in buckets],
+        if generation(cursor) is None:  # DDL commits: before the transaction, only if missing
+            _create_generation(cursor, conn)
+    with transaction.atomic(using=alias), conn.cursor() as cursor:
+        lock = " FOR UPDATE" if conn.vendor == "mysql" else ""
+        cursor.execute(
+            f"SELECT bucket FROM {TABLE} WHERE bucket IN ({marks}) "
+            f"AND state IN ({_SERVING_SQL}){lock}",
+            list(buckets),
         )
+        withdrawn = {int(row[0]) for row in cursor.fetchall()}
+        if state is None:
+            cursor.execute(f"DELETE FROM {TABLE} WHERE bucket IN ({marks})", list(buckets))
+        else:
+            verb = "REPLACE" if conn.vendor == "mysql" else "INSERT OR REPLACE"
+            cursor.executemany(
+                f"{verb} INTO {TABLE} (bucket, state) VALUES (%s, %s)",
+                [(number, state) for number in buckets],
+            )
+        if state in SERVING:
+            withdrawn = set()
+        cursor.execute(f"UPDATE {GENERATION_TABLE} SET generation = generation + 1 WHERE id = 1")
+    epoch += 1
+    return withdrawn
 
 
-BUCKET_COLUMN = "schemaless_bucket"
+def served_insert(table: str, names: Sequence[str], *, idempotent: bool) -> tuple[str, str]:
+    """SQLite: the text before and after ``(*values, bucket)`` rows (placeholders) of an
+    ``INSERT`` into ``table`` that inserts only the rows whose bucket this shard serves, in one
+    statement (the fence of an index row on SQLite; MySQL checks in the client, :mod:`..fence`)::
 
-
-def fenced_from(bucket: int) -> str:
-    """`` FROM schemaless_buckets WHERE bucket = N AND state IN (served) LOCK IN SHARE MODE``:
-    the tail of a MySQL ``INSERT ... SELECT <one row>`` that inserts it only while the shard
-    serves ``bucket`` (and holds the bucket's row share-locked while it runs)."""
-    return (
-        f" FROM {TABLE} WHERE bucket = {int(bucket)} AND state IN ({_SERVING_SQL}) "
-        "LOCK IN SHARE MODE"
-    )
-
-
-def served_insert(
-    table: str, names: Sequence[str], vendor: str, *, idempotent: bool
-) -> tuple[str, str]:
-    """The text before and after ``(*values, bucket)`` rows (``VALUES`` rows: literals or
-    placeholders) of an ``INSERT`` into ``table`` that inserts only the rows whose bucket this
-    shard serves, in one statement (MySQL: their bucket rows share-locked while it runs)::
-
-        INSERT INTO t (a, entity_id) WITH r (a, entity_id, schemaless_bucket) AS (VALUES ...)
-        SELECT r.a, r.entity_id FROM r JOIN schemaless_buckets b ON b.bucket = r.schemaless_bucket
-        AND b.state IN (1, 2) LOCK IN SHARE MODE ON DUPLICATE KEY UPDATE ...
+        INSERT INTO t (a, entity_id) SELECT r.column1, r.column2 FROM (VALUES ...) r
+        JOIN schemaless_buckets b ON b.bucket = r.column3 AND b.state IN (1, 2)
 
     ``names`` are quoted column names, the entity id's last. ``idempotent``: a row already
-    there is left as it is; otherwise it raises ``IntegrityError``. With ``CLIENT_FOUND_ROWS``
-    (Django's MySQL connections) the row count on MySQL is the number of rows served."""
+    there is left as it is; otherwise it raises ``IntegrityError``."""
     cols = ", ".join(names)
-    if vendor == "mysql":
-        picked = ", ".join(f"r.{n}" for n in names)
-        tail = (
-            f") SELECT {picked} FROM r JOIN {TABLE} b ON b.bucket = r.{BUCKET_COLUMN} "
-            f"AND b.state IN ({_SERVING_SQL}) LOCK IN SHARE MODE"
-        )
-        if idempotent:
-            entity = names[-1]
-            tail += f" ON DUPLICATE KEY UPDATE {entity} = {table}.{entity}"
-        return f"INSERT INTO {table} ({cols}) WITH r ({cols}, {BUCKET_COLUMN}) AS (VALUES ", tail
     # SQLite names a VALUES list's columns column1, column2, ...; the statement must start with
     # INSERT for the driver to report its row count.
     picked = ", ".join(f"r.column{n + 1}" for n in range(len(names)))

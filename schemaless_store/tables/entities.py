@@ -27,7 +27,6 @@ FENCED_INSERT = (
     f"INSERT INTO entities (id, updated, body) SELECT %s, %s, %s FROM {buckets.TABLE} "
     f"WHERE bucket = %s AND state IN ({', '.join(str(s) for s in buckets.SERVING)})"
 )
-FENCED_INSERT_MYSQL = FENCED_INSERT + " LOCK IN SHARE MODE"
 # Keys per IN (...) list of a locking or a checking read.
 CHUNK = 500
 
@@ -102,6 +101,23 @@ def lock(
     return found
 
 
+def touch(alias: str, keys: Sequence[bytes], source: Source = ENTITIES) -> None:
+    """Write the rows of ``keys`` in the open transaction without changing them: ``updated``
+    a microsecond on and back, two row changes that put the rows in the transaction's write
+    set. On Galera, certification then orders the transaction against any write of the same
+    rows through another node (whose row locks are that node's own)."""
+    extra, extra_params = source.where()
+    with shards.statement_cursor(shards.connection(alias)) as cursor:
+        for chunk in chunks(keys, CHUNK):
+            marks = ", ".join(["%s"] * len(chunk))
+            for sign in ("+", "-"):
+                cursor.execute(
+                    f"UPDATE {source.table} SET updated = updated {sign} INTERVAL 1 MICROSECOND "
+                    f"WHERE {source.id_column} IN ({marks}){extra}",
+                    [*chunk, *extra_params],
+                )
+
+
 def insert_one(cursor: Any, key: bytes, updated: Any, body: bytes) -> int:
     """Insert one entity; its ``added_id``."""
     cursor.execute(INSERT, (key, updated, body))
@@ -109,12 +125,12 @@ def insert_one(cursor: Any, key: bytes, updated: Any, body: bytes) -> int:
 
 
 def insert_one_fenced(
-    cursor: Any, key: bytes, updated: Any, body: bytes, bucket: int, mysql: bool
+    cursor: Any, key: bytes, updated: Any, body: bytes, bucket: int
 ) -> int | None:
-    """Insert one entity only if this shard serves ``bucket`` (its bucket row share-locked on
-    MySQL until the transaction ends): the write protocol's step 0 and the insert in one
-    statement. Its ``added_id``, or None if the shard does not serve the bucket."""
-    cursor.execute(FENCED_INSERT_MYSQL if mysql else FENCED_INSERT, (key, updated, body, bucket))
+    """SQLite: insert one entity only if this shard serves ``bucket``: the write protocol's
+    step 0 and the insert in one statement. Its ``added_id``, or None if the shard does not
+    serve the bucket."""
+    cursor.execute(FENCED_INSERT, (key, updated, body, bucket))
     if cursor.rowcount < 1:
         return None
     return int(cursor.lastrowid)

@@ -17,7 +17,7 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .. import shards
+from .. import fence, shards
 from ..exceptions import ShardUnavailable
 from ..indexes import Index
 from . import buckets, keyset, literals
@@ -60,25 +60,20 @@ def group(rows: Iterable[Row]) -> dict[tuple[Index, str], list[tuple[Any, ...]]]
 
 def insert(index: Index, alias: str, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """Insert ``(*values, entity_id)`` rows of ``index`` on ``alias``, idempotently, batched, only
-    where the shard serves their bucket (:mod:`.buckets`). Returns the rows it refused (their
-    buckets moved away or are being flipped): they belong on another shard.
+    where the shard serves their bucket (the fence, :mod:`..fence`). Returns the rows it
+    refused (their buckets moved away or are being flipped): they belong on another shard.
 
-    MySQL: one row (a put's) is one statement that selects it from its bucket's row,
-    share-locked (:func:`_one_row_sql`); more rows are a transaction on the index writer that
-    share-locks their buckets' rows, then inserts those served with the plain multi-row
-    ``INSERT``. SQLite (whose writes the store serializes): one statement that joins the rows
-    to the bucket table (:func:`.buckets.served_insert`)."""
+    MySQL: the buckets are checked against the index writer's snapshot (no statement), and the
+    rows served are one plain multi-row ``INSERT``. SQLite (whose writes the store serializes):
+    one statement that joins the rows to the bucket table (:func:`.buckets.served_insert`)."""
     conn = shards.index_connection(alias)
     placed = _with_buckets(index, rows)
     with shards.errors_named(alias):
-        if conn.vendor == "mysql" and len(placed) == 1:
-            with shards.statement_cursor(conn) as cursor:
-                cursor.execute(*_one_row_sql(index, conn, placed[0], idempotent=True))
-                served = cursor.rowcount
-        elif conn.vendor == "mysql":
-            return _insert_batch_mysql(index, alias, conn, placed)
-        else:
-            served = _insert_sqlite(index, conn, placed)
+        if conn.vendor == "mysql":
+            refused = fence.refused(conn, {row[-1] for row in placed})
+            _insert_mysql(index, conn, [row[:-1] for row in placed if row[-1] not in refused])
+            return [row[:-1] for row in placed if row[-1] in refused]
+        served = _insert_sqlite(index, conn, placed)
     if served >= len(rows):
         return []
     # Fewer rows than sent: some were there already (SQLite counts only new rows), or the
@@ -90,8 +85,8 @@ def insert(index: Index, alias: str, rows: Sequence[tuple[Any, ...]]) -> list[tu
 
 def _insert_sqlite(index: Index, conn: BaseDatabaseWrapper, placed: list[tuple[Any, ...]]) -> int:
     quote = conn.ops.quote_name
-    head, tail = _insert_text(index, conn.vendor, quote, idempotent=True)
-    one = _placeholders(index, conn.vendor)
+    head, tail = _insert_text(index, quote, idempotent=True)
+    one = _placeholders(index)
     served = 0
     with shards.statement_cursor(conn) as cursor:
         for chunk in chunks(placed, SQLITE_CHUNK):
@@ -103,53 +98,20 @@ def _insert_sqlite(index: Index, conn: BaseDatabaseWrapper, placed: list[tuple[A
     return served
 
 
-def _insert_batch_mysql(
-    index: Index, alias: str, conn: BaseDatabaseWrapper, placed: list[tuple[Any, ...]]
-) -> list[tuple[Any, ...]]:
-    """Many rows on MySQL: share-lock their buckets' rows, insert those served, commit."""
+def _insert_mysql(index: Index, conn: BaseDatabaseWrapper, rows: list[tuple[Any, ...]]) -> None:
+    """The idempotent multi-row ``INSERT`` of ``(*values, entity_id)`` rows (autocommit)."""
+    if not rows:
+        return
     quote = conn.ops.quote_name
     with shards.statement_cursor(conn) as cursor:
-        cursor.execute("START TRANSACTION")
-        try:
-            served = buckets.serving(conn, sorted({row[-1] for row in placed}))
-            ok = [row[:-1] for row in placed if row[-1] in served]
-            plain = _mysql_insert(index, quote)
-            if plain is not None:
-                for sql in plain.statements(ok):
-                    cursor.execute(sql)
-            elif ok:
-                head, tail = _plain_insert_text(index, quote)
-                marks = ", ".join(["%s"] * (len(index.properties) + 1))
-                cursor.executemany(f"{head}({marks}){tail}", ok)
-            cursor.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(Exception):
-                cursor.execute("ROLLBACK")
-            raise
-    return [row[:-1] for row in placed if row[-1] not in served]
-
-
-def _one_row_sql(
-    index: Index, conn: BaseDatabaseWrapper, row: tuple[Any, ...], *, idempotent: bool
-) -> tuple[str, list[Any]]:
-    """``INSERT INTO t (...) SELECT <the row> FROM schemaless_buckets WHERE bucket = N AND
-    state IN (served) LOCK IN SHARE MODE``: one row, fenced by its bucket's row in the same
-    statement (MySQL). ``row`` is ``(*values, entity_id, bucket)``."""
-    quote = conn.ops.quote_name
-    table = quote(index.name)
-    cols = ", ".join(columns(index, quote))
-    entity = quote("entity_id")
-    plain = _mysql_insert(index, quote)
-    if plain is not None:
-        picked, params = plain.render_row(row[:-1])[1:-1], []
-    else:
-        picked, params = _placeholders(index, "mysql")[1:-1].rsplit(", ", 1)[0], list(row[:-1])
-    sql = f"INSERT INTO {table} ({cols}) SELECT {picked}{buckets.fenced_from(int(row[-1]))}"
-    if idempotent:
-        sql += f" ON DUPLICATE KEY UPDATE {entity} = {table}.{entity}"
-    if not params:
-        return sql.replace("%", "%%"), params
-    return sql, params
+        plain = _mysql_insert(index, quote)
+        if plain is not None:
+            for sql in plain.statements(rows):
+                cursor.execute(sql)
+        else:
+            head, tail = _plain_insert_text(index, quote)
+            marks = ", ".join(["%s"] * (len(index.properties) + 1))
+            cursor.executemany(f"{head}({marks}){tail}", rows)
 
 
 # Rows per statement where the driver renders the values (SQLite's 32766 variables).
@@ -205,27 +167,14 @@ def _plain_insert_text(index: Index, quote: Callable[[str], str]) -> tuple[str, 
     )
 
 
-def _insert_text(
-    index: Index, vendor: str, quote: Callable[[str], str], *, idempotent: bool
-) -> tuple[str, str]:
-    """The ``INSERT`` of ``index`` around its ``(*values, entity_id, bucket)`` rows."""
-    return buckets.served_insert(
-        quote(index.name), columns(index, quote), vendor, idempotent=idempotent
-    )
+def _insert_text(index: Index, quote: Callable[[str], str], *, idempotent: bool) -> tuple[str, str]:
+    """SQLite's ``INSERT`` of ``index`` around its ``(*values, entity_id, bucket)`` rows."""
+    return buckets.served_insert(quote(index.name), columns(index, quote), idempotent=idempotent)
 
 
-def _placeholders(index: Index, vendor: str) -> str:
-    """One ``(*values, entity_id, bucket)`` row of placeholders. On MySQL a value that is not a
-    number is cast to binary: the driver sends bytes as a string literal in the connection's
-    character set, which a ``VALUES`` list would keep (mangling bytes that are not UTF-8)
-    rather than convert to the binary column as a plain ``INSERT`` does."""
-    if vendor != "mysql":
-        return "(" + ", ".join(["%s"] * (len(index.properties) + 2)) + ")"
-    marks = [
-        "%s" if index.columns[p].python_type in (int, float) else "CAST(%s AS BINARY)"
-        for p in index.properties
-    ]
-    return "(" + ", ".join([*marks, "CAST(%s AS BINARY)", "%s"]) + ")"
+def _placeholders(index: Index) -> str:
+    """One ``(*values, entity_id, bucket)`` row of placeholders."""
+    return "(" + ", ".join(["%s"] * (len(index.properties) + 2)) + ")"
 
 
 # --- unique claims -----------------------------------------------------------------------------
@@ -238,10 +187,15 @@ def claim(index: Index, alias: str, values: Sequence[Any], entity_id: bytes) -> 
     quote = conn.ops.quote_name
     row = _with_buckets(index, [(*values, entity_id)])[0]
     if conn.vendor == "mysql":
-        sql, params = _one_row_sql(index, conn, row, idempotent=False)
+        with shards.errors_named(alias):
+            if fence.refused(conn, [row[-1]]):
+                return False
+        marks = ", ".join(["%s"] * (len(index.properties) + 1))
+        sql = f"INSERT INTO {quote(index.name)} ({', '.join(columns(index, quote))}) "
+        sql, params = f"{sql}VALUES ({marks})", list(row[:-1])
     else:
-        head, tail = _insert_text(index, conn.vendor, quote, idempotent=False)
-        sql, params = f"{head}{_placeholders(index, conn.vendor)}{tail}", list(row)
+        head, tail = _insert_text(index, quote, idempotent=False)
+        sql, params = f"{head}{_placeholders(index)}{tail}", list(row)
     # On SQLite the claim shares the entity's transaction: a savepoint keeps it usable.
     savepoint = (
         transaction.atomic(using=alias) if conn.in_atomic_block else contextlib.nullcontext()

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 # The cleaner reads ``updated`` as text: it only compares it (a version) and passes it back as
-# a keyset bound, and text costs no datetime per row (docs/performance.md).
+# a keyset bound, and text costs no datetime per row (docs/performance-history.md).
 UPDATED_TEXT = "CAST(updated AS CHAR)"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import atexit
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -60,15 +61,50 @@ class ReplicaServer(MariaDBServer):
         """STOP SLAVE: the replica keeps its data and serves reads, and falls behind."""
         self.query("STOP SLAVE")
 
-    def start_replication(self) -> None:
+    def start_replication(self, timeout: float = 30) -> None:
+        """START SLAVE, and wait until its I/O thread has connected (:meth:`wait_replicating`)."""
         self.query("START SLAVE")
+        self.wait_replicating(timeout)
 
     def delay(self, seconds: int) -> None:
         """Apply each transaction ``seconds`` after the primary committed it (MASTER_DELAY; 0
-        for none): a replica that lags on purpose. Replication runs afterwards."""
+        for none): a replica that lags on purpose. Replication runs afterwards, its I/O thread
+        connected (:meth:`wait_replicating`)."""
         self.query("STOP SLAVE")
         self.query("CHANGE MASTER TO MASTER_DELAY = %s", (int(seconds),))
-        self.query("START SLAVE")
+        self.start_replication()
+
+    def wait_replicating(self, timeout: float = 30) -> None:
+        """Wait until both replication threads run and the I/O thread is connected to the
+        primary; ServerError after ``timeout`` seconds, with the replica's status.
+
+        Right after ``START SLAVE`` the I/O thread is ``Preparing`` or ``Connecting`` for a
+        moment (milliseconds on an idle machine, longer on a busy one), and
+        ``Seconds_Behind_Master`` is NULL: the store's health check (``replicas._check``)
+        rightly reads such a replica as not replicating and sends its reads to the primary. A
+        test that means to read a replica it has just restarted waits here first."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.status()
+            if (
+                status.get("Slave_SQL_Running") == "Yes"
+                and status.get("Slave_IO_Running") == "Yes"
+                and status.get("Seconds_Behind_Master") is not None
+            ):
+                return
+            if time.monotonic() > deadline:
+                shown = {
+                    key: status.get(key)
+                    for key in (
+                        "Slave_IO_Running",
+                        "Slave_SQL_Running",
+                        "Seconds_Behind_Master",
+                        "Last_IO_Error",
+                        "Last_SQL_Error",
+                    )
+                }
+                raise ServerError(f"replica {self.name} not replicating after {timeout}s: {shown}")
+            time.sleep(0.005)
 
     def promote(self) -> None:
         """Fail over to this replica: it stops following its primary, forgets it and takes

@@ -1,4 +1,4 @@
-"""The write path (DESIGN section 3).
+"""The write path (docs/design.md#write-protocol).
 
 - :mod:`.protocol`: the one protocol every writer runs (lock, rows, index rows, commit, stale
   removal, undo), with :class:`~.protocol.Write` and :func:`~.protocol.run`;

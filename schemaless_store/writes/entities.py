@@ -75,6 +75,12 @@ def _store_one(write: Write, entity: Entity) -> None:
     """Step 2 of a save: ``pre_save``, the row, its version in the history, ``post_save``."""
     change = write.changes[0]
     if change.found is not None and write.insert_only:
+        if write.maybe_landed and change.found.body == change.body:
+            # An earlier try's commit landed, though its answer was lost: this create is done.
+            entity.added_id = change.found.added_id
+            entity._state.adding = False
+            entity._state.db = write.alias
+            return
         raise EntityExists(f"an entity with id {entity.id} already exists")
     alias, conn = write.alias, write.conn
     now = timezone.now()
@@ -86,7 +92,7 @@ def _store_one(write: Write, entity: Entity) -> None:
     with shards.statement_cursor(conn) as cursor:
         if change.found is None and write.fenced_by_insert:
             added = entity_table.insert_one_fenced(
-                cursor, change.key, stamp, change.body, write.buckets[0], conn.vendor == "mysql"
+                cursor, change.key, stamp, change.body, write.buckets[0]
             )
             if added is None:
                 raise NotOwner(alias, set(write.buckets))

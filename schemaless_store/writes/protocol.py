@@ -1,4 +1,4 @@
-"""The write protocol: DESIGN section 3, written once. Every writer runs it: ``save``,
+"""The write protocol (docs/design.md#write-protocol), written once. Every writer runs it: ``save``,
 ``create``, ``bulk_put`` and ``delete`` of entities (:mod:`.entities`), ``Cell.objects.put``,
 and the cleaner's repairs (steps 3 and 5).
 
@@ -39,16 +39,15 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .. import entity_cache, replicas, shards
+from .. import entity_cache, expected, fence, replicas, shards
 from ..exceptions import Conflict, EntityExists, NotOwner, ShardUnavailable
 from ..expected import Expected
 from ..indexes import ENTITIES, Source
-from ..tables import buckets as bucket_table
 from ..tables import entities as entity_table
 from ..tables.entities import Locked
 from ..tables.index_rows import Row
@@ -56,7 +55,10 @@ from . import index_rows
 from .rows import RowSet, stored_rows
 
 logger = logging.getLogger("schemaless_store.writes")
+T = TypeVar("T")
 
+# Tries on a fresh connection after a write lost its own (a move's fence, a failover).
+LOST_ATTEMPTS = 3
 # Tries after a duplicate key: a key taken as new that a concurrent writer inserted meanwhile
 # (the next try locks it and updates it), or the first head row of a cell column inserted by
 # two writers at once (the next try finds it).
@@ -102,19 +104,24 @@ class Write:
         self.quiet = quiet
         self.added: dict[bytes, RowSet] = defaultdict(set)  # by any try: undone on failure
         self.stale: dict[bytes, RowSet] = {}  # keys that went away: removed after the commit
+        self.committing = False  # the commit was sent (a lost answer leaves it unknown)
+        # A try lost its connection while committing: the rows found now may be this write's.
+        self.maybe_landed = False
 
     @property
     def fenced_by_insert(self) -> bool:
-        """One new key (``create``): its ``INSERT`` checks the bucket itself, in the same
-        statement (:func:`~..tables.entities.insert_one_fenced`), and step 0 reads nothing."""
-        return len(self.changes) == 1 and self.changes[0].fresh
+        """SQLite, one new key (``create``): its ``INSERT`` checks the bucket itself, in the
+        same statement (:func:`~..tables.entities.insert_one_fenced`), and step 0 reads
+        nothing. On MySQL step 0 reads nothing anyway (:mod:`..fence`)."""
+        return len(self.changes) == 1 and self.changes[0].fresh and self.conn.vendor != "mysql"
 
     def fence(self) -> None:
-        """Step 0: :class:`NotOwner` unless the shard serves every bucket the write touches."""
+        """Step 0: :class:`NotOwner` unless the shard serves every bucket the write touches
+        (MySQL: checked against the connection's snapshot, no statement)."""
         if self.buckets and not self.fenced_by_insert:
-            served = bucket_table.serving(self.conn, self.buckets)
-            if len(served) < len(self.buckets):
-                raise NotOwner(self.alias, set(self.buckets) - served)
+            refused = fence.refused(self.conn, self.buckets)
+            if refused:
+                raise NotOwner(self.alias, set(refused))
 
     def move_to(self, alias: str) -> None:
         """Run on ``alias`` from now on (the shard that owns the buckets now)."""
@@ -136,14 +143,23 @@ class Write:
         changed = [
             uuid.UUID(bytes=c.key)
             for c in self.changes
-            if c.expected is not None and not c.expected.matches(c.found)
+            if c.expected is not None
+            and not c.expected.matches(c.found)
+            and not (self.maybe_landed and expected.landed(c.found, c.body))
         ]
         if changed:
             raise Conflict(changed)
 
+    def after_loss(self, *, committing: bool) -> None:
+        """Before a try on a fresh connection: the keys may exist now (a commit whose answer
+        was lost may have landed), so they are locked and read like any other."""
+        self.maybe_landed = self.maybe_landed or committing
+        for change in self.changes:
+            change.fresh = False
+
     def add_index_rows(self) -> None:
-        """Step 3: add the rows whose keys are new; note the ones that went away."""
-        self.stale = {}
+        """Step 3: add the rows whose keys are new; note the ones that went away (the stale
+        candidates of earlier tries are kept: step 5 re-checks every one under its lock)."""
         new_rows: list[Row] = []
         for change in self.changes:
             new = change.rows - change.old
@@ -153,7 +169,7 @@ class Write:
                     new_rows.append((index, values, change.key))
             gone = change.old - change.rows
             if gone:
-                self.stale[change.key] = gone
+                self.stale[change.key] = self.stale.get(change.key, set()) | gone
         # The write's own commit, later on this shard, records a position past these rows'.
         index_rows.add(new_rows, wait=False, noted_later=self.alias)
 
@@ -180,11 +196,22 @@ def run(write: Write, store: Callable[[Write], None]) -> None:
     caller. :class:`SplitWrite` if a batch's rows now belong to several shards."""
     # A key the store just generated was never read by anyone: nothing cached to invalidate.
     cached = [change.key for change in write.changes if not change.fresh]
+    losses = 0
     while True:
         caller_atomic = write.conn.in_atomic_block
         try:
             _run_here(write, store, cached if write.source is ENTITIES else [])
             return
+        except ShardUnavailable as unavailable:
+            # A connection lost (killed by a move's fence, or its node failed over): the next
+            # try opens a fresh one, which reads the shard's state anew.
+            if caller_atomic or not unavailable.lost or losses >= LOST_ATTEMPTS:
+                raise
+            if write.committing and write.source is not ENTITIES:
+                raise  # a cell version may have landed: only the caller can tell
+            losses += 1
+            write.after_loss(committing=write.committing)
+            time.sleep(random.uniform(0, 0.005 * losses))
         except NotOwner as refused:
             if caller_atomic:
                 raise
@@ -201,11 +228,13 @@ def _run_here(write: Write, store: Callable[[Write], None], cached: list[bytes])
     caller_atomic = conn.in_atomic_block
 
     def attempt() -> None:
+        write.committing = False
         with _transaction(write, conn):
             write.fence()  # 0
             write.lock()  # 1
             store(write)  # 2
             write.add_index_rows()  # 3
+            write.committing = True
         # 4: the commit, leaving the block
 
     try:
@@ -237,24 +266,32 @@ def _run_here(write: Write, store: Callable[[Write], None], cached: list[bytes])
 
 def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source = ENTITIES) -> int:
     """Step 5: delete the candidate rows that the stored rows, locked and read again, do not
-    imply (a key put back meanwhile keeps its row). Returns the number deleted."""
+    imply (a key put back meanwhile keeps its row). Returns the number deleted.
+
+    On Galera a row lock is one node's: a write through another node may put a key back while
+    this one deletes its row. The deletion is then checked in a transaction that writes the
+    rows (:func:`_certified_recheck`), which certification orders against such a write."""
     if not any(candidates.values()):
         return 0
 
     wanted = sorted({shards.bucket_for(key) for key in candidates})
+    deleted_rows: list[Row] = []  # by every try
 
     def attempt() -> int:
         failure: ShardUnavailable | None = None
         with transaction.atomic(using=alias):
-            served = bucket_table.serving(shards.connection(alias), wanted)
-            if len(served) < len(wanted):
-                raise NotOwner(alias, set(wanted) - served)
+            refused = fence.refused(shards.connection(alias), wanted)
+            if refused:
+                raise NotOwner(alias, set(refused))
             locked = entity_table.lock(alias, list(candidates), source)
             doomed: list[Row] = []
             for key, rows in candidates.items():
                 found = locked.get(key)
                 now = stored_rows(key, None if found is None else found.body, source)
                 doomed.extend((index, values, key) for index, values in rows - now)
+            # Deleted now, whatever becomes of this try: a try that deadlocks after it (on
+            # Galera, aborted by another node's write to these rows) leaves its deletions.
+            deleted_rows.extend(doomed)
             try:
                 deleted = index_rows.delete(doomed)
             except ShardUnavailable as exc:
@@ -266,8 +303,10 @@ def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source 
         return deleted
 
     try:
-        with shards.write_lock(), shards.errors_named(alias):
-            return shards.with_retries(attempt, alias)
+        deleted = _retrying_lost(alias, attempt)
+        if deleted_rows and shards.is_galera(alias):
+            _retrying_lost(alias, lambda: _certified_recheck(alias, deleted_rows, source))
+        return deleted
     except NotOwner as refused:
         # The rows moved: their stored state is on the owner now; re-check there.
         if shards.connection(alias).in_atomic_block:
@@ -277,6 +316,43 @@ def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source 
         for key, rows in candidates.items():
             regrouped[shards.alias_for(key)][key] = rows
         return sum(remove_stale(owner, rows, source) for owner, rows in regrouped.items())
+
+
+def _certified_recheck(alias: str, deleted: list[Row], source: Source) -> int:
+    """Galera, after step 5 deleted ``deleted``: write the rows of their keys (so that
+    certification, or the applier's abort of a local lock holder, orders this transaction
+    against any write of them through another node), read them again, and put back the index
+    rows they imply once more. Returns the number put back."""
+    deleted = list(dict.fromkeys(deleted))
+    keys = sorted({key for _index, _values, key in deleted})
+    with transaction.atomic(using=alias):
+        entity_table.touch(alias, keys, source)
+        locked = entity_table.lock(alias, keys, source)
+        back = [
+            (index, values, key)
+            for index, values, key in deleted
+            if (index, values) in stored_rows(key, getattr(locked.get(key), "body", None), source)
+        ]
+        if back:
+            index_rows.add(back)
+    return len(back)
+
+
+def _retrying_lost(alias: str, operation: Callable[[], T]) -> T:
+    """Run ``operation`` (a whole transaction) under the store's write lock with its retries,
+    and again on a fresh connection after a lost one (outside a caller's transaction)."""
+    for losses in range(LOST_ATTEMPTS + 1):
+        try:
+            with shards.write_lock(), shards.errors_named(alias):
+                return shards.with_retries(operation, alias)
+        except ShardUnavailable as unavailable:
+            if (
+                not unavailable.lost
+                or losses == LOST_ATTEMPTS
+                or shards.connection(alias).in_atomic_block
+            ):
+                raise
+    raise AssertionError("unreachable")
 
 
 def _remove_quietly(alias: str, candidates: Mapping[bytes, RowSet], source: Source) -> None:

@@ -23,25 +23,14 @@ from typing import Any
 import MySQLdb
 from django.db.backends.mysql import base
 
+from ...dburls import parse_nodes
+
 logger = logging.getLogger("schemaless_store.galera")
 
 
 class NoSyncedNode(MySQLdb.OperationalError):
     """No node of the list answered as a synced member of the cluster. Its first argument is
     2003 (can't connect), so the store treats it as a shard that is down."""
-
-
-def parse_nodes(nodes: Any, default_port: int = 3306) -> list[tuple[str, int]]:
-    """``["h1:3306", "h2"]`` (or one comma-separated string) as ``[(host, port), ...]``."""
-    if isinstance(nodes, str):
-        nodes = [part for part in nodes.split(",") if part.strip()]
-    found = []
-    for node in nodes or []:
-        host, _, port = str(node).strip().rpartition(":")
-        if not host:
-            host, port = port, ""
-        found.append((host, int(port) if port else default_port))
-    return found
 
 
 class DatabaseWrapper(base.DatabaseWrapper):

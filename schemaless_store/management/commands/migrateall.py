@@ -1,4 +1,5 @@
-"""``manage.py migrateall``: ``migrate`` on ``default`` and then on every shard alias.
+"""``manage.py migrateall``: ``migrate`` on ``default`` and then on every shard alias, after the
+system checks of all of them (a server the store cannot use stops it before anything changes).
 
 Then it says what became of the declared indexes: which tables it created (or found already
 there) on the shards, the state each index is in now (``lifecycle.states()``), and, for each
@@ -11,11 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import connections
 
 from schemaless_store import conf, lifecycle, shards
+from schemaless_store.exceptions import ConfigurationError
 from schemaless_store.indexes import registry
 
 
@@ -24,6 +27,17 @@ class Command(BaseCommand):
         "Run migrate on the metadata database and on every shard (creates index tables too), "
         "then show each declared index's tables and state, and how to backfill the building ones."
     )
+
+    def get_check_kwargs(self, options: Any) -> Any:
+        """The system checks run for every database it migrates (as ``migrate`` runs them for
+        its one), before any is touched: a server the store cannot use stops it here
+        (docs/checks.md)."""
+        try:
+            aliases = ["default", *conf.get().shards]
+        except ConfigurationError:
+            aliases = ["default"]  # schemaless.E001 says what is wrong
+        databases = [alias for alias in aliases if alias in settings.DATABASES]
+        return {**super().get_check_kwargs(options), "databases": databases}
 
     def handle(self, *args: Any, **options: Any) -> None:
         verbosity = options["verbosity"]

@@ -1,0 +1,113 @@
+"""System check ``schemaless.E007`` (docs/checks.md): every MySQL-backed database of the store
+is MariaDB at least as new as the oldest tested one, 10.11.
+
+The faked servers set the connection's ``vendor``, ``mysql_is_mariadb`` and ``mysql_version``
+in the instance's ``__dict__`` (where Django's cached properties keep them), and run without
+database access: pytest-django refuses any connection there, so these tests also show that the
+check reads only what the connection says about its server.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.db import connections
+
+from schemaless_store import checks
+
+
+def fake_server(monkeypatch: pytest.MonkeyPatch, alias: str, mariadb: bool, version) -> None:
+    """Make ``alias``'s connection report this server, without connecting."""
+    state = connections[alias].__dict__
+    monkeypatch.setitem(state, "vendor", "mysql")
+    monkeypatch.setitem(state, "mysql_is_mariadb", mariadb)
+    monkeypatch.setitem(state, "mysql_version", version)
+
+
+@pytest.mark.parametrize(
+    ("mariadb", "version", "shown"),
+    [(False, (8, 0, 36), "MySQL 8.0.36"), (True, (10, 5, 27), "MariaDB 10.5.27")],
+)
+@pytest.mark.parametrize("alias", ["shard_1", "default"])
+def test_mysql_and_old_mariadb_are_refused(monkeypatch, alias, mariadb, version, shown):
+    fake_server(monkeypatch, alias, mariadb, version)
+    (error,) = checks.check_servers(databases=[alias])
+    assert error.id == "schemaless.E007"
+    assert error.msg == f"database {alias!r} is {shown}: the store needs MariaDB >= 10.11"
+    for needed in ("@@last_gtid", "@@gtid_slave_pos", "MASTER_GTID_WAIT", "no MySQL server"):
+        assert needed in error.hint
+
+
+@pytest.mark.parametrize("version", [(10, 11, 0), (10, 11, 19), (11, 4, 2)])
+def test_tested_mariadb_and_newer_pass(monkeypatch, version):
+    fake_server(monkeypatch, "shard_0", True, version)
+    assert checks.check_servers(databases=["shard_0"]) == []
+
+
+def test_only_the_aliases_given_are_checked(monkeypatch):
+    """As Django's own database checks: ``check --database ALIAS`` and ``migrate`` name them; a
+    plain ``check`` (no databases) opens no connection, whatever the servers are."""
+    fake_server(monkeypatch, "shard_1", False, (8, 0, 36))
+    assert checks.check_servers(databases=None) == []
+    fake_server(monkeypatch, "shard_0", True, (10, 11, 19))
+    assert [e.msg for e in checks.check_servers(databases=["shard_0", "shard_1"])] == [
+        "database 'shard_1' is MySQL 8.0.36: the store needs MariaDB >= 10.11"
+    ]
+
+
+@pytest.mark.skipif(settings.BACKEND != "sqlite", reason="the SQLite pass's own databases")
+def test_sqlite_databases_are_not_connected():
+    """Nothing to check on SQLite: no connection is opened (this test has no database access,
+    so a connection would fail it)."""
+    assert checks.check_servers(databases=list(settings.DATABASES)) == []
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_manage_py_check_fails_on_mysql(monkeypatch):
+    fake_server(monkeypatch, "shard_1", False, (8, 0, 36))
+    with pytest.raises(SystemCheckError) as raised:
+        call_command("check", databases=["shard_1"])
+    assert "schemaless.E007" in str(raised.value)
+    assert "database 'shard_1' is MySQL 8.0.36: the store needs MariaDB >= 10.11" in str(
+        raised.value
+    )
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_migrate_stops_at_the_check_on_mysql(monkeypatch):
+    """``migrate`` (and so ``migrateall``) runs the check for the alias it migrates: a store
+    pointed at MySQL stops there, before any statement of the store runs on it."""
+    fake_server(monkeypatch, "shard_1", False, (8, 0, 36))
+    with pytest.raises(SystemCheckError, match=r"schemaless\.E007"):
+        call_command(
+            "migrate", database="shard_1", verbosity=0, interactive=False, skip_checks=False
+        )
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_migrateall_checks_every_database_before_it_migrates_any(monkeypatch):
+    fake_server(monkeypatch, "shard_1", True, (10, 5, 27))
+    migrated = []
+    monkeypatch.setattr(
+        "schemaless_store.management.commands.migrateall.call_command",
+        lambda *args, **kwargs: migrated.append(kwargs["database"]),
+    )
+    with pytest.raises(SystemCheckError, match=re.escape("database 'shard_1' is MariaDB 10.5.27")):
+        call_command("migrateall", verbosity=0, skip_checks=False)
+    assert migrated == []  # not even default, which comes first
+
+
+@pytest.mark.mariadb_only
+@pytest.mark.django_db(databases="__all__")
+def test_the_test_servers_pass():
+    """The servers the suite runs on are read from their connections, and pass."""
+    aliases = list(settings.DATABASES)
+    assert checks.check_servers(databases=aliases) == []
+    for alias in aliases:
+        assert connections[alias].mysql_is_mariadb
+        assert tuple(connections[alias].mysql_version) >= checks.OLDEST_MARIADB
+    call_command("check", databases=aliases)
