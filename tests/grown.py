@@ -293,6 +293,43 @@ def _rival(ids: str, seconds: float, tag: str) -> None:
     print(saves, flush=True)
 
 
+def _step_five(role: str, key: str, sync: str) -> None:
+    """Two writers of one entity through two nodes of a Galera cluster, in a fixed order
+    (tests/test_galera.py): ``holder`` changes its ``user_id`` from a to b and is held in its
+    step 5 after the locked read that found the row of a stale, before deleting it; meanwhile
+    ``writer``, through another node (whose locks do not see the holder's), puts a back."""
+    from schemaless_store.models import Entity
+    from schemaless_store.writes import protocol
+
+    entity_id, folder = uuid.UUID(key), Path(sync)
+
+    def wait_for(name: str) -> None:
+        deadline = time.monotonic() + 60
+        while not (folder / name).exists():
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{role}: no {name}")
+            time.sleep(0.01)
+
+    if role == "seed":
+        Entity(id=entity_id, user_id="a").save()
+    elif role == "holder":
+        delete = protocol.index_rows.delete
+
+        def held(rows: Any) -> int:
+            rows = list(rows)
+            if rows and not (folder / "read").exists():
+                (folder / "read").touch()  # step 5 read the entity: the row of a is stale
+                wait_for("written")
+            return delete(rows)
+
+        protocol.index_rows.delete = held  # type: ignore[assignment]
+        Entity(id=entity_id, user_id="b").save()
+    else:
+        wait_for("read")
+        Entity(id=entity_id, user_id="a").save()
+        (folder / "written").touch()
+
+
 def _node_killing_mover(pid: int, args: list[str]) -> None:
     """``movebuckets`` that SIGKILLs the Galera node ``pid`` (the one every process writes
     through) as its fence begins, then goes on (tests/test_galera.py)."""
@@ -354,6 +391,8 @@ if __name__ == "__main__":
         _census()
     elif mode == "rival":
         _rival(args[0], float(args[1]), args[2])
+    elif mode == "stepfive":
+        _step_five(args[0], args[1], args[2])
     elif mode == "fenceeverynode":
         _fence_every_node(args[0])
     elif mode == "nodekillingmover":

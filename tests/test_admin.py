@@ -262,9 +262,16 @@ def test_search_explains_how_it_runs_and_why_it_refuses():
     page = html.unescape(response.content.decode())
     assert response.status_code == 200 and shown_ids(response) == []
     assert "Search refused: no index serves filter_index(published__gte=0)" in page
+    assert "No entities match this search" not in page  # it did not run
+    assert "the search did not run" in page
     assert "index_user_published (user_id, published; shard_on user_id) [ready]: also " in page
     assert "requires `user_id`" in page
     assert "properties=['published'], shard_on='published'" in page
+    # A search that runs and finds nothing says so.
+    response = client.get(LIST, {"q": f'user_id={{"$bytes": "{uuid.uuid4().hex}"}}'})
+    page = html.unescape(response.content.decode())
+    assert shown_ids(response) == [] and "No entities match this search." in page
+    assert "did not run" not in page
 
 
 def test_search_help_gives_examples_that_work():

@@ -48,7 +48,12 @@ def test_a_search_no_index_serves_is_refused_and_explained(live_server, admin_us
         expect(refusal).to_contain_text(
             "Search refused: no index serves filter_index(published__gte=0)"
         )
-        expect(page.locator("#result_list tbody")).to_contain_text("No entities match this search")
+        # Nothing listed, and not as if the search had run and found nothing.
+        results = page.locator("#result_list tbody")
+        expect(results).to_have_text(
+            "Nothing to list: the search did not run (the message above says why)."
+        )
+        expect(results).not_to_contain_text("No entities match")
         explain = page.locator("details.sls-explain")
         expect(explain).to_have_attribute("open", "")  # opened by itself beside the refusal
         expect(explain.locator("summary")).to_have_text("How this search runs (explain)")

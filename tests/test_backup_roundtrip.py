@@ -127,7 +127,7 @@ def test_a_restore_onto_another_layout_answers_the_same(layout, contents, tmp_pa
         assert answers(after) == asked
         assert_exact()
         again = command("importentities", str(path))
-        assert f"(0 written, {len(before)} already stored so)" in again.stdout
+        assert f"(0 new, {len(before):,} already stored)" in again.stdout
     wipe()
 
 

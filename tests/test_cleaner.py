@@ -983,7 +983,7 @@ def test_progress_bars_show_done_total_rate_and_eta(published, posts):
     ("args", "message"),
     [
         (["--index=nope"], "no index 'nope' is declared; declared indexes: "),
-        (["--shard=shard_9"], "'shard_9' is not a shard alias; shards: ['shard_0', 'shard_1']"),
+        (["--shard=shard_9"], "'shard_9' is not a shard alias; the shards are shard_0, shard_1"),
         (["--batch-size=0"], "--batch-size: must be a whole number of at least 1, not '0'"),
         (["--sleep=-1"], "--sleep: must be a number of seconds (0 or more), not '-1'"),
         (["--lock-wait=soon"], "--lock-wait: must be a number of seconds"),

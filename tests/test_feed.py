@@ -259,7 +259,7 @@ def test_tailchanges_from_head_and_after_and_one_shard():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--shard", "nope"], "unknown shard"),
+        (["--shard", "nope"], "--shard: .nope. is not a shard alias; the shards are"),
         (["--after", "shard_0"], "SHARD=POSITION"),
         (["--after", "shard_0=-3"], "SHARD=POSITION"),
         (["--limit", "0"], "at least 1"),

@@ -23,6 +23,14 @@ from tests.test_feed_views import use_feed_site
 
 pytestmark = [STORE, pytest.mark.browser]
 
+# How many lines each element's text takes.
+LINES_OF_TEXT = """
+elements => elements.map(e => {
+  const range = document.createRange();
+  range.selectNodeContents(e);
+  return new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top))).size;
+})
+"""
 TITLE = "Sharding MySQL the FriendFeed way <3"
 LINK = "https://backchannel.org/blog/friendfeed-schemaless-mysql"
 
@@ -87,8 +95,19 @@ def test_a_visitor_signs_up_posts_and_sees_the_entry_on_their_page(live_server, 
             )
             page.screenshot(path=str(ARTIFACTS / "feed-entry.png"), full_page=True)
 
-            page.click("text=who else shared this?")
-            if not live_index_declared:
+            # A GET of the like URL (a link, a reload): the entry, nothing liked.
+            entry_url = page.url
+            page.goto(f"{entry_url}like/")
+            assert page.url == entry_url
+            expect(page.locator("article.entry")).to_contain_text("1 like")
+
+            if live_index_declared:
+                page.click("text=who else shared this?")
+            else:
+                # Not offered while the index cannot answer; opened directly, the page says
+                # what to run.
+                expect(page.locator("text=who else shared this?")).to_have_count(0)
+                page.goto(f"{live_server.url}/shared/?link={LINK}")
                 expect(page.locator("#index-missing")).to_contain_text(LINK_INDEX_NAME)
                 page.screenshot(path=str(ARTIFACTS / "feed-live-index-missing.png"))
 
@@ -146,5 +165,47 @@ def test_error_pages_look_like_the_site_and_the_admin(live_server, settings):
             )
             assert background not in ("rgba(0, 0, 0, 0)", "transparent")
             page.screenshot(path=str(ARTIFACTS / "admin-403.png"))
+        finally:
+            browser.close()
+
+
+def test_the_users_list_and_the_post_form_at_390_px(live_server, settings):
+    """A phone's width: each "Act as" button on one line; the post form's fields labelled,
+    the required ones marked, and the server's messages under the field they name."""
+    _require_browser()
+    from playwright.sync_api import expect, sync_playwright
+
+    use_feed_site(settings)
+    call_command("seed", "--users", "8", "--entries", "4", "--seed", "3", verbosity=0)
+    # A long display name: it wraps, the button beside it does not.
+    entities.create_user("longname", "long@example.com", "Maximiliana Wolfeschlegelsteinhausen")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 390, "height": 844})
+            page.goto(f"{live_server.url}/users/")
+            buttons = page.locator("table.users button:has-text('Act as')")
+            expect(buttons).to_have_count(9)
+            lines = buttons.evaluate_all(LINES_OF_TEXT)
+            assert lines == [1] * 9, lines
+            assert page.evaluate("document.documentElement.scrollWidth") <= 390
+            page.screenshot(path=str(ARTIFACTS / "feed-users-390.png"), full_page=True)
+
+            buttons.first.click()
+            page.goto(f"{live_server.url}/")
+            form = page.locator("#post-form")
+            expect(form.locator("label[for=id_title]")).to_have_text("Title *")
+            expect(form.locator("label[for=id_link]")).to_have_text("Link *")
+            expect(form.locator(".required")).to_have_count(3)  # two marks and the legend
+            # The server's check, as a browser without constraint validation posts it.
+            form.evaluate("f => { f.noValidate = true; }")
+            form.locator("button").click()
+            form = page.locator("#post-form")
+            title_error = form.locator("label[for=id_title] + .errorlist")
+            link_error = form.locator("label[for=id_link] + .errorlist")
+            expect(title_error).to_have_text("Give the entry a title.")
+            expect(link_error).to_have_text("Give the link the entry shares.")
+            page.screenshot(path=str(ARTIFACTS / "feed-post-errors-390.png"), full_page=True)
         finally:
             browser.close()

@@ -64,7 +64,10 @@ def killed_then_finished(store: GrownStore, target: str, buckets: str, point: st
     )
     assert mover.wait(timeout=120) == -signal.SIGKILL
     status = store.manage("movebuckets", "--status").stdout.splitlines()
-    left = status[0].split()[1].rstrip(":") if status and status[0].startswith("#") else "none"
+    left = "none"
+    if len(status) > 2:  # the header, its rule, the newest move first
+        start, end = status[0].index("Phase"), status[0].index("Buckets")
+        left = status[2][start:end].strip()
     store.manage("movebuckets", "--to", target, "--buckets", buckets)
     return left
 

@@ -51,7 +51,7 @@ def test_import_maintains_indexes_and_reruns_write_nothing(tmp_path):
     )
     first = command("importentities", str(path), "--batch-size", "5")
     assert first.error is None, first
-    assert "imported 12 entities (12 written, 0 already stored so)" in first.stdout
+    assert "imported 12 entities (12 new, 0 already stored) from 12 lines" in first.stdout
     assert stored_ids() == set(ids(12))
     assert_exact()
     found = Entity.objects.filter_index(user_id=b"\x01\x02").order_by("published")
@@ -60,7 +60,7 @@ def test_import_maintains_indexes_and_reruns_write_nothing(tmp_path):
 
     again = command("importentities", str(path))
     assert again.error is None
-    assert "imported 12 entities (0 written, 12 already stored so)" in again.stdout
+    assert "imported 12 entities (0 new, 12 already stored) from 12 lines" in again.stdout
     assert {e.id: e.row_updated for e in Entity.objects.all()} == stamps  # not rewritten
     assert Entity.objects.all().count() == 12
 
@@ -69,7 +69,7 @@ def test_a_changed_line_is_written_on_rerun(tmp_path):
     (one,) = ids(1)
     command("importentities", str(write(tmp_path / "a.jsonl", [line(one, title="old")])))
     run = command("importentities", str(write(tmp_path / "b.jsonl", [line(one, title="new")])))
-    assert "(1 written, 0 already stored so)" in run.stdout
+    assert "(0 new, 1 changed, 0 already stored)" in run.stdout
     assert Entity.objects.get(id=one)["title"] == "new"
 
 
@@ -165,7 +165,7 @@ def test_two_lines_of_one_batch_claiming_one_unique_value(tmp_path):
     first, second = ids(2)
     path = write(tmp_path / "u.jsonl", [line(first, username="x"), line(second, username="x")])
     run = command("importentities", str(path))
-    assert run.error and "1 items were rejected" in run.error
+    assert run.error and "1 item was rejected" in run.error
     assert stored_ids() == {first}
     assert "line 2: UniqueViolation" in run.stderr and "claimed by line 1" in run.stderr
 
@@ -180,7 +180,8 @@ def test_strict_stops_at_the_first_bad_line_with_nothing_of_its_batch_written(tm
     assert run.error and run.error.startswith("--strict: line 6: ")
     assert "unknown tag" in run.error
     assert stored_ids() == set(good[:4])  # the first batch (lines 1-4); lines 5-8 none
-    assert "nothing of its batch was written" in run.stderr
+    assert "nothing of its batch was written" in run.error
+    assert "line 6" not in run.stderr  # said once, by the error
     assert not (tmp_path / "strict.jsonl.rejects.jsonl").exists()
 
 
@@ -207,7 +208,7 @@ def test_a_conflict_that_appears_while_writing_is_rejected_and_the_rest_written(
     good = ids(4)
     body = [line(good[0]), line(good[1], username="raced"), line(good[2]), line(good[3])]
     run = command("importentities", str(write(tmp_path / "r.jsonl", body)))
-    assert run.error and "1 items were rejected" in run.error
+    assert run.error and "1 item was rejected" in run.error
     assert "line 2: UniqueViolation" in run.stderr
     assert stored_ids() == {str(holder.id), good[0], good[2], good[3]}
     assert_exact()
@@ -247,7 +248,7 @@ def test_an_interrupted_import_resumes_by_running_it_again(tmp_path):
     assert summary.interrupted and summary.written == 3
     assert "run the same command again" in " ".join(summary.warnings())
     run = command("importentities", str(path))
-    assert "imported 9 entities (6 written, 3 already stored so)" in run.stdout
+    assert "imported 9 entities (6 new, 3 already stored)" in run.stdout
     assert stored_ids() == set(ids(9))
 
 
@@ -268,7 +269,7 @@ def test_options_that_do_not_go_together():
     assert "FILE" in command("importentities").error
     assert "not both" in command("importentities", "x.jsonl", from_model="testapp.LegacyPost").error
     assert (
-        "--json-field go with --from-model"
+        "--json-field goes with --from-model"
         in command("importentities", "x.jsonl", json_field="data").error
     )
 

@@ -55,7 +55,7 @@ def test_json_keys_and_columns_become_properties_and_the_uuid_field_the_id():
         batch_size=10,
     )
     assert run.error is None, run
-    assert "imported 25 entities (25 written" in run.stdout
+    assert "imported 25 entities (25 new, 0 already stored) from 25 rows" in run.stdout
     for post in LegacyPost.objects.all():
         entity = Entity.objects.get(id=post.uuid)
         assert entity.body_properties() == {
@@ -85,7 +85,7 @@ def test_rerunning_writes_nothing_twice_and_picks_up_changes():
     LegacyPost.objects.filter(pk=posts[4].pk).update(data={"link": "changed"})
     LegacyPost.objects.create(data={"link": "new"})
     run = command("importentities", **args, batch_size=5)
-    assert "imported 13 entities (2 written, 11 already stored so)" in run.stdout
+    assert "imported 13 entities (1 new, 1 changed, 11 already stored)" in run.stdout
     assert Entity.objects.get(id=posts[4].uuid).body_properties() == {"link": "changed"}
     assert Entity.objects.all().count() == 13
 

@@ -70,7 +70,10 @@ def test_a_killed_import_resumes_by_running_again(tmp_path, kill_after):
 
     run = command("importentities", str(path), "--batch-size", "500")
     assert run.error is None, run
-    assert f"imported {COUNT:,} entities ({COUNT - stored:,} written, {stored:,}" in run.stdout
+    assert (
+        f"imported {COUNT:,} entities ({COUNT - stored:,} new, {stored:,} already stored)"
+        in run.stdout
+    )
     found = entities()
     assert found == {uuid.UUID(int=n + 1): expected(n) for n in range(COUNT)}
     assert_exact()

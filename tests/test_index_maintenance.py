@@ -200,12 +200,12 @@ def test_a_write_in_a_callers_transaction_removes_stale_rows_only_once_it_commit
 
 
 def test_a_key_put_back_between_the_removals_read_and_its_delete_keeps_its_row(monkeypatch):
-    """DESIGN section 3, step 5, under its lock: writer A moves the entity off key K; after its
-    commit A's removal reads the entity again and finds K's row stale. Right then, before A
-    deletes it, writer B (another thread, its own connection) puts K back. Whatever the order
-    they end in, K's row must be there at the end. (A re-check that read without holding the
-    entity's lock lets B commit first, its insert of K's row finding the row still there, and
-    then deletes the row B relies on.)"""
+    """Step 5 of the write protocol (docs/design.md#write-protocol), under its lock: writer A moves
+    the entity off key K; after its commit A's removal reads the entity again and finds K's row
+    stale. Right then, before A deletes it, writer B (another thread, its own connection) puts K
+    back. Whatever the order they end in, K's row must be there at the end. (A re-check that
+    read without holding the entity's lock lets B commit first, its insert of K's row finding
+    the row still there, and then deletes the row B relies on.)"""
     from schemaless_store.tables import entities as entity_table
 
     k, elsewhere = "https://example.com/k", "https://example.com/elsewhere"

@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import io
 import random
+import re
 import signal
 import subprocess
 import threading
@@ -110,8 +111,10 @@ def test_a_move_and_back_keeps_everything_and_moves_cells_and_unique_values():
     made = populate()
     source, target = source_and_target()
     text = run("--to", target, "--buckets", MOVED)
-    assert f": 300 buckets to {target} from {source} (300)" in text
-    assert "done: 0-299 now on " + target in text and "verified" in text
+    assert f": 300 buckets (0-299) to {target}, from {source} (300 buckets)." in text
+    assert re.search(rf"done: 0-299 now on {target}; [\d,]+ rows copied \([\d,]+ entit", text)
+    assert re.search(r"; took (\d+ min )?\d+ s\.$", text.strip())
+    assert "verified" in text
     assert shardmap.refresh().version == 3  # the moving mark, then the flip
     assert not shardmap.refresh().moving
     assert_moved_and_exact(made, target)
@@ -229,7 +232,8 @@ def test_a_dry_run_prints_the_plan_and_changes_nothing():
     moving = sum(1 for i in made if shards.bucket_for(i.bytes) in MOVED_SET)
     text = run("--to", target, "--buckets", MOVED, "--dry-run")
     assert f"Dry run: 300 buckets to {target}; nothing is changed." in text
-    assert f"from {source}: 300 buckets (0-299); rows: entities {moving}," in text
+    assert f"from {source}: 300 buckets (0-299); " in text
+    assert f" rows: entities {moving:,}," in text
     assert BucketMove.objects.count() == 0
     assert shardmap.refresh().version == 1
     assert set(bucket_table.states(target, list(range(300))).values()) <= {bucket_table.GONE}
@@ -238,9 +242,10 @@ def test_a_dry_run_prints_the_plan_and_changes_nothing():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--to", "nope", "--buckets", "1"], "'nope' is not a shard alias"),
-        (["--to", "TARGET", "--buckets", "4090-4100"], "buckets 4090-4100 are outside 0-4095"),
-        (["--to", "TARGET", "--buckets", "x"], "'x' is not a bucket number"),
+        (["--to", "nope", "--buckets", "1"], "^--to: 'nope' is not a shard alias; the shards "),
+        (["--to", "TARGET", "--buckets", "4090-4100"], "^--buckets: 4090-4100 is outside 0-4095"),
+        (["--to", "TARGET", "--buckets", "99-0"], "^--buckets: the range 99-0 is backwards"),
+        (["--to", "TARGET", "--buckets", "x"], "^--buckets: 'x' is not a bucket number"),
         (["--to", "SOURCE", "--buckets", "0-3"], "owns buckets 0-3 already"),
         (["--buckets", "0-3"], "give --to ALIAS and --buckets"),
         (["--to", "TARGET", "--buckets", "0-3", "--duty", "0"], "--duty: must be a share above"),

@@ -7,6 +7,7 @@ the session. This site demonstrates the store, not authentication.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -18,8 +19,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.utils.text import Truncator
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from schemaless_store import lifecycle
 from schemaless_store.exceptions import (
     ConfigurationError,
     IndexNotReady,
@@ -89,8 +90,42 @@ def render_page(
     """A page of the site (a template extending ``feed/base.html``), with what its header
     needs: the user this visitor acts as. Also used by the project's error pages."""
     viewer = current_user(request)
-    base = {"viewer": viewer, "act_as_form": ActAsForm(), "live_index": LINK_INDEX_NAME}
+    base = {
+        "viewer": viewer,
+        "act_as_form": ActAsForm(),
+        "live_index": LINK_INDEX_NAME,
+        "live_index_ready": live_index_ready(),
+    }
     return render(request, template, {**base, **context}, status=status)
+
+
+def live_index_ready() -> bool:
+    """Whether "who else shared this?" can be answered: ``index_feed_link`` is declared and
+    built. Until then entries do not offer the link (the page itself says what to run)."""
+    return LINK_INDEX_NAME in registry and lifecycle.states().get(LINK_INDEX_NAME) == "ready"
+
+
+def allow(*methods: str) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+    """Like Django's ``require_http_methods``, but a request with another method gets the
+    site's own 405 page (not an empty response, which browsers show as their own error)."""
+
+    def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @functools.wraps(view)
+        def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if request.method not in methods:
+                response = render_page(
+                    request,
+                    "405.html",
+                    {"request_path": request.path, "method": request.method, "allowed": methods},
+                    status=405,
+                )
+                response["Allow"] = ", ".join(methods)
+                return response
+            return view(request, *args, **kwargs)
+
+        return checked
+
+    return decorate
 
 
 def _next_url(request: HttpRequest, default: str) -> str:
@@ -161,7 +196,7 @@ def _pager(
 # --- pages ---------------------------------------------------------------------------------------
 
 
-@require_GET
+@allow("GET", "HEAD")
 def home(request: HttpRequest) -> HttpResponse:
     """The public feed: everyone's entries, newest first."""
     page, after = _paged(request, lambda after: entities.public_page(after, page_size()))
@@ -180,7 +215,7 @@ def home(request: HttpRequest) -> HttpResponse:
     )
 
 
-@require_GET
+@allow("GET", "HEAD")
 def user_detail(request: HttpRequest, username: str) -> HttpResponse:
     """One user's entries, newest first."""
     user = entities.user_by_username(username)
@@ -203,7 +238,7 @@ def user_detail(request: HttpRequest, username: str) -> HttpResponse:
     )
 
 
-@require_GET
+@allow("GET", "HEAD")
 def user_list(request: HttpRequest) -> HttpResponse:
     page, after = _paged(request, lambda after: entities.users_page(after, 50))
     if page is None:
@@ -215,7 +250,7 @@ def user_list(request: HttpRequest) -> HttpResponse:
     )
 
 
-@require_http_methods(["GET", "POST"])
+@allow("GET", "HEAD", "POST")
 def sign_up(request: HttpRequest) -> HttpResponse:
     form = SignUpForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -234,7 +269,7 @@ def sign_up(request: HttpRequest) -> HttpResponse:
     return render_page(request, "feed/signup.html", {"form": form})
 
 
-@require_POST
+@allow("POST")
 def act_as_view(request: HttpRequest) -> HttpResponse:
     form = ActAsForm(request.POST)
     user = entities.user_by_username(form.cleaned_data["username"]) if form.is_valid() else None
@@ -246,13 +281,13 @@ def act_as_view(request: HttpRequest) -> HttpResponse:
     return redirect(_next_url(request, reverse("feed:user", args=[user["username"]])))
 
 
-@require_POST
+@allow("POST")
 def leave(request: HttpRequest) -> HttpResponse:
     request.session.pop(SESSION_KEY, None)
     return redirect("feed:home")
 
 
-@require_http_methods(["GET", "POST"])
+@allow("GET", "HEAD", "POST")
 def post_entry(request: HttpRequest) -> HttpResponse:
     viewer = current_user(request)
     if viewer is None:
@@ -273,7 +308,7 @@ def _entry_or_404(entry_id: uuid.UUID) -> Entity:
     return entry
 
 
-@require_GET
+@allow("GET", "HEAD")
 def entry_detail(request: HttpRequest, entry_id: uuid.UUID) -> HttpResponse:
     return _entry_page(request, _entry_or_404(entry_id), CommentForm())
 
@@ -295,9 +330,11 @@ def _require_viewer(request: HttpRequest) -> Entity | HttpResponseRedirect:
     return viewer
 
 
-@require_POST
+@allow("GET", "HEAD", "POST")
 def like(request: HttpRequest, entry_id: uuid.UUID) -> HttpResponse:
     entry = _entry_or_404(entry_id)
+    if request.method != "POST":  # a link to it, or a reload: the entry, nothing liked
+        return redirect("feed:entry", entry.id)
     viewer = _require_viewer(request)
     if isinstance(viewer, HttpResponseRedirect):
         return viewer
@@ -307,9 +344,11 @@ def like(request: HttpRequest, entry_id: uuid.UUID) -> HttpResponse:
     return redirect(_next_url(request, reverse("feed:entry", args=[entry.id])))
 
 
-@require_POST
+@allow("GET", "HEAD", "POST")
 def comment(request: HttpRequest, entry_id: uuid.UUID) -> HttpResponse:
     entry = _entry_or_404(entry_id)
+    if request.method != "POST":  # the comment form is on the entry's page
+        return redirect("feed:entry", entry.id)
     viewer = _require_viewer(request)
     if isinstance(viewer, HttpResponseRedirect):
         return viewer
@@ -321,7 +360,7 @@ def comment(request: HttpRequest, entry_id: uuid.UUID) -> HttpResponse:
     return redirect("feed:entry", entry.id)
 
 
-@require_GET
+@allow("GET", "HEAD")
 def shared(request: HttpRequest) -> HttpResponse:
     """Who else shared this link: the page that needs the live index ``index_feed_link``."""
     link = request.GET.get("link", "").strip()

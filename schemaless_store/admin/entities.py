@@ -105,24 +105,28 @@ class EntityAdmin(admin.ModelAdmin):
         all_aliases = list(shards.shard_aliases())
         shard = request.GET.get("shard", "")
         if shard and shard not in all_aliases:
-            messages.error(request, f"There is no shard {shard!r}; showing every shard.")
+            messages.error(request, f"There is no shard '{shard}'; showing every shard.")
             shard = ""
         aliases = [shard] if shard else all_aliases
         size = self.list_per_page
         text = request.GET.get("q", "")
-        context: dict[str, Any] = {"errors": [], "search_note": "", "explanation": ""}
+        # "ran": the listing or search was made (a refused or failed search lists nothing, and
+        # must not read as if it found nothing).
+        context: dict[str, Any] = {"errors": [], "search_note": "", "explanation": "", "ran": True}
         entities: list[Entity] = []
         next_url = prev_url = first_url = ""
         try:
             search = parse_search(text)
         except SearchError as exc:
             context["errors"].append(str(exc))
+            context["ran"] = False
             search = None
         if search is not None and search.by_id:
             try:
                 found = Entity.objects.get_many([search.entity_id])
             except ShardUnavailable as exc:
                 context["errors"].append(str(exc))
+                context["ran"] = False
                 found = {}
             entities = [e for e in found.values() if e.shard in aliases]
             home = shards.alias_for(search.entity_id)  # type: ignore[arg-type]
@@ -140,8 +144,10 @@ class EntityAdmin(admin.ModelAdmin):
                 # Refused (no index serves it, not ready, a bad value): the explanation says why.
                 first_line = str(exc).split("\n", 1)[0]
                 context["errors"].append(f"Search refused: {first_line}")
+                context["ran"] = False
             except (SchemalessError, ValueError, TypeError) as exc:
                 context["errors"].append(f"Search failed: {exc}")
+                context["ran"] = False
             else:
                 context["search_note"] = f"Found through index {query.index.name}, in its order."
                 if more:
@@ -297,8 +303,7 @@ class EntityAdmin(admin.ModelAdmin):
         )
         # A fresh instance with the same id is an update of that entity through the write path:
         # the protocol locks the stored row and moves index rows from its old to its new values.
-        # The check that no one wrote since the page was loaded runs under the row lock the
-        # write takes (:mod:`schemaless_store.expected`): exact, not a compare before it.
+        # "Changed since the page was loaded" is checked under the write's row lock (expected.py).
         edited = Entity.from_properties({**new, "id": entity.id})
         try:
             entity_writes.save(edited, expect=form.expectation())
@@ -377,8 +382,10 @@ class EntityAdmin(admin.ModelAdmin):
             off = ""
         except ConfigurationError as exc:  # "entity history is off: set ...", said once
             history, off = [], capfirst(str(exc)) + "."
-        views = [version_view(v.ref_key, v.created_at, lambda v=v: v.properties) for v in history]
-        bodies = {v.ref_key: (lambda v=v: v.properties) for v in history}
+        # A version's properties as the body view shows them: the id is the entity's, not one
+        # of its properties (it cannot change between versions).
+        views = [version_view(v.ref_key, v.created_at, lambda v=v: _body(v)) for v in history]
+        bodies = {v.ref_key: (lambda v=v: _body(v)) for v in history}
         trail = crumbs(
             self.opts,
             ("Entities", changelist_url()),
@@ -434,3 +441,10 @@ def _cursor(request: HttpRequest, name: str) -> Cursor | None:
 def _shard_url(request: HttpRequest, alias: str | None) -> str:
     # A new filter starts from the first page: a cursor belongs to the old filter's order.
     return with_query(request, shard=alias, after=None, before=None, p=None)
+
+
+def _body(version: Any) -> dict[str, Any] | None:
+    """A stored version's properties without the entity's id (None: it was deleted)."""
+    if version.properties is None:
+        return None
+    return {name: value for name, value in version.properties.items() if name != "id"}

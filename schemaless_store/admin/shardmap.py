@@ -1,7 +1,8 @@
 """The "Shards and buckets" page (the ``BucketMove`` changelist): the bucket map in force drawn
 as a bar of every bucket coloured by shard, what each shard holds and serves, each shard's
 replicas with their state and lag (docs/replicas.md), the move in progress with its phase and
-counts, and past moves with their duration (docs/resharding.md).
+rows copied so far, and past moves: when each ran, how long it took, the rows it copied per
+table, whether its copies were verified and how long writes paused (docs/resharding.md).
 Moves are made with ``manage.py movebuckets``; the page only shows them."""
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils import timezone
 
 from .. import conf, replicas, shardmap, shards
 from ..exceptions import ShardUnavailable
 from ..indexes import registry
 from ..models.metadata import BucketMove
+from ..moves.record import describe
 from ..tables import buckets as bucket_table
 from ..tables.counts import TableCount, count_tables
 from .common import ReadOnlyAdmin, crumbs
@@ -130,8 +133,9 @@ class BucketMoveAdmin(ReadOnlyAdmin):
             "spans": bar(found.owners, colours),
             "shard_rows": shard_rows(found, colours),
             "moving": shardmap.describe(sorted(found.moving)),
-            "in_progress": [m for m in moves if m.phase not in BucketMove.FINISHED],
-            "past": [m for m in moves if m.phase in BucketMove.FINISHED],
+            "in_progress": [describe(m) for m in moves if m.phase not in BucketMove.FINISHED],
+            "past": [describe(m) for m in moves if m.phase in BucketMove.FINISHED],
+            "time_zone": timezone.get_current_timezone_name(),
             "health_url": reverse("admin:schemaless_store_indexstate_changelist"),
             "replica_rows": [
                 {"shard": shard["shard"], **replica}

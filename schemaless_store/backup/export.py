@@ -46,9 +46,10 @@ class ExportSummary:
 
     def describe(self) -> str:
         rate = self.entities / self.seconds if self.seconds else 0.0
-        cells = f" and {self.cells:,} cells" if self.cells else ""
+        cells = f" and {self.cells:,} cell{'s' if self.cells != 1 else ''}" if self.cells else ""
+        entities = "entity" if self.entities == 1 else "entities"
         text = (
-            f"exported {self.entities:,} entities{cells} from {len(self.shards)} shard"
+            f"exported {self.entities:,} {entities}{cells} from {len(self.shards)} shard"
             f"{'s' if len(self.shards) != 1 else ''} in {self.seconds:.1f} s "
             f"({rate:,.0f} entities/s); started {self.started.isoformat()}"
         )

@@ -42,6 +42,7 @@ class ModelRows:
     """The rows of ``model`` as import items (see the module docs)."""
 
     unit = " rows"
+    item_name = "row"
 
     def __init__(
         self,

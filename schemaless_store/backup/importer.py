@@ -83,7 +83,7 @@ class Importer:
 
     def run(self, source: Source) -> ImportSummary:
         clock = time.monotonic()
-        summary = ImportSummary()
+        summary = ImportSummary(item_name=getattr(source, "item_name", "item"))
         if self.rejects is not None:
             self.rejects.unlink(missing_ok=True)  # this run's rejects only
         restore = self._handle_signals()
@@ -137,6 +137,7 @@ class Importer:
         summary.read += len(checked.items)
         summary.entity_lines += checked.entity_lines
         summary.cell_lines += len(checked.cells)
+        summary.framing += (checked.header is not None) + (checked.end is not None)
         if checked.header is not None:
             summary.header = checked.header
             self.history = not checked.header.cells
@@ -191,6 +192,14 @@ class Importer:
                 del entities[position], changes[position], owners[position]
                 continue
             distinct = len({change.key for change in changes})
+            # Written over another body (step 1 found it stored): changed; the rest written
+            # are new (rows committed before a violation count as new: the retry finds them).
+            changed = {
+                change.key
+                for change in changes
+                if change.found is not None and change.found.body != change.body
+            }
+            summary.new += written[0] - len(changed)
             summary.written += written[0]
             summary.unchanged += distinct - written[0]
             return True

@@ -17,6 +17,7 @@ class JsonLinesFile:
     skipped. A line that is not UTF-8 is a bad line like any other."""
 
     unit = "B"
+    item_name = "line"
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)

@@ -163,7 +163,11 @@ def _parse(text: str) -> Any:
     except BadLine:
         raise
     except json.JSONDecodeError as exc:
-        raise BadLine(f"invalid JSON: {exc.msg} (at character {exc.pos + 1})") from None
+        # json's messages read "Invalid control character at" or "Expecting value".
+        what = exc.msg.removesuffix(" at")
+        raise BadLine(
+            f"invalid JSON: {what[:1].lower()}{what[1:]} at character {exc.pos + 1}"
+        ) from None
     except (ValueError, RecursionError) as exc:  # a huge integer, or nesting too deep
         raise BadLine(f"invalid JSON: {exc}") from None
 

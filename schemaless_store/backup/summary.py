@@ -32,14 +32,17 @@ class Rejected:
 
 @dataclass
 class ImportSummary:
-    read: int = 0  # items read (entity and cell lines, or rows)
+    read: int = 0  # items read (every line, or rows)
+    framing: int = 0  # of them, an export's header and end lines (not items)
+    item_name: str = "item"  # what an item is: "line" of a file, "row" of a model
     written: int = 0  # entities written (new, or changed)
+    new: int = 0  # of them, entities that were not stored before
     unchanged: int = 0  # entities that were stored exactly so already
     cells: int = 0  # cell versions written or found stored
     rejected: int = 0
     shown: list[Rejected] = field(default_factory=list)  # the first SHOWN_REJECTS
     stopped: Rejected | None = None  # strict: the item the import stopped at
-    partial: bool = False  # ... after some of its batch was written (see describe)
+    partial: bool = False  # ... after some of its batch was written (see stop_reason)
     interrupted: bool = False
     header: Header | None = None
     end: End | None = None
@@ -52,35 +55,59 @@ class ImportSummary:
     def failed(self) -> bool:
         return self.stopped is not None or self.interrupted
 
+    @property
+    def items(self) -> int:
+        """Entity and cell lines (bad ones too), or rows: what was imported from."""
+        return self.read - self.framing
+
     def describe(self) -> str:
+        """``imported 1,191 entities (0 new, 1,191 already stored) from 1,191 lines in 0.2 s
+        (5,955 entities/s)``: "new", "changed" (stored with another body: written again) and
+        "already stored" (exactly so: not written) add up to the entities imported."""
         imported = self.written + self.unchanged
         rate = imported / self.seconds if self.seconds else 0.0
-        text = (
-            f"imported {imported:,} entities ({self.written:,} written, {self.unchanged:,} "
-            f"already stored so)"
-        )
+        parts = [f"{self.new:,} new"]
+        if self.written - self.new:
+            parts.append(f"{self.written - self.new:,} changed")
+        parts.append(f"{self.unchanged:,} already stored")
+        text = f"imported {_count(imported, 'entity', 'entities')} ({', '.join(parts)})"
         if self.cells:
-            text += f" and {self.cells:,} cell versions"
-        text += f" from {self.read:,} items in {self.seconds:.1f} s ({rate:,.0f} entities/s)"
+            text += f" and {_count(self.cells, 'cell version')}"
+        text += (
+            f" from {_count(self.items, self.item_name)} in {self.seconds:.1f} s "
+            f"({rate:,.0f} entities/s)"
+        )
         if self.rejected:
             text += f"; {self.rejected:,} rejected"
             if self.rejects_path:
                 text += f" (written to {self.rejects_path})"
         return text
 
-    def warnings(self) -> list[str]:
-        found = []
-        if self.stopped is not None:
-            found.append(
-                f"stopped at {self.stopped.describe()}"
-                + (
-                    "; a concurrent writer claimed the value between the check and the write, "
-                    "so entities of this batch on other shards may have been written"
-                    if self.partial
-                    else "; nothing of its batch was written"
-                )
-                + ". Fix it and rerun: what was imported is not written again"
+    def stop_reason(self) -> str:
+        """Why a ``strict`` import stopped, and what was written (one line)."""
+        if self.stopped is None:
+            return ""
+        return (
+            f"{self.stopped.describe()}"
+            + (
+                "; a concurrent writer claimed the value between the check and the write, "
+                "so entities of this batch on other shards may have been written"
+                if self.partial
+                else "; nothing of its batch was written"
             )
+            + ". Fix it and rerun: what was imported is not written again"
+        )
+
+    @property
+    def more_rejected(self) -> int:
+        """Rejected items not shown one by one (the one a strict import stopped at is said
+        on its own)."""
+        return self.rejected - len(self.shown) - (self.stopped is not None)
+
+    def warnings(self) -> list[str]:
+        """What the reader should know besides the counts (not why a strict import stopped:
+        :meth:`stop_reason`)."""
+        found = []
         if self.interrupted:
             found.append(
                 "interrupted: the batches before were imported; run the same command again to "
@@ -97,3 +124,7 @@ class ImportSummary:
                 f"{self.entity_lines:,} entity lines"
             )
         return found
+
+
+def _count(number: int, singular: str, plural: str = "") -> str:
+    return f"{number:,} {singular if number == 1 else plural or singular + 's'}"

@@ -53,7 +53,7 @@ class PassResult:
         )
         text = f"{self.kind} of {self.index} on {self.shard}: {self.status}"
         if self.status != SKIPPED:
-            text += f" in {self.seconds:.1f}s ({counts})"
+            text += f" in {self.seconds:.1f} s ({counts})"
         return text + (f": {self.message}" if self.message else "")
 
     def note(self, problem: str) -> None:
@@ -111,7 +111,7 @@ class Summary:
 
     def describe(self) -> str:
         text = (
-            f"Cleaner finished in {self.seconds:.1f}s: {self.total('inserted')} rows inserted, "
+            f"Cleaner finished in {self.seconds:.1f} s: {self.total('inserted')} rows inserted, "
             f"{self.total('stale_removed')} stale removed, {self.total('orphans_removed')} "
             f"orphans removed ({self.total('scanned')} scanned, {self.total('errors')} errors"
         )

@@ -30,3 +30,23 @@ share = _bounded(float, lambda v: 0 < v <= 1, "a share above 0 and at most 1")
 niceness = _bounded(int, lambda v: 0 <= v <= 19, "a whole number from 0 to 19")
 seconds = _bounded(float, lambda v: v >= 0, "a number of seconds (0 or more)")
 milliseconds = _bounded(float, lambda v: v > 0, "a number of milliseconds above 0")
+
+
+def shard_alias(text: str) -> str:
+    """A shard's database alias (``--shard``), checked against ``SCHEMALESS["SHARDS"]``."""
+    from schemaless_store import conf  # settings are read when the command parses, not before
+
+    known = list(conf.get().shards)
+    if text not in known:
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a shard alias; the shards are {', '.join(known)}"
+        )
+    return text
+
+
+def os_error(exc: OSError) -> str:
+    """An operating system error in words: ``out.jsonl: No such file or directory``, not
+    ``[Errno 2] No such file or directory: 'out.jsonl'``."""
+    if not exc.strerror:
+        return str(exc)
+    return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror

@@ -79,6 +79,7 @@ class Mover:
         throttle: Throttle | None = None,
         workers: int = COPY_WORKERS,
         report: Callable[[str, int], None] | None = None,
+        phase: Callable[[str], None] | None = None,
     ) -> None:
         self.move = move
         # Rows per copy transaction: under a Galera write-set limit on either side.
@@ -90,6 +91,8 @@ class Mover:
         self._record = threading.Lock()  # the record's checkpoints and counts, across copies
         self._stopping = threading.Event()
         self.report = report or (lambda _what, _rows: None)
+        # Called as each phase starts: copy, catch-up, flip, verify, delete (progress only).
+        self.phase = phase or (lambda _name: None)
         self.buckets = set(from_ranges(move.buckets))
         self.sources = {a: set(from_ranges(s)) for a, s in move.sources.items()}
         self.tables = moved_tables()
@@ -123,6 +126,7 @@ class Mover:
         return self.move
 
     def copy(self) -> None:
+        self.phase("copy")
         target = self.move.target
         if not self.move.checkpoints.get("prepared"):
             with shards.write_lock():
@@ -145,6 +149,7 @@ class Mover:
         self._save(phase="catching up")
 
     def catch_up(self) -> None:
+        self.phase("catch-up")
         while True:
             handled = sum(self._replay(source) for source in self.sources)
             if handled < CONVERGED:
@@ -153,6 +158,7 @@ class Mover:
         wait = shardmap.read_bound(conf.get().map_max_age) - (time.time() - marked_at)
         if wait > 0:  # a copy this short: let every process see the moving mark first
             time.sleep(wait)
+        self.phase("flip")
         started = time.monotonic()
         self._fence()
         self._save(phase="fenced", checkpoints={**self.move.checkpoints, "fenced_at": time.time()})
@@ -161,6 +167,7 @@ class Mover:
 
     def flip(self) -> None:
         """Replay what is left (writes to the buckets are refused now), then hand them over."""
+        self.phase("flip")
         started = time.monotonic()
         self._fence()  # again, after a resume: idempotent
         while any(self._replay(source) for source in self.sources):
@@ -201,6 +208,7 @@ class Mover:
         (deletions are not fenced); what that leaves on the target is an extra row, which
         queries ignore and the cleaner removes. The log is read after each comparison, with
         the triggers still on, so no such deletion can slip between the two."""
+        self.phase("verify")
         snapshot, self.snapshot = self.snapshot, None
         problems: list[str] = []
         late: dict[str, set[bytes]] = {}
@@ -254,6 +262,7 @@ class Mover:
 
     def clean(self) -> None:
         """Delete the sources' copies once no process can still read them by an old map."""
+        self.phase("delete")
         flipped = self.move.flipped or timezone.now()
         settle = 2 * conf.get().map_max_age
         wait = settle - (timezone.now() - flipped).total_seconds()

@@ -31,12 +31,21 @@ def parse_buckets(spec: str) -> list[int]:
         try:
             first, last = int(low), int(high or low)
         except ValueError:
-            raise MoveRefused(f"{part!r} is not a bucket number or a range like 0-1364") from None
+            raise MoveRefused(
+                f"--buckets: '{part}' is not a bucket number or a range like 0-1364"
+            ) from None
+        if first > last:
+            raise MoveRefused(
+                f"--buckets: the range {part} is backwards; write the lower number first "
+                f"({last}-{first})"
+            )
         if not 0 <= first <= last < total:
-            raise MoveRefused(f"buckets {part} are outside 0-{total - 1}")
+            raise MoveRefused(
+                f"--buckets: {part} is outside 0-{total - 1} (the store has {total} buckets)"
+            )
         found.update(range(first, last + 1))
     if not found:
-        raise MoveRefused("no buckets given")
+        raise MoveRefused("--buckets: no bucket numbers given")
     return sorted(found)
 
 
@@ -74,7 +83,8 @@ def plan(target: str, buckets: Sequence[int]) -> Plan:
     cannot be made."""
     if target not in shards.shard_aliases():
         raise MoveRefused(
-            f"{target!r} is not a shard alias; shards: {list(shards.shard_aliases())}"
+            f"--to: '{target}' is not a shard alias; the shards are "
+            f"{', '.join(shards.shard_aliases())}"
         )
     owners = shardmap.refresh().owners
     already = [n for n in buckets if owners[n] == target]

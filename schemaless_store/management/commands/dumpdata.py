@@ -20,8 +20,9 @@ from schemaless_store import shards
 
 APP = "schemaless_store"
 SHARD_MODELS = ("entity", "cell", "cellhead")
+# Follows "To " or "to ": one sentence.
 ADVICE = (
-    "back the store up with `manage.py exportentities` and restore it with "
+    "back the store up, use `manage.py exportentities`; to restore it, "
     "`manage.py importentities` (docs/backup.md)"
 )
 
@@ -40,7 +41,7 @@ class Command(dumpdata.Command):
         on_shard = options["database"] in shards.shard_aliases()
         if named and not on_shard:
             raise CommandError(
-                f"{', '.join(named)} live on the shards, not in {options['database']!r}: "
+                f"{', '.join(named)} live on the shards, not in '{options['database']}': "
                 f"dumpdata would print no entity at all. To {ADVICE}."
             )
         if named:

@@ -22,7 +22,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from schemaless_store.backup.export import DEFAULT_CHUNK, Exporter
 from schemaless_store.exceptions import SchemalessError
 
-from ..arguments import whole_number
+from ..arguments import shard_alias, whole_number
 from ..progress import UnstyledStream, progress_stream
 
 
@@ -62,6 +62,7 @@ class Command(BaseCommand):
             "--shard",
             action="append",
             dest="shards",
+            type=shard_alias,
             metavar="ALIAS",
             help="Only this shard (database alias); repeatable. Default: every shard.",
         )
@@ -97,7 +98,10 @@ class Command(BaseCommand):
             )
             with _output(path, self.stdout) as out:
                 summary = exporter.run(out)
-        except (SchemalessError, ValueError, OSError) as exc:
+        except OSError as exc:
+            problem = exc.strerror or str(exc)
+            raise CommandError(f"cannot write {path}: {problem}; nothing was exported") from exc
+        except (SchemalessError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
         # The lines went to stdout: the summary goes to stderr, out of the data's way.
         report = self.stderr if path == "-" else self.stdout

@@ -21,7 +21,7 @@ from schemaless_store.backup.jsonfile import JsonLinesFile
 from schemaless_store.exceptions import SchemalessError
 from schemaless_store.models import Cell, Entity
 
-from ..arguments import whole_number
+from ..arguments import os_error, whole_number
 from ..progress import progress_stream
 
 
@@ -30,6 +30,15 @@ def names(text: str) -> list[str]:
     if not found:
         raise argparse.ArgumentTypeError(f"expected field names separated by commas, not {text!r}")
     return found
+
+
+def readable(path: str) -> None:
+    """Refuse a file that cannot be read before anything starts (nothing to resume then)."""
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise CommandError(f"cannot read {os_error(exc)}; nothing was imported") from exc
 
 
 class Command(BaseCommand):
@@ -98,16 +107,19 @@ class Command(BaseCommand):
         try:
             summary = importer.run(source)
         except (SchemalessError, OSError) as exc:
+            problem = os_error(exc) if isinstance(exc, OSError) else str(exc)
             raise CommandError(
-                f"{exc}. What was imported before stays; rerun the same command to resume."
+                f"{problem}. What was imported before it stays; rerun the same command to go "
+                "on (what is stored already is not written again)."
             ) from exc
         verbosity = options["verbosity"]
         if verbosity >= 1:
             for rejected in summary.shown:
                 self.stderr.write(rejected.describe(), style_func=self.style.WARNING)
-            if summary.rejected > len(summary.shown):
+            if summary.more_rejected > 0:
                 self.stderr.write(
-                    f"... and {summary.rejected - len(summary.shown):,} more",
+                    f"... and {summary.more_rejected:,} more rejected "
+                    f"(all in {summary.rejects_path})",
                     style_func=self.style.WARNING,
                 )
             for warning in summary.warnings():
@@ -116,13 +128,14 @@ class Command(BaseCommand):
             style = self.style.SUCCESS if healthy else self.style.WARNING
             self.stdout.write(summary.describe(), style_func=style)
         if summary.stopped is not None:
-            raise CommandError(f"--strict: {summary.stopped.describe()}")
+            raise CommandError(f"--strict: {summary.stop_reason()}")
         if summary.interrupted:
             raise CommandError("interrupted; rerun the same command to resume")
         if summary.rejected:
             where = f" (see {summary.rejects_path})" if summary.rejects_path else ""
             raise CommandError(
-                f"{summary.rejected:,} items were rejected{where}; the others were imported"
+                f"{summary.rejected:,} {'item was' if summary.rejected == 1 else 'items were'} "
+                f"rejected{where}; the others were imported"
             )
 
     def _source(self, options: dict[str, Any]) -> tuple[Source, str]:
@@ -133,7 +146,10 @@ class Command(BaseCommand):
         if path:
             if model_options:
                 flags = ", ".join("--" + o.replace("_", "-") for o in model_options)
-                raise CommandError(f"{flags} go with --from-model, not with a file")
+                verb = "goes" if len(model_options) == 1 else "go"
+                raise CommandError(f"{flags} {verb} with --from-model, not with a file")
+            if path != "-":
+                readable(path)
             rejects = options["rejects"] or (
                 "importentities.rejects.jsonl" if path == "-" else f"{path}.rejects.jsonl"
             )

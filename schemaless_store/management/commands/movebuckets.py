@@ -16,7 +16,6 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DEFAULT_DB_ALIAS
-from tqdm import tqdm
 
 from schemaless_store.cleaner.lock import CleanerLock
 from schemaless_store.exceptions import MoveRefused
@@ -28,9 +27,12 @@ from schemaless_store.management.arguments import (
     whole_number,
 )
 from schemaless_store.management.progress import progress_stream
+from schemaless_store.management.texttable import text_table
 from schemaless_store.models.metadata import BucketMove
 from schemaless_store.moves import plan
 from schemaless_store.moves.mover import COPY_WORKERS, Mover
+from schemaless_store.moves.progress import MoveProgress
+from schemaless_store.moves.record import STATUS_HEADERS, describe, status_row
 from schemaless_store.throttle import Throttle
 
 # The mover's lock, a CleanerLock under a name no index can have (index names have no hyphen).
@@ -58,6 +60,10 @@ def _one_mover() -> Iterator[None]:
 
 def shown(spans: list[list[int]]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def plural(number: int, thing: str, things: str = "") -> str:
+    return f"{number:,} {thing if number == 1 else things or thing + 's'}"
 
 
 class Command(BaseCommand):
@@ -172,34 +178,44 @@ class Command(BaseCommand):
                 return
             move = plan.start(found)
             self.stdout.write(
-                f"Move #{move.pk}: {len(numbers)} buckets to {target} from "
-                + ", ".join(f"{a} ({len(n)})" for a, n in found.sources.items())
+                f"Move #{move.pk}: {plural(len(numbers), 'bucket')} ({shown(move.buckets)}) "
+                f"to {target}, from "
+                + ", ".join(f"{a} ({plural(len(n), 'bucket')})" for a, n in found.sources.items())
+                + "."
             )
         if options["nice"]:
             os.nice(options["nice"])
-        bar = tqdm(file=progress_stream(self), unit=" rows", desc="moving", leave=False)
-
-        def report(what: str, rows: int) -> None:
-            bar.set_description(what)
-            bar.update(rows)
-
+        progress = MoveProgress(
+            move,
+            file=progress_stream(self),
+            enabled=options["verbosity"] >= 1 and self.stderr.isatty(),
+        )
         try:
             done = Mover(
                 move,
                 batch=options["batch"],
                 throttle=throttle,
                 workers=options["workers"],
-                report=report,
+                report=progress.report,
+                phase=progress.phase,
             ).run()
-        finally:
-            bar.close()
-        pause = "" if done.longest_pause is None else f"; writes paused {done.longest_pause:.3f} s"
-        verified = done.counts.get("verified")
-        checked = {True: "verified", None: "not verified (resumed after the flip)"}[verified]
+        except BaseException:
+            progress.close(failed=True)
+            raise
+        progress.close()
+        record = describe(done)
+        verified = {
+            "yes": "verified",
+            "": "not verified",
+        }.get(record.verified, f"verified: {record.verified}")
+        paused = f", writes paused {record.paused}" if record.paused else ""
+        took = f"; took {record.took}" if record.took else ""
         self.stdout.write(
             self.style.SUCCESS(
-                f"Move #{done.pk} done: {shown(done.buckets)} now on {done.target}; "
-                f"{done.counts.get('copied entities', 0)} entities copied, {checked}{pause}."
+                f"Move #{done.pk} done: {record.buckets} now on {done.target}; "
+                f"{plural(record.rows_copied, 'row')} copied "
+                f"({plural(dict(record.copied).get('entities', 0), 'entity', 'entities')}), "
+                f"{verified}{paused}{took}."
             )
         )
 
@@ -209,10 +225,11 @@ class Command(BaseCommand):
         )
         for source, numbers in found.sources.items():
             rows = found.rows.get(source, {})
-            tables = ", ".join(f"{name} {count}" for name, count in rows.items())
+            tables = ", ".join(f"{name} {count:,}" for name, count in rows.items())
             self.stdout.write(
-                f"  from {source}: {len(numbers)} buckets ({shown(plan.as_ranges(numbers))}); "
-                f"rows: {tables}"
+                f"  from {source}: {plural(len(numbers), 'bucket')} "
+                f"({shown(plan.as_ranges(numbers))}); {plural(sum(rows.values()), 'row')}: "
+                f"{tables}"
             )
 
     def _abort(self) -> None:
@@ -231,11 +248,5 @@ class Command(BaseCommand):
         if not moves:
             self.stdout.write("No bucket moves yet.")
             return
-        for move in moves:
-            took = ""
-            if move.finished is not None:
-                took = f", took {(move.finished - move.started).total_seconds():.1f} s"
-            self.stdout.write(
-                f"#{move.pk} {move.phase}: {shown(move.buckets)} to {move.target} "
-                f"(from {', '.join(move.sources)}){took}; {move.counts}"
-            )
+        for line in text_table(STATUS_HEADERS, [status_row(describe(m)) for m in moves]):
+            self.stdout.write(line)

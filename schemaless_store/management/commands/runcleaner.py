@@ -18,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 from schemaless_store.cleaner.worker import DEFAULT_BATCH_SIZE, DEFAULT_INTERVAL, Cleaner
 from schemaless_store.exceptions import ConfigurationError
 
-from ..arguments import milliseconds, niceness, seconds, share, whole_number
+from ..arguments import milliseconds, niceness, seconds, shard_alias, share, whole_number
 from ..progress import progress_stream
 
 LOGGER = "schemaless_store.cleaner"
@@ -47,6 +47,7 @@ class Command(BaseCommand):
             "--shard",
             action="append",
             dest="shards",
+            type=shard_alias,
             metavar="ALIAS",
             help="Only this shard (database alias); repeatable. Default: every shard.",
         )

@@ -15,7 +15,7 @@ from schemaless_store import shardmap, shards
 from schemaless_store.exceptions import ShardUnavailable
 from schemaless_store.indexes import registry
 from schemaless_store.models.metadata import BucketMove
-from schemaless_store.moves.plan import from_ranges
+from schemaless_store.moves.record import describe
 from schemaless_store.tables import buckets as bucket_table
 from schemaless_store.tables.counts import count_tables
 
@@ -38,10 +38,11 @@ class Command(BaseCommand):
         if found.moving:
             self.stdout.write(f"Moving now: buckets {shardmap.describe(found.moving)}.")
         for move in BucketMove.objects.exclude(phase__in=BucketMove.FINISHED).order_by("pk"):
-            moving = shardmap.describe(from_ranges(move.buckets))
+            record = describe(move)
             self.stdout.write(
-                f"Move #{move.pk} in progress: buckets {moving} to {move.target}, "
-                f"{move.phase} ({move.counts})."
+                f"Move #{move.pk} in progress: buckets {record.buckets} to {move.target}, "
+                f"{move.phase} (started {record.started_text}; {record.copied_text} copied, "
+                f"{record.replayed:,} changes replayed)."
             )
         tables = ["entities", *(index.name for index in registry.valid())]
         for alias in shards.shard_aliases():

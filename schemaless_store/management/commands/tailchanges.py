@@ -31,7 +31,7 @@ from django.core.management.base import BaseCommand, CommandError
 from schemaless_store import conf, feed, jsonview
 from schemaless_store.exceptions import SchemalessError
 
-from ..arguments import seconds, whole_number
+from ..arguments import seconds, shard_alias, whole_number
 
 
 def change_to_json(change: feed.Change) -> dict[str, Any]:
@@ -66,7 +66,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
-            "--shard", action="append", help="Only this shard alias (repeat for several)."
+            "--shard",
+            action="append",
+            type=shard_alias,
+            help="Only this shard alias (repeat for several).",
         )
         parser.add_argument(
             "--after",
@@ -148,7 +151,10 @@ class Command(BaseCommand):
             positions.update({alias: saved[alias] for alias in aliases if alias in saved})
         for alias, number in options["after"]:
             if alias not in aliases:
-                raise CommandError(f"--after names {alias!r}, which is not a tailed shard")
+                raise CommandError(
+                    f"--after names '{alias}', which is not a tailed shard "
+                    f"(tailed: {', '.join(aliases)})"
+                )
             positions[alias] = number
         for alias in aliases:
             if alias not in positions:
