@@ -16,15 +16,15 @@ A run is named by :func:`run_key`: a digest of the function's dotted path and it
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 from django.db import transaction
 
 from .. import shards
+from ..exceptions import ShardUnavailable
 from ..tables.entities import chunks
 
 RUNS, SAVED, FAILURES = "schemaless_map_runs", "schemaless_map_saved", "schemaless_map_failures"
@@ -46,6 +46,8 @@ _DDL = {
         "message TEXT NOT NULL, PRIMARY KEY (run, id))"
     ),
 }
+# Tries on a fresh connection after one was lost (a move's fence ends the store's sessions).
+LOST_ATTEMPTS = 3
 # At most this many characters of a failure's message are kept.
 MESSAGE_CHARS = 1000
 
@@ -78,16 +80,25 @@ class Checkpoint:
 _COLUMNS = [f.name for f in fields(Checkpoint)]
 
 
-@contextlib.contextmanager
-def _writing(alias: str) -> Iterator[Any]:
-    """A cursor in a short transaction of its own on ``alias`` (under the store's SQLite write
-    lock, as every write to a shard is)."""
-    with (
-        shards.write_lock(),
-        transaction.atomic(using=alias),
-        shards.statement_cursor(shards.connection(alias)) as cursor,
-    ):
-        yield cursor
+def _write(alias: str, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+    """Run ``statements`` in a short transaction of their own on ``alias`` (under the store's
+    SQLite write lock, as every write to a shard is). A connection lost meanwhile (a bucket
+    move's fence ends the store's sessions on a source) is replaced and the transaction run
+    again: each is a set of deletes and inserts that may run twice."""
+    for attempt in range(LOST_ATTEMPTS + 1):
+        try:
+            with (
+                shards.errors_named(alias),
+                shards.write_lock(),
+                transaction.atomic(using=alias),
+                shards.statement_cursor(shards.connection(alias)) as cursor,
+            ):
+                for sql, params in statements:
+                    cursor.execute(sql, params)
+            return
+        except ShardUnavailable as exc:
+            if not exc.lost or attempt == LOST_ATTEMPTS:
+                raise
 
 
 def create_tables(alias: str) -> None:
@@ -117,12 +128,14 @@ def save(point: Checkpoint) -> None:
     """Write the checkpoint on its walked shard (its own autocommitted statements)."""
     values = [getattr(point, c) for c in _COLUMNS]
     values[_COLUMNS.index("done")] = int(point.done)
-    with _writing(point.shard) as cursor:
-        cursor.execute(
-            f"DELETE FROM {RUNS} WHERE run = %s AND shard = %s", [point.run, point.shard]
-        )
-        marks = ", ".join(["%s"] * len(_COLUMNS))
-        cursor.execute(f"INSERT INTO {RUNS} ({', '.join(_COLUMNS)}) VALUES ({marks})", values)
+    marks = ", ".join(["%s"] * len(_COLUMNS))
+    _write(
+        point.shard,
+        [
+            (f"DELETE FROM {RUNS} WHERE run = %s AND shard = %s", [point.run, point.shard]),
+            (f"INSERT INTO {RUNS} ({', '.join(_COLUMNS)}) VALUES ({marks})", values),
+        ],
+    )
 
 
 def mark_saved(cursor: Any, vendor: str, run: str, keys: Sequence[bytes]) -> None:
@@ -155,18 +168,21 @@ def has_saved(run: str, aliases: Sequence[str]) -> bool:
 
 
 def record_failure(alias: str, run: str, key: bytes, message: str) -> None:
-    with _writing(alias) as cursor:
-        cursor.execute(f"DELETE FROM {FAILURES} WHERE run = %s AND id = %s", [run, key])
-        cursor.execute(
-            f"INSERT INTO {FAILURES} (run, id, message) VALUES (%s, %s, %s)",
-            [run, key, message[:MESSAGE_CHARS]],
-        )
+    _write(
+        alias,
+        [
+            (f"DELETE FROM {FAILURES} WHERE run = %s AND id = %s", [run, key]),
+            (
+                f"INSERT INTO {FAILURES} (run, id, message) VALUES (%s, %s, %s)",
+                [run, key, message[:MESSAGE_CHARS]],
+            ),
+        ],
+    )
 
 
 def forget_failures(alias: str, run: str, keys: Iterable[bytes]) -> None:
-    with _writing(alias) as cursor:
-        for key in keys:
-            cursor.execute(f"DELETE FROM {FAILURES} WHERE run = %s AND id = %s", [run, key])
+    sql = f"DELETE FROM {FAILURES} WHERE run = %s AND id = %s"
+    _write(alias, [(sql, [run, key]) for key in keys])
 
 
 def failures(alias: str, run: str) -> list[tuple[bytes, str]]:
@@ -180,6 +196,4 @@ def failures(alias: str, run: str) -> list[tuple[bytes, str]]:
 def forget_run(run: str, aliases: Sequence[str]) -> None:
     """``--restart``: drop the run's checkpoints, saved marks and failures everywhere."""
     for alias in aliases:
-        with _writing(alias) as cursor:
-            for table in (RUNS, SAVED, FAILURES):
-                cursor.execute(f"DELETE FROM {table} WHERE run = %s", [run])
+        _write(alias, [(f"DELETE FROM {t} WHERE run = %s", [run]) for t in (RUNS, SAVED, FAILURES)])
