@@ -17,6 +17,7 @@ LEGS = (
     "index_add",
     "backup",
     "netem",
+    "devapi",
 )
 # ``netem`` only when asked for: it puts the servers behind a veth pair for the whole run (the
 # other legs then cross it too, without delay), and the targets are checked without it.

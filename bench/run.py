@@ -230,7 +230,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench: no delayed network, the netem leg reports why: {refused}")
     bench = setup(plan, verbose=not args.quiet, cache="cache" in args.legs, network=network)
 
-    from .legs import backup, cache, clients, get, index_add, netem, put, query, scale, scatter
+    from .legs import (
+        backup,
+        cache,
+        clients,
+        devapi,
+        get,
+        index_add,
+        netem,
+        put,
+        query,
+        scale,
+        scatter,
+    )
     from .load import forget_writes, load_stage
 
     run: dict[str, Any] = {
@@ -255,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         "query": query.run,
         "cache": cache.run,
         "clients": clients.run,
+        "devapi": devapi.run,
     }
     # The live index add runs where the other legs compare (100k) and at the largest size, so
     # that the cleaner's peak memory is seen at both.

@@ -4,5 +4,16 @@ from __future__ import annotations
 
 from .indexes import Index
 
-__all__ = ["Index"]
+
+class _Delete:
+    """What a function given to ``Entity.objects.modify()`` or ``mapentities`` returns to
+    delete the entity it was given (:data:`DELETE`)."""
+
+    def __repr__(self) -> str:
+        return "schemaless_store.DELETE"
+
+
+DELETE = _Delete()
+
+__all__ = ["DELETE", "Index"]
 __version__ = "0.1.0.dev0"

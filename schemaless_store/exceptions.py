@@ -6,6 +6,8 @@ for bad input, ``TypeError`` for unsupported types), so generic handlers keep wo
 
 from __future__ import annotations
 
+import uuid
+
 
 class SchemalessError(Exception):
     """Base class of every error raised by schemaless_store."""
@@ -124,3 +126,18 @@ class PlacementError(SchemalessError, ValueError):
     """An entity cannot be placed with the property asked (``placed_with``): no index is
     sharded on it, the entity lacks it or holds a list, or the indexes sharded on it disagree
     about its bucket (docs/placement.md). Nothing was written."""
+
+
+class Conflict(SchemalessError):
+    """A conditional write (``save(if_unchanged=True)``, ``delete(if_unchanged=True)``,
+    ``Entity.objects.modify()``) found the stored entity changed, deleted or created since the
+    instance was read. Nothing was written. ``ids``: the entities whose rows differed (a batch
+    may name several)."""
+
+    def __init__(self, ids: list[uuid.UUID], message: str | None = None) -> None:
+        shown = ", ".join(str(i) for i in ids[:5])
+        more = f" and {len(ids) - 5} more" if len(ids) > 5 else ""
+        super().__init__(
+            message or f"entity {shown}{more} changed since it was read; read it again and retry"
+        )
+        self.ids = list(ids)

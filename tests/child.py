@@ -13,6 +13,8 @@ Modes:
   deletion of the old copies).
 - ``mixedloop``: reads one JSON request (seed, shared ids, seconds) on stdin, runs
   :func:`mixed_loop` and prints its counts (with this process's write retries) as JSON.
+- ``counter <id> <times>``: :func:`add_to_counter` ``times`` times; prints how many
+  conflicts it retried, as JSON.
 - ``crashwriter``: a fork server for fault injection. It reads one JSON request per line on
   stdin; for each it forks a writer process that counts the SQL statements and commits it sends
   (by patching Django's ``CursorWrapper`` and ``commit()``) and SIGKILLs itself just before
@@ -407,6 +409,30 @@ def _mixed_loop() -> None:
     print(json.dumps(answer), flush=True)
 
 
+def add_to_counter(entity_id: str, times: int) -> int:
+    """``Entity.objects.modify`` adding 1 to ``n``, ``times`` times; the conflicts retried."""
+    import uuid
+
+    from schemaless_store.models import Entity
+
+    retried = 0
+
+    def add(entity: Any) -> None:
+        nonlocal retried
+        retried += 1
+        entity["n"] += 1
+
+    for _ in range(times):
+        Entity.objects.modify(uuid.UUID(entity_id), add, attempts=COUNTER_ATTEMPTS)
+        retried -= 1
+    return retried
+
+
+# Ten writers on one entity: an attempt fails when any of the others saved between its read and
+# its lock; more attempts than the default 10, so that the test counts lost updates, not luck.
+COUNTER_ATTEMPTS = 200
+
+
 def _claimer() -> None:
     import uuid
 
@@ -529,6 +555,12 @@ def main(argv: list[str]) -> None:
         _claimer()
     elif mode == "mixedloop":
         _mixed_loop()
+    elif mode == "counter":
+        from django.db import connections
+
+        retried = add_to_counter(args[0], int(args[1]))
+        connections.close_all()
+        print(json.dumps({"retried": retried}), flush=True)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
 

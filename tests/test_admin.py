@@ -448,6 +448,29 @@ def test_edit_of_an_entity_changed_meanwhile_is_refused():
     assert Entity.objects.get(id=entity.id)["title"] == "someone else"
 
 
+def test_edit_refused_when_a_write_lands_after_the_post_read_the_entity(monkeypatch):
+    """The check runs under the save's row lock: a write between the view's read of the
+    entity (which still matches the page) and its save is caught too."""
+    from schemaless_store.admin import entities as admin_entities
+
+    entity = Entity.objects.create(title="a")
+    client = client_for(*CHANGE_PERMS)
+    page = client.get(change_url(entity))
+    build = Entity.from_properties
+
+    def racing(properties):
+        other = Entity.objects.get(id=entity.id)
+        other["title"] = "raced"
+        other.save()
+        return build(properties)
+
+    monkeypatch.setattr(admin_entities.Entity, "from_properties", racing)
+    response = post_body(client, entity, '{"title": "mine"}', page)
+    monkeypatch.undo()
+    assert response.status_code == 200 and "changed by someone else" in response.content.decode()
+    assert Entity.objects.get(id=entity.id)["title"] == "raced"
+
+
 # --- deleting ----------------------------------------------------------------------------------
 
 

@@ -63,6 +63,10 @@ COMPARISONS = {
     "clients_mixed": {"ours/raw"},
     "export": {"ours/raw"},
     "import": {"ours/bulk_put"},
+    "save_if_unchanged": {"if_unchanged/plain"},
+    "aget": {"aget/get", "aget_gather/get"},
+    "orm_aget": {"orm_aget/orm_get"},
+    "mapentities_noop": {"mapentities/bulk_put"},
 }
 INDEX_ADD_BASELINES = {
     "alter_default",

@@ -15,7 +15,7 @@ MAX_LINES = 450
 
 # Lower layers first. A module belongs to the first entry its dotted name starts with.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("pure", ("exceptions", "codec", "keys", "jsonview", "throttle")),
+    ("pure", ("exceptions", "codec", "keys", "jsonview", "throttle", "expected", "asyncapi")),
     ("config", ("conf", "dburls")),
     (
         "storage",
@@ -34,7 +34,21 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "replicas",
         ),
     ),
-    ("paths", ("writes", "query", "cells", "feed", "consistency", "cleaner", "backup", "moves")),
+    (
+        "paths",
+        (
+            "writes",
+            "query",
+            "cells",
+            "feed",
+            "consistency",
+            "cleaner",
+            "backup",
+            "moves",
+            "modify",
+            "mapping",
+        ),
+    ),
     (
         "django face",
         (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from . import views
+from . import api, views
 
 app_name = "feed"
 
@@ -17,6 +17,7 @@ urlpatterns = [
     path("post/", views.post_entry, name="post"),
     path("shared/", views.shared, name="shared"),
     path("e/<uuid:entry_id>/", views.entry_detail, name="entry"),
+    path("e/<uuid:entry_id>/json/", api.entry_json, name="entry_json"),
     path("e/<uuid:entry_id>/like/", views.like, name="like"),
     path("e/<uuid:entry_id>/comment/", views.comment, name="comment"),
     # The same characters the sign-up form allows: anything else cannot be a user.

@@ -25,6 +25,7 @@ from django.utils.text import capfirst
 from .. import conf, jsonview, keys, shards
 from ..exceptions import (
     ConfigurationError,
+    Conflict,
     CorruptBody,
     IndexNotReady,
     InvalidEntityId,
@@ -33,9 +34,10 @@ from ..exceptions import (
     ShardUnavailable,
 )
 from ..models.entity import Entity
+from ..writes import entities as entity_writes
 from .browse import Cursor, newest_page
 from .common import changelist_url, crumbs, entity_url, log_change, page_number, with_query
-from .entity_form import EDIT_MAX_CHARS, EntityBodyForm, loaded_stamp
+from .entity_form import CHANGED_MEANWHILE, EDIT_MAX_CHARS, EntityBodyForm, loaded_version
 from .entity_rows import entity_rows
 from .search import SearchError, index_query, index_results, parse_search, search_examples
 from .values_html import body_html, entity_ids, preview
@@ -250,7 +252,7 @@ class EntityAdmin(admin.ModelAdmin):
                     return response
         elif editable:
             form = EntityBodyForm(
-                initial={"body": body_json, "loaded": loaded_stamp(entity.row_updated)},
+                initial={"body": body_json, "loaded": loaded_version(entity)},
                 entity=entity,
             )
         index_rows = entity_rows(entity)
@@ -301,9 +303,13 @@ class EntityAdmin(admin.ModelAdmin):
         )
         # A fresh instance with the same id is an update of that entity through the write path:
         # the protocol locks the stored row and moves index rows from its old to its new values.
+        # "Changed since the page was loaded" is checked under the write's row lock (expected.py).
         edited = Entity.from_properties({**new, "id": entity.id})
         try:
-            edited.save()
+            entity_writes.save(edited, expect=form.expectation())
+        except Conflict:
+            form.add_error(None, CHANGED_MEANWHILE)
+            return None
         except SchemalessError as exc:
             form.add_error("body", str(exc))
             return None

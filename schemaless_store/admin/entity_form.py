@@ -3,24 +3,29 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from django import forms
 
-from .. import conf, jsonview, keys
+from .. import conf, expected, jsonview, keys
 from ..exceptions import InvalidEntityId, SchemalessError
 from ..models.entity import Entity
-from .browse import Cursor
 
 # Larger bodies are shown truncated and cannot be edited here: a browser chokes on a textarea
 # of many megabytes, and Django refuses such a POST (DATA_UPLOAD_MAX_MEMORY_SIZE) anyway.
 EDIT_MAX_CHARS = 1_000_000
 
 
-def loaded_stamp(value: dt.datetime) -> str:
-    """When an entity was loaded into the form, to refuse an edit of a changed entity."""
-    return Cursor(value, 0, 0).encode().split("_")[0]
+CHANGED_MEANWHILE = (
+    "This entity was changed by someone else after you opened it. Copy your edit, reload the "
+    "page, and apply it again."
+)
+
+
+def loaded_version(entity: Entity) -> str:
+    """The stored state the form was loaded from (:func:`..expected.token`): the save checks,
+    under the row lock, that it is still the stored one."""
+    return expected.token(bytes(entity.row_body), entity.added_id)
 
 
 class EntityBodyForm(forms.Form):
@@ -59,11 +64,10 @@ class EntityBodyForm(forms.Form):
             raise forms.ValidationError(str(exc)) from None
         return properties
 
-    def clean(self) -> dict[str, Any]:
+    def expectation(self) -> expected.Expected:
+        """What the save expects stored: the state the page was loaded from (or, for a form
+        posted without it, the one this request read)."""
         loaded = self.cleaned_data.get("loaded")
-        if loaded and loaded != loaded_stamp(self.entity.row_updated):
-            raise forms.ValidationError(
-                "This entity was changed by someone else after you opened it. Copy your edit, "
-                "reload the page, and apply it again."
-            )
-        return self.cleaned_data
+        if loaded:
+            return expected.Expected(exists=True, token=loaded)
+        return expected.of(self.entity)

@@ -19,6 +19,7 @@ from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
 from .. import cells, keys, placement, shards
+from ..asyncapi import AsyncEntity, AsyncManager, sync_only
 from ..codec import decode_body
 from ..exceptions import (
     BulkWriteNotSupported,
@@ -28,6 +29,7 @@ from ..exceptions import (
     PlacementError,
 )
 from ..fields import Binary16Field, BodyField
+from ..modify import modify as modify_entity
 from ..query.allentities import AllEntities
 from ..query.fetch import EntityFetcher, get_many, get_one
 from ..query.indexquery import IndexQuery
@@ -80,12 +82,13 @@ class EntityQuerySet(models.QuerySet):
         return alias
 
 
-class EntityManager(models.Manager.from_queryset(EntityQuerySet)):  # type: ignore[misc]
+class EntityManager(AsyncManager, models.Manager.from_queryset(EntityQuerySet)):  # type: ignore[misc]
     """``Entity.objects``: routed reads and writes, index queries, bulk puts."""
 
     def using(self, alias: str) -> EntityQuerySet:
         return super().using(shards.check_alias(alias))
 
+    @sync_only
     def create(self, placed_with: str | None = None, **properties: Any) -> Entity:
         """Create an entity from keyword properties (``id`` optional); fails if the id exists.
 
@@ -100,6 +103,7 @@ class EntityManager(models.Manager.from_queryset(EntityQuerySet)):  # type: igno
         entity_writes.save(entity, force_insert=True)
         return entity
 
+    @sync_only
     def get(self, *args: Any, **kwargs: Any) -> Entity:
         """``get(id=...)``: fetch one entity from its shard, or raise ``Entity.DoesNotExist``."""
         if args or len(kwargs) != 1 or "id" not in kwargs:
@@ -112,6 +116,14 @@ class EntityManager(models.Manager.from_queryset(EntityQuerySet)):  # type: igno
             raise self.model.DoesNotExist(f"no entity with id {kwargs['id']!r}")
         return found
 
+    @sync_only
+    def modify(self, id: Any, fn: Callable[[Entity], Any], attempts: int = 10) -> Entity:
+        """Read the entity, call ``fn(entity)`` (it changes it in place) and save it with
+        ``if_unchanged=True``, again on :class:`~schemaless_store.exceptions.Conflict`, at
+        most ``attempts`` times (:mod:`schemaless_store.modify`)."""
+        return modify_entity(self.model, id, fn, attempts)
+
+    @sync_only
     def get_many(self, ids: Iterable[Any]) -> dict[uuid.UUID, Entity]:
         """The entities that exist among ``ids``, by id (one query per shard)."""
         return get_many(self.model, ids)
@@ -126,6 +138,7 @@ class EntityManager(models.Manager.from_queryset(EntityQuerySet)):  # type: igno
         lazy, sliceable, countable (see :mod:`schemaless_store.query.allentities`)."""
         return AllEntities(self.model)
 
+    @sync_only
     def bulk_put(
         self,
         entities: Iterable[Mapping[str, Any] | Entity],
@@ -164,7 +177,7 @@ def _init_defaults(cls: type[models.Model]) -> dict[str, Any]:
     return defaults
 
 
-class Entity(models.Model):
+class Entity(AsyncEntity, models.Model):
     """A property bag stored in the ``entities`` table of the shard that owns its id.
 
     ``has_generated_id`` is True while the entity carries an id the store generated for it and
@@ -315,6 +328,7 @@ class Entity(models.Model):
 
     # --- persistence ------------------------------------------------------------------------
 
+    @sync_only
     def save(
         self,
         *,
@@ -322,23 +336,33 @@ class Entity(models.Model):
         force_update: bool = False,
         using: str | None = None,
         update_fields: Iterable[str] | None = None,
+        if_unchanged: bool = False,
     ) -> None:
         """Write the entity and its index rows (docs/design.md#write-protocol). ``using`` is
         ignored (the entity's id picks its shard), and so are ``force_update`` and
         ``update_fields``: the whole body is written, as an insert or an update of the stored
-        row."""
-        entity_writes.save(self, force_insert=bool(force_insert))
+        row.
+
+        ``if_unchanged=True``: write only if the stored entity is still what this instance
+        read (or last wrote); else raise :class:`~schemaless_store.exceptions.Conflict` and
+        write nothing. An instance never read expects no stored row. Checked under the row
+        lock the write takes anyway (:mod:`schemaless_store.expected`)."""
+        entity_writes.save(self, force_insert=bool(force_insert), if_unchanged=if_unchanged)
 
     save.alters_data = True  # type: ignore[attr-defined]
 
+    @sync_only
     def save_base(self, *args: Any, force_insert: Any = False, **kwargs: Any) -> None:
         """Where Django's own ``Model.save()`` lands (a subclass calling ``super().save()``
         unbound): the store's write path too, so the indexes follow."""
         entity_writes.save(self, force_insert=bool(force_insert))
 
-    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
-        """Delete the entity, then its index rows."""
-        deleted = entity_writes.delete(self)
+    @sync_only
+    def delete(
+        self, *args: Any, if_unchanged: bool = False, **kwargs: Any
+    ) -> tuple[int, dict[str, int]]:
+        """Delete the entity, then its index rows (``if_unchanged``: as for :meth:`save`)."""
+        deleted = entity_writes.delete(self, if_unchanged=if_unchanged)
         return deleted, {self._meta.label: deleted}
 
     delete.alters_data = True  # type: ignore[attr-defined]

@@ -6,7 +6,9 @@ and within a shard by ``added_id`` (the order entities were first inserted there
 or a step evaluates; ``len()`` and ``bool()`` evaluate and cache the results, and ``count()``,
 ``exists()`` and ``first()`` read only what they need (``count()`` is ``COUNT(*)`` per shard,
 except while a bucket move has left copies: then it counts each entity where it is owned).
-``iterator(chunk_size)`` walks in chunks by keyset without caching, for large stores.
+``iterator(chunk_size)`` walks in chunks by keyset without caching, for large stores, and
+``page(after=cursor, size=n)`` reads one page of that order (a signed cursor of its last entity:
+shard, ``added_id``, id), as an index query's ``page()`` does.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import shardmap, shards
+from ..asyncapi import AsyncChunks, AsyncResults, sync_only
+from ..exceptions import InvalidQuery
 from ..indexes import ENTITIES
 from ..keys import bucket_of
 from ..shardmap import moves_unfinished
@@ -22,10 +26,14 @@ from ..tables import buckets
 from ..tables import entities as entity_table
 from ..tables.buckets import retrying_stale
 from ..tables.values import datetime_converter
+from . import cursors
 from .results import CachedResults
 
+# The largest page() size, as for an index query.
+MAX_PAGE = 1000
 
-class AllEntities(CachedResults):
+
+class AllEntities(AsyncResults, AsyncChunks, CachedResults):
     """Every entity, shard after shard, by ``added_id`` within a shard (see the module docs)."""
 
     def __init__(
@@ -73,6 +81,7 @@ class AllEntities(CachedResults):
     def _all_results(self) -> Iterator[Any]:
         return self.iterator()
 
+    @sync_only
     def count(self) -> int:
         """The number of entities (of this slice): ``COUNT(*)`` per shard, nothing fetched."""
         if self._cache is not None:
@@ -84,14 +93,68 @@ class AllEntities(CachedResults):
         last = total if self._stop is None else min(total, self._stop)
         return max(0, last - self._start)
 
+    @sync_only
     def exists(self) -> bool:
         if self._cache is not None:
             return bool(self._cache)
         return self.first() is not None
 
+    @sync_only
     def first(self) -> Any | None:
         return next(iter(self[:1]), None)
 
+    @sync_only
+    def page(self, after: str | None = None, size: int = 30) -> Any:
+        """One :class:`~.indexquery.Page` of ``size`` entities after ``after`` (a cursor from
+        the page before; None: the first page). Entities inserted meanwhile never cause a
+        duplicate or a skip of an entity that existed when the reader started."""
+        from .indexquery import Page
+
+        if self._start or self._stop is not None:
+            raise InvalidQuery("page() works on an unsliced all(); use size= for the page size")
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_PAGE:
+            raise InvalidQuery(f"page size must be an int from 1 to {MAX_PAGE}, not {size!r}")
+        aliases = shards.shard_aliases()
+        fingerprint = cursors.fingerprint("all", aliases)
+        position, last = (0, 0) if after is None else cursors.decode(after, fingerprint, 3)[:2]
+        found = retrying_stale(lambda: self._from(int(position), int(last), size + 1))
+        entities = [entity for _position, entity in found[:size]]
+        cursor = None
+        if len(found) > size:
+            at, entity = found[size - 1]
+            cursor = cursors.encode(fingerprint, [at, entity.added_id, bytes(entity.row_id)])
+        return Page(entities=entities, next_cursor=cursor)
+
+    def _from(self, position: int, last: int, wanted: int) -> list[tuple[int, Any]]:
+        """``wanted`` entities (each with its shard's position) after ``added_id`` ``last`` of
+        the shard at ``position``, in the order of the walk."""
+        used = shardmap.current()
+        copies = bool(used.moving) or moves_unfinished()
+        build = self.model.row_builder()
+        found: list[tuple[int, Any]] = []
+        for at, alias in enumerate(shards.shard_aliases()):
+            if at < position:
+                continue
+            convert = datetime_converter(shards.connection(alias))
+            after = last if at == position else 0
+            while len(found) < wanted:
+                limit = wanted - len(found)
+                with shards.errors_named(alias):
+                    rows = entity_table.by_added_id(alias, after, limit)
+                buckets.confirm_read(alias, used)
+                for added_id, key, updated, body in rows:
+                    key = bytes(key)
+                    if not copies or used.owners[bucket_of(key, used.buckets)] == alias:
+                        entity = build(alias, added_id, key, convert(updated), bytes(body))
+                        found.append((at, entity))
+                if len(rows) < limit:
+                    break
+                after = rows[-1][0]
+            if len(found) >= wanted:
+                break
+        return found[:wanted]
+
+    @sync_only
     def iterator(self, chunk_size: int | None = None) -> Iterator[Any]:
         """The entities in chunks of ``chunk_size`` read by keyset, without caching them.
 

@@ -22,6 +22,7 @@ from itertools import islice
 from typing import Any
 
 from .. import shardmap, shards
+from ..asyncapi import AsyncResults, sync_only
 from ..exceptions import InvalidQuery
 from ..indexes import Index
 from ..tables.buckets import retrying_stale
@@ -55,7 +56,7 @@ class Page:
         return len(self.entities)
 
 
-class IndexQuery(CachedResults):
+class IndexQuery(AsyncResults, CachedResults):
     """A lazy query over one index. Iterate it, slice it, or call ``first``/``count``/``ids``,
     ``page`` or ``explain``.
 
@@ -197,18 +198,22 @@ class IndexQuery(CachedResults):
     def __repr__(self) -> str:
         return f"<IndexQuery {self._raw!r} on {self.index.name}>"
 
+    @sync_only
     def first(self) -> Any | None:
         return next(iter(self[:1]), None)
 
+    @sync_only
     def exists(self) -> bool:
         return self.first() is not None
 
+    @sync_only
     def count(self) -> int:
         """The number of matching entities (after the re-check, so it reads every match)."""
         if self._cache is not None:
             return len(self._cache)
         return retrying_stale(lambda: sum(1 for _ in self._results()))
 
+    @sync_only
     def ids(self) -> list[uuid.UUID]:
         """Entity ids from the index rows alone: no entity is fetched, nothing is re-checked,
         so a stale row can show up here (use it for prefetching, not for answers)."""
@@ -337,6 +342,7 @@ class IndexQuery(CachedResults):
 
     # --- cursor pagination ------------------------------------------------------------------
 
+    @sync_only
     def page(self, after: str | None = None, size: int = 30) -> Page:
         """One page of ``size`` entities after an opaque ``cursor`` (None: the first page).
 

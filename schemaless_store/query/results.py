@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ..asyncapi import sync_only
 from ..tables.buckets import retrying_stale
 
 
@@ -18,6 +19,7 @@ class CachedResults:
     def _all_results(self) -> Iterator[Any]:
         raise NotImplementedError
 
+    @sync_only
     def _fetch_all(self) -> list[Any]:
         if self._cache is None:
             # A read routed by a map a bucket move has overtaken starts again (nothing was

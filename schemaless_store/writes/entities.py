@@ -25,7 +25,7 @@ from django.db.models.signals import (
 )
 from django.utils import timezone
 
-from .. import conf, shards
+from .. import conf, expected, shards
 from ..exceptions import EntityExists, NotOwner
 from ..tables import cells as cell_table
 from ..tables import entities as entity_table
@@ -45,10 +45,21 @@ def prepare(entity: Entity, *, fresh: bool = False) -> Change:
     return Change(key=key, rows=rows_of(properties), body=encode_body(properties, key), fresh=fresh)
 
 
-def save(entity: Entity, *, force_insert: bool = False) -> None:
-    """Insert or update one entity (``force_insert``: insert, or :class:`EntityExists`)."""
+def save(
+    entity: Entity,
+    *,
+    force_insert: bool = False,
+    if_unchanged: bool = False,
+    expect: expected.Expected | None = None,
+) -> None:
+    """Insert or update one entity (``force_insert``: insert, or :class:`EntityExists`;
+    ``if_unchanged``: only if the stored row is still what the instance read, or ``expect``
+    says, else :class:`~..exceptions.Conflict`)."""
     # A uuid4 the store generated cannot exist yet: nothing to lock, its INSERT locks it.
     change = prepare(entity, fresh=force_insert and entity.has_generated_id)
+    if expect is None and if_unchanged:
+        expect = expected.of(entity)
+    change.expected = expect
     cls = type(entity)
     write = Write(
         shards.alias_for(change.key),
@@ -159,7 +170,7 @@ def put_prepared(
             write = Write(alias, [change for _entity, change in chunk])
             count = [0]  # set by the batch's last (committed) try
             store = partial(
-                _store_batch,
+                store_batch,
                 entities=[entity for entity, _change in chunk],
                 skip_unchanged=skip_unchanged,
                 history=history,
@@ -184,14 +195,15 @@ def put_prepared(
     return total
 
 
-def _store_batch(
+def store_batch(
     write: Write,
     entities: list[Entity],
     skip_unchanged: bool = False,
     history: bool = True,
     count: list[int] | None = None,
 ) -> None:
-    """Step 2 of a batch: its inserts and updates, and their versions in the history."""
+    """Step 2 of a batch: its inserts and updates, and their versions in the history (a
+    caller with statements of its own in the same transaction wraps it: mapentities)."""
     conn = write.conn
     now = timezone.now()
     stamp = db_datetime(conn, now)
@@ -223,14 +235,15 @@ def _store_batch(
         entity.has_generated_id = False
 
 
-def delete(entity: Entity) -> int:
+def delete(entity: Entity, *, if_unchanged: bool = False) -> int:
     """Delete one entity (``pre_delete``/``post_delete`` around its row), then its index rows
-    (step 5 removes every row it implied); 1, or 0 if it did not exist."""
+    (step 5 removes every row it implied); 1, or 0 if it did not exist. ``if_unchanged``: only
+    if the stored row is still what the instance read, else :class:`~..exceptions.Conflict`."""
     key = bytes(entity.row_id)
     cls = type(entity)
     write = Write(
         shards.alias_for(key),
-        [Change(key, rows=set())],
+        [Change(key, rows=set(), expected=expected.of(entity) if if_unchanged else None)],
         quiet=not _heard(pre_delete, post_delete, cls),
     )
     deleted: list[int] = []

@@ -44,8 +44,9 @@ from typing import Any, TypeVar
 from django.db import IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .. import entity_cache, fence, replicas, shards
-from ..exceptions import EntityExists, NotOwner, ShardUnavailable
+from .. import entity_cache, expected, fence, replicas, shards
+from ..exceptions import Conflict, EntityExists, NotOwner, ShardUnavailable
+from ..expected import Expected
 from ..indexes import ENTITIES, Source
 from ..tables import entities as entity_table
 from ..tables.entities import Locked
@@ -74,6 +75,7 @@ class Change:
     fresh: bool = False  # a key the store just generated: no row can exist yet
     found: Locked | None = None  # the stored row, read under the lock (step 1)
     old: RowSet = field(default_factory=set)  # the index rows the stored row implies
+    expected: Expected | None = None  # a conditional write: what the row must still be
 
 
 class Write:
@@ -136,6 +138,17 @@ class Write:
             change.found = found.get(change.key)
             body = None if change.found is None else change.found.body
             change.old = stored_rows(change.key, body, self.source)
+        # A conditional write's check, under the lock just taken: nothing can change the row
+        # between it and the commit (:mod:`..expected`).
+        changed = [
+            uuid.UUID(bytes=c.key)
+            for c in self.changes
+            if c.expected is not None
+            and not c.expected.matches(c.found)
+            and not (self.maybe_landed and expected.landed(c.found, c.body))
+        ]
+        if changed:
+            raise Conflict(changed)
 
     def after_loss(self, *, committing: bool) -> None:
         """Before a try on a fresh connection: the keys may exist now (a commit whose answer

@@ -1,0 +1,42 @@
+"""The feed's one async view: an entry as JSON, read with the store's async API (``aget_many``,
+``filter_index(...).acount()``), as an ASGI deployment would serve it. Under WSGI Django runs
+it in an event loop of its own; it works either way."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from django.http import Http404, HttpRequest, JsonResponse
+from django.views.decorators.http import require_GET
+
+from schemaless_store.models import Entity
+
+from .entities import COMMENT, ENTRY, LIKE, as_datetime
+
+
+@require_GET
+async def entry_json(request: HttpRequest, entry_id: uuid.UUID) -> JsonResponse:
+    """``GET /e/<id>/json``: the entry, its author's username, and its like and comment
+    counts (gathered; like every store call they run in Django's one database thread)."""
+    found = await Entity.objects.aget_many([entry_id])
+    entry = found.get(entry_id)
+    if entry is None or entry.get("kind") != ENTRY:
+        raise Http404("no such entry")
+    likes, comments, users = await asyncio.gather(
+        Entity.objects.filter_index(kind=LIKE, entry_id=entry.id).order_by("created").acount(),
+        Entity.objects.filter_index(kind=COMMENT, entry_id=entry.id).order_by("created").acount(),
+        Entity.objects.aget_many([entry["user_id"]]),
+    )
+    author = users.get(entry["user_id"])
+    return JsonResponse(
+        {
+            "id": str(entry.id),
+            "title": entry.get("title", ""),
+            "link": entry.get("link", ""),
+            "published": as_datetime(entry["published"]).isoformat(),
+            "author": None if author is None else author.get("username"),
+            "likes": likes,
+            "comments": comments,
+        }
+    )

@@ -1,0 +1,136 @@
+"""``manage.py mapentities myapp.migrations_data.rename_link``: apply a function to every stored
+entity, through the write protocol, while the site runs.
+
+The run lives in :mod:`schemaless_store.mapping`; this command parses options, hands them over
+by keyword and prints the summary (docs/usage.md, "Changing data that is already stored").
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from schemaless_store import jsonview
+from schemaless_store.exceptions import ConfigurationError, SchemalessError
+from schemaless_store.mapping import DEFAULT_BATCH_SIZE, map_entities
+
+from ..arguments import milliseconds, seconds, share, whole_number
+from ..progress import progress_stream
+
+
+def condition(text: str) -> tuple[str, Any]:
+    """``--where prop=value``: the value as JSON (with the admin's ``$`` forms) if it parses,
+    else as text (``kind=post`` and ``kind="post"`` are the same)."""
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    if not sep or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"must be property=value, not {text!r}")
+    try:
+        return name, jsonview.from_json(jsonview.parse(value), name)
+    except jsonview.JSONViewError:
+        return name, value
+
+
+class Command(BaseCommand):
+    help = (
+        "Apply a function (a dotted path) to every stored entity, or to those --where finds, "
+        "and save the entities whose properties it changed, through the write protocol and "
+        "only if nobody wrote them meanwhile. Resumes where an earlier run of the same "
+        "function stopped."
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("function", help="The function's dotted path, e.g. myapp.data.fix")
+        parser.add_argument(
+            "--where",
+            action="append",
+            type=condition,
+            metavar="PROP=VALUE",
+            help="Only the entities filter_index(prop=value, ...) finds; repeatable.",
+        )
+        parser.add_argument(
+            "--shard",
+            action="append",
+            dest="shards",
+            metavar="ALIAS",
+            help="Only this shard (database alias); repeatable. Default: every shard.",
+        )
+        parser.add_argument(
+            "--batch-size",
+            type=whole_number,
+            default=DEFAULT_BATCH_SIZE,
+            help=f"Entities per batch and transaction (default {DEFAULT_BATCH_SIZE}).",
+        )
+        parser.add_argument(
+            "--sleep", type=seconds, default=0.0, help="Seconds to pause after each batch."
+        )
+        parser.add_argument(
+            "--duty",
+            type=share,
+            default=1.0,
+            help="Most share of wall time spent working, e.g. 0.5 (default 1). Adds to --sleep.",
+        )
+        parser.add_argument(
+            "--max-latency",
+            type=milliseconds,
+            default=None,
+            help="Milliseconds: after each batch, hold while a probe of the shard servers "
+            "(SELECT 1) takes longer than this.",
+        )
+        parser.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="Write nothing: count what would change and show 3 examples (before/after).",
+        )
+        parser.add_argument(
+            "--restart",
+            action="store_true",
+            help="Forget an earlier run of this function (checkpoints, the entities it saved, "
+            "its failures) and start over.",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        verbosity = options["verbosity"]
+        where = dict(options["where"] or [])
+        try:
+            summary = map_entities(
+                options["function"],
+                where=where or None,
+                shards=options["shards"],
+                batch_size=options["batch_size"],
+                sleep=options["sleep"],
+                duty=options["duty"],
+                max_latency=None
+                if options["max_latency"] is None
+                else options["max_latency"] / 1000,
+                dry_run=options["dry_run"],
+                restart=options["restart"],
+                progress=verbosity >= 1 and self.stderr.isatty(),
+                progress_file=progress_stream(self),
+            )
+        except (ConfigurationError, ValueError, SchemalessError) as exc:
+            raise CommandError(str(exc)) from exc
+        for example in summary.examples:
+            self.stdout.write(f"entity {example.entity_id}")
+            self.stdout.write(f"  before: {example.before}")
+            self.stdout.write(f"  after:  {example.after}")
+        if verbosity >= 1:
+            style = self.style.SUCCESS if summary.ok else self.style.WARNING
+            self.stdout.write(style(summary.describe()))
+        for entity_id, message in summary.failures:
+            self.stderr.write(f"failed: {entity_id}: {message}")
+        if summary.failed > len(summary.failures):
+            self.stderr.write(f"... and {summary.failed - len(summary.failures)} more")
+        if not summary.ok:
+            reasons = list(summary.problems)
+            if summary.failed:
+                reasons.append(
+                    f"{summary.failed} entities failed (recorded: run the command again to "
+                    "retry only those)"
+                )
+            interrupted = [a for a, s in summary.shards.items() if s == "interrupted"]
+            if interrupted:
+                reasons.append(f"interrupted on {', '.join(interrupted)}: run it again to resume")
+            raise CommandError("; ".join(reasons))
