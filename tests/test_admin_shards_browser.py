@@ -31,7 +31,7 @@ CHROME = [
     "#site-name a",
     "#user-tools",
     "#user-tools a",
-    "nav.breadcrumbs, div.breadcrumbs",
+    ".breadcrumbs",  # a nav or div (Django 5.2), an ol inside a nav (6.x)
     ".breadcrumbs a",
     "#nav-sidebar",
     "#nav-sidebar a[href$='/auth/user/']",
