@@ -43,8 +43,9 @@ class GaleraHome:
         return f"galera://root@{nodes}/{name}?{query}"
 
 
-@pytest.fixture
-def cluster():
+@pytest.fixture(scope="module")
+def one_cluster():
+    """One cluster for the module (starting one takes ~15 s); each test gets it whole."""
     from schemaless_store.testing.galera import start_galera_cluster
 
     started = start_galera_cluster(3)
@@ -52,6 +53,15 @@ def cluster():
         yield started
     finally:
         started.stop()
+
+
+@pytest.fixture
+def cluster(one_cluster):
+    for node in one_cluster.nodes:  # a node a test killed and left down
+        if node.state() == "down":
+            node.restart()
+    one_cluster.wait_synced(size=3)
+    return one_cluster
 
 
 def rows_on(node: Any, database: str) -> int:
