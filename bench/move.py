@@ -141,8 +141,8 @@ def ours(writer_before: float, mover_args: list[str]) -> dict[str, Any]:
     from django.db import connections
 
     from schemaless_store import shards
+    from schemaless_store.metadata import BucketMove
     from schemaless_store.models import Entity
-    from schemaless_store.models.metadata import BucketMove
 
     from .data import writer_properties
 

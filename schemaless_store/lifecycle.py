@@ -18,7 +18,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError
 from . import shards
 from .exceptions import ConfigurationError, IndexNotReady
 from .indexes import ENTITIES, Index, Source, registry
-from .models.metadata import CleanerCheckpoint, IndexState
+from .metadata import CleanerCheckpoint, IndexState
 from .tables import entities as entity_table
 from .tables.ddl import drop_table
 

@@ -25,6 +25,7 @@ from django.db import DEFAULT_DB_ALIAS, transaction
 
 from . import conf
 from .exceptions import ConfigurationError, SchemalessError
+from .metadata import BucketMove, ShardMap
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +121,6 @@ def seed(fetched_at: float | None = None) -> BucketMap:
 
 def stored(fetched_at: float | None = None) -> BucketMap:
     """The highest stored version, or the seed when none is stored."""
-    from .models.metadata import ShardMap
 
     when = time.monotonic() if fetched_at is None else fetched_at
     row = ShardMap.objects.using(DEFAULT_DB_ALIAS).order_by("-version").first()
@@ -146,7 +146,6 @@ def publish(
     """Store ``owners`` (bucket -> alias), with the buckets a move is copying, as the next
     version and return it. Two publishers cannot both take the same version (it is the
     primary key)."""
-    from .models.metadata import ShardMap
 
     settings = conf.get()
     if len(owners) != settings.buckets:
@@ -172,7 +171,6 @@ def publish(
 def store_seed(using: str = DEFAULT_DB_ALIAS) -> BucketMap | None:
     """Store ``SCHEMALESS["SHARDS"]`` as version 1 if no map is stored yet (``migrate`` on
     ``default`` does); the new version, or None if one was stored already."""
-    from .models.metadata import ShardMap
 
     if ShardMap.objects.using(using).exists():
         return None
@@ -181,7 +179,6 @@ def store_seed(using: str = DEFAULT_DB_ALIAS) -> BucketMap | None:
 
 def moves_unfinished(using: str = DEFAULT_DB_ALIAS) -> bool:
     """Whether a bucket move has not finished (its copies may be on two shards)."""
-    from .models.metadata import BucketMove
 
     try:
         return BucketMove.objects.using(using).exclude(phase__in=BucketMove.FINISHED).exists()

@@ -21,8 +21,8 @@ from django.test import override_settings
 from schemaless_store import shardmap, shards
 from schemaless_store.exceptions import NotOwner, UniqueViolation
 from schemaless_store.indexes import Index
+from schemaless_store.metadata import ShardMap
 from schemaless_store.models import Cell, Entity
-from schemaless_store.models.metadata import ShardMap
 from schemaless_store.tables import buckets as bucket_table
 from tests import buckets
 from tests.conftest import STORE

@@ -20,8 +20,8 @@ from django.core.management import call_command, load_command_class
 from django.core.management.base import BaseCommand
 
 from schemaless_store import shards
+from schemaless_store.metadata import BucketMove
 from schemaless_store.models import Entity
-from schemaless_store.models.metadata import BucketMove
 from schemaless_store.moves import plan
 from tests import buckets
 from tests.conftest import STORE

@@ -1,6 +1,7 @@
 """The package's shape, as docs/architecture.md draws it: every module sits in a layer, and no
 module imports one of a higher layer (function-level imports count; imports under
-``if TYPE_CHECKING:`` do not); no import cycles; no module over 450 lines; no private name of
+``if TYPE_CHECKING:`` do not; importing ``a.b`` counts as importing the package ``a`` too,
+whose ``__init__`` runs first); no import cycles; no module over 450 lines; no private name of
 another module used. No database is touched."""
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "fields",
             "indexes",
             "tables",
-            "models.metadata",
+            "metadata",
             "lifecycle",
             "entity_cache",
             "placement",
@@ -114,8 +115,11 @@ def imports_of(name: str) -> dict[str, int]:
         for k in range(len(parts), 0, -1):
             candidate = ".".join(parts[:k])
             if candidate in MODULES:
-                if candidate != name:
-                    found.setdefault(candidate, line)
+                # Importing a.b runs a/__init__ first: an edge to every package above it.
+                for j in range(1, k + 1):
+                    above = ".".join(parts[:j])
+                    if above in MODULES and above != name and not name.startswith(above + "."):
+                        found.setdefault(above, line)
                 return
 
     def visit(node: ast.AST) -> None:

@@ -17,8 +17,8 @@ from django.test import override_settings
 
 from schemaless_store import shards
 from schemaless_store.exceptions import NotOwner
+from schemaless_store.metadata import BucketMove
 from schemaless_store.models import Entity
-from schemaless_store.models.metadata import BucketMove
 from schemaless_store.moves import capture
 from schemaless_store.moves.mover import CONVERGED, Mover
 from schemaless_store.tables import buckets as bucket_table

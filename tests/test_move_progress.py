@@ -12,8 +12,8 @@ from django.core.management import call_command
 
 from schemaless_store import shards
 from schemaless_store.management.commands import movebuckets
+from schemaless_store.metadata import BucketMove
 from schemaless_store.models import Entity
-from schemaless_store.models.metadata import BucketMove
 from schemaless_store.moves import plan
 from schemaless_store.moves.progress import PHASES, MoveProgress
 from schemaless_store.moves.tables import moved_tables

@@ -348,7 +348,7 @@ def test_batches_stay_under_a_galera_write_set_limit(monkeypatch):
     """Where a shard's cluster limits the rows of a write set (wsrep_max_ws_rows), the
     cleaner's index-row statements and a move's copy batches stay under it."""
     from schemaless_store.cleaner import repairs
-    from schemaless_store.models.metadata import BucketMove
+    from schemaless_store.metadata import BucketMove
     from schemaless_store.moves.mover import Mover
 
     limits = {"shard_0": None, "shard_1": 120}

@@ -215,7 +215,7 @@ def targeting(aliases: list[str]) -> Iterator[None]:
     from django.test import override_settings
 
     from schemaless_store import shardmap
-    from schemaless_store.models.metadata import ShardMap
+    from schemaless_store.metadata import ShardMap
 
     saved = list(ShardMap.objects.all())
     with override_settings(SCHEMALESS={"BUCKETS": 4096, "SHARDS": aliases}):

@@ -20,7 +20,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
 from .. import shards
-from ..models.metadata import CleanerPass, IndexState
+from ..metadata import CleanerPass, IndexState
 from ..tables.counts import EXACT_COUNT_BELOW, count_tables
 from .common import ReadOnlyAdmin, crumbs, health_url, log_change
 from .health_report import ENTITIES_TABLE, PassView, report

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from .. import lifecycle, shards
 from ..indexes import is_identifier, registry
-from ..models.metadata import CleanerCheckpoint, CleanerPass, IndexState
+from ..metadata import CleanerCheckpoint, CleanerPass, IndexState
 from ..tables.counts import TableCount, count_tables
 
 ENTITIES_TABLE = "entities"

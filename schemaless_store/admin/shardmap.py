@@ -20,7 +20,7 @@ from django.utils import timezone
 from .. import conf, replicas, shardmap, shards
 from ..exceptions import ShardUnavailable
 from ..indexes import registry
-from ..models.metadata import BucketMove
+from ..metadata import BucketMove
 from ..moves.record import describe
 from ..tables import buckets as bucket_table
 from ..tables.counts import TableCount, count_tables

@@ -32,7 +32,7 @@ from .. import shards
 from ..consistency import compare
 from ..exceptions import IndexValueError
 from ..indexes import Index
-from ..models.metadata import CleanerCheckpoint
+from ..metadata import CleanerCheckpoint
 from ..tables import counts
 from ..tables import entities as entity_table
 from ..tables import index_rows as index_table

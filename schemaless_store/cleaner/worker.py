@@ -18,7 +18,7 @@ from tqdm import tqdm
 from .. import lifecycle, shards
 from ..exceptions import ConfigurationError
 from ..indexes import Index, registry
-from ..models.metadata import CleanerCheckpoint
+from ..metadata import CleanerCheckpoint
 from ..shards import resolve_aliases
 from ..throttle import LatencyProbe, Throttle
 from .lock import CleanerLock

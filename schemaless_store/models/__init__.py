@@ -2,13 +2,24 @@
 
 - :mod:`.entity`: ``Entity`` and its manager (on shards);
 - :mod:`.cells`: ``Cell`` and ``CellHead``, the cell store (on shards);
-- :mod:`.metadata`: ``IndexState``, ``CleanerCheckpoint``, ``CleanerPass`` (on ``default``).
+- the metadata tables (on ``default``), defined in :mod:`schemaless_store.metadata` so that
+  the storage layer reads them without loading this package (and the read and write paths
+  it loads), and registered with Django from here.
 """
 
 from __future__ import annotations
 
+from ..metadata import BucketMove, CleanerCheckpoint, CleanerPass, IndexState, ShardMap
 from .cells import Cell, CellHead
 from .entity import Entity
-from .metadata import CleanerCheckpoint, CleanerPass, IndexState  # first: the paths use them
 
-__all__ = ["Cell", "CellHead", "CleanerCheckpoint", "CleanerPass", "Entity", "IndexState"]
+__all__ = [
+    "BucketMove",
+    "Cell",
+    "CellHead",
+    "CleanerCheckpoint",
+    "CleanerPass",
+    "Entity",
+    "IndexState",
+    "ShardMap",
+]

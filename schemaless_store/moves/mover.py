@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from .. import conf, fence, shardmap, shards
 from ..exceptions import MoveRefused
-from ..models.metadata import BucketMove
+from ..metadata import BucketMove
 from ..tables import buckets as bucket_table
 from ..throttle import LatencyProbe, Throttle
 from . import capture

@@ -11,7 +11,7 @@ from django.db import connections, transaction
 
 from .. import conf, shardmap, shards
 from ..exceptions import MoveRefused
-from ..models.metadata import BucketMove
+from ..metadata import BucketMove
 from ..tables import buckets as bucket_table
 from .tables import moved_tables, page
 

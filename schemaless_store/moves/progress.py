@@ -21,7 +21,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ..models.metadata import BucketMove
+from ..metadata import BucketMove
 from .plan import Plan, count_rows, from_ranges
 from .record import describe, duration, pause
 from .tables import moved_tables

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from django.utils import timezone
 
 from .. import shardmap
-from ..models.metadata import BucketMove
+from ..metadata import BucketMove
 from .plan import from_ranges
 
 COPIED = "copied "

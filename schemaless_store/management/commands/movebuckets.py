@@ -28,7 +28,7 @@ from schemaless_store.management.arguments import (
 )
 from schemaless_store.management.progress import progress_stream
 from schemaless_store.management.texttable import text_table
-from schemaless_store.models.metadata import BucketMove
+from schemaless_store.metadata import BucketMove
 from schemaless_store.moves import plan
 from schemaless_store.moves.mover import COPY_WORKERS, Mover
 from schemaless_store.moves.progress import MoveProgress

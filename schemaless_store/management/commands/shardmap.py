@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand
 from schemaless_store import shardmap, shards
 from schemaless_store.exceptions import ShardUnavailable
 from schemaless_store.indexes import registry
-from schemaless_store.models.metadata import BucketMove
+from schemaless_store.metadata import BucketMove
 from schemaless_store.moves.record import describe
 from schemaless_store.tables import buckets as bucket_table
 from schemaless_store.tables.counts import count_tables
