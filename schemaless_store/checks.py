@@ -8,8 +8,9 @@ from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.db import DatabaseError, connections
 
-from . import conf, fence
+from . import conf, fence, shardmap
 from .exceptions import ConfigurationError
+from .indexes import registry
 
 DOCS = "see docs/checks.md"
 
@@ -126,8 +127,6 @@ def _cache_problems(alias: str | None) -> list[Any]:
 
 @register(Tags.database)
 def check_indexes(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    from .indexes import registry
-
     errors: list[Any] = []
     for index in registry.all():
         for problem in index.errors:
@@ -155,10 +154,6 @@ def check_indexes(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 def check_shard_map(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Any]:
     """The stored shard map against ``SCHEMALESS["SHARDS"]`` (run with ``--database``, as
     ``migrate`` does): the stored one is in force; a different setting only misleads."""
-    from django.db import DatabaseError
-
-    from . import shardmap
-
     if not databases or "default" not in databases:
         return []
     try:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
 
+from django.utils.module_loading import module_has_submodule
+
 from .exceptions import ConfigurationError, IndexValueError
 from .keys import COLUMN_TYPES, ColumnType, KeyColumn, decode_key, encode_key
 
@@ -318,8 +320,6 @@ class IndexRegistry:
 
     def autodiscover(self, app_modules: Iterable[Any], module_name: str) -> None:
         """Import ``<app>.<module_name>`` for each app module and register its Index objects."""
-        from django.utils.module_loading import module_has_submodule
-
         for app_module in app_modules:
             if not module_has_submodule(app_module, module_name):
                 continue

@@ -7,6 +7,8 @@ import argparse
 from collections.abc import Callable
 from typing import TypeVar
 
+from .. import conf
+
 Number = TypeVar("Number", int, float)
 
 
@@ -34,8 +36,6 @@ milliseconds = _bounded(float, lambda v: v > 0, "a number of milliseconds above 
 
 def shard_alias(text: str) -> str:
     """A shard's database alias (``--shard``), checked against ``SCHEMALESS["SHARDS"]``."""
-    from schemaless_store import conf  # settings are read when the command parses, not before
-
     known = list(conf.get().shards)
     if text not in known:
         raise argparse.ArgumentTypeError(

@@ -27,6 +27,7 @@ from ..tables import entities as entity_table
 from ..tables.buckets import retrying_stale
 from ..tables.values import datetime_converter
 from . import cursors
+from .indexquery import Page
 from .results import CachedResults
 
 # The largest page() size, as for an index query.
@@ -108,8 +109,6 @@ class AllEntities(AsyncResults, AsyncChunks, CachedResults):
         """One :class:`~.indexquery.Page` of ``size`` entities after ``after`` (a cursor from
         the page before; None: the first page). Entities inserted meanwhile never cause a
         duplicate or a skip of an entity that existed when the reader started."""
-        from .indexquery import Page
-
         if self._start or self._stop is not None:
             raise InvalidQuery("page() works on an unsliced all(); use size= for the page size")
         if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_PAGE:
