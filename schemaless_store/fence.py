@@ -147,11 +147,10 @@ def end_other_connections(alias: str) -> int:
                     members = max(members, size)
                     # Wait until this node has applied the change: a session it opens after
                     # the kill below then reads it.
-                    cursor.execute("SET SESSION wsrep_sync_wait = 1")
+                    sessions.apply_first(cursor)
                     bucket_table.generation(cursor)
                 user, _own = sessions.whoami(cursor)
-                cursor.execute("SELECT @@hostname, @@port")
-                server = tuple(cursor.fetchone())
+                server = sessions.where(cursor)[:2]
                 found = sessions.others(cursor, user, database)
                 victims = [n for n in found if (*server, n) not in keep]
                 sessions.kill(cursor, victims)
@@ -178,8 +177,7 @@ def kill_refused(alias: str) -> str | None:
     probe = connections.create_connection(alias)
     try:
         with probe.cursor() as cursor:
-            cursor.execute("SELECT CONNECTION_ID()")
-            (target,) = cursor.fetchone()
+            _user, target = sessions.whoami(cursor)
         conn = connections[alias]
         with conn.cursor() as cursor:
             user, _own = sessions.whoami(cursor)
@@ -215,8 +213,7 @@ def _own_sessions() -> set[tuple[Any, ...]]:
             continue
         try:
             with wrapper.cursor() as cursor:
-                cursor.execute("SELECT @@hostname, @@port, CONNECTION_ID()")
-                found.add(tuple(cursor.fetchone()))
+                found.add(sessions.where(cursor))
         except DatabaseError:
             continue  # a broken one is no session to keep
     return found

@@ -19,9 +19,9 @@ from schemaless_store import shards
 from schemaless_store.exceptions import NotOwner
 from schemaless_store.metadata import BucketMove
 from schemaless_store.models import Entity
-from schemaless_store.moves import capture
 from schemaless_store.moves.mover import CONVERGED, Mover
 from schemaless_store.tables import buckets as bucket_table
+from schemaless_store.tables import move_log as capture
 from tests import buckets
 from tests.conftest import STORE
 from tests.test_moves import (

@@ -16,7 +16,7 @@ from schemaless_store.metadata import BucketMove
 from schemaless_store.models import Entity
 from schemaless_store.moves import plan
 from schemaless_store.moves.progress import PHASES, MoveProgress
-from schemaless_store.moves.tables import moved_tables
+from schemaless_store.tables.moved_rows import moved_tables
 from tests import buckets
 from tests.conftest import STORE
 from tests.factories import PostFactory

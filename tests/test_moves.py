@@ -29,9 +29,9 @@ from schemaless_store import shardmap, shards
 from schemaless_store.exceptions import NotOwner
 from schemaless_store.metadata import BucketMove
 from schemaless_store.models import Cell, Entity
-from schemaless_store.moves import capture
 from schemaless_store.moves.mover import Mover
 from schemaless_store.tables import buckets as bucket_table
+from schemaless_store.tables import move_log as capture
 from schemaless_store.throttle import Throttle
 from schemaless_store.writes import protocol
 from tests import buckets, child

@@ -38,10 +38,8 @@ from .. import conf, fence, shardmap, shards
 from ..exceptions import MoveRefused
 from ..metadata import BucketMove
 from ..tables import buckets as bucket_table
-from ..throttle import LatencyProbe, Throttle
-from . import capture
-from .plan import COPY_BATCH, from_ranges
-from .tables import (
+from ..tables import move_log as capture
+from ..tables.moved_rows import (
     MovedTable,
     decode_key,
     delete,
@@ -53,6 +51,8 @@ from .tables import (
     snapshot,
     write,
 )
+from ..throttle import LatencyProbe, Throttle
+from .plan import COPY_BATCH, from_ranges
 
 logger = logging.getLogger("schemaless_store.moves")
 

@@ -13,7 +13,7 @@ from .. import conf, shardmap, shards
 from ..exceptions import MoveRefused
 from ..metadata import BucketMove
 from ..tables import buckets as bucket_table
-from .tables import moved_tables, page
+from ..tables.moved_rows import moved_tables, page
 
 # Rows read per batch of a copy (and of the dry run's count, five times that).
 COPY_BATCH = 1000

@@ -22,9 +22,9 @@ from typing import Any
 from tqdm import tqdm
 
 from ..metadata import BucketMove
+from ..tables.moved_rows import moved_tables
 from .plan import Plan, count_rows, from_ranges
 from .record import describe, duration, pause
-from .tables import moved_tables
 
 PHASES = ("copy", "catch-up", "flip", "verify", "delete")
 WIDTH = max(len(name) for name in PHASES)

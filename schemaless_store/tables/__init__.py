@@ -7,7 +7,11 @@
 - :mod:`.scans`: the read path's index scans, continued by keyset (:mod:`.keyset`);
 - :mod:`.cells`: the ``cell`` and ``cell_head`` tables (versions, history, the change feed);
 - :mod:`.ddl`: creating and dropping index tables; :mod:`.counts`: counting rows;
-- :mod:`.literals`: multi-row ``INSERT`` statements rendered from typed values (MySQL).
+- :mod:`.literals`: multi-row ``INSERT`` statements rendered from typed values (MySQL);
+- :mod:`.buckets`: each shard's bucket table and its generation (the fence's authority);
+- :mod:`.sessions`: the server's process list and ``KILL`` (a move's fence);
+- :mod:`.moved_rows`: what a bucket move copies, replays, verifies and deletes, table by table;
+- :mod:`.move_log`: a move's change-capture triggers on a source and their log.
 
 The write path, the read path, the cleaner, the admin and the commands ask these modules for
 rows; none of them spells a statement on these tables itself.

@@ -25,6 +25,18 @@ def whoami(cursor: Any) -> tuple[str, int]:
     return str(user), int(own)
 
 
+def where(cursor: Any) -> tuple[Any, ...]:
+    """``(hostname, port, session id)``: which server and session a connection is."""
+    cursor.execute("SELECT @@hostname, @@port, CONNECTION_ID()")
+    return tuple(cursor.fetchone())
+
+
+def apply_first(cursor: Any) -> None:
+    """Galera: this session's reads wait until the node has applied what the cluster
+    committed before them (``wsrep_sync_wait``)."""
+    cursor.execute("SET SESSION wsrep_sync_wait = 1")
+
+
 def others(cursor: Any, user: str, database: str) -> list[int]:
     """The ids of the other sessions of ``user`` whose current database is ``database``."""
     cursor.execute(

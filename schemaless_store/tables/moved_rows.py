@@ -20,10 +20,10 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from .. import conf, shards
 from ..indexes import Index, registry
 from ..keys import buckets_of
-from ..tables import buckets as bucket_table
-from ..tables import keyset, literals
-from ..tables.entities import chunks
-from ..tables.values import plain_row
+from . import buckets as bucket_table
+from . import keyset, literals
+from .entities import chunks
+from .values import plain_row
 
 # Rows per statement when rows are written or deleted by key.
 WRITE_CHUNK = 200

@@ -22,7 +22,7 @@ from django.db import connections
 from .. import shards
 from ..exceptions import ConfigurationError
 from ..indexes import is_identifier
-from .tables import MovedTable
+from .moved_rows import MovedTable
 
 LOG = "schemaless_move_log"
 EVENTS = (("INSERT", "NEW", "i"), ("UPDATE", "NEW", "u"), ("DELETE", "OLD", "d"))
