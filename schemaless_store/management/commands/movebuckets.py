@@ -9,15 +9,11 @@ same command again after a crash: the move resumes from its recorded phase and c
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-from collections.abc import Iterator
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DEFAULT_DB_ALIAS
 
-from schemaless_store.cleaner.lock import CleanerLock
 from schemaless_store.exceptions import MoveRefused
 from schemaless_store.management.arguments import (
     milliseconds,
@@ -30,36 +26,11 @@ from schemaless_store.management.progress import progress_stream
 from schemaless_store.management.texttable import text_table
 from schemaless_store.metadata import BucketMove
 from schemaless_store.moves import plan
+from schemaless_store.moves.decide import decide, one_mover, shown
 from schemaless_store.moves.mover import COPY_WORKERS, Mover
 from schemaless_store.moves.progress import MoveProgress
 from schemaless_store.moves.record import STATUS_HEADERS, describe, status_row
 from schemaless_store.throttle import Throttle
-
-# The mover's lock, a CleanerLock under a name no index can have (index names have no hyphen).
-MOVER_LOCK = "bucket-moves"
-
-
-@contextlib.contextmanager
-def _one_mover() -> Iterator[None]:
-    """One ``movebuckets`` (or ``--abort``) at a time in the whole store: a lock on ``default``
-    (where the moves are recorded) that dies with its process (``GET_LOCK`` on MySQL, ``flock``
-    on SQLite: :class:`~schemaless_store.cleaner.lock.CleanerLock`), so a second mover started
-    on the same move is refused instead of running it twice, and a SIGKILLed one leaves no lock
-    behind."""
-    lock = CleanerLock(MOVER_LOCK, DEFAULT_DB_ALIAS)
-    if not lock.acquire():
-        raise CommandError(
-            f"another movebuckets is running (it holds {lock.describe()}): wait for it to "
-            "finish, or stop it and run this again; nothing was changed"
-        )
-    try:
-        yield
-    finally:
-        lock.release()
-
-
-def shown(spans: list[list[int]]) -> str:
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def plural(number: int, thing: str, things: str = "") -> str:
@@ -128,12 +99,12 @@ class Command(BaseCommand):
             if options["status"]:
                 self._status()
             elif options["abort"]:
-                with _one_mover():
+                with one_mover():
                     self._abort()
             elif options["dry_run"]:
                 self._move(options)
             else:
-                with _one_mover():
+                with one_mover():
                     self._move(options)
         except MoveRefused as exc:
             raise CommandError(str(exc)) from exc
@@ -145,38 +116,24 @@ class Command(BaseCommand):
         latency = options["max_latency"]
         throttle = Throttle(options["sleep"], options["duty"], latency and latency / 1000)
         target = options["target"]
-        current = plan.unfinished()
-        if current is not None:
-            if current.target != target or plan.from_ranges(current.buckets) != numbers:
-                raise CommandError(
-                    f"move #{current.pk} of buckets {shown(current.buckets)} to "
-                    f"{current.target} is {current.phase}: finish it (run its command again) "
-                    "or abort it (--abort) first"
-                )
+        decision = decide(target, numbers, dry_run=options["dry_run"])
+        if decision.resume is not None:
+            move = decision.resume
             if options["dry_run"]:
-                self.stdout.write(f"Move #{current.pk} is {current.phase}; rerun to resume it.")
+                self.stdout.write(f"Move #{move.pk} is {move.phase}; rerun to resume it.")
                 return
-            self.stdout.write(f"Resuming move #{current.pk} ({current.phase}).")
-            move = current
+            self.stdout.write(f"Resuming move #{move.pk} ({move.phase}).")
+        elif decision.done_already:
+            self.stdout.write(
+                f"Nothing to move: buckets {options['buckets']} are on {target} already."
+            )
+            return
+        elif decision.counted is not None:
+            self._print_plan(decision.counted)
+            return
         else:
-            last = plan.last_done()
-            if (
-                last is not None
-                and last.target == target
-                and plan.from_ranges(last.buckets) == numbers
-                and all(owner == target for owner in plan.owners_of(numbers))
-            ):
-                # The same command again after its move finished (its mover killed as it
-                # printed, say): nothing to do. Other buckets the target owns are refused.
-                self.stdout.write(
-                    f"Nothing to move: buckets {options['buckets']} are on {target} already."
-                )
-                return
-            found = plan.plan(target, numbers)
-            if options["dry_run"]:
-                self._print_plan(plan.count_rows(found))
-                return
-            move = plan.start(found)
+            assert decision.started is not None
+            move, found = decision.started
             self.stdout.write(
                 f"Move #{move.pk}: {plural(len(numbers), 'bucket')} ({shown(move.buckets)}) "
                 f"to {target}, from "
