@@ -47,6 +47,23 @@ def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
         yield items[start : start + size]
 
 
+def delete_matching(
+    cursor: Any, table: str, columns: Sequence[str], keys: Sequence[Sequence[Any]], size: int
+) -> int:
+    """``DELETE FROM table WHERE (columns) IN ((...), ...)``, ``size`` keys a statement
+    (``table`` and ``columns`` quoted already); the number of rows deleted."""
+    names = ", ".join(columns)
+    one = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    deleted = 0
+    for chunk in chunks(keys, size):
+        cursor.execute(
+            f"DELETE FROM {table} WHERE ({names}) IN ({', '.join([one] * len(chunk))})",
+            [value for key in chunk for value in key],
+        )
+        deleted += cursor.rowcount
+    return deleted
+
+
 # --- the read path -----------------------------------------------------------------------------
 
 

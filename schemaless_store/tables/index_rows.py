@@ -21,7 +21,7 @@ from .. import fence, shards
 from ..exceptions import ShardUnavailable
 from ..indexes import Index
 from . import buckets, keyset, literals
-from .entities import chunks
+from .entities import chunks, delete_matching
 from .values import plain_row
 
 # (index, column values, entity id)
@@ -133,18 +133,17 @@ def _execute_all(cursor: Any, statements: list[str]) -> None:
         pass
 
 
-# Driver connections (by id, with the connection kept to tell a reused id) that accept several
-# statements in one query.
-_MANY: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 MULTI_STATEMENTS_ON = 0  # MYSQL_OPTION_MULTI_STATEMENTS_ON of mysql_set_server_option()
+# Set on a Django connection to the driver connection that accepts several statements a query.
+_MANY = "_schemaless_many_statements"
 
 
 def _allow_many(conn: BaseDatabaseWrapper) -> None:
     driver = conn.connection
-    if _MANY.get(id(driver)) is not driver:
+    if conn.__dict__.get(_MANY) is not driver:
         with conn.wrap_database_errors:
             driver.set_server_option(MULTI_STATEMENTS_ON)
-        _MANY[id(driver)] = driver
+        conn.__dict__[_MANY] = driver
 
 
 def _insert_sqlite(index: Index, conn: BaseDatabaseWrapper, placed: list[tuple[Any, ...]]) -> int:
@@ -314,18 +313,11 @@ def delete(index: Index, alias: str, rows: Sequence[tuple[Any, ...]]) -> int:
     if not rows:
         return 0
     conn = shards.index_connection(alias)
-    names = ", ".join(columns(index, conn.ops.quote_name))
-    one = "(" + ", ".join(["%s"] * (len(index.properties) + 1)) + ")"
-    deleted = 0
+    quote = conn.ops.quote_name
     with shards.errors_named(alias), conn.cursor() as cursor:
-        for chunk in chunks(rows, DELETE_CHUNK):
-            cursor.execute(
-                f"DELETE FROM {conn.ops.quote_name(index.name)} WHERE ({names}) IN "
-                f"({', '.join([one] * len(chunk))})",
-                [value for row in chunk for value in row],
-            )
-            deleted += cursor.rowcount
-    return deleted
+        return delete_matching(
+            cursor, quote(index.name), columns(index, quote), list(rows), DELETE_CHUNK
+        )
 
 
 # --- reads -------------------------------------------------------------------------------------

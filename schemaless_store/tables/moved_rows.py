@@ -22,7 +22,7 @@ from ..indexes import Index, registry
 from ..keys import buckets_of
 from . import buckets as bucket_table
 from . import keyset, literals
-from .entities import chunks
+from .entities import chunks, delete_matching
 from .values import plain_row
 
 # Rows per statement when rows are written or deleted by key.
@@ -282,18 +282,9 @@ def delete(
     keys = [tuple(row[p] for p in positions) for row in rows]
     if not keys:
         return 0
-    key_cols = ", ".join(quote(c) for c in table.natural_key)
-    one = "(" + ", ".join(["%s"] * len(positions)) + ")"
-    deleted = 0
+    key_cols = [quote(c) for c in table.natural_key]
     with shards.errors_named(alias), conn.cursor() as cursor:
-        for chunk in chunks(keys, WRITE_CHUNK):
-            cursor.execute(
-                f"DELETE FROM {quote(table.name)} WHERE ({key_cols}) IN "
-                f"({', '.join([one] * len(chunk))})",
-                [value for key in chunk for value in key],
-            )
-            deleted += cursor.rowcount
-    return deleted
+        return delete_matching(cursor, quote(table.name), key_cols, keys, WRITE_CHUNK)
 
 
 def digest(

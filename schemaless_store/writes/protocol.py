@@ -205,7 +205,7 @@ def run(write: Write, store: Callable[[Write], None]) -> None:
         except ShardUnavailable as unavailable:
             # A connection lost (killed by a move's fence, or its node failed over): the next
             # try opens a fresh one, which reads the shard's state anew.
-            if caller_atomic or not unavailable.lost or losses >= LOST_ATTEMPTS:
+            if caller_atomic or not _retry_after_loss(unavailable, write.alias, losses):
                 raise
             if write.committing and write.source is not ENTITIES:
                 raise  # a cell version may have landed: only the caller can tell
@@ -346,13 +346,18 @@ def _retrying_lost(alias: str, operation: Callable[[], T]) -> T:
             with shards.write_lock(), shards.errors_named(alias):
                 return shards.with_retries(operation, alias)
         except ShardUnavailable as unavailable:
-            if (
-                not unavailable.lost
-                or losses == LOST_ATTEMPTS
-                or shards.connection(alias).in_atomic_block
-            ):
+            if not _retry_after_loss(unavailable, alias, losses):
                 raise
     raise AssertionError("unreachable")
+
+
+def _retry_after_loss(unavailable: ShardUnavailable, alias: str, losses: int) -> bool:
+    """Whether a transaction of the store's own that failed with ``unavailable`` runs again on
+    a fresh connection: an open connection was lost, tries are left, and no transaction of
+    the caller's is open on ``alias`` (only the caller could run that again)."""
+    return (
+        unavailable.lost and losses < LOST_ATTEMPTS and not shards.connection(alias).in_atomic_block
+    )
 
 
 def _remove_quietly(alias: str, candidates: Mapping[bytes, RowSet], source: Source) -> None:
