@@ -16,10 +16,18 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .tables.entities import Locked
+
+class Found(Protocol):
+    """The row step 1 read and locked (:class:`~.tables.entities.Locked`), as far as the
+    comparison needs it."""
+
+    @property
+    def added_id(self) -> int: ...
+
+    @property
+    def body(self) -> bytes | None: ...
 
 
 @dataclass(frozen=True)
@@ -33,7 +41,7 @@ class Expected:
     token: str | None = None
     added_id: int | None = None
 
-    def matches(self, found: Locked | None) -> bool:
+    def matches(self, found: Found | None) -> bool:
         if found is None or found.body is None:
             return not self.exists
         if not self.exists:
@@ -45,7 +53,7 @@ class Expected:
         return found.body == self.body
 
 
-def landed(found: Locked | None, body: bytes) -> bool:
+def landed(found: Found | None, body: bytes) -> bool:
     """Whether ``found`` is what this write (``body``; empty for a deletion) leaves: after a
     lost commit answer, the retry finds the first try's own write, which is no conflict."""
     if found is None or found.body is None:

@@ -17,16 +17,19 @@ from such a read can race with a writer that changes the entity meanwhile, so ev
 checked afterwards (:func:`.repairs.insert_checked`).
 
 Each pass takes the :class:`~.worker.Cleaner` that runs it, for its batches (throttled,
-stoppable), batch size and progress bars.
+stoppable), batch size and progress bars: what a pass needs of it is :class:`PassRunner`, so
+this module need not import the worker that imports it.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
 from django.db import DEFAULT_DB_ALIAS
+from tqdm import tqdm
 
 from .. import shards
 from ..consistency import compare
@@ -43,18 +46,28 @@ from .records import DONE, PassResult, start_record
 from .repairs import Version, decode, delete_on, insert_checked
 from .repairs import implied as implied_rows
 
-if TYPE_CHECKING:
-    from .worker import Cleaner
-
 logger = logging.getLogger("schemaless_store.cleaner")
 
 Candidates = dict[str, dict[bytes, set[tuple[Index, tuple[Any, ...]]]]]
 
 
+class PassRunner(Protocol):
+    """What a pass needs of the :class:`~.worker.Cleaner` that runs it."""
+
+    batch_size: int
+    progress: bool
+
+    def batches(
+        self, fetch: Callable[[Any], list[Any]], result: PassResult
+    ) -> Iterator[list[Any]]: ...
+
+    def bar(self, desc: str, total: int | None, initial: int, unit: str) -> tqdm: ...
+
+
 # --- backfill ----------------------------------------------------------------------------------
 
 
-def backfill(cleaner: Cleaner, index: Index, alias: str, result: PassResult) -> None:
+def backfill(cleaner: PassRunner, index: Index, alias: str, result: PassResult) -> None:
     checkpoint, _ = CleanerCheckpoint.objects.using(DEFAULT_DB_ALIAS).get_or_create(
         index_name=index.name, shard=alias
     )
@@ -124,7 +137,7 @@ def _index_entities(index: Index, alias: str, batch: list[EntityRow], result: Pa
 # --- repair ------------------------------------------------------------------------------------
 
 
-def repair(cleaner: Cleaner, index: Index, alias: str, result: PassResult) -> None:
+def repair(cleaner: PassRunner, index: Index, alias: str, result: PassResult) -> None:
     start_record(result)
     source = index.source
     # Counting a big table takes a while: only for a progress bar someone watches.
@@ -160,7 +173,7 @@ def _repair_entities(index: Index, alias: str, batch: list[EntityRow], result: P
 # --- sweep -------------------------------------------------------------------------------------
 
 
-def sweep(cleaner: Cleaner, index: Index, alias: str, result: PassResult) -> None:
+def sweep(cleaner: PassRunner, index: Index, alias: str, result: PassResult) -> None:
     start_record(result)
     total = counts.exact_count(alias, index.name) if cleaner.progress else None
 

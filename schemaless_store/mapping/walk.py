@@ -12,9 +12,11 @@ the worker stops there, with a clear message, before it uses the batch.
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TextIO
 
 from django.db import connections
 from tqdm import tqdm
@@ -26,6 +28,7 @@ from ..keys import bucket_of
 from ..query.fetch import fetch_by_ids
 from ..tables import entities as entity_table
 from ..tables.values import datetime_converter
+from ..throttle import Throttle
 from .apply import Applier, BatchResult, Example
 from .records import (
     COUNTS,
@@ -36,9 +39,6 @@ from .records import (
 )
 from .records import failures as recorded_failures
 from .records import save as save_checkpoint
-
-if TYPE_CHECKING:
-    from .runner import Mapper
 
 logger = logging.getLogger("schemaless_store.mapping")
 
@@ -62,10 +62,35 @@ class ShardOutcome:
     examples: list[Example] = field(default_factory=list)
 
 
+class MapRun(Protocol):
+    """What a shard's walk reads of the :class:`~.runner.Mapper` whose run it is a part of
+    (a protocol, so this module need not import the runner that imports it)."""
+
+    fn: Callable[[Any], Any]
+    model: Any
+    name: str
+    short_name: str
+    run: str
+    aliases: list[str]
+    where: dict[str, Any] | None
+    where_ids: dict[str, list[bytes]]
+    batch_size: int
+    throttle: Throttle
+    dry_run: bool
+    progress: bool
+    progress_file: TextIO | None
+    stopping: threading.Event
+    checkpoints: dict[str, Checkpoint]
+    check_saved: bool
+    map_version: int
+
+    def probe(self) -> float: ...
+
+
 class ShardWalk:
     """The worker of one shard (``alias``) of a :class:`~.runner.Mapper`'s run."""
 
-    def __init__(self, mapper: Mapper, alias: str) -> None:
+    def __init__(self, mapper: MapRun, alias: str) -> None:
         self.mapper = mapper
         self.alias = alias
         self.applier = Applier(mapper.model, mapper.fn, mapper.run, dry_run=mapper.dry_run)

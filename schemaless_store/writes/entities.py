@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
+from uuid import UUID
 
+from django.db.models.base import ModelState
 from django.db.models.signals import (
     ModelSignal,
     post_delete,
@@ -33,8 +36,22 @@ from ..tables.values import db_datetime
 from .protocol import Change, SplitWrite, Write, run
 from .rows import encode_body, rows_of
 
-if TYPE_CHECKING:
-    from ..models.entity import Entity
+
+class Entity(Protocol):
+    """What the writes read and set of an entity (:class:`~..models.entity.Entity`, the model
+    above this layer that calls them)."""
+
+    added_id: Any
+    row_id: Any
+    row_updated: datetime
+    row_body: Any
+    has_generated_id: bool
+    _state: ModelState
+
+    @property
+    def id(self) -> UUID: ...
+
+    def body_properties(self) -> dict[str, Any]: ...
 
 
 def prepare(entity: Entity, *, fresh: bool = False) -> Change:
