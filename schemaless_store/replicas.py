@@ -37,6 +37,7 @@ from typing import Any
 from django.db import connections
 
 from . import conf
+from .tables import gtids
 
 logger = logging.getLogger("schemaless_store.replicas")
 
@@ -121,8 +122,7 @@ def note_write(alias: str, conn: Any) -> None:
         return
     try:
         with conn.cursor() as cursor:
-            cursor.execute("SELECT @@last_gtid")
-            (gtid,) = cursor.fetchone()
+            gtid = gtids.last_gtid(cursor)
     except Exception as exc:  # the write stands; this thread reads the primary instead
         logger.warning("cannot read the GTID of a write on %s (%s)", alias, exc)
         gtid = UNKNOWN
@@ -176,22 +176,16 @@ def _check(alias: str, max_lag: float) -> Health:
     try:
         conn = connections[alias]
         with conn.cursor() as cursor:
-            cursor.execute("SHOW SLAVE STATUS")
-            row = cursor.fetchone()
-            names = [column[0] for column in cursor.description or ()]
-            cursor.execute("SELECT @@gtid_slave_pos")
-            (gtid,) = cursor.fetchone()
+            status, checked.gtid = gtids.replica_status(cursor)
     except Exception as exc:
         with contextlib.suppress(Exception):
             connections[alias].close()
         checked.state = f"unreachable: {exc}"
         return checked
-    checked.gtid = str(gtid or "")
     checked.applied = parse_position(checked.gtid)
-    if row is None:
+    if status is None:
         checked.state = "not a replica (no replication configured)"
         return checked
-    status = dict(zip(names, row, strict=False))
     io, sql = status.get("Slave_IO_Running"), status.get("Slave_SQL_Running")
     lag = status.get("Seconds_Behind_Master")
     checked.lag = None if lag is None else float(lag)
@@ -240,13 +234,12 @@ def _caught_up(alias: str, gtid: str, wait: float, found: Health) -> bool:
     """``MASTER_GTID_WAIT`` on the replica for at most ``wait`` seconds."""
     try:
         with connections[alias].cursor() as cursor:
-            cursor.execute("SELECT MASTER_GTID_WAIT(%s, %s), @@gtid_slave_pos", [gtid, wait])
-            reached, applied = cursor.fetchone()
+            reached, applied = gtids.wait_for(cursor, gtid, wait)
     except Exception as exc:
         found.usable, found.state = False, f"unreachable: {exc}"
         return False
-    found.applied = parse_position(str(applied or ""))
-    return reached == 0
+    found.applied = parse_position(applied)
+    return reached
 
 
 def status() -> list[dict[str, Any]]:

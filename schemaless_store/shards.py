@@ -25,6 +25,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from . import conf, shardmap
 from .exceptions import ConfigurationError, NotOwner, ShardUnavailable
 from .keys import bucket_of
+from .tables import sessions
 from .write_lock import write_lock  # noqa: F401 - the store's writes take it as shards.write_lock
 
 T = TypeVar("T")
@@ -109,8 +110,7 @@ def probe_latency(aliases: Iterable[str]) -> float:
         began = time.perf_counter()
         # errors_named: a connection the fence killed is dropped, and the next probe reconnects.
         with errors_named(alias), connections[alias].cursor() as cursor:
-            cursor.execute("SELECT 1")
-            cursor.fetchall()
+            sessions.ping(cursor)
         slowest = max(slowest, time.perf_counter() - began)
     return slowest
 
@@ -127,8 +127,7 @@ def _galera_of(alias: str) -> tuple[bool, int | None]:
         if conn.vendor == "mysql":
             try:
                 with errors_named(alias), conn.cursor() as cursor:
-                    cursor.execute("SELECT @@wsrep_on, @@wsrep_max_ws_rows")
-                    on, rows = cursor.fetchone()
+                    on, rows = sessions.galera_settings(cursor)
                 if str(on).upper() in ("1", "ON"):
                     found = (True, int(rows) if int(rows) > 0 else None)
             except DatabaseError:  # no wsrep variables: not a Galera build
@@ -293,8 +292,7 @@ def snapshot(alias: str) -> Iterator[bool]:
         return
     with errors_named(alias), transaction.atomic(using=alias):
         with conn.cursor() as cursor:
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+            sessions.begin_snapshot(cursor)
         yield True
 
 

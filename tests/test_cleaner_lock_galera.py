@@ -27,8 +27,9 @@ from typing import Any
 import pytest
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from schemaless_store.cleaner.lock import LEASE_TABLE, CleanerLock
+from schemaless_store.cleaner.lock import CleanerLock
 from schemaless_store.dburls import database_from_url
+from schemaless_store.tables.server_locks import LEASE_TABLE
 from schemaless_store.testing.galera import GaleraCluster, start_galera_cluster
 
 pytestmark = [pytest.mark.mariadb_only, pytest.mark.slow]

@@ -19,8 +19,9 @@ from django.db import connections
 
 from schemaless_store import shards
 from schemaless_store.cleaner.lock import CleanerLock
-from schemaless_store.mapping import map_entities, records, walk
+from schemaless_store.mapping import map_entities, walk
 from schemaless_store.models import Entity
+from schemaless_store.tables import map_runs
 from tests import child, mapfuncs
 from tests.conftest import STORE
 from tests.invariants import assert_exact, committed_entities
@@ -36,9 +37,9 @@ def _fresh_runs():
     mapfuncs.BROKEN["on"] = True
     yield
     for alias in shards.shard_aliases():
-        records.create_tables(alias)
+        map_runs.create_tables(alias)
         with connections[alias].cursor() as cursor:
-            for table in (records.RUNS, records.SAVED, records.FAILURES):
+            for table in (map_runs.RUNS, map_runs.SAVED, map_runs.FAILURES):
                 cursor.execute(f"DELETE FROM {table}")
 
 
@@ -227,7 +228,7 @@ def test_a_map_change_mid_run_stops_with_a_clear_message_and_a_rerun_finishes():
 
 def test_one_run_per_function_and_shard():
     make(6)
-    run = records.run_key("tests.mapfuncs.add_one")
+    run = map_runs.run_key("tests.mapfuncs.add_one")
     lock = CleanerLock(f"map-{run[:20]}", "shard_0")
     assert lock.acquire()
     try:

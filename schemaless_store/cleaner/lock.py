@@ -39,6 +39,8 @@ from typing import Any
 from django.db import DatabaseError, connections
 
 from .. import shards
+from ..tables import server_locks, sessions
+from ..tables.server_locks import LEASE_TABLE
 
 logger = logging.getLogger("schemaless_store.cleaner")
 
@@ -46,28 +48,6 @@ logger = logging.getLogger("schemaless_store.cleaner")
 MAX_LOCK_NAME = 64
 POLL_SECONDS = 0.2
 
-LEASE_TABLE = "schemaless_leases"
-CREATE_LEASE_TABLE = f"""
-    CREATE TABLE IF NOT EXISTS {LEASE_TABLE} (
-        name VARCHAR(191) NOT NULL PRIMARY KEY,
-        owner VARCHAR(100) NOT NULL,
-        expires DATETIME(6) NOT NULL
-    ) ENGINE=InnoDB
-"""
-# Take the row if it is absent or expired. MariaDB assigns left to right: ``expires`` sees the
-# new ``owner``, so it moves only when the row is (now) ours. UTC: nodes compare their clocks,
-# whatever a session's time zone.
-TAKE_LEASE = f"""
-    INSERT INTO {LEASE_TABLE} (name, owner, expires)
-    VALUES (%s, %s, UTC_TIMESTAMP(6) + INTERVAL %s MICROSECOND)
-    ON DUPLICATE KEY UPDATE
-        owner = IF(expires < UTC_TIMESTAMP(6), VALUES(owner), owner),
-        expires = IF(owner = VALUES(owner), VALUES(expires), expires)
-"""
-RENEW_LEASE = f"""
-    UPDATE {LEASE_TABLE} SET expires = UTC_TIMESTAMP(6) + INTERVAL %s MICROSECOND
-    WHERE name = %s AND owner = %s
-"""
 ER_LOCK_WAIT_TIMEOUT, ER_LOCK_DEADLOCK, ER_NO_SUCH_TABLE = 1205, 1213, 1146
 
 _memory_locks: dict[tuple[str, str], threading.Lock] = {}
@@ -179,12 +159,9 @@ class CleanerLock:
                 conn, self._conn = self._conn, None
                 with contextlib.suppress(Exception), conn.cursor() as cursor:
                     if self._galera:
-                        cursor.execute(
-                            f"DELETE FROM {LEASE_TABLE} WHERE name = %s AND owner = %s",
-                            [self.name, self.owner],
-                        )
+                        server_locks.release_lease(cursor, self.name, self.owner)
                     else:
-                        cursor.execute("SELECT RELEASE_LOCK(%s)", [self.name])
+                        server_locks.release_lock(cursor, self.name)
                 # Closing would release a GET_LOCK anyway; RELEASE_LOCK first makes that
                 # immediate even if the close is slow.
                 with contextlib.suppress(Exception):
@@ -237,20 +214,17 @@ class CleanerLock:
         try:
             with conn.cursor() as cursor:
                 if self._galera is None:
-                    # No such variable on a server without the wsrep patch (MySQL): no row.
-                    cursor.execute("SHOW VARIABLES LIKE 'wsrep_on'")
-                    row = cursor.fetchone()
-                    self._galera = row is not None and str(row[1]).upper() == "ON"
+                    self._galera = sessions.galera_on(cursor)
                 if self._galera:
                     # Causal reads: START TRANSACTION waits until this node has applied what the
                     # cluster committed before, so a lease just released on another node is
                     # seen free (the decision's safety comes from certification, not this).
-                    cursor.execute("SET SESSION wsrep_sync_wait = 1")
+                    sessions.apply_first(cursor)
                 else:
                     # GET_LOCK is the server's, whatever the database: the lock's connection
                     # leaves the shard's, so a move's fence, which ends the store's
                     # connections there (..fence), passes it by and the lock stays held.
-                    cursor.execute("USE information_schema")
+                    sessions.leave_database(cursor)
         except BaseException:
             with contextlib.suppress(Exception):
                 conn.close()
@@ -259,9 +233,8 @@ class CleanerLock:
 
     def _get_lock(self) -> bool:
         with self._conn.cursor() as cursor:
-            cursor.execute("SELECT GET_LOCK(%s, 0)", [self.name])
-            (got,) = cursor.fetchone()
-        return bool(got == 1)  # if not, the connection stays open for the next poll
+            # If not taken, the connection stays open for the next poll.
+            return server_locks.get_lock(cursor, self.name)
 
     def _take_lease(self, create: bool = True) -> bool:
         """One attempt at the lease: take its row if absent or expired and read whose it is, in
@@ -270,18 +243,14 @@ class CleanerLock:
         started = time.monotonic()
         try:
             with self._conn.cursor() as cursor:
-                cursor.execute("START TRANSACTION")
-                cursor.execute(TAKE_LEASE, [self.name, self.owner, self._lease_micros()])
-                cursor.execute(f"SELECT owner FROM {LEASE_TABLE} WHERE name = %s", [self.name])
-                (owner,) = cursor.fetchone()
-                cursor.execute("COMMIT")
+                owner = server_locks.take_lease(cursor, self.name, self.owner, self._lease_micros())
         except DatabaseError as exc:
             with contextlib.suppress(Exception), self._conn.cursor() as cursor:
-                cursor.execute("ROLLBACK")
+                server_locks.rollback(cursor)
             code = exc.args[0] if exc.args else None
             if code == ER_NO_SUCH_TABLE and create:
                 with self._conn.cursor() as cursor:
-                    cursor.execute(CREATE_LEASE_TABLE)
+                    server_locks.create_lease_table(cursor)
                 return self._take_lease(create=False)
             if code in (ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT):
                 return False  # another node's transaction won; the next poll tries again
@@ -320,8 +289,9 @@ class CleanerLock:
                     if self._conn is None:
                         self._conn = self._connect()
                     with self._conn.cursor() as cursor:
-                        cursor.execute(RENEW_LEASE, [self._lease_micros(), self.name, self.owner])
-                        renewed = cursor.rowcount == 1  # rows matched (FOUND_ROWS)
+                        renewed = server_locks.renew_lease(
+                            cursor, self.name, self.owner, self._lease_micros()
+                        )
                 except Exception as exc:  # tried again until the lease would have expired
                     logger.warning("could not renew %s: %s", self.describe(), exc)
                     self._drop_connection()

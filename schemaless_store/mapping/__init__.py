@@ -6,7 +6,7 @@ A function gets each stored entity and changes it in place (or returns
 properties changed, each only if nobody wrote it since it was read (:mod:`.apply`). It follows
 the cleaner's ways: one worker per shard, a lock per (function, shard), checkpoints and a note
 of every entity saved, so a killed run resumes and never applies the function twice to an
-entity it saved (:mod:`.records`), the same throttle, a progress bar, and a summary
+entity it saved (:mod:`..tables.map_runs`), the same throttle, a progress bar, and a summary
 (:mod:`.runner`, :mod:`.walk`).
 """
 

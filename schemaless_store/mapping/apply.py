@@ -10,8 +10,8 @@ function always sees the stored state it changes. An entity the function deletes
 (:data:`schemaless_store.DELETE`) is deleted with the same check.
 
 The transaction that saves an entity also notes it in ``schemaless_map_saved``
-(:mod:`.records`), so no rerun applies the function to it again. Like ``bulk_put``, the batch
-sends no ``pre_save``/``post_save`` signals.
+(:mod:`..tables.map_runs`), so no rerun applies the function to it again. Like ``bulk_put``,
+the batch sends no ``pre_save``/``post_save`` signals.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from ..codec import decode_body
 from ..exceptions import Conflict
 from ..expected import Expected
 from ..query.fetch import fetch_by_ids
+from ..tables.map_runs import mark_saved
 from ..writes import entities as entity_writes
 from ..writes.protocol import Change, SplitWrite, Write, run
-from .records import mark_saved
 
 # Tries per entity when users keep writing it between our read and our save.
 ATTEMPTS = 10
@@ -56,8 +56,9 @@ class BatchResult:
 
 
 class Applier:
-    """Applies ``fn`` to batches of entities of a run (``run``: its key, :mod:`.records`);
-    ``dry_run`` computes the changes and writes nothing, keeping up to 3 :class:`Example`."""
+    """Applies ``fn`` to batches of entities of a run (``run``: its key,
+    :mod:`..tables.map_runs`); ``dry_run`` computes the changes and writes nothing, keeping up
+    to 3 :class:`Example`."""
 
     def __init__(
         self, model: Any, fn: Callable[[Any], Any], run: str, *, dry_run: bool = False

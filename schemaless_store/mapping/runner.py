@@ -17,9 +17,9 @@ from django.utils.module_loading import import_string
 
 from .. import shardmap, shards
 from ..exceptions import ConfigurationError
+from ..tables.map_runs import Checkpoint, create_tables, forget_run, has_saved, load, run_key
 from ..throttle import LatencyProbe, Throttle
 from .apply import Example
-from .records import Checkpoint, create_tables, forget_run, has_saved, load, run_key
 from .walk import DONE, ShardOutcome, ShardWalk
 
 DEFAULT_BATCH_SIZE = 500

@@ -27,18 +27,18 @@ from ..indexes import ENTITIES
 from ..keys import bucket_of
 from ..query.fetch import fetch_by_ids
 from ..tables import entities as entity_table
-from ..tables.values import datetime_converter
-from ..throttle import Throttle
-from .apply import Applier, BatchResult, Example
-from .records import (
+from ..tables.map_runs import (
     COUNTS,
     Checkpoint,
     forget_failures,
     record_failure,
     saved_among,
 )
-from .records import failures as recorded_failures
-from .records import save as save_checkpoint
+from ..tables.map_runs import failures as recorded_failures
+from ..tables.map_runs import save as save_checkpoint
+from ..tables.values import datetime_converter
+from ..throttle import Throttle
+from .apply import Applier, BatchResult, Example
 
 logger = logging.getLogger("schemaless_store.mapping")
 

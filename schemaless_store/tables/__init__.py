@@ -9,10 +9,15 @@
 - :mod:`.ddl`: creating and dropping index tables; :mod:`.counts`: counting rows;
 - :mod:`.literals`: multi-row ``INSERT`` statements rendered from typed values (MySQL);
 - :mod:`.buckets`: each shard's bucket table and its generation (the fence's authority);
-- :mod:`.sessions`: the server's process list and ``KILL`` (a move's fence);
+- :mod:`.sessions`: a server session's round trip, variables and settings (Galera's, a
+  consistent snapshot), and the process list and ``KILL`` (a move's fence);
 - :mod:`.moved_rows`: what a bucket move copies, replays, verifies and deletes, table by table;
-- :mod:`.move_log`: a move's change-capture triggers on a source and their log.
+- :mod:`.move_log`: a move's change-capture triggers on a source and their log;
+- :mod:`.map_runs`: a ``mapentities`` run's checkpoints, saved marks and failures;
+- :mod:`.server_locks`: the cleaner's lock on a server (``GET_LOCK``, or the Galera lease row);
+- :mod:`.gtids`: a server's GTID positions (read-your-writes on replicas).
 
 The write path, the read path, the cleaner, the admin and the commands ask these modules for
-rows; none of them spells a statement on these tables itself.
+rows; none of them spells a statement itself (Django's ORM on the ``default`` database's
+metadata tables, :mod:`..metadata`, aside).
 """

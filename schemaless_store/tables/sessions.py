@@ -1,6 +1,7 @@
-"""The server's client sessions (``information_schema.PROCESSLIST``), for the fence's kill of
-the connections that may still believe a withdrawn bucket is served (:mod:`..fence`;
-docs/design.md#the-fence).
+"""A server's client sessions: this session's round trip, variables and settings (Galera's,
+a consistent snapshot, its database), and the others in ``information_schema.PROCESSLIST``,
+for the fence's kill of the connections that may still believe a withdrawn bucket is served
+(:mod:`..fence`; docs/design.md#the-fence).
 
 A user sees its own sessions without any privilege; another user's need ``PROCESS`` to be seen
 and ``CONNECTION ADMIN`` (or ``SUPER``) to be killed.
@@ -29,6 +30,50 @@ def where(cursor: Any) -> tuple[Any, ...]:
     """``(hostname, port, session id)``: which server and session a connection is."""
     cursor.execute("SELECT @@hostname, @@port, CONNECTION_ID()")
     return tuple(cursor.fetchone())
+
+
+def ping(cursor: Any) -> None:
+    """A trivial round trip (``SELECT 1``): how busy the server is, for the throttle."""
+    cursor.execute("SELECT 1")
+    cursor.fetchall()
+
+
+def galera_settings(cursor: Any) -> tuple[Any, Any]:
+    """``(@@wsrep_on, @@wsrep_max_ws_rows)``; ``DatabaseError`` on a server that is no Galera
+    build (no such variables)."""
+    cursor.execute("SELECT @@wsrep_on, @@wsrep_max_ws_rows")
+    on, rows = cursor.fetchone()
+    return on, rows
+
+
+def galera_ready(cursor: Any) -> str | None:
+    """The node's ``wsrep_ready`` status (``"ON"`` once it is synced with its cluster), or
+    None where the server has no such status."""
+    cursor.execute("SHOW STATUS LIKE 'wsrep_ready'")
+    row = cursor.fetchone()
+    return None if row is None else str(row[1])
+
+
+def begin_snapshot(cursor: Any) -> None:
+    """Start a read-only ``REPEATABLE READ`` transaction ``WITH CONSISTENT SNAPSHOT`` (as
+    ``mysqldump --single-transaction`` takes): its reads see the database as of one instant."""
+    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+
+
+def galera_on(cursor: Any) -> bool:
+    """Whether the server is a Galera node with replication on (``wsrep_on``); a server
+    without the wsrep patch (MySQL) has no such variable: False."""
+    cursor.execute("SHOW VARIABLES LIKE 'wsrep_on'")
+    row = cursor.fetchone()
+    return row is not None and str(row[1]).upper() == "ON"
+
+
+def leave_database(cursor: Any) -> None:
+    """Make ``information_schema`` the session's database: a connection that holds a server
+    lock leaves the shard's, so a move's fence, which ends the store's sessions there, passes
+    it by."""
+    cursor.execute("USE information_schema")
 
 
 def apply_first(cursor: Any) -> None:

@@ -24,6 +24,7 @@ import MySQLdb
 from django.db.backends.mysql import base
 
 from ...dburls import parse_nodes
+from ...tables import sessions
 
 logger = logging.getLogger("schemaless_store.galera")
 
@@ -57,13 +58,12 @@ class DatabaseWrapper(base.DatabaseWrapper):
                 continue
             try:
                 cursor = connection.cursor()
-                cursor.execute("SHOW STATUS LIKE 'wsrep_ready'")
-                row = cursor.fetchone()
+                ready = sessions.galera_ready(cursor)
                 cursor.close()
             except MySQLdb.Error as exc:
-                row = None
+                ready = None
                 failures.append(f"{host}:{port}: {exc}")
-            if row is not None and str(row[1]).upper() == "ON":
+            if ready is not None and ready.upper() == "ON":
                 if failures:
                     logger.warning(
                         "galera %s: connected to %s:%s after %s",
@@ -73,7 +73,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
                         "; ".join(failures),
                     )
                 return connection
-            if row is not None:
-                failures.append(f"{host}:{port}: wsrep_ready is {row[1]}")
+            if ready is not None:
+                failures.append(f"{host}:{port}: wsrep_ready is {ready}")
             connection.close()
         raise NoSyncedNode(2003, f"no synced Galera node answered: {'; '.join(failures)}")

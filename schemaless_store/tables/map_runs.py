@@ -25,7 +25,7 @@ from django.db import transaction
 
 from .. import shards
 from ..exceptions import ShardUnavailable
-from ..tables.entities import chunks
+from .entities import chunks
 
 RUNS, SAVED, FAILURES = "schemaless_map_runs", "schemaless_map_saved", "schemaless_map_failures"
 COUNTS = ("seen", "changed", "deleted", "conflicts", "failed", "skipped")
