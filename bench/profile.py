@@ -154,7 +154,7 @@ def components(bench: Any) -> list[tuple[str, str, float]]:
     from schemaless_store.models import Entity
     from schemaless_store.models.entity import ROW_FIELDS
     from schemaless_store.query import fetch
-    from schemaless_store.writes import entities as entity_writes
+    from schemaless_store.writes import entity_writes
 
     from .data import entity_id, writer_properties
 
@@ -284,7 +284,7 @@ def components(bench: Any) -> list[tuple[str, str, float]]:
         ),
         (
             "put",
-            "writes.entities.prepare (validate, encode body, index rows)",
+            "writes.entity_writes.prepare (validate, encode body, index rows)",
             _per_call(lambda: entity_writes.prepare(Entity(**write_props)), 500),
         ),
         ("put", "Entity(**properties)", _per_call(lambda: Entity(**write_props), 500)),

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.db import DatabaseError, connections
 
-from . import conf, fence, shardmap
+from . import bucket_map, conf, fence
 from .exceptions import ConfigurationError
 from .indexes import registry
 
@@ -157,7 +157,7 @@ def check_shard_map(app_configs: Any = None, databases: Any = None, **kwargs: An
     if not databases or "default" not in databases:
         return []
     try:
-        stored = shardmap.differs_from_settings()
+        stored = bucket_map.differs_from_settings()
     except ConfigurationError as exc:
         return [Error(str(exc), hint=DOCS, id="schemaless.E005")]
     except DatabaseError:

@@ -22,7 +22,7 @@ from django.core.signals import request_finished
 from django.db import DatabaseError, OperationalError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import conf, shardmap
+from . import bucket_map, conf
 from .exceptions import ConfigurationError, NotOwner, ShardUnavailable
 from .keys import bucket_of
 from .tables import sessions
@@ -55,8 +55,8 @@ def resolve_aliases(aliases: Sequence[str] | None) -> list[str]:
 
 def alias_for(key: bytes) -> str:
     """The alias whose buckets include this key (an entity id, or an encoded ``shard_on`` value),
-    by this process's copy of the map (:mod:`.shardmap`)."""
-    found = shardmap.current()
+    by this process's copy of the map (:mod:`.bucket_map`)."""
+    found = bucket_map.current()
     return found.owners[bucket_of(key, found.buckets)]
 
 
@@ -71,7 +71,7 @@ def await_new_owner(alias: str, buckets: set[int]) -> None:
     deadline = time.monotonic() + conf.get().move_wait
     pause = 0.005
     while True:
-        found = shardmap.refresh()
+        found = bucket_map.refresh()
         if all(found.owners[number] != alias for number in buckets):
             return
         if time.monotonic() >= deadline:

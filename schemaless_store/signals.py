@@ -15,7 +15,7 @@ from django.apps import apps
 from django.db import DEFAULT_DB_ALIAS
 from django.db.models.signals import post_migrate
 
-from . import conf, lifecycle, shardmap
+from . import bucket_map, conf, lifecycle
 from .tables import buckets
 from .tables.ddl import create_tables
 
@@ -25,12 +25,12 @@ def _after_migrate(sender: Any, using: str, **kwargs: Any) -> None:
         create_tables(using)
         # The shard's own bucket table, given the buckets the map in force gives it (a bucket
         # that has a row already, one that moved away for one, keeps it).
-        buckets.create(using, shardmap.refresh().buckets_of(using))
+        buckets.create(using, bucket_map.refresh().buckets_of(using))
         lifecycle.promote_if_empty()
     else:
         lifecycle.sync_states(using)
         if using == DEFAULT_DB_ALIAS:
-            shardmap.store_seed(using)  # from the first migrate on, the stored map is in force
+            bucket_map.store_seed(using)  # from the first migrate on, the stored map is in force
 
 
 def connect() -> None:

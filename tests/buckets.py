@@ -7,7 +7,7 @@ import contextlib
 import uuid
 from collections.abc import Iterable, Iterator
 
-from schemaless_store import shardmap, shards
+from schemaless_store import bucket_map, shards
 from schemaless_store.tables import buckets as bucket_table
 
 
@@ -42,11 +42,11 @@ def publish_elsewhere(numbers: Iterable[int], to: str) -> None:
     it: this process's copy of the map is left as it is (stale until it is read again)."""
     from schemaless_store.metadata import ShardMap
 
-    found = shardmap.stored()
+    found = bucket_map.stored()
     owners = list(found.owners)
     for number in numbers:
         owners[number] = to
-    draft = shardmap.BucketMap(0, found.buckets, tuple(owners), 0.0, 0.0)
+    draft = bucket_map.BucketMap(0, found.buckets, tuple(owners), 0.0, 0.0)
     ShardMap.objects.create(
         version=found.version + 1, buckets=found.buckets, owners=draft.ranges(), note="test"
     )
@@ -55,11 +55,11 @@ def publish_elsewhere(numbers: Iterable[int], to: str) -> None:
 def restore() -> None:
     """Every shard's bucket table as the seed map says (the flush of ``default`` after a test
     removes the map versions it published)."""
-    seed = shardmap.seed()
+    seed = bucket_map.seed()
     for alias in shards.shard_aliases():
         bucket_table.set_states(alias, list(range(seed.buckets)), None)
         bucket_table.create(alias, seed.buckets_of(alias))  # seeds it: it is empty
-    shardmap.forget()
+    bucket_map.forget()
 
 
 @contextlib.contextmanager

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.db import connections
 
-from schemaless_store import lifecycle, shardmap, shards
+from schemaless_store import bucket_map, lifecycle, shards
 from schemaless_store.indexes import registry
 
 STORE = pytest.mark.django_db(transaction=True, databases="__all__")
@@ -35,9 +35,9 @@ def _clean_index_tables(request: pytest.FixtureRequest):
     """Django's flush empties model tables only; index tables are emptied here after each test."""
     uses_db = request.node.get_closest_marker("django_db") is not None
     lifecycle.forget_states()
-    shardmap.forget()
+    bucket_map.forget()
     yield
-    shardmap.forget()
+    bucket_map.forget()
     if not uses_db:
         return
     shards.close_index_connections()

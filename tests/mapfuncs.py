@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemaless_store import DELETE, shardmap
+from schemaless_store import DELETE, bucket_map
 
 # What the functions were called with, in this process: {function name: [entity ids]}.
 CALLS: dict[str, list[Any]] = {}
@@ -55,8 +55,8 @@ def move_midway(entity: Any) -> None:
     """add_one, and a new map version (as a bucket move's flip publishes) on one call."""
     add_one(entity)
     if len(CALLS["add_one"]) == MOVE_AT["call"]:
-        found = shardmap.stored()
-        shardmap.publish(found.owners, note="a move, as far as the run can tell")
+        found = bucket_map.stored()
+        bucket_map.publish(found.owners, note="a move, as far as the run can tell")
 
 
 # pause_midway() waits on this call until the test lets it go (a move runs meanwhile).

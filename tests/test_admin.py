@@ -16,7 +16,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from schemaless_store import jsonview, keys, shards
-from schemaless_store.admin.entities import EntityAdmin
+from schemaless_store.admin.entity_admin import EntityAdmin
 from schemaless_store.indexes import registry
 from schemaless_store.models import CleanerCheckpoint, CleanerPass, Entity, IndexState
 from tests.conftest import STORE
@@ -451,7 +451,7 @@ def test_edit_of_an_entity_changed_meanwhile_is_refused():
 def test_edit_refused_when_a_write_lands_after_the_post_read_the_entity(monkeypatch):
     """The check runs under the save's row lock: a write between the view's read of the
     entity (which still matches the page) and its save is caught too."""
-    from schemaless_store.admin import entities as admin_entities
+    from schemaless_store.admin import entity_admin
 
     entity = Entity.objects.create(title="a")
     client = client_for(*CHANGE_PERMS)
@@ -464,7 +464,7 @@ def test_edit_refused_when_a_write_lands_after_the_post_read_the_entity(monkeypa
         other.save()
         return build(properties)
 
-    monkeypatch.setattr(admin_entities.Entity, "from_properties", racing)
+    monkeypatch.setattr(entity_admin.Entity, "from_properties", racing)
     response = post_body(client, entity, '{"title": "mine"}', page)
     monkeypatch.undo()
     assert response.status_code == 200 and "changed by someone else" in response.content.decode()

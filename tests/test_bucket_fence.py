@@ -18,7 +18,7 @@ from django.core.management import call_command
 from django.db import connections, transaction
 from django.test import override_settings
 
-from schemaless_store import shardmap, shards
+from schemaless_store import bucket_map, shards
 from schemaless_store.exceptions import NotOwner, UniqueViolation
 from schemaless_store.indexes import Index
 from schemaless_store.metadata import ShardMap
@@ -35,7 +35,7 @@ pytestmark = STORE
 def stale_map():
     """This process keeps the map it read first for an hour; bucket tables restored after."""
     with override_settings(SCHEMALESS={**settings.SCHEMALESS, "MAP_MAX_AGE": 3600}):
-        shardmap.current()
+        bucket_map.current()
         with buckets.restored_afterwards():
             yield
 
@@ -205,7 +205,7 @@ def test_a_bucket_no_shard_serves_fails_after_the_wait_with_nothing_written():
 
 def test_the_stored_map_is_in_force_and_the_setting_only_seeds_it():
     entity_id, _old, new = moved_id()
-    shardmap.forget()
+    bucket_map.forget()
     assert shards.alias_for(entity_id.bytes) == new
     warnings = [m for m in run_checks(databases=["default"]) if m.id == "schemaless.W002"]
     assert len(warnings) == 1 and "stored shard map" in warnings[0].msg
@@ -214,9 +214,9 @@ def test_the_stored_map_is_in_force_and_the_setting_only_seeds_it():
 def test_migrate_stores_the_seed_once_and_seeds_each_shards_bucket_table():
     ShardMap.objects.all().delete()
     call_command("migrateall", verbosity=0)
-    stored = shardmap.stored()
+    stored = bucket_map.stored()
     assert stored.version == 1
-    assert stored.owners == shardmap.seed().owners
+    assert stored.owners == bucket_map.seed().owners
     call_command("migrateall", verbosity=0)
     assert ShardMap.objects.count() == 1
     for alias in shards.shard_aliases():
@@ -227,9 +227,9 @@ def test_migrate_stores_the_seed_once_and_seeds_each_shards_bucket_table():
 def test_an_alias_may_own_no_buckets():
     first, second = shards.shard_aliases()[:2]
     spec = {first: "0-4095", second: []}
-    owners = shardmap.owners_from(spec)
+    owners = bucket_map.owners_from(spec)
     assert set(owners) == {first}
-    assert shardmap.BucketMap(0, 4096, owners, 0.0, 1.0).ranges()[second] == []
+    assert bucket_map.BucketMap(0, 4096, owners, 0.0, 1.0).ranges()[second] == []
 
 
 def test_shardmap_command_shows_the_map_and_what_each_shard_serves():
@@ -260,5 +260,5 @@ def test_a_shard_without_its_bucket_table_says_to_run_migrateall():
         with pytest.raises(ConfigurationError, match=r"run manage\.py migrateall"):
             Entity.objects.create(id=entity_id, title="x")
     finally:
-        bucket_table.create(alias, shardmap.seed().buckets_of(alias))
+        bucket_table.create(alias, bucket_map.seed().buckets_of(alias))
     Entity.objects.create(id=entity_id, title="x")

@@ -274,8 +274,7 @@ class InterleavingCleaner(Cleaner):
     def run_passes(self, index, alias, kinds):
         from schemaless_store.cleaner import repairs
         from schemaless_store.tables import entities as entity_table
-        from schemaless_store.writes import index_rows as index_writes
-        from schemaless_store.writes import protocol
+        from schemaless_store.writes import index_writes, protocol
 
         real_insert, real_remove = repairs.insert, protocol.remove_stale
         real_lock, real_delete = entity_table.lock, index_writes.delete

@@ -203,7 +203,7 @@ def test_a_retry_after_a_lost_commit_answer_takes_its_own_landed_write_for_no_co
     from django.db import transaction
 
     from schemaless_store import expected
-    from schemaless_store.writes import entities as entity_writes
+    from schemaless_store.writes import entity_writes
     from schemaless_store.writes.protocol import Change, Write
 
     entity = Entity.objects.create(n=1)

@@ -19,7 +19,7 @@ from django.core.management import call_command
 from django.db import connections, transaction
 from django.test import override_settings
 
-from schemaless_store import checks, entity_cache, shardmap, shards
+from schemaless_store import bucket_map, checks, entity_cache, shards
 from schemaless_store.entity_cache import EntityCacheSerializer
 from schemaless_store.exceptions import ConfigurationError
 from schemaless_store.models import Entity
@@ -227,13 +227,13 @@ def test_entities_move_with_their_bucket_and_the_cache_follows(cached):
     assert Entity.objects.get(id=moved)["n"] == 1  # cached, on home
     out = io.StringIO()
     call_command("movebuckets", "--to", away, "--buckets", "5", stdout=out, stderr=io.StringIO())
-    shardmap.forget()
+    bucket_map.forget()
     found = Entity.objects.get(id=moved)
     assert found._state.db == away and found["n"] == 1
     found["n"] = 2
     found.save()
     call_command("movebuckets", "--to", home, "--buckets", "5", stdout=out, stderr=io.StringIO())
-    shardmap.forget()
+    bucket_map.forget()
     back = Entity.objects.get(id=moved)
     assert back._state.db == home and back["n"] == 2
     assert made.id == back.id

@@ -201,10 +201,10 @@ def test_a_conflict_that_appears_while_writing_is_rejected_and_the_rest_written(
 ):
     """A unique value claimed between the check and the write (a concurrent writer): the
     claim itself refuses it; that line is rejected and the batch written without it."""
-    from schemaless_store.backup import checks
+    from schemaless_store.backup import batch_checks
 
     holder = Entity.objects.create(username="raced")
-    monkeypatch.setattr(checks, "unique_conflicts", lambda rows: {})
+    monkeypatch.setattr(batch_checks, "unique_conflicts", lambda rows: {})
     good = ids(4)
     body = [line(good[0]), line(good[1], username="raced"), line(good[2]), line(good[3])]
     run = command("importentities", str(write(tmp_path / "r.jsonl", body)))
@@ -218,10 +218,10 @@ def test_a_conflict_on_a_later_shard_counts_the_batches_written_before_it(tmp_pa
     """The first shard's batch commits, the second's claim is refused and the batch retried
     without that line: the first shard's entities count as written, not as already stored."""
     from schemaless_store import shards
-    from schemaless_store.backup import checks
+    from schemaless_store.backup import batch_checks
 
     Entity.objects.create(username="raced-late")
-    monkeypatch.setattr(checks, "unique_conflicts", lambda rows: {})
+    monkeypatch.setattr(batch_checks, "unique_conflicts", lambda rows: {})
     aliases = shards.shard_aliases()
     on = {
         alias: [i for i in ids(40) if shards.alias_for(uuid.UUID(i).bytes) == alias]

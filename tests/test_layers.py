@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "storage",
         (
-            "shardmap",
+            "bucket_map",
             "shards",
             "write_lock",
             "fence",
@@ -41,7 +41,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "writes",
             "query",
-            "cells",
+            "cell_store",
             "feed",
             "consistency",
             "cleaner",

@@ -249,14 +249,14 @@ def test_a_real_bucket_move_mid_run_stops_it_and_the_rerun_sees_every_entity_onc
     from django.conf import settings
     from django.test import override_settings
 
-    from schemaless_store import shardmap
+    from schemaless_store import bucket_map
     from tests import buckets
 
     ids = []
     for number in range(60):
         entity_id = buckets.id_in_bucket(number % 300) if number % 2 else uuid.uuid4()
         ids.append(Entity.objects.create(id=entity_id, n=number, tags=["t"]).id)
-    source = shardmap.current().owners[0]
+    source = bucket_map.current().owners[0]
     target = buckets.other_alias(source)
     reached, gate = threading.Event(), threading.Event()
     mapfuncs.PAUSE.update(at=9, reached=reached, gate=gate)

@@ -15,7 +15,7 @@ from schemaless_store.management.commands import movebuckets
 from schemaless_store.metadata import BucketMove
 from schemaless_store.models import Entity
 from schemaless_store.moves import plan
-from schemaless_store.moves.progress import PHASES, MoveProgress
+from schemaless_store.moves.phase_bars import PHASES, MoveProgress
 from schemaless_store.tables.moved_rows import moved_tables
 from tests import buckets
 from tests.conftest import STORE
@@ -84,7 +84,7 @@ def test_not_on_a_terminal_nothing_is_drawn_and_nothing_counted(monkeypatch):
     def no_count(*args, **kwargs):
         raise AssertionError("the rows are counted only for a bar that is drawn")
 
-    monkeypatch.setattr("schemaless_store.moves.progress.count_rows", no_count)
+    monkeypatch.setattr("schemaless_store.moves.phase_bars.count_rows", no_count)
     with buckets.restored_afterwards():
         Entity.objects.bulk_put([PostFactory() for _ in range(20)])
         target = shards.shard_aliases()[1]

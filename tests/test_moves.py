@@ -25,7 +25,7 @@ from django.core.management import CommandError, call_command
 from django.db import connections
 from django.test import override_settings
 
-from schemaless_store import shardmap, shards
+from schemaless_store import bucket_map, shards
 from schemaless_store.exceptions import NotOwner
 from schemaless_store.metadata import BucketMove
 from schemaless_store.models import Cell, Entity
@@ -54,7 +54,7 @@ def restored():
 
 
 def source_and_target() -> tuple[str, str]:
-    source = shardmap.current().owners[0]
+    source = bucket_map.current().owners[0]
     return source, buckets.other_alias(source)
 
 
@@ -85,7 +85,7 @@ def ids_per_shard() -> dict[bytes, list[str]]:
 
 
 def assert_moved_and_exact(expected: dict[uuid.UUID, dict], target: str) -> None:
-    shardmap.forget()
+    bucket_map.forget()
     placed = ids_per_shard()
     assert {uuid.UUID(bytes=k) for k in placed} == set(expected)
     for key, aliases in placed.items():
@@ -115,8 +115,8 @@ def test_a_move_and_back_keeps_everything_and_moves_cells_and_unique_values():
     assert re.search(rf"done: 0-299 now on {target}; [\d,]+ rows copied \([\d,]+ entit", text)
     assert re.search(r"; took (\d+ min )?\d+ s\.$", text.strip())
     assert "verified" in text
-    assert shardmap.refresh().version == 3  # the moving mark, then the flip
-    assert not shardmap.refresh().moving
+    assert bucket_map.refresh().version == 3  # the moving mark, then the flip
+    assert not bucket_map.refresh().moving
     assert_moved_and_exact(made, target)
     moved_cells = [i for i in list(made)[:10] if shards.bucket_for(i.bytes) in MOVED_SET]
     assert moved_cells
@@ -235,7 +235,7 @@ def test_a_dry_run_prints_the_plan_and_changes_nothing():
     assert f"from {source}: 300 buckets (0-299); " in text
     assert f" rows: entities {moving:,}," in text
     assert BucketMove.objects.count() == 0
-    assert shardmap.refresh().version == 1
+    assert bucket_map.refresh().version == 1
     assert set(bucket_table.states(target, list(range(300))).values()) <= {bucket_table.GONE}
 
 
@@ -260,7 +260,7 @@ def test_bad_input_is_refused_with_nothing_changed(args, message):
     with pytest.raises(CommandError, match=message):
         run(*args)
     assert BucketMove.objects.count() == 0
-    assert shardmap.refresh().version == 1
+    assert bucket_map.refresh().version == 1
 
 
 def test_the_copy_and_the_deletion_are_throttled_as_the_cleaner_is(monkeypatch):
@@ -303,7 +303,7 @@ def test_a_second_mover_while_one_runs_is_refused_with_nothing_changed():
     finally:
         running.release()
     assert BucketMove.objects.count() == 0
-    assert shardmap.refresh().version == 1
+    assert bucket_map.refresh().version == 1
     assert "done: 0-299 now on" in run("--to", target, "--buckets", MOVED)
 
 
@@ -399,7 +399,7 @@ def test_a_reader_still_routing_by_the_map_before_the_flip_reads_the_new_owner(m
     move = plan.start(plan.plan(target, list(range(300))))
     mover = Mover(move)
     mover.copy()
-    marked = shardmap.refresh()
+    marked = bucket_map.refresh()
     assert 5 in marked.moving and marked.owners[5] == source
     mover.catch_up()  # fences, replays, flips
     entity["title"] = "after"
@@ -407,14 +407,14 @@ def test_a_reader_still_routing_by_the_map_before_the_flip_reads_the_new_owner(m
     assert entity.shard == target
     # This process goes back to the map it had before the flip, fresh for an hour.
     stale = dataclasses.replace(marked, fetched_at=time.monotonic(), max_age=3600.0)
-    monkeypatch.setattr(shardmap, "_cached", stale)
+    monkeypatch.setattr(bucket_map, "_cached", stale)
     assert Entity.objects.get(id=entity.id)["title"] == "after"
-    assert shardmap.current().version > stale.version  # the shard's refusal made it read again
-    monkeypatch.setattr(shardmap, "_cached", stale)
+    assert bucket_map.current().version > stale.version  # the shard's refusal made it read again
+    monkeypatch.setattr(bucket_map, "_cached", stale)
     assert [e["title"] for e in Entity.objects.filter_index(user_id=b"r" * 16)] == ["after"]
-    monkeypatch.setattr(shardmap, "_cached", stale)
+    monkeypatch.setattr(bucket_map, "_cached", stale)
     assert [e["title"] for e in Entity.objects.all() if e.id == entity.id] == ["after"]
-    monkeypatch.setattr(shardmap, "_cached", stale)
+    monkeypatch.setattr(bucket_map, "_cached", stale)
     assert Entity.objects.all().count() == 1
     mover.run()
     assert BucketMove.objects.get().phase == "done"

@@ -10,7 +10,7 @@ import pytest
 from django.db import connections
 from django.test.utils import CaptureQueriesContext
 
-from schemaless_store import Index, keys, placement, shardmap, shards
+from schemaless_store import Index, bucket_map, keys, placement, shards
 from schemaless_store.exceptions import PlacementError
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
@@ -184,7 +184,7 @@ def test_a_bucket_move_carries_placed_entities_and_their_pages_stay_one_statemen
     source = made[0].shard
     target = next(alias for alias in shards.shard_aliases() if alias != source)
     assert "verified" in run("--to", target, "--buckets", "0-299")
-    shardmap.forget()
+    bucket_map.forget()
     assert {e.shard for e in made} == {target} == {index_alias(user)}
     with connections[source].cursor() as cursor:
         marks = ",".join(["%s"] * len(made))

@@ -214,19 +214,19 @@ def targeting(aliases: list[str]) -> Iterator[None]:
     switching stores switches it), put back as it was afterwards."""
     from django.test import override_settings
 
-    from schemaless_store import shardmap
+    from schemaless_store import bucket_map
     from schemaless_store.metadata import ShardMap
 
     saved = list(ShardMap.objects.all())
     with override_settings(SCHEMALESS={"BUCKETS": 4096, "SHARDS": aliases}):
         ShardMap.objects.all().delete()
-        shardmap.store_seed()
+        bucket_map.store_seed()
         try:
             yield
         finally:
             ShardMap.objects.all().delete()
             ShardMap.objects.bulk_create(saved)
-    shardmap.forget()
+    bucket_map.forget()
 
 
 def empty_target(aliases: list[str]) -> None:

@@ -239,9 +239,9 @@ def shard_servers() -> int:
     """How many database servers hold the store's buckets (``bench.run --servers``)."""
     from django.conf import settings
 
-    from schemaless_store import shardmap
+    from schemaless_store import bucket_map
 
-    owners = set(shardmap.current().owners)
+    owners = set(bucket_map.current().owners)
     return len({(settings.DATABASES[a]["HOST"], settings.DATABASES[a]["PORT"]) for a in owners})
 
 

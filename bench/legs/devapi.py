@@ -114,11 +114,11 @@ def run_aget(bench: Bench) -> dict[str, Any]:
 def run_orm_aget(bench: Bench) -> dict[str, Any]:
     """The reference for ``aget``: Django's own async ORM, ``aget`` vs ``get`` of a row of a
     plain model (the stored shard map, on ``default``), built on the same ``sync_to_async``."""
-    from schemaless_store import shardmap
+    from schemaless_store import bucket_map
     from schemaless_store.metadata import ShardMap
 
     plan = bench.plan
-    version = shardmap.stored().version
+    version = bucket_map.stored().version
 
     def sync_gets(batch: list[int]) -> None:
         for number in batch:

@@ -1,9 +1,9 @@
 """Importing entities and cells through the store's write path, batch after batch.
 
 Each batch of items (``batch_size`` lines of a file or rows of a model) is checked first
-(:mod:`.checks`): every item is parsed, turned into an entity, encoded and its index rows
+(:mod:`.batch_checks`): every item is parsed, turned into an entity, encoded and its index rows
 computed, and the values it claims in unique indexes are looked up. Only then is the batch
-written, with ``bulk_put``'s own code (:func:`~schemaless_store.writes.entities.put_prepared`):
+written, with ``bulk_put``'s own code (:func:`~schemaless_store.writes.entity_writes.put_prepared`):
 index rows maintained, each entity on the shard that owns its id under the settings in force
 now. The next batch is read and checked on a thread of its own while this one is written
 (reading and encoding overlap the round trips to the servers).
@@ -18,7 +18,7 @@ now. The next batch is read and checked on a thread of its own while this one is
   read, what is missing is written.
 - With ``SCHEMALESS["HISTORY"]`` on, entities are written with a history version, except
   from an export that carries the history itself (``--cells``): then the versions are
-  restored as they were (:func:`~schemaless_store.cells.restore_history`).
+  restored as they were (:func:`~schemaless_store.cell_store.restore_history`).
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ from typing import Any, TextIO
 from django.db import connections
 from tqdm import tqdm
 
-from .. import cells
+from .. import cell_store
 from ..exceptions import SchemalessError, UniqueViolation
 from ..tables.cells import ENTITY_COLUMN
-from ..writes.entities import check_batch_size, put_prepared
+from ..writes.entity_writes import check_batch_size, put_prepared
 from ..writes.protocol import Change
-from .checks import Checked, check, check_claims
+from .batch_checks import Checked, check, check_claims
 from .items import Item, Source
 from .lines import CellLine
 from .summary import SHOWN_REJECTS, ImportSummary, Rejected, reason
@@ -210,12 +210,12 @@ class Importer:
         for item, line in cell_items:
             try:
                 if line.column == ENTITY_COLUMN:
-                    body = cells.encode(line.properties)
+                    body = cell_store.encode(line.properties)
                     history.append((line.row_key.bytes, line.ref_key, body, line.created_at))
                     continue
                 if self.cell_model is None:
                     raise ValueError("cell lines are not imported here")
-                cells.put(
+                cell_store.put(
                     self.cell_model,
                     line.row_key,
                     line.column,
@@ -232,7 +232,7 @@ class Importer:
                     return False
                 self._reject(rejected, summary)
         if history:
-            summary.cells += cells.restore_history(history)
+            summary.cells += cell_store.restore_history(history)
         return True
 
     # --- reporting ----------------------------------------------------------------------------

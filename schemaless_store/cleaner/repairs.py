@@ -19,7 +19,7 @@ from ..indexes import Index
 from ..tables import entities as entity_table
 from ..tables import index_rows as index_table
 from ..tables.index_rows import Row
-from ..writes import index_rows, protocol
+from ..writes import index_writes, protocol
 from .records import PassResult
 
 # Index rows per INSERT statement: a statement holds its row (and gap) locks until it ends, so a
@@ -85,13 +85,13 @@ def insert(index: Index, rows: list[Row], result: PassResult) -> list[Row]:
     if not index.unique:
         chunk = insert_chunk()
         for start in range(0, len(rows), chunk):
-            write(partial(index_rows.add, rows[start : start + chunk]))
+            write(partial(index_writes.add, rows[start : start + chunk]))
         return rows
     # A unique claim can collide with another entity's: report that entity, go on.
     written = []
     for row in rows:
         try:
-            write(partial(index_rows.add, [row]))
+            write(partial(index_writes.add, [row]))
         except UniqueViolation as exc:
             result.note(f"entity {row[2].hex()} is not indexed: {exc}")
             continue

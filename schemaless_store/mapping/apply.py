@@ -28,7 +28,7 @@ from ..exceptions import Conflict
 from ..expected import Expected
 from ..query.fetch import fetch_by_ids
 from ..tables.map_runs import mark_saved
-from ..writes import entities as entity_writes
+from ..writes import entity_writes
 from ..writes.protocol import Change, SplitWrite, Write, run
 
 # Tries per entity when users keep writing it between our read and our save.

@@ -15,7 +15,7 @@ from django.apps import apps
 from django.db import connections
 from django.utils.module_loading import import_string
 
-from .. import shardmap, shards
+from .. import bucket_map, shards
 from ..exceptions import ConfigurationError
 from ..tables.map_runs import Checkpoint, create_tables, forget_run, has_saved, load, run_key
 from ..throttle import LatencyProbe, Throttle
@@ -132,13 +132,13 @@ class Mapper:
     def execute(self) -> MapSummary:
         summary = MapSummary(self.name, dry_run=self.dry_run)
         started = time.monotonic()
-        if shardmap.moves_unfinished():
+        if bucket_map.moves_unfinished():
             summary.problems.append(
                 "a bucket move is under way: its copies are on two shards and its rows change "
                 "shard; run mapentities once `manage.py movebuckets` has finished"
             )
             return summary
-        self.map_version = shardmap.stored().version
+        self.map_version = bucket_map.stored().version
         if not self.dry_run:
             for alias in self.aliases:
                 create_tables(alias)

@@ -21,7 +21,7 @@ from typing import Any, Protocol, TextIO
 from django.db import connections
 from tqdm import tqdm
 
-from .. import replicas, shardmap, shards
+from .. import bucket_map, replicas, shards
 from ..cleaner.lock import CleanerLock
 from ..indexes import ENTITIES
 from ..keys import bucket_of
@@ -218,7 +218,7 @@ class ShardWalk:
 
     def _map_unchanged(self) -> Any:
         """The stored map, after checking it is the one the run began under."""
-        now = shardmap.stored()
+        now = bucket_map.stored()
         if now.version != self.mapper.map_version or now.moving:
             moving = ", a move under way" if now.moving else ""
             raise MoveBegan(

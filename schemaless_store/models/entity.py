@@ -18,7 +18,7 @@ from django.db import models
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
-from .. import cells, keys, placement, shards
+from .. import cell_store, keys, placement, shards
 from ..asyncapi import AsyncEntity, AsyncManager, sync_only
 from ..codec import decode_body
 from ..exceptions import (
@@ -33,7 +33,7 @@ from ..modify import modify as modify_entity
 from ..query.allentities import AllEntities
 from ..query.fetch import EntityFetcher, get_many, get_one
 from ..query.indexquery import IndexQuery
-from ..writes import entities as entity_writes
+from ..writes import entity_writes
 
 ROW_FIELDS = ("added_id", "row_id", "row_updated", "row_body")
 
@@ -380,6 +380,6 @@ class Entity(AsyncEntity, models.Model):
 
     def history(self) -> list[Any]:
         """Every version of this entity the store kept, oldest first, each a
-        :class:`~schemaless_store.cells.EntityVersion` (``ref_key``, ``created_at``,
+        :class:`~schemaless_store.cell_store.EntityVersion` (``ref_key``, ``created_at``,
         ``properties`` or ``None`` for a deletion). Needs ``SCHEMALESS["HISTORY"] = True``."""
-        return cells.entity_history(self.row_id)
+        return cell_store.entity_history(self.row_id)

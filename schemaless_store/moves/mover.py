@@ -34,7 +34,7 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from .. import conf, fence, shardmap, shards
+from .. import bucket_map, conf, fence, shards
 from ..exceptions import MoveRefused
 from ..metadata import BucketMove
 from ..tables import buckets as bucket_table
@@ -136,8 +136,8 @@ class Mover:
                 capture.install(source, self.tables)
             # Readers confirm their reads of these buckets with the shard from now on; the flip
             # waits until every process has read this version (a read bound after it).
-            stored = shardmap.stored()
-            shardmap.publish(
+            stored = bucket_map.stored()
+            bucket_map.publish(
                 stored.owners,
                 note=f"move #{self.move.pk}: buckets moving to {target}",
                 moving=stored.moving | self.buckets,
@@ -155,7 +155,7 @@ class Mover:
             if handled < CONVERGED:
                 break
         marked_at = float(self.move.checkpoints.get("marked_at", 0.0))
-        wait = shardmap.read_bound(conf.get().map_max_age) - (time.time() - marked_at)
+        wait = bucket_map.read_bound(conf.get().map_max_age) - (time.time() - marked_at)
         if wait > 0:  # a copy this short: let every process see the moving mark first
             time.sleep(wait)
         self.phase("flip")
@@ -178,11 +178,11 @@ class Mover:
             for source in self.sources:
                 bucket_table.set_states(source, sorted(self.sources[source]), bucket_table.GONE)
             bucket_table.set_states(self.move.target, buckets, bucket_table.OWNED)
-        stored = shardmap.stored()
+        stored = bucket_map.stored()
         owners = list(stored.owners)
         for number in buckets:
             owners[number] = self.move.target
-        published = shardmap.publish(
+        published = bucket_map.publish(
             owners,
             note=f"move #{self.move.pk} to {self.move.target}",
             moving=stored.moving - self.buckets,
@@ -286,9 +286,9 @@ class Mover:
         self._purge(self.move.target, "purged on target")
         with shards.write_lock():
             bucket_table.set_states(self.move.target, sorted(self.buckets), None)
-        stored = shardmap.stored()
+        stored = bucket_map.stored()
         if stored.moving & self.buckets:
-            shardmap.publish(
+            bucket_map.publish(
                 stored.owners,
                 note=f"move #{self.move.pk} aborted",
                 moving=stored.moving - self.buckets,

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from django.db import connections, transaction
 
-from .. import conf, shardmap, shards
+from .. import bucket_map, conf, shards
 from ..exceptions import MoveRefused
 from ..metadata import BucketMove
 from ..tables import buckets as bucket_table
@@ -50,7 +50,7 @@ def parse_buckets(spec: str) -> list[int]:
 
 
 def as_ranges(numbers: Iterable[int]) -> list[list[int]]:
-    return shardmap.spans(numbers)
+    return bucket_map.spans(numbers)
 
 
 def from_ranges(spans: Iterable[Sequence[int]]) -> list[int]:
@@ -74,7 +74,7 @@ def last_done() -> BucketMove | None:
 
 def owners_of(buckets: Sequence[int]) -> list[str]:
     """The shard that owns each of ``buckets`` by the stored map."""
-    owners = shardmap.refresh().owners
+    owners = bucket_map.refresh().owners
     return [owners[n] for n in buckets]
 
 
@@ -86,7 +86,7 @@ def plan(target: str, buckets: Sequence[int]) -> Plan:
             f"--to: '{target}' is not a shard alias; the shards are "
             f"{', '.join(shards.shard_aliases())}"
         )
-    owners = shardmap.refresh().owners
+    owners = bucket_map.refresh().owners
     already = [n for n in buckets if owners[n] == target]
     if already:
         spans = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in as_ranges(already))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from django.utils import timezone
 
-from .. import shardmap
+from .. import bucket_map
 from ..metadata import BucketMove
 from .plan import from_ranges
 
@@ -23,7 +23,7 @@ COPIED = "copied "
 
 def ranges(spans: list[list[int]]) -> str:
     """``[[0, 99], [200, 200]]`` as ``0-99, 200``: how buckets are written everywhere."""
-    return shardmap.describe(from_ranges(spans))
+    return bucket_map.describe(from_ranges(spans))
 
 
 def duration(seconds: float) -> str:

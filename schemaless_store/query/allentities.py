@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .. import shardmap, shards
+from .. import bucket_map, shards
 from ..asyncapi import AsyncChunks, AsyncResults, sync_only
+from ..bucket_map import moves_unfinished
 from ..exceptions import InvalidQuery
 from ..indexes import ENTITIES
 from ..keys import bucket_of
-from ..shardmap import moves_unfinished
 from ..tables import buckets
 from ..tables import entities as entity_table
 from ..tables.buckets import retrying_stale
@@ -87,7 +87,7 @@ class AllEntities(AsyncResults, AsyncChunks, CachedResults):
         """The number of entities (of this slice): ``COUNT(*)`` per shard, nothing fetched."""
         if self._cache is not None:
             return len(self._cache)
-        if shardmap.current().moving or moves_unfinished():
+        if bucket_map.current().moving or moves_unfinished():
             # Copies of moving entities are on two shards: count each where it is owned.
             return retrying_stale(lambda: sum(1 for _ in self.iterator()))
         total = sum(self._shard_counts().values())
@@ -127,7 +127,7 @@ class AllEntities(AsyncResults, AsyncChunks, CachedResults):
     def _from(self, position: int, last: int, wanted: int) -> list[tuple[int, Any]]:
         """``wanted`` entities (each with its shard's position) after ``added_id`` ``last`` of
         the shard at ``position``, in the order of the walk."""
-        used = shardmap.current()
+        used = bucket_map.current()
         copies = bool(used.moving) or moves_unfinished()
         build = self.model.row_builder()
         found: list[tuple[int, Any]] = []
@@ -167,7 +167,7 @@ class AllEntities(AsyncResults, AsyncChunks, CachedResults):
         wanted = None if self._stop is None else self._stop - self._start
         if wanted is not None and wanted <= 0:
             return
-        used = shardmap.current()
+        used = bucket_map.current()
         copies = bool(used.moving) or moves_unfinished()
         skip = self._start
         counts = self._shard_counts() if skip and not copies else {}

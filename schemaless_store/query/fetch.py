@@ -13,7 +13,7 @@ from typing import Any
 
 from django.db import connections
 
-from .. import conf, entity_cache, keys, replicas, shardmap, shards
+from .. import bucket_map, conf, entity_cache, keys, replicas, shards
 from ..entity_cache import Row as CachedRow
 from ..keys import bucket_of
 from ..tables import buckets
@@ -52,7 +52,7 @@ def fetch_by_ids(model: Any, ids: Iterable[bytes]) -> dict[bytes, Any]:
 
 
 def _fetch_by_ids(model: Any, ids: list[bytes]) -> dict[bytes, Any]:
-    used = shardmap.current()
+    used = bucket_map.current()
     owners, total = used.owners, used.buckets
     by_alias: dict[str, list[bytes]] = defaultdict(list)
     for entity_id in ids:
@@ -76,7 +76,7 @@ def _fetch_by_ids(model: Any, ids: list[bytes]) -> dict[bytes, Any]:
 
 
 def fetch_shard(
-    model: Any, alias: str, source: str, ids: list[bytes], used: shardmap.BucketMap | None
+    model: Any, alias: str, source: str, ids: list[bytes], used: bucket_map.BucketMap | None
 ) -> dict[bytes, Any]:
     """The entities among ``ids`` that live on ``alias``, read from ``source`` (``alias`` or
     one of its replicas, :func:`..replicas.reader`'s choice in the calling thread); the read is
@@ -105,13 +105,13 @@ def get_one(model: Any, entity_id: Any) -> Any | None:
         return _read_through(model, [key], lambda ids: _fetch_by_ids(model, ids)).get(key)
     try:  # retrying_stale's first attempt, without its closure and clock: the usual case
         return _get_one(model, key)
-    except shardmap.StaleRead:
+    except bucket_map.StaleRead:
         pass  # confirm_read read the map again: the retries go by the new one
     return buckets.retrying_stale(lambda: _get_one(model, key))
 
 
 def _get_one(model: Any, key: bytes) -> Any | None:
-    used = shardmap.current()
+    used = bucket_map.current()
     alias = used.owners[bucket_of(key, used.buckets)]
     source = replicas.reader(alias)
     if source == alias:  # no replica chosen (the usual case): no fallback to wrap it in
@@ -147,7 +147,7 @@ def _read_through(
     """``read(ids)`` with the entity cache in front (:mod:`..entity_cache`): hits that name
     the owner this process's map gives, the database for the rest, which then fill the cache.
     Reads inside a transaction on a shard they touch neither use nor fill it."""
-    used = shardmap.current()
+    used = bucket_map.current()
     owners, total = used.owners, used.buckets
     owner = {key: owners[bucket_of(key, total)] for key in ids}
     through = entity_cache.lookup()

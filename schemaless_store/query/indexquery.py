@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from .. import shardmap, shards
+from .. import bucket_map, shards
 from ..asyncapi import AsyncResults, sync_only
 from ..exceptions import InvalidQuery
 from ..indexes import Index
@@ -317,7 +317,7 @@ class IndexQuery(AsyncResults, CachedResults):
         index, bound = self.index, self.bound
         if bound.empty:
             return iter(())
-        used = shardmap.current()  # before the routing: the map its batches are confirmed by
+        used = bucket_map.current()  # before the routing: the map its batches are confirmed by
         aliases = bound.target_aliases()
         if len(aliases) > 1:
             # Over several shards each returns up to a batch of rows for one merged batch:

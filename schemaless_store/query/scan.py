@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from operator import itemgetter
 from typing import Any
 
-from .. import replicas, shardmap, shards
+from .. import bucket_map, replicas, shards
 from ..indexes import Index
 from ..keys import bucket_of
 from ..tables import buckets, scans
@@ -38,7 +38,7 @@ class ShardScan:
         batch: int,
         joined: dict[bytes, Any] | None = None,
         build: Callable[..., Any] | None = None,
-        used: shardmap.BucketMap | None = None,
+        used: bucket_map.BucketMap | None = None,
     ) -> None:
         self.alias = alias
         # The map that routed a pinned scan here: each batch is confirmed against it (a scan of
@@ -96,7 +96,7 @@ class ShardScan:
         alias, width, joined, build = self.alias, self.width, self.joined, self.build
         assert joined is not None and build is not None
         convert = self.convert
-        used = shardmap.current()
+        used = bucket_map.current()
         owners, total = used.owners, used.buckets
         kept = 0
         for row, raw in zip(rows, found, strict=True):

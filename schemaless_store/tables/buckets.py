@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from django.db import DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .. import conf, shardmap, shards
+from .. import bucket_map, conf, shards
 from ..exceptions import ConfigurationError
 
 T = TypeVar("T")
@@ -223,12 +223,12 @@ def retrying_stale(read: Callable[[], T]) -> T:
     while True:
         try:
             return read()
-        except shardmap.StaleRead:
+        except bucket_map.StaleRead:
             if time.monotonic() >= deadline:
                 raise
             time.sleep(pause)
             pause = min(pause * 2, 0.1)
-            shardmap.refresh()
+            bucket_map.refresh()
 
 
 def read_owned(key: bytes, read: Callable[[str], T]) -> T:
@@ -236,7 +236,7 @@ def read_owned(key: bytes, read: Callable[[str], T]) -> T:
     again by the new map if a bucket move overtook it."""
 
     def attempt() -> T:
-        used = shardmap.current()
+        used = bucket_map.current()
         alias = used.owners[shards.bucket_for(key)]
         found = read(alias)
         confirm_read(alias, used)
@@ -245,8 +245,8 @@ def read_owned(key: bytes, read: Callable[[str], T]) -> T:
     return retrying_stale(attempt)
 
 
-def confirm_read(alias: str, used: shardmap.BucketMap) -> None:
-    """After a read on ``alias`` routed by the map ``used``: :class:`~..shardmap.StaleRead`
+def confirm_read(alias: str, used: bucket_map.BucketMap) -> None:
+    """After a read on ``alias`` routed by the map ``used``: :class:`~..bucket_map.StaleRead`
     unless what it read is the data.
 
     The common case costs a clock read: the map is younger than its read bound and no bucket
@@ -258,14 +258,14 @@ def confirm_read(alias: str, used: shardmap.BucketMap) -> None:
     if not used.moving and time.monotonic() - used.fetched_at < used.read_bound:
         return
     if time.monotonic() - used.fetched_at >= used.read_bound:
-        fresh = shardmap.refresh()
+        fresh = bucket_map.refresh()
         if fresh.owners != used.owners:
-            raise shardmap.StaleRead()
+            raise bucket_map.StaleRead()
         used = fresh
     wanted = sorted(n for n in used.moving if used.owners[n] == alias)
     if not wanted:
         return
     found = states(alias, wanted)
     if any(found.get(number) not in AUTHORITATIVE for number in wanted):
-        shardmap.refresh()
-        raise shardmap.StaleRead()
+        bucket_map.refresh()
+        raise bucket_map.StaleRead()

@@ -2,9 +2,9 @@
 
 - :mod:`.protocol`: the one protocol every writer runs (lock, rows, index rows, commit, stale
   removal, undo), with :class:`~.protocol.Write` and :func:`~.protocol.run`;
-- :mod:`.entities`: ``save``, ``create``, ``bulk_put`` and ``delete`` of entities;
+- :mod:`.entity_writes`: ``save``, ``create``, ``bulk_put`` and ``delete`` of entities;
 - :mod:`.rows`: what an entity implies (its body, its index rows), validated before writing;
-- :mod:`.index_rows`: adding and deleting index rows where they belong, unique claims.
+- :mod:`.index_writes`: adding and deleting index rows where they belong, unique claims.
 
-Cells (``Cell.objects.put``) run the same protocol from :mod:`schemaless_store.cells`.
+Cells (``Cell.objects.put``) run the same protocol from :mod:`schemaless_store.cell_store`.
 """

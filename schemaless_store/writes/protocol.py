@@ -1,5 +1,5 @@
 """The write protocol (docs/design.md#write-protocol), written once. Every writer runs it: ``save``,
-``create``, ``bulk_put`` and ``delete`` of entities (:mod:`.entities`), ``Cell.objects.put``,
+``create``, ``bulk_put`` and ``delete`` of entities (:mod:`.entity_writes`), ``Cell.objects.put``,
 and the cleaner's repairs (steps 3 and 5).
 
 A :class:`Write` is one transaction on one shard over a batch of :class:`Change` objects of one
@@ -51,7 +51,7 @@ from ..indexes import ENTITIES, Source
 from ..tables import entities as entity_table
 from ..tables.entities import Locked
 from ..tables.index_rows import Row
-from . import index_rows
+from . import index_writes
 from .rows import RowSet, stored_rows
 
 logger = logging.getLogger("schemaless_store.writes")
@@ -171,7 +171,7 @@ class Write:
             if gone:
                 self.stale[change.key] = self.stale.get(change.key, set()) | gone
         # The write's own commit, later on this shard, records a position past these rows'.
-        index_rows.add(new_rows, wait=False, noted_later=self.alias)
+        index_writes.add(new_rows, wait=False, noted_later=self.alias)
 
     def remove_stale(self) -> None:
         """Step 5 (after the commit): its failure leaves rows queries ignore, for the cleaner."""
@@ -293,7 +293,7 @@ def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source 
             # Galera, aborted by another node's write to these rows) leaves its deletions.
             deleted_rows.extend(doomed)
             try:
-                deleted = index_rows.delete(doomed)
+                deleted = index_writes.delete(doomed)
             except ShardUnavailable as exc:
                 # Keep what was deleted on the shards that answered (on SQLite those deletes
                 # share this transaction), then report the one that did not.
@@ -334,7 +334,7 @@ def _certified_recheck(alias: str, deleted: list[Row], source: Source) -> int:
             if (index, values) in stored_rows(key, getattr(locked.get(key), "body", None), source)
         ]
         if back:
-            index_rows.add(back)
+            index_writes.add(back)
     return len(back)
 
 

@@ -28,7 +28,7 @@ from schemaless_store.metadata import BucketMove
 from schemaless_store.moves import plan
 from schemaless_store.moves.decide import decide, one_mover, shown
 from schemaless_store.moves.mover import COPY_WORKERS, Mover
-from schemaless_store.moves.progress import MoveProgress
+from schemaless_store.moves.phase_bars import MoveProgress
 from schemaless_store.moves.record import STATUS_HEADERS, describe, status_row
 from schemaless_store.throttle import Throttle
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from schemaless_store import shardmap, shards
+from schemaless_store import bucket_map, shards
 from schemaless_store.exceptions import ShardUnavailable
 from schemaless_store.indexes import registry
 from schemaless_store.metadata import BucketMove
@@ -27,7 +27,7 @@ class Command(BaseCommand):
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        found = shardmap.refresh()
+        found = bucket_map.refresh()
         if found.version:
             self.stdout.write(f"Shard map version {found.version}, {found.buckets} buckets.")
         else:
@@ -36,7 +36,7 @@ class Command(BaseCommand):
                 f"{found.buckets} buckets."
             )
         if found.moving:
-            self.stdout.write(f"Moving now: buckets {shardmap.describe(found.moving)}.")
+            self.stdout.write(f"Moving now: buckets {bucket_map.describe(found.moving)}.")
         for move in BucketMove.objects.exclude(phase__in=BucketMove.FINISHED).order_by("pk"):
             record = describe(move)
             self.stdout.write(
@@ -49,7 +49,7 @@ class Command(BaseCommand):
             mapped = found.buckets_of(alias)
             self.stdout.write(
                 self.style.MIGRATE_HEADING(
-                    f"{alias}: {len(mapped)} buckets ({shardmap.describe(mapped)})"
+                    f"{alias}: {len(mapped)} buckets ({bucket_map.describe(mapped)})"
                 )
             )
             counts = count_tables(alias, tables)
@@ -72,14 +72,14 @@ class Command(BaseCommand):
             by_state.setdefault(state, []).append(number)
         for state, numbers in sorted(by_state.items()):
             name = bucket_table.NAMES.get(state, f"state {state}")
-            self.stdout.write(f"  {name} here: {len(numbers)} ({shardmap.describe(numbers)})")
+            self.stdout.write(f"  {name} here: {len(numbers)} ({bucket_map.describe(numbers)})")
         served = {n for n, s in states.items() if s in bucket_table.SERVING}
         missing = sorted(set(mapped) - served)
         if missing:
             self.stdout.write(
                 self.style.WARNING(
                     f"  the map gives it {len(missing)} buckets its table does not serve "
-                    f"({shardmap.describe(missing)}): writes to them are refused here "
+                    f"({bucket_map.describe(missing)}): writes to them are refused here "
                     "(run migrateall if no move is under way)"
                 )
             )

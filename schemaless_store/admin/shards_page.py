@@ -17,7 +17,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from .. import conf, replicas, shardmap, shards
+from .. import bucket_map, conf, replicas, shards
 from ..exceptions import ShardUnavailable
 from ..indexes import registry
 from ..metadata import BucketMove
@@ -68,7 +68,7 @@ def bar(owners: tuple[str, ...], colours: dict[str, str]) -> list[Span]:
     return found
 
 
-def shard_rows(found: shardmap.BucketMap, colours: dict[str, str]) -> list[ShardRow]:
+def shard_rows(found: bucket_map.BucketMap, colours: dict[str, str]) -> list[ShardRow]:
     tables = ["entities", *(index.name for index in registry.valid())]
     rows = []
     for alias in shards.shard_aliases():
@@ -98,7 +98,7 @@ def shard_rows(found: shardmap.BucketMap, colours: dict[str, str]) -> list[Shard
                 alias,
                 colours[alias],
                 len(mapped),
-                shardmap.describe(mapped),
+                bucket_map.describe(mapped),
                 counts["entities"],
                 index_rows,
                 served,
@@ -119,7 +119,7 @@ class BucketMoveAdmin(ReadOnlyAdmin):
     ) -> HttpResponse:
         if not self.has_view_permission(request):
             raise PermissionDenied
-        found = shardmap.refresh()
+        found = bucket_map.refresh()
         aliases = list(shards.shard_aliases())
         colours = {alias: PALETTE[n % len(PALETTE)] for n, alias in enumerate(aliases)}
         moves = list(BucketMove.objects.order_by("-pk")[:50])
@@ -132,7 +132,7 @@ class BucketMoveAdmin(ReadOnlyAdmin):
             "map": found,
             "spans": bar(found.owners, colours),
             "shard_rows": shard_rows(found, colours),
-            "moving": shardmap.describe(sorted(found.moving)),
+            "moving": bucket_map.describe(sorted(found.moving)),
             "in_progress": [describe(m) for m in moves if m.phase not in BucketMove.FINISHED],
             "past": [describe(m) for m in moves if m.phase in BucketMove.FINISHED],
             "time_zone": timezone.get_current_timezone_name(),

@@ -34,7 +34,7 @@ from ..exceptions import (
     ShardUnavailable,
 )
 from ..models.entity import Entity
-from ..writes import entities as entity_writes
+from ..writes import entity_writes
 from .browse import Cursor, newest_page
 from .common import changelist_url, crumbs, entity_url, log_change, page_number, with_query
 from .entity_form import CHANGED_MEANWHILE, EDIT_MAX_CHARS, EntityBodyForm, loaded_version

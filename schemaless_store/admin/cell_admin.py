@@ -16,7 +16,7 @@ from django.urls import URLPattern, path, reverse
 
 from .. import keys, shards
 from ..exceptions import InvalidCell, InvalidEntityId, ShardUnavailable
-from ..models.cells import Cell
+from ..models.cell import Cell
 from .common import ReadOnlyAdmin, crumbs
 from .versions import version_view, versions_page
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from . import conf, keys, shardmap, shards
+from . import bucket_map, conf, keys, shards
 from .codec import decode_body
 from .exceptions import CellImmutable, ConfigurationError, InvalidCell
 from .indexes import cell_source
@@ -165,7 +165,7 @@ class CellFetcher:
         return bucket_table.retrying_stale(lambda: self._fetch(wanted))
 
     def _fetch(self, row_keys: list[bytes]) -> dict[bytes, Any]:
-        used = shardmap.current()
+        used = bucket_map.current()
         found: dict[bytes, Any] = {}
         for alias, rows in cell_table.latest_by_keys(row_keys, self.column).items():
             for found_row in rows:

@@ -1,6 +1,6 @@
 """The cell store's models, on shards: ``Cell`` (one immutable version of one column of one
 row) and ``CellHead`` (the latest version of each user column). The store itself is
-:mod:`schemaless_store.cells`; these are its Django face."""
+:mod:`schemaless_store.cell_store`; these are its Django face."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from django.db import models
 
-from .. import cells, shards
+from .. import cell_store, shards
 from ..codec import decode_body
 from ..exceptions import BulkWriteNotSupported, CellImmutable, CorruptBody, InvalidQuery
 from ..fields import Binary16Field, BodyField
@@ -50,7 +50,7 @@ class CellQuerySet(models.QuerySet):
 
 
 class CellManager(models.Manager.from_queryset(CellQuerySet)):  # type: ignore[misc]
-    """``Cell.objects``: the versioned cell store (see :mod:`schemaless_store.cells`)."""
+    """``Cell.objects``: the versioned cell store (see :mod:`schemaless_store.cell_store`)."""
 
     def using(self, alias: str) -> CellQuerySet:
         return super().using(shards.check_alias(alias))
@@ -67,26 +67,26 @@ class CellManager(models.Manager.from_queryset(CellQuerySet)):  # type: ignore[m
         given (writing an existing version with another body raises :class:`CellImmutable`).
         ``created`` (aware) is its ``created_at``, by default now (a restore gives the
         original)."""
-        return cells.put(self.model, row_key, column_name, body, ref_key, created)
+        return cell_store.put(self.model, row_key, column_name, body, ref_key, created)
 
     def get_cell(self, row_key: Any, column_name: str, ref_key: int | None = None) -> Cell:
         """The latest version of a column (or version ``ref_key``); ``Cell.DoesNotExist``."""
-        return cells.get(self.model, row_key, column_name, ref_key)
+        return cell_store.get(self.model, row_key, column_name, ref_key)
 
     def versions(self, row_key: Any, column_name: str) -> list[Cell]:
         """Every version of a column, oldest first."""
-        return cells.versions(self.model, row_key, column_name)
+        return cell_store.versions(self.model, row_key, column_name)
 
     def row(self, row_key: Any) -> dict[str, Cell]:
         """The latest version of every column of a row, by column name."""
-        return cells.row(self.model, row_key)
+        return cell_store.row(self.model, row_key)
 
     def filter_index(self, column_name: str, **conditions: Any) -> IndexQuery:
         """A lazy query over the indexes of one cell column (``Index(..., column=...)``): the
         latest version of each matching row, re-checked like entities (same rule and API as
         ``Entity.objects.filter_index``)."""
-        cells.check_column(column_name)
-        return IndexQuery(conditions, cells.CellFetcher(self.model, column_name), column_name)
+        cell_store.check_column(column_name)
+        return IndexQuery(conditions, cell_store.CellFetcher(self.model, column_name), column_name)
 
 
 class Cell(models.Model):

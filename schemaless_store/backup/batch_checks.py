@@ -1,7 +1,7 @@
 """Checking a batch of import items before anything of it is written.
 
 :func:`check` turns each entity item into an entity and its change (encoded body, index rows:
-:func:`~schemaless_store.writes.entities.prepare`), noting why an item cannot be one; it runs
+:func:`~schemaless_store.writes.entity_writes.prepare`), noting why an item cannot be one; it runs
 ahead of the writes, on the importer's reading thread. :func:`check_claims` then looks up the
 values the batch claims in unique indexes (one query per index and shard), just before the
 batch is written, so that a batch written before it is seen.
@@ -16,8 +16,8 @@ from typing import Any
 from ..exceptions import SchemalessError
 from ..indexes import Index
 from ..tables.index_rows import Row
-from ..writes.entities import prepare
-from ..writes.index_rows import unique_conflicts
+from ..writes.entity_writes import prepare
+from ..writes.index_writes import unique_conflicts
 from ..writes.protocol import Change
 from .items import Item
 from .lines import CellLine, End, EntityLine, Header
