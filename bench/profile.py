@@ -148,7 +148,7 @@ def components(bench: Any) -> list[tuple[str, str, float]]:
 
     from django.db import connections, transaction
 
-    from schemaless_store import conf, keys, shards
+    from schemaless_store import bucket_map, conf, keys, shards
     from schemaless_store.codec import decode_body
     from schemaless_store.indexes import registry
     from schemaless_store.models import Entity
@@ -160,7 +160,7 @@ def components(bench: Any) -> list[tuple[str, str, float]]:
 
     codec = conf.get().codec
     raw_id = entity_id(bench.random_entity())
-    alias = shards.alias_for(raw_id)
+    alias = bucket_map.alias_for(raw_id)
     conn = connections[alias]
     conn.ensure_connection()
     driver = conn.connection
@@ -247,8 +247,8 @@ def components(bench: Any) -> list[tuple[str, str, float]]:
         ),
         (
             "entity",
-            "shards.alias_for(id) (blake2b; raw does it too)",
-            _per_call(lambda: shards.alias_for(raw_id)),
+            "bucket_map.alias_for(id) (blake2b; raw does it too)",
+            _per_call(lambda: bucket_map.alias_for(raw_id)),
         ),
         (
             "entity",

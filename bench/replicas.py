@@ -112,10 +112,10 @@ def main(argv: list[str] | None = None) -> int:
 
     rng = random.Random(7)
     # A position on every shard that the replicas have applied: as after this thread's writes.
-    from schemaless_store import shards
+    from schemaless_store import bucket_map
 
     for alias in ("shard_0", "shard_1"):
-        on_it = next(i for i in iter(uuid.uuid4, None) if shards.alias_for(i.bytes) == alias)
+        on_it = next(i for i in iter(uuid.uuid4, None) if bucket_map.alias_for(i.bytes) == alias)
         Entity.objects.create(id=on_it, n=alias)
     for replica in replica_servers:
         replica.wait_caught_up()

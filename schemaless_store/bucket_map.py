@@ -24,7 +24,8 @@ from django.core.signals import setting_changed
 from django.db import DEFAULT_DB_ALIAS, transaction
 
 from . import conf
-from .exceptions import ConfigurationError, SchemalessError
+from .exceptions import ConfigurationError, NotOwner, SchemalessError
+from .keys import bucket_of
 from .metadata import BucketMove, ShardMap
 
 logger = logging.getLogger(__name__)
@@ -224,6 +225,36 @@ def forget(**kwargs: Any) -> None:
 def _reset(*, setting: str, **kwargs: Any) -> None:
     if setting in ("SCHEMALESS", "DATABASES"):
         forget()
+
+
+# --- routing by the map ------------------------------------------------------------------------
+
+
+def alias_for(key: bytes) -> str:
+    """The alias whose buckets include this key (an entity id, or an encoded ``shard_on`` value),
+    by this process's copy of the map (:func:`current`)."""
+    found = current()
+    return found.owners[bucket_of(key, found.buckets)]
+
+
+def bucket_for(key: bytes) -> int:
+    return bucket_of(key, conf.get().buckets)
+
+
+def await_new_owner(alias: str, buckets: set[int]) -> None:
+    """After ``alias`` refused a write for ``buckets``: read the map again until it names
+    another owner for all of them (a move flipping them finishes), for at most
+    ``SCHEMALESS["MOVE_WAIT"]`` seconds; then :class:`NotOwner`."""
+    deadline = time.monotonic() + conf.get().move_wait
+    pause = 0.005
+    while True:
+        found = refresh()
+        if all(found.owners[number] != alias for number in buckets):
+            return
+        if time.monotonic() >= deadline:
+            raise NotOwner(alias, buckets)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 setting_changed.connect(_reset, dispatch_uid="schemaless_shardmap_reset")

@@ -65,7 +65,7 @@ def put(
     encoded = encode(body)
     # The index rows of the new version: computed (and validated) before anything is written.
     rows = set() if body is None else rows_of(dict(body), column=column_name)
-    alias = shards.alias_for(key)
+    alias = bucket_map.alias_for(key)
     if created is None:
         created = timezone.now()
     elif created.utcoffset() is None:
@@ -171,7 +171,7 @@ class CellFetcher:
             for found_row in rows:
                 cell = from_row(self.model, alias, found_row)
                 found[bytes(cell.row_key_bytes)] = cell
-        for alias in {used.owners[shards.bucket_for(key)] for key in row_keys}:
+        for alias in {used.owners[bucket_map.bucket_for(key)] for key in row_keys}:
             bucket_table.confirm_read(alias, used)
         return found
 
@@ -221,7 +221,7 @@ def restore_history(versions: Iterable[tuple[bytes, int, bytes | None, dt.dateti
     given = 0
     for key, ref_key, body, created in versions:
         _check_ref_key(ref_key)
-        by_alias.setdefault(shards.alias_for(key), []).append((key, ref_key, body, created))
+        by_alias.setdefault(bucket_map.alias_for(key), []).append((key, ref_key, body, created))
         given += 1
     for alias, group in by_alias.items():
 

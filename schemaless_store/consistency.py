@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import shards
+from . import bucket_map
 from .exceptions import IndexValueError
 from .indexes import Index
 from .tables import index_rows as index_table
@@ -34,7 +34,7 @@ class Diff:
             lambda: defaultdict(set)
         )
         for values, entity_id in self.stale:
-            grouped[shards.alias_for(entity_id)][entity_id].add((self.index, values))
+            grouped[bucket_map.alias_for(entity_id)][entity_id].add((self.index, values))
         return grouped
 
 

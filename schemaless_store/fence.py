@@ -40,6 +40,7 @@ from .dburls import parse_nodes
 from .exceptions import ShardUnavailable
 from .tables import buckets as bucket_table
 from .tables import sessions
+from .write_lock import write_lock
 
 logger = logging.getLogger("schemaless_store.fence")
 
@@ -114,7 +115,7 @@ def withdraw(
     """Give ``buckets`` on ``alias`` the state ``state``; if that takes a served bucket away
     from the shard (or ``end_connections``, a resumed fence), end the connections that may
     still believe it is served (MySQL). Returns the buckets withdrawn."""
-    with shards.write_lock():
+    with write_lock():
         withdrawn = bucket_table.set_states(alias, buckets, state)
     if (withdrawn or end_connections) and shards.vendor(alias) == "mysql":
         end_other_connections(alias)

@@ -1,4 +1,9 @@
-"""Shards: which alias owns a key, the connections writes use, and what a failure means.
+"""The shards and the connections to them: their aliases, Django's connection and the index
+writer of each, reads, the statement cursor of the hot paths, snapshots, and what a failure to
+reach a server means (:class:`~.exceptions.ShardUnavailable`).
+
+Which shard holds a key is the map's (:mod:`.bucket_map`); running a transaction again after a
+deadlock is :mod:`.retries`; what a shard's server is (Galera, its latency) :mod:`.servers`.
 
 Two connections per shard and thread are used on MySQL: Django's own, which carries the entity
 transaction (it holds entity row locks), and an *index writer* in autocommit mode for index rows.
@@ -12,21 +17,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
 from django.core.signals import request_finished
-from django.db import DatabaseError, OperationalError, connections, transaction
+from django.db import OperationalError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import bucket_map, conf
-from .exceptions import ConfigurationError, NotOwner, ShardUnavailable
-from .keys import bucket_of
+from . import conf
+from .exceptions import ConfigurationError, ShardUnavailable
 from .tables import sessions
-from .write_lock import write_lock  # noqa: F401 - the store's writes take it as shards.write_lock
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -36,8 +37,6 @@ CONNECTION_LOST = {2002, 2003, 2005, 2006, 2013, 2055, 1927, 4031}
 # ... of those, the ones where an open connection went away (killed by a move's fence, the
 # server restarted or failed over), rather than a new one refused.
 OPEN_CONNECTION_LOST = {2006, 2013, 2055, 1927, 4031}
-# ... and those that mean "try the transaction again".
-RETRYABLE = {1205, 1213}
 
 
 def shard_aliases() -> tuple[str, ...]:
@@ -51,33 +50,6 @@ def resolve_aliases(aliases: Sequence[str] | None) -> list[str]:
     for alias in aliases:
         check_alias(alias)
     return list(dict.fromkeys(aliases))
-
-
-def alias_for(key: bytes) -> str:
-    """The alias whose buckets include this key (an entity id, or an encoded ``shard_on`` value),
-    by this process's copy of the map (:mod:`.bucket_map`)."""
-    found = bucket_map.current()
-    return found.owners[bucket_of(key, found.buckets)]
-
-
-def bucket_for(key: bytes) -> int:
-    return bucket_of(key, conf.get().buckets)
-
-
-def await_new_owner(alias: str, buckets: set[int]) -> None:
-    """After ``alias`` refused a write for ``buckets``: read the map again until it names
-    another owner for all of them (a move flipping them finishes), for at most
-    ``SCHEMALESS["MOVE_WAIT"]`` seconds; then :class:`NotOwner`."""
-    deadline = time.monotonic() + conf.get().move_wait
-    pause = 0.005
-    while True:
-        found = bucket_map.refresh()
-        if all(found.owners[number] != alias for number in buckets):
-            return
-        if time.monotonic() >= deadline:
-            raise NotOwner(alias, buckets)
-        time.sleep(pause)
-        pause = min(pause * 2, 0.1)
 
 
 def check_alias(alias: str) -> str:
@@ -99,54 +71,6 @@ def open_connections() -> list[BaseDatabaseWrapper]:
     writers = _local.__dict__.get("index_writers", {}).values()
     found.extend(w for w in writers if w.connection is not None)
     return found
-
-
-def probe_latency(aliases: Iterable[str]) -> float:
-    """The slowest round trip, in seconds, of a trivial statement (``SELECT 1``) to the servers
-    of ``aliases``: how busy they are, for the throttle of background work (:mod:`.throttle`).
-    On SQLite there is no server, and the probe is always quick."""
-    slowest = 0.0
-    for alias in aliases:
-        began = time.perf_counter()
-        # errors_named: a connection the fence killed is dropped, and the next probe reconnects.
-        with errors_named(alias), connections[alias].cursor() as cursor:
-            sessions.ping(cursor)
-        slowest = max(slowest, time.perf_counter() - began)
-    return slowest
-
-
-# (alias, database) -> (a Galera node?, its wsrep_max_ws_rows or None): read once per process.
-_galera: dict[tuple[str, str], tuple[bool, int | None]] = {}
-
-
-def _galera_of(alias: str) -> tuple[bool, int | None]:
-    conn = connections[alias]
-    key = (alias, str(conn.settings_dict.get("NAME")))
-    if key not in _galera:
-        found: tuple[bool, int | None] = (False, None)
-        if conn.vendor == "mysql":
-            try:
-                with errors_named(alias), conn.cursor() as cursor:
-                    on, rows = sessions.galera_settings(cursor)
-                if str(on).upper() in ("1", "ON"):
-                    found = (True, int(rows) if int(rows) > 0 else None)
-            except DatabaseError:  # no wsrep variables: not a Galera build
-                pass
-        _galera[key] = found
-    return _galera[key]
-
-
-def is_galera(alias: str) -> bool:
-    """Whether ``alias``'s server is a Galera node (``@@wsrep_on``): row locks are then one
-    node's, and the write protocol's step 5 makes its re-check certified (docs/replicas.md)."""
-    return _galera_of(alias)[0]
-
-
-def write_set_limit(alias: str) -> int | None:
-    """The most rows one transaction may write on ``alias``'s server: Galera's
-    ``wsrep_max_ws_rows`` when the server is a Galera node with a limit set, else None. The
-    cleaner's and the mover's batches stay under it (docs/replicas.md, "Galera")."""
-    return _galera_of(alias)[1]
 
 
 def vendor(alias: str) -> str:
@@ -347,48 +271,3 @@ def _discard_broken(alias: str) -> None:
     if writer is not None:
         with contextlib.suppress(Exception):
             writer.close()
-
-
-def is_retryable(exc: BaseException) -> bool:
-    if not isinstance(exc, OperationalError):
-        return False
-    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
-    if code in RETRYABLE:
-        return True
-    return "database is locked" in str(exc)
-
-
-_retries = 0
-_retries_lock = threading.Lock()
-
-
-def retries_made() -> int:
-    """How many times this process retried an operation after a deadlock or lock wait timeout."""
-    return _retries
-
-
-def with_retries(operation: Callable[[], T], alias: str | None = None) -> T:
-    """Run ``operation`` again after a deadlock or lock wait timeout, a bounded number of times
-    (``SCHEMALESS["WRITE_RETRIES"]``).
-
-    ``operation`` must be a whole transaction of its own. When the caller already has a
-    transaction open on ``alias`` (``transaction.atomic``), it runs once: a deadlock rolled back
-    the caller's whole transaction, so only the caller can retry it.
-    """
-    global _retries
-    attempts = conf.get().write_retries
-    if alias is not None and connections[alias].in_atomic_block:
-        attempts = 0
-    for attempt in range(attempts + 1):
-        try:
-            return operation()
-        except OperationalError as exc:
-            if attempt == attempts or not is_retryable(exc):
-                raise
-            with _retries_lock:
-                _retries += 1
-            logger.info("retrying after %s (attempt %d of %d)", exc, attempt + 1, attempts)
-            # Exponential, with jitter: writers that deadlocked each other must not come
-            # back at the same moment and deadlock again.
-            time.sleep(0.005 * (2**attempt) * random.uniform(0.5, 1.5))
-    raise AssertionError("unreachable")

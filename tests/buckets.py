@@ -16,7 +16,7 @@ def id_in_bucket(number: int, avoid: Iterable[uuid.UUID] = ()) -> uuid.UUID:
     taken = set(avoid)
     while True:
         found = uuid.uuid4()
-        if found not in taken and shards.bucket_for(found.bytes) == number:
+        if found not in taken and bucket_map.bucket_for(found.bytes) == number:
             return found
 
 

@@ -400,12 +400,12 @@ def mixed_loop(seed: int, ids: list[str], seconds: float) -> dict[str, Any]:
 
 
 def _mixed_loop() -> None:
-    from schemaless_store import shards
+    from schemaless_store import retries
 
     request = json.loads(sys.stdin.readline())
-    before = shards.retries_made()
+    before = retries.retries_made()
     answer = mixed_loop(request["seed"], request["ids"], request["seconds"])
-    answer["retries"] = shards.retries_made() - before
+    answer["retries"] = retries.retries_made() - before
     print(json.dumps(answer), flush=True)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import connections
 
-from schemaless_store import lifecycle, shards
+from schemaless_store import bucket_map, lifecycle, shards
 from schemaless_store.codec import decode_body
 from schemaless_store.indexes import Index, registry
 from schemaless_store.models import Entity
@@ -44,7 +44,7 @@ def implied_rows(indexes: Iterable[Index]) -> set[PlacedRow]:
     for index in indexes:
         for entity_id, properties in entities.items():
             for values in index.rows_for(properties):
-                alias = shards.alias_for(index.routing_key(values[index.shard_position]))
+                alias = bucket_map.alias_for(index.routing_key(values[index.shard_position]))
                 rows.add((index.name, alias, values, entity_id))
     return rows
 

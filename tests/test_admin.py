@@ -15,7 +15,7 @@ from django.db import connections
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from schemaless_store import jsonview, keys, shards
+from schemaless_store import bucket_map, jsonview, keys, shards
 from schemaless_store.admin.entity_admin import EntityAdmin
 from schemaless_store.indexes import registry
 from schemaless_store.models import CleanerCheckpoint, CleanerPass, Entity, IndexState
@@ -149,7 +149,7 @@ def test_list_merges_shards_newest_first_and_pages_without_counting(monkeypatch)
     ids: list[uuid.UUID] = []
     while len(ids) < 8:
         candidate = uuid.uuid4()
-        if shards.alias_for(candidate.bytes) == aliases[len(ids) % len(aliases)]:
+        if bucket_map.alias_for(candidate.bytes) == aliases[len(ids) % len(aliases)]:
             ids.append(candidate)
     created = [Entity.objects.create(id=entity_id, n=n) for n, entity_id in enumerate(ids)]
     assert {e.shard for e in created} == set(aliases)
@@ -307,7 +307,7 @@ def test_index_search_pages_without_counting(monkeypatch):
         on_shard += shown_ids(client.get(LIST, {"q": "tags=x", "shard": alias, "p": 2}))
         on_shard += shown_ids(client.get(LIST, {"q": "tags=x", "shard": alias, "p": 3}))
         assert sorted(on_shard) == sorted(
-            i for i in created if shards.alias_for(uuid.UUID(i).bytes) == alias
+            i for i in created if bucket_map.alias_for(uuid.UUID(i).bytes) == alias
         )
 
 
@@ -341,12 +341,12 @@ def test_detail_marks_missing_and_stale_index_rows():
     assert "sls-badge sls-missing" not in page and "sls-badge sls-stale" not in page
     implied = sum(len(i.rows_for(entity.body_properties())) for i in registry.valid())
     assert implied >= 3 and page.count("sls-badge sls-ok") == implied
-    alias = shards.alias_for(LINK.routing_key(keys.encode_key("https://current")))
+    alias = bucket_map.alias_for(LINK.routing_key(keys.encode_key("https://current")))
     with connections[alias].cursor() as cursor:
         cursor.execute("DELETE FROM index_link")
     stale = keys.encode_key("https://old")
     insert_index_row(
-        "index_link", shards.alias_for(keys.encode_key(stale)), (stale, entity.id.bytes)
+        "index_link", bucket_map.alias_for(keys.encode_key(stale)), (stale, entity.id.bytes)
     )
     page = client.get(change_url(entity)).content.decode()
     assert "sls-badge sls-missing" in page and "sls-badge sls-stale" in page
@@ -623,7 +623,7 @@ def test_check_now_reports_logs_and_shows_problems():
         with connections[alias].cursor() as cursor:
             cursor.execute("DELETE FROM index_link WHERE entity_id = %s", [victim.id.bytes])
     stale = keys.encode_key("https://nobody")  # its column value; routed as the store does
-    home = shards.alias_for(link_index.routing_key(stale))
+    home = bucket_map.alias_for(link_index.routing_key(stale))
     insert_index_row("index_link", home, (stale, entities[1].id.bytes))
     response = client.post(
         CHECK,
@@ -706,7 +706,7 @@ def test_health_page_shows_the_real_cleaners_passes():
 
     entities = [Entity.objects.create(**PostFactory()) for _ in range(4)]
     stale = keys.encode_key("https://nobody")
-    insert_index_row("index_link", shards.alias_for(stale), (stale, entities[0].id.bytes))
+    insert_index_row("index_link", bucket_map.alias_for(stale), (stale, entities[0].id.bytes))
     Cleaner(indexes=["index_link"], once=True).run()
     assert len(link_rows()) == 4
     link = section(client_for(*VIEW).get(HEALTH).content.decode(), "index_link")

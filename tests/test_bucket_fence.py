@@ -49,10 +49,10 @@ def entity_rows(alias: str, entity_id: uuid.UUID) -> int:
 def moved_id() -> tuple[uuid.UUID, str, str]:
     """An id whose bucket is handed from its owner to the other shard: (id, old, new)."""
     entity_id = uuid.uuid4()
-    old = shards.alias_for(entity_id.bytes)
+    old = bucket_map.alias_for(entity_id.bytes)
     new = buckets.other_alias(old)
-    buckets.hand_over([shards.bucket_for(entity_id.bytes)], new)
-    assert shards.alias_for(entity_id.bytes) == old  # this process has not noticed
+    buckets.hand_over([bucket_map.bucket_for(entity_id.bytes)], new)
+    assert bucket_map.alias_for(entity_id.bytes) == old  # this process has not noticed
     return entity_id, old, new
 
 
@@ -61,7 +61,7 @@ def test_a_write_routed_by_a_stale_map_lands_on_the_new_owner():
     Entity.objects.create(id=entity_id, title="hello", user_id=b"u" * 16)
     assert entity_rows(new, entity_id) == 1
     assert entity_rows(old, entity_id) == 0
-    assert shards.alias_for(entity_id.bytes) == new  # the refusal made it read the map again
+    assert bucket_map.alias_for(entity_id.bytes) == new  # the refusal made it read the map again
     assert Entity.objects.get(id=entity_id)["title"] == "hello"
     assert [e.id for e in Entity.objects.filter_index(user_id=b"u" * 16)] == [entity_id]
 
@@ -79,7 +79,7 @@ def test_an_update_and_a_delete_run_on_the_new_owner():
             "INSERT INTO entities (id, updated, body) VALUES (%s, %s, %s)",
             [entity.id.bytes, updated, body],
         )
-    buckets.hand_over([shards.bucket_for(entity.id.bytes)], new)
+    buckets.hand_over([bucket_map.bucket_for(entity.id.bytes)], new)
     entity["title"] = "second"
     entity.save()
     assert Entity.objects.get(id=entity.id)["title"] == "second"
@@ -95,10 +95,10 @@ def index_bucket(index: Index, value: object) -> tuple[int, str, str]:
     them (from the column value), handed to the shard that does not hold it: (bucket, old,
     new)."""
     key = index.routing_key(index.column_value(index.shard_on, value))
-    number, old = shards.bucket_for(key), shards.alias_for(key)
+    number, old = bucket_map.bucket_for(key), bucket_map.alias_for(key)
     new = buckets.other_alias(old)
     buckets.hand_over([number], new)
-    assert shards.alias_for(key) == old  # this process has not noticed
+    assert bucket_map.alias_for(key) == old  # this process has not noticed
     return number, old, new
 
 
@@ -125,7 +125,7 @@ def test_index_rows_of_a_bulk_put_whose_bucket_moved_are_written_on_its_new_owne
     )
     placed = sorted((row[-1], row[-2]) for row in index_rows("index_user_id"))
     expected = [(new, e.id.bytes) for e in entities[:5]]
-    expected.append((shards.alias_for(kept_key), entities[5].id.bytes))
+    expected.append((bucket_map.alias_for(kept_key), entities[5].id.bytes))
     assert placed == sorted(expected)
     found = {e.id for e in Entity.objects.filter_index(user_id=moved)}
     assert found == {e.id for e in entities[:5]}
@@ -145,14 +145,14 @@ def test_a_unique_claim_whose_bucket_moved_is_made_on_its_new_owner():
 def test_bulk_put_splits_a_batch_whose_buckets_moved():
     keep = [uuid.uuid4() for _ in range(20)]
     first = keep[0]
-    old = shards.alias_for(first.bytes)
+    old = bucket_map.alias_for(first.bytes)
     new = buckets.other_alias(old)
-    number = shards.bucket_for(first.bytes)
+    number = bucket_map.bucket_for(first.bytes)
     moved = [buckets.id_in_bucket(number) for _ in range(3)]
     same_shard = [
         i
         for i in keep[1:]
-        if shards.alias_for(i.bytes) == old and shards.bucket_for(i.bytes) != number
+        if bucket_map.alias_for(i.bytes) == old and bucket_map.bucket_for(i.bytes) != number
     ]
     buckets.hand_over([number], new)
     entities = Entity.objects.bulk_put(
@@ -192,8 +192,8 @@ def test_inside_the_callers_transaction_the_refusal_reaches_the_caller():
 
 def test_a_bucket_no_shard_serves_fails_after_the_wait_with_nothing_written():
     entity_id = uuid.uuid4()
-    alias = shards.alias_for(entity_id.bytes)
-    number = shards.bucket_for(entity_id.bytes)
+    alias = bucket_map.alias_for(entity_id.bytes)
+    number = bucket_map.bucket_for(entity_id.bytes)
     bucket_table.set_states(alias, [number], bucket_table.FENCED)  # a flip that never ends
     raw = {**settings.SCHEMALESS, "MAP_MAX_AGE": 3600, "MOVE_WAIT": 0.2}
     with override_settings(SCHEMALESS=raw), pytest.raises(NotOwner) as info:
@@ -206,7 +206,7 @@ def test_a_bucket_no_shard_serves_fails_after_the_wait_with_nothing_written():
 def test_the_stored_map_is_in_force_and_the_setting_only_seeds_it():
     entity_id, _old, new = moved_id()
     bucket_map.forget()
-    assert shards.alias_for(entity_id.bytes) == new
+    assert bucket_map.alias_for(entity_id.bytes) == new
     warnings = [m for m in run_checks(databases=["default"]) if m.id == "schemaless.W002"]
     assert len(warnings) == 1 and "stored shard map" in warnings[0].msg
 
@@ -238,7 +238,7 @@ def test_shardmap_command_shows_the_map_and_what_each_shard_serves():
     out = io.StringIO()
     call_command("shardmap", stdout=out)
     text = out.getvalue()
-    number = shards.bucket_for(entity_id.bytes)
+    number = bucket_map.bucket_for(entity_id.bytes)
     assert "Shard map version 2, 4096 buckets." in text
     assert f"gone here: 1 ({number})" in text
     assert "entities: 1;" in text
@@ -253,7 +253,7 @@ def test_a_shard_without_its_bucket_table_says_to_run_migrateall():
     from schemaless_store.exceptions import ConfigurationError
 
     entity_id = uuid.uuid4()
-    alias = shards.alias_for(entity_id.bytes)
+    alias = bucket_map.alias_for(entity_id.bytes)
     with connections[alias].cursor() as cursor:
         cursor.execute(f"DROP TABLE {bucket_table.TABLE}")
     try:

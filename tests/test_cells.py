@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from django.db import connections
 
-from schemaless_store import shards
+from schemaless_store import bucket_map, shards
 from schemaless_store.exceptions import CellImmutable, InvalidCell, UnsupportedValue
 from schemaless_store.models import Cell, Entity
 from tests.conftest import STORE
@@ -183,6 +183,6 @@ def test_an_older_explicit_version_does_not_become_the_latest():
     assert Cell.objects.row(row)["users"].ref_key == 5
     assert [c.ref_key for c in Cell.objects.versions(row, "users")] == [2, 5]
     assert Cell.objects.put(row, "users", {"v": 6}).ref_key == 6
-    with connections[shards.alias_for(row.bytes)].cursor() as cursor:
+    with connections[bucket_map.alias_for(row.bytes)].cursor() as cursor:
         cursor.execute("SELECT ref_key FROM cell_head WHERE row_key = %s", [row.bytes])
         assert [tuple(r) for r in cursor.fetchall()] == [(6,)]

@@ -19,7 +19,7 @@ from django.core.management.base import CommandError
 from django.db import OperationalError, connections
 from django.db.backends.signals import connection_created
 
-from schemaless_store import conf, lifecycle, shards
+from schemaless_store import bucket_map, conf, lifecycle, shards
 from schemaless_store.cleaner import Cleaner, Summary
 from schemaless_store.cleaner.lock import CleanerLock, lock_name
 from schemaless_store.exceptions import IndexValueError, ShardUnavailable
@@ -402,7 +402,7 @@ def test_repair_inserts_missing_rows_and_removes_stale_ones(posts):
     raw_delete("index_link", lost.id.bytes)
     # A stale row: a link the entity does not have (as if a writer died before removing it).
     old_link = link.column_value("link", "https://example.com/old")
-    home = shards.alias_for(link.routing_key(old_link))
+    home = bucket_map.alias_for(link.routing_key(old_link))
     insert_index_row("index_link", home, (old_link, changed.id.bytes))
 
     summary = Cleaner(indexes=["index_link"], once=True, batch_size=50).run()
@@ -420,7 +420,7 @@ def plant_stale_link(entity: Entity) -> tuple[str, tuple]:
     it leaves behind), on the shard the value routes to: that shard and the row."""
     link = registry.get("index_link")
     old_link = link.column_value("link", "https://example.com/gone")
-    home = shards.alias_for(link.routing_key(old_link))
+    home = bucket_map.alias_for(link.routing_key(old_link))
     row = (old_link, entity.id.bytes)
     insert_index_row("index_link", home, row)
     assert row in index_rows("index_link", home)
@@ -496,7 +496,7 @@ def test_sweep_removes_rows_whose_entity_is_gone(posts):
     user = registry.get("index_user_id")
     ghost = uuid.uuid4().bytes
     value = user.column_value("user_id", b"somebody")
-    insert_index_row("index_user_id", shards.alias_for(user.routing_key(value)), (value, ghost))
+    insert_index_row("index_user_id", bucket_map.alias_for(user.routing_key(value)), (value, ghost))
 
     summary = Cleaner(indexes=["index_user_id"], once=True).run()
 
@@ -513,7 +513,7 @@ def test_sweep_walks_every_row_of_a_composite_index_once():
     index = registry.get("index_user_published")
     for n in range(10):
         values = (index.column_value("user_id", f"user{n % 3}"), n % 4)
-        home = shards.alias_for(index.routing_key(values[0]))
+        home = bucket_map.alias_for(index.routing_key(values[0]))
         insert_index_row(index.name, home, (*values, uuid.uuid4().bytes))
 
     summary = Cleaner(indexes=[index.name], once=True, batch_size=7).run()
@@ -528,7 +528,7 @@ def test_sweep_moves_rows_found_on_the_wrong_shard(posts):
     link = registry.get("index_link")
     post = posts[2]
     value = link.column_value("link", post["link"])
-    home = shards.alias_for(link.routing_key(value))
+    home = bucket_map.alias_for(link.routing_key(value))
     elsewhere = next(a for a in shards.shard_aliases() if a != home)
     raw_delete("index_link", post.id.bytes)
     insert_index_row("index_link", elsewhere, (value, post.id.bytes))  # as after a bucket move

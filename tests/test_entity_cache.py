@@ -19,7 +19,7 @@ from django.core.management import call_command
 from django.db import connections, transaction
 from django.test import override_settings
 
-from schemaless_store import bucket_map, checks, entity_cache, shards
+from schemaless_store import bucket_map, checks, entity_cache
 from schemaless_store.entity_cache import EntityCacheSerializer
 from schemaless_store.exceptions import ConfigurationError
 from schemaless_store.models import Entity
@@ -66,7 +66,7 @@ def sneak(entity_id: uuid.UUID, **properties) -> None:
     returns shows whether it came from the cache."""
     from schemaless_store.writes.rows import encode_body
 
-    alias = shards.alias_for(entity_id.bytes)
+    alias = bucket_map.alias_for(entity_id.bytes)
     body = encode_body(properties, entity_id.bytes)
     with connections[alias].cursor() as cursor:
         cursor.execute("UPDATE entities SET body = %s WHERE id = %s", [body, entity_id.bytes])
@@ -123,7 +123,7 @@ def test_a_fill_that_read_before_a_write_never_brings_the_old_value_back(cached)
     invalidation deleted, so no later read is served the old value."""
     made = Entity.objects.create(n=1)
     key = made.id.bytes
-    owner = shards.alias_for(key)
+    owner = bucket_map.alias_for(key)
     slow = entity_cache.lookup()
     assert slow is not None
     assert slow.find([key], lambda _key: owner) == {}  # the slow reader's miss
@@ -138,7 +138,7 @@ def test_a_fill_that_read_before_a_write_never_brings_the_old_value_back(cached)
 def test_a_hit_that_names_another_shard_than_the_owner_is_not_used(cached):
     made = Entity.objects.create(n=1)
     key = made.id.bytes
-    owner = shards.alias_for(key)
+    owner = bucket_map.alias_for(key)
     elsewhere = buckets.other_alias(owner)
     wrong = entity_cache.lookup()
     wrong.find([key], lambda _key: owner)
@@ -150,7 +150,7 @@ def test_a_hit_that_names_another_shard_than_the_owner_is_not_used(cached):
 
 def test_reads_inside_a_transaction_on_the_shard_neither_use_nor_fill_the_cache(cached):
     made = Entity.objects.create(n=1)
-    alias = shards.alias_for(made.id.bytes)
+    alias = bucket_map.alias_for(made.id.bytes)
     Entity.objects.get(id=made.id)  # cached
     with transaction.atomic(using=alias):
         made["n"] = 2
@@ -222,7 +222,7 @@ def test_entities_move_with_their_bucket_and_the_cache_follows(cached):
     latest value (a hit must name the reader's owner; every write invalidates the id)."""
     moved = buckets.id_in_bucket(5)
     made = Entity.objects.create(id=moved, n=1)
-    home = shards.alias_for(moved.bytes)
+    home = bucket_map.alias_for(moved.bytes)
     away = buckets.other_alias(home)
     assert Entity.objects.get(id=moved)["n"] == 1  # cached, on home
     out = io.StringIO()

@@ -14,7 +14,7 @@ from django.core.management.base import CommandError
 from django.db import connections
 from django.test import override_settings
 
-from schemaless_store import conf, shards
+from schemaless_store import bucket_map, conf, shards
 from schemaless_store.backup.export import Exporter
 from schemaless_store.models import Cell, Entity
 from tests.backups import command, export
@@ -161,7 +161,7 @@ def test_cells_a_bucket_move_left_on_its_source_are_skipped_and_counted(tmp_path
 
     from tests import buckets
 
-    source = shards.alias_for(buckets.id_in_bucket(7).bytes)
+    source = bucket_map.alias_for(buckets.id_in_bucket(7).bytes)
     target = buckets.other_alias(source)
     moved, stays = buckets.id_in_bucket(7), uuid.uuid4()
     for row_key in (moved, stays):

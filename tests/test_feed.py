@@ -16,7 +16,7 @@ from django.db import connections
 from django.test import override_settings
 from django.utils import timezone
 
-from schemaless_store import feed, shards
+from schemaless_store import bucket_map, feed, shards
 from schemaless_store.exceptions import ConfigurationError, InvalidQuery
 from schemaless_store.models import Cell, Entity
 from tests.reliability_report import recording
@@ -80,7 +80,7 @@ def test_with_history_entity_writes_and_deletes_are_in_the_feed():
 def test_a_recent_hole_stops_the_feed_until_it_settles():
     """A cell after a hole is held back while an insert before it could still commit."""
     row = uuid.uuid4()
-    alias = shards.alias_for(row.bytes)
+    alias = bucket_map.alias_for(row.bytes)
     first = Cell.objects.put(row, "users", {"v": 1})
     conn = connections[alias]
     with conn.cursor() as cursor:  # a cell after a hole: as if an insert between rolled back
@@ -107,7 +107,7 @@ def test_a_recent_hole_stops_the_feed_until_it_settles():
 
 def test_an_old_hole_is_passed():
     row = uuid.uuid4()
-    alias = shards.alias_for(row.bytes)
+    alias = bucket_map.alias_for(row.bytes)
     conn = connections[alias]
     old = timezone.now() - dt.timedelta(minutes=5)
     with conn.cursor() as cursor:
@@ -124,7 +124,7 @@ def test_an_old_hole_is_passed():
 def test_an_uncommitted_insert_before_a_committed_one_is_not_skipped():
     """The race the grace period exists for, with a real open transaction on MariaDB."""
     row = uuid.uuid4()
-    alias = shards.alias_for(row.bytes)
+    alias = bucket_map.alias_for(row.bytes)
     base = Cell.objects.put(row, "users", {"v": 0})
     slow = connections.create_connection(alias)
     try:
@@ -238,7 +238,7 @@ def test_tailchanges_prints_json_lines_and_resumes_from_its_state_file(tmp_path)
     assert lines[0]["body"] == {"name": "bret", "id": {"$uuid": str(uuid.UUID(int=1))}}
     assert lines[0]["column"] == "users" and lines[0]["deleted"] is False
     saved = json.loads(state.read_text())
-    assert saved[shards.alias_for(row.bytes)] == lines[-1]["position"]
+    assert saved[bucket_map.alias_for(row.bytes)] == lines[-1]["position"]
     assert tail("--state", str(state)) == []
     Cell.objects.put(row, "users", {"name": "third"})
     again = tail("--state", str(state))
@@ -247,7 +247,7 @@ def test_tailchanges_prints_json_lines_and_resumes_from_its_state_file(tmp_path)
 
 def test_tailchanges_from_head_and_after_and_one_shard():
     row = uuid.uuid4()
-    alias = shards.alias_for(row.bytes)
+    alias = bucket_map.alias_for(row.bytes)
     first = Cell.objects.put(row, "users", {"v": 1})
     assert tail("--from-head") == []
     assert [line["ref_key"] for line in tail("--shard", alias)] == [1]

@@ -6,7 +6,7 @@ import uuid
 import pytest
 from django.db import connections
 
-from schemaless_store import keys, shards
+from schemaless_store import bucket_map, keys
 from schemaless_store.indexes import ENTITIES, registry
 from schemaless_store.models import Entity
 from schemaless_store.writes import protocol
@@ -104,7 +104,7 @@ def test_stale_index_row_never_returns_the_entity():
     # A stale row, as a crash between writing it and the entity would leave behind:
     stale_value = key("https://stale")
     insert_index_row(
-        "index_link", shards.alias_for(keys.encode_key(stale_value)), (stale_value, e.id.bytes)
+        "index_link", bucket_map.alias_for(keys.encode_key(stale_value)), (stale_value, e.id.bytes)
     )
     assert list(Entity.objects.filter_index(link="https://stale")) == []
     assert Entity.objects.filter_index(link="https://stale").count() == 0
@@ -115,7 +115,9 @@ def test_stale_index_row_never_returns_the_entity():
 def test_index_row_for_a_missing_entity_is_ignored():
     ghost = uuid.uuid4()
     value = key("https://ghost")
-    insert_index_row("index_link", shards.alias_for(keys.encode_key(value)), (value, ghost.bytes))
+    insert_index_row(
+        "index_link", bucket_map.alias_for(keys.encode_key(value)), (value, ghost.bytes)
+    )
     assert list(Entity.objects.filter_index(link="https://ghost")) == []
 
 

@@ -24,6 +24,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "bucket_map",
             "shards",
+            "servers",
+            "retries",
             "write_lock",
             "fence",
             "fields",

@@ -15,7 +15,7 @@ from django.core.management import CommandError
 from django.db import connections
 from django.test import override_settings
 
-from schemaless_store import shards
+from schemaless_store import bucket_map
 from schemaless_store.exceptions import NotOwner
 from schemaless_store.metadata import BucketMove
 from schemaless_store.models import Entity
@@ -53,7 +53,7 @@ def restored():
 
 def change_a_body(target: str, made: dict[uuid.UUID, dict]) -> None:
     """A moved entity's row on the target gets another entity's body: the same row count."""
-    moved = [i for i in made if shards.bucket_for(i.bytes) in MOVED_SET]
+    moved = [i for i in made if bucket_map.bucket_for(i.bytes) in MOVED_SET]
     with connections[target].cursor() as cursor:
         cursor.execute("SELECT body FROM entities WHERE id = %s", [moved[1].bytes])
         (body,) = cursor.fetchone()
@@ -66,7 +66,7 @@ def add_a_stray_index_row(target: str, made: dict[uuid.UUID, dict]) -> None:
     number = 0
     while True:
         value = user_id_index.column_value("user_id", number.to_bytes(16, "big"))
-        if shards.bucket_for(user_id_index.routing_key(value)) in MOVED_SET:
+        if bucket_map.bucket_for(user_id_index.routing_key(value)) in MOVED_SET:
             break
         number += 1
     with connections[target].cursor() as cursor:
@@ -105,7 +105,7 @@ def test_a_target_that_differs_from_the_sources_fails_the_move_and_keeps_their_c
     assert move.finished is None
     # Every moved entity is still on the source (not deleted), and on the target.
     placed = ids_per_shard()
-    moved = [i for i in made if shards.bucket_for(i.bytes) in MOVED_SET]
+    moved = [i for i in made if bucket_map.bucket_for(i.bytes) in MOVED_SET]
     assert moved
     for entity_id in moved:
         assert sorted(placed[entity_id.bytes]) == sorted([source, target])

@@ -89,8 +89,8 @@ def assert_moved_and_exact(expected: dict[uuid.UUID, dict], target: str) -> None
     placed = ids_per_shard()
     assert {uuid.UUID(bytes=k) for k in placed} == set(expected)
     for key, aliases in placed.items():
-        assert aliases == [shards.alias_for(key)], (uuid.UUID(bytes=key), aliases)
-        if shards.bucket_for(key) in MOVED_SET:
+        assert aliases == [bucket_map.alias_for(key)], (uuid.UUID(bytes=key), aliases)
+        if bucket_map.bucket_for(key) in MOVED_SET:
             assert aliases == [target]
     for entity_id, props in expected.items():
         stored = Entity.objects.get(id=entity_id)
@@ -118,7 +118,7 @@ def test_a_move_and_back_keeps_everything_and_moves_cells_and_unique_values():
     assert bucket_map.refresh().version == 3  # the moving mark, then the flip
     assert not bucket_map.refresh().moving
     assert_moved_and_exact(made, target)
-    moved_cells = [i for i in list(made)[:10] if shards.bucket_for(i.bytes) in MOVED_SET]
+    moved_cells = [i for i in list(made)[:10] if bucket_map.bucket_for(i.bytes) in MOVED_SET]
     assert moved_cells
     for entity_id in moved_cells:
         assert Cell.objects.get_cell(entity_id, "profile").body == {"v": 2}
@@ -229,7 +229,7 @@ def test_a_mover_killed_before_each_phase_resumes_while_a_writer_runs(point):
 def test_a_dry_run_prints_the_plan_and_changes_nothing():
     made = populate(30)
     source, target = source_and_target()
-    moving = sum(1 for i in made if shards.bucket_for(i.bytes) in MOVED_SET)
+    moving = sum(1 for i in made if bucket_map.bucket_for(i.bytes) in MOVED_SET)
     text = run("--to", target, "--buckets", MOVED, "--dry-run")
     assert f"Dry run: 300 buckets to {target}; nothing is changed." in text
     assert f"from {source}: 300 buckets (0-299); " in text
@@ -266,7 +266,7 @@ def test_bad_input_is_refused_with_nothing_changed(args, message):
 def test_the_copy_and_the_deletion_are_throttled_as_the_cleaner_is(monkeypatch):
     made = populate(30)
     _source, target = source_and_target()
-    moving = sum(1 for i in made if shards.bucket_for(i.bytes) in MOVED_SET)
+    moving = sum(1 for i in made if bucket_map.bucket_for(i.bytes) in MOVED_SET)
     pauses: list[tuple[Throttle, float]] = []
     real_after = Throttle.after
 
@@ -334,7 +334,9 @@ def test_a_second_move_waits_for_the_first_and_an_unflipped_move_can_be_aborted(
     assert bucket_table.states(target, list(range(300))) == {}
     # Nothing moved: every entity is where it was, once.
     assert {k: v for k, v in ids_per_shard().items()} == {
-        i.bytes: [source if shards.bucket_for(i.bytes) in MOVED_SET else shards.alias_for(i.bytes)]
+        i.bytes: [
+            source if bucket_map.bucket_for(i.bytes) in MOVED_SET else bucket_map.alias_for(i.bytes)
+        ]
         for i in made
     }
     assert_exact()

@@ -24,7 +24,7 @@ pytestmark = STORE
 
 def index_alias(user: bytes) -> str:
     index = registry.get("index_user_published")
-    return shards.alias_for(index.routing_key(index.column_value("user_id", user)))
+    return bucket_map.alias_for(index.routing_key(index.column_value("user_id", user)))
 
 
 def statements_per_shard(evaluate) -> dict[str, int]:
@@ -176,7 +176,7 @@ def test_a_bucket_move_carries_placed_entities_and_their_pages_stay_one_statemen
     user = next(
         candidate
         for candidate in (uuid.uuid4().bytes for _ in range(100_000))
-        if shards.bucket_for(index.routing_key(index.column_value("user_id", candidate))) < 300
+        if bucket_map.bucket_for(index.routing_key(index.column_value("user_id", candidate))) < 300
     )
     made = Entity.objects.bulk_put(
         [{"user_id": user, "published": n} for n in range(20)], placed_with="user_id"

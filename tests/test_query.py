@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from schemaless_store import keys, shards
+from schemaless_store import bucket_map, keys, shards
 from schemaless_store.exceptions import InvalidQuery, NoIndexForQuery, SchemalessError
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
@@ -130,7 +130,7 @@ def test_stale_rows_do_not_shorten_a_page():
         value = keys.encode_key(alice)
         insert_index_row(
             "index_user_published",
-            shards.alias_for(keys.encode_key(value)),
+            bucket_map.alias_for(keys.encode_key(value)),
             (value, e["published"], e.id.bytes),
         )
     page = Entity.objects.filter_index(user_id=alice).order_by("-published")[:5]
@@ -165,13 +165,13 @@ def test_a_page_reads_each_entity_from_the_shard_that_owns_it():
 
     user = uuid.uuid4().bytes
     index = registry.get("index_user_published")  # what the page below reads
-    index_alias = shards.alias_for(index.routing_key(index.column_value("user_id", user)))
+    index_alias = bucket_map.alias_for(index.routing_key(index.column_value("user_id", user)))
     # Ids chosen so the page mixes both shards, whatever uuid4 draws: three posts owned by the
     # index's shard, three by another.
     ids = {True: [], False: []}
     while len(ids[True]) < 3 or len(ids[False]) < 3:
         candidate = uuid.uuid4()
-        local = shards.alias_for(candidate.bytes) == index_alias
+        local = bucket_map.alias_for(candidate.bytes) == index_alias
         if len(ids[local]) < 3:
             ids[local].append(candidate)
     posts = Entity.objects.bulk_put(

@@ -15,7 +15,7 @@ from django.db import connections
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from schemaless_store import keys, shards
+from schemaless_store import bucket_map, keys, shards
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
 from tests.conftest import STORE
@@ -177,17 +177,17 @@ def leave_stale_rows(entity: Entity) -> None:
     entity["tags"] = ["bb"]
     entity.save()
     user = keys.encode_key(old_user)
-    alias = shards.alias_for(keys.encode_key(user))
+    alias = bucket_map.alias_for(keys.encode_key(user))
     insert_index_row("index_user_published", alias, (user, old_published, entity.id.bytes))
     insert_index_row(
         "index_published",
-        shards.alias_for(keys.encode_key(old_published)),
+        bucket_map.alias_for(keys.encode_key(old_published)),
         (old_published, entity.id.bytes),
     )
     for tag in set(old_tags) if isinstance(old_tags, list) else {old_tags}:
         tag = keys.encode_key(tag)
         insert_index_row(
-            "index_tags", shards.alias_for(keys.encode_key(tag)), (tag, entity.id.bytes)
+            "index_tags", bucket_map.alias_for(keys.encode_key(tag)), (tag, entity.id.bytes)
         )
 
 

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from django.db import connections
 
-from schemaless_store import shards
+from schemaless_store import retries, shards
 from schemaless_store.cleaner import Cleaner
 from schemaless_store.models import Entity
 from tests import child
@@ -98,7 +98,7 @@ def test_concurrent_mixed_writers_and_readers_see_no_errors_and_converge():
             request = {"seed": 100 + number, "ids": IDS, "seconds": SECONDS}
             process.stdin.write(json.dumps(request) + "\n")
             process.stdin.close()
-        retries_before = shards.retries_made()
+        retries_before = retries.retries_made()
         results: list[dict[str, Any]] = [{} for _ in range(THREADS)]
 
         def write(number: int) -> None:
@@ -121,7 +121,7 @@ def test_concurrent_mixed_writers_and_readers_see_no_errors_and_converge():
             assert process.wait(timeout=120) == 0, out
             answers.append(json.loads(out.strip().splitlines()[-1]))
         assert not any(t.is_alive() for t in [*writers, *readers])
-        thread_retries = shards.retries_made() - retries_before
+        thread_retries = retries.retries_made() - retries_before
 
         everything = [*results, *answers]
         operations: Counter[str] = Counter()

@@ -38,7 +38,7 @@ from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemaless_store import Index, checks, feed, shards
+from schemaless_store import Index, bucket_map, checks, feed, shards
 from schemaless_store.codec import FORMAT_MSGPACK, FORMAT_MSGPACK_ZLIB, MAX_NESTING, MsgpackCodec
 from schemaless_store.exceptions import (
     BodyTooLarge,
@@ -147,7 +147,7 @@ def rows_by_entity(skip: bytes | None = None) -> tuple[set, set]:
     for index in registry.valid():
         for entity_id, props in raw_entities(skip).items():
             for values in index.rows_for(props):
-                alias = shards.alias_for(index.routing_key(values[index.shard_position]))
+                alias = bucket_map.alias_for(index.routing_key(values[index.shard_position]))
                 implied.add((index.name, alias, values, entity_id))
         for alias in shards.shard_aliases():
             conn = connections[alias]
@@ -443,7 +443,7 @@ def test_corrupt_bodies_are_named_shown_and_skipped(seeded):
             # The cleaner reports and skips it, and still repairs the others.
             victim = seeded[(n + 2) % len(seeded)]
             conn = connections[
-                shards.alias_for(
+                bucket_map.alias_for(
                     registry.get("index_link").routing_key(
                         registry.get("index_link").column_value("link", victim["link"])
                     )

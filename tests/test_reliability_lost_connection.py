@@ -33,7 +33,7 @@ import MySQLdb.cursors
 import pytest
 from django.db import connections
 
-from schemaless_store import shards
+from schemaless_store import bucket_map, shards
 from schemaless_store.cleaner import Cleaner
 from schemaless_store.exceptions import EntityExists, ShardUnavailable
 from schemaless_store.indexes import registry
@@ -184,7 +184,7 @@ def create_new() -> tuple[Callable[[], Any], Callable[[], dict[bytes, tuple[Any,
 def bulk_put() -> tuple[Callable[[], Any], Callable[[], dict[bytes, tuple[Any, Any]]]]:
     items = [{"id": A, **NEW_A}, {"id": D, **NEW_D}, {"id": B, **NEW_B}, {"id": E, **NEW_E}]
     items.append({"id": F, **NEW_F})
-    assert {shards.alias_for(i["id"].bytes) for i in items} == set(shards.shard_aliases())
+    assert {bucket_map.alias_for(i["id"].bytes) for i in items} == set(shards.shard_aliases())
 
     def expected() -> dict[bytes, tuple[Any, Any]]:
         return {
@@ -201,7 +201,9 @@ def bulk_put_generated() -> tuple[Callable[[], Any], Callable[[], dict[bytes, tu
     ids: list[uuid.UUID] = []
     for alias in ["shard_0", "shard_1", "shard_0"]:
         n = 0x1000
-        while (candidate := uuid.UUID(int=n)) in ids or shards.alias_for(candidate.bytes) != alias:
+        while (candidate := uuid.UUID(int=n)) in ids or bucket_map.alias_for(
+            candidate.bytes
+        ) != alias:
             n += 1
         ids.append(candidate)
     with mock.patch.object(uuid, "uuid4", side_effect=ids):

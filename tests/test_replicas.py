@@ -15,7 +15,7 @@ from django.http import HttpResponse
 from django.test import RequestFactory, override_settings
 from django.test.utils import CaptureQueriesContext
 
-from schemaless_store import conf, replicas, shards
+from schemaless_store import bucket_map, conf, replicas, servers, shards
 from schemaless_store.exceptions import ConfigurationError, UniqueViolation
 from schemaless_store.middleware import COOKIE, ReadYourWrites
 from schemaless_store.models import Entity
@@ -40,7 +40,7 @@ def replica_alias(alias: str) -> str:
 def id_on(alias: str) -> uuid.UUID:
     while True:
         candidate = uuid.uuid4()
-        if shards.alias_for(candidate.bytes) == alias:
+        if bucket_map.alias_for(candidate.bytes) == alias:
             return candidate
 
 
@@ -363,7 +363,7 @@ def test_batches_stay_under_a_galera_write_set_limit(monkeypatch):
 
 @pytest.mark.mariadb_only
 def test_a_server_without_galera_has_no_write_set_limit():
-    assert all(shards.write_set_limit(alias) is None for alias in shards.shard_aliases())
+    assert all(servers.write_set_limit(alias) is None for alias in shards.shard_aliases())
 
 
 def test_galera_urls_list_the_nodes_and_bad_ones_are_refused():

@@ -6,7 +6,7 @@ import uuid
 import pytest
 from django.db import transaction
 
-from schemaless_store import keys, shards
+from schemaless_store import bucket_map, keys, shards
 from schemaless_store.exceptions import UniqueViolation
 from schemaless_store.models import Entity
 from tests.conftest import STORE
@@ -58,7 +58,7 @@ def test_a_stale_claim_left_by_a_crash_does_not_block():
     value = keys.encode_key("ghost")
     ghost = uuid.uuid4().bytes  # a claim whose entity never committed
     insert_index_row(
-        "index_users_username", shards.alias_for(keys.encode_key(value)), (value, ghost)
+        "index_users_username", bucket_map.alias_for(keys.encode_key(value)), (value, ghost)
     )
     e = Entity.objects.create(username="ghost")
     assert [(r[0], r[1]) for r in index_rows("index_users_username")] == [(value, e.id.bytes)]
@@ -68,7 +68,7 @@ def ids_on(alias: str, count: int) -> list[uuid.UUID]:
     found = []
     while len(found) < count:
         candidate = uuid.uuid4()
-        if shards.alias_for(candidate.bytes) == alias:
+        if bucket_map.alias_for(candidate.bytes) == alias:
             found.append(candidate)
     return found
 

@@ -1,4 +1,4 @@
-"""Bounded retries after a deadlock or lock wait timeout (``shards.with_retries``), issue 8."""
+"""Bounded retries after a deadlock or lock wait timeout (``retries.with_retries``), issue 8."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from django.db import OperationalError, transaction
 from django.test import override_settings
 
-from schemaless_store import shards
+from schemaless_store import retries
 from tests.conftest import STORE
 
 pytestmark = STORE
@@ -29,18 +29,18 @@ class Deadlocking:
 
 @pytest.mark.parametrize("code", [1213, 1205])
 def test_a_deadlock_or_lock_wait_timeout_is_retried_and_counted(code):
-    before = shards.retries_made()
+    before = retries.retries_made()
     operation = Deadlocking(3, code)
-    assert shards.with_retries(operation, "shard_0") == "done"
+    assert retries.with_retries(operation, "shard_0") == "done"
     assert operation.calls == 4
-    assert shards.retries_made() - before == 3
+    assert retries.retries_made() - before == 3
 
 
 def test_retries_are_bounded_by_the_setting():
     with override_settings(SCHEMALESS={"BUCKETS": 4096, "WRITE_RETRIES": 2}):
         operation = Deadlocking(5)
         with pytest.raises(OperationalError):
-            shards.with_retries(operation, "shard_0")
+            retries.with_retries(operation, "shard_0")
         assert operation.calls == 3
 
 
@@ -52,16 +52,16 @@ def test_other_errors_are_not_retried():
         raise OperationalError(1146, "Table doesn't exist")
 
     with pytest.raises(OperationalError):
-        shards.with_retries(broken, "shard_0")
+        retries.with_retries(broken, "shard_0")
     assert len(calls) == 1
 
 
 def test_inside_a_callers_transaction_the_deadlock_reaches_the_caller():
     operation = Deadlocking(1)
     with pytest.raises(OperationalError), transaction.atomic(using="shard_0"):
-        shards.with_retries(operation, "shard_0")
+        retries.with_retries(operation, "shard_0")
     assert operation.calls == 1
     other = Deadlocking(1)  # a transaction on another shard does not stop retries on this one
     with transaction.atomic(using="shard_1"):
-        assert shards.with_retries(other, "shard_0") == "done"
+        assert retries.with_retries(other, "shard_0") == "done"
     assert other.calls == 2

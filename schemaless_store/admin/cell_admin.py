@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-from .. import keys, shards
+from .. import bucket_map, keys
 from ..exceptions import InvalidCell, InvalidEntityId, ShardUnavailable
 from ..models.cell import Cell
 from .common import ReadOnlyAdmin, crumbs
@@ -69,7 +69,7 @@ class CellAdmin(ReadOnlyAdmin):
             **crumbs(self.opts, ("Cells", "")),
             "row_text": request.GET.get("row", ""),
             "row_key": None if key is None else str(uuid.UUID(bytes=key)),
-            "shard": None if key is None else shards.alias_for(key),
+            "shard": None if key is None else bucket_map.alias_for(key),
             "columns": columns,
             "error": error,
             **(extra_context or {}),

@@ -22,7 +22,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.text import capfirst
 
-from .. import conf, jsonview, keys, shards
+from .. import bucket_map, conf, jsonview, keys, shards
 from ..exceptions import (
     ConfigurationError,
     Conflict,
@@ -129,7 +129,7 @@ class EntityAdmin(admin.ModelAdmin):
                 context["ran"] = False
                 found = {}
             entities = [e for e in found.values() if e.shard in aliases]
-            home = shards.alias_for(search.entity_id)  # type: ignore[arg-type]
+            home = bucket_map.alias_for(search.entity_id)  # type: ignore[arg-type]
             if not found:
                 context["search_note"] = f"No entity has this id (it would be on {home})."
             elif not entities:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import consistency, lifecycle, shards
+from .. import bucket_map, consistency, lifecycle
 from ..exceptions import CorruptBody, IndexValueError, SchemalessError
 from ..indexes import Index, registry
 from ..jsonview import dumps_value
@@ -56,7 +56,7 @@ def row_view(index: Index, values: tuple[Any, ...], status: str) -> RowView:
             raw = plain(value)
             shown = dumps_value(raw) + " (raw column value)"
         cells.append((prop, shown))
-    alias = shards.alias_for(index.routing_key(values[index.shard_position]))
+    alias = bucket_map.alias_for(index.routing_key(values[index.shard_position]))
     return RowView(cells=cells, alias=alias, status=status)
 
 

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 from django.utils import timezone
 from tqdm import tqdm
 
-from .. import shards
+from .. import bucket_map, shards
 from ..codec import decode_body
 from ..exceptions import CorruptBody
 from ..indexes import ENTITIES
@@ -138,7 +138,7 @@ class Exporter:
                 return
             text = []
             for _added_id, key, updated, body in rows:
-                if shards.alias_for(bytes(key)) != alias:
+                if bucket_map.alias_for(bytes(key)) != alias:
                     summary.not_owned += 1
                     continue
                 properties = _decoded(bytes(body), summary, key)
@@ -159,7 +159,7 @@ class Exporter:
                 return
             text = []
             for _added_at, key, column, ref_key, body, created in rows:
-                if shards.alias_for(bytes(key)) != alias:
+                if bucket_map.alias_for(bytes(key)) != alias:
                     summary.not_owned += 1
                     continue
                 properties = None if body is None else _decoded(bytes(body), summary, key)

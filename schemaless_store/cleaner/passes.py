@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from django.db import DEFAULT_DB_ALIAS
 from tqdm import tqdm
 
-from .. import shards
+from .. import bucket_map
 from ..consistency import compare
 from ..exceptions import IndexValueError
 from ..indexes import Index
@@ -200,7 +200,7 @@ def _sweep_rows(index: Index, alias: str, batch: list[tuple[Any, ...]], result: 
     misplaced_orphans, misplaced_other = [], []
     for row in batch:
         values, entity_id = tuple(row[:-1]), row[-1]
-        entity_alias = shards.alias_for(entity_id)
+        entity_alias = bucket_map.alias_for(entity_id)
         home = index_table.home(index, values)
         if entity_id not in found:
             if home == alias:

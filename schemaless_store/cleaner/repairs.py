@@ -12,13 +12,14 @@ from typing import Any
 
 from django.db import transaction
 
-from .. import shards
+from .. import bucket_map, retries, servers, shards
 from ..codec import decode_body
 from ..exceptions import CorruptBody, IndexValueError, UniqueViolation
 from ..indexes import Index
 from ..tables import entities as entity_table
 from ..tables import index_rows as index_table
 from ..tables.index_rows import Row
+from ..write_lock import write_lock
 from ..writes import index_writes, protocol
 from .records import PassResult
 
@@ -34,7 +35,7 @@ Version = tuple[int, Any]
 def insert_chunk() -> int:
     """Index rows per statement: :data:`INSERT_CHUNK`, or fewer where a Galera shard limits the
     rows of a write set (``wsrep_max_ws_rows``)."""
-    limits = [shards.write_set_limit(alias) for alias in shards.shard_aliases()]
+    limits = [servers.write_set_limit(alias) for alias in shards.shard_aliases()]
     return min([INSERT_CHUNK, *(limit for limit in limits if limit)])
 
 
@@ -50,8 +51,8 @@ def write(operation: Callable[[], Any]) -> Any:
                 stack.enter_context(transaction.atomic(using=alias))
             return operation()
 
-    with shards.write_lock():
-        return shards.with_retries(attempt)
+    with write_lock():
+        return retries.with_retries(attempt)
 
 
 def insert_checked(
@@ -123,7 +124,7 @@ def implied(
     index: Index, entity_id: bytes, body: bytes | None, result: PassResult
 ) -> set[tuple[Any, ...]] | None:
     """The rows of ``index`` an entity implies; None for a corrupt body."""
-    properties = decode(shards.alias_for(entity_id), entity_id, body, result)
+    properties = decode(bucket_map.alias_for(entity_id), entity_id, body, result)
     if properties is None:
         return None
     try:

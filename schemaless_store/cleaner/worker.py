@@ -15,7 +15,7 @@ from typing import Any, TextIO
 from django.db import DEFAULT_DB_ALIAS, close_old_connections, connections
 from tqdm import tqdm
 
-from .. import lifecycle, shards
+from .. import lifecycle, servers, shards
 from ..exceptions import ConfigurationError
 from ..indexes import Index, registry
 from ..metadata import CleanerCheckpoint
@@ -119,7 +119,7 @@ class Cleaner:
         restore = self._handle_signals()
         if self.throttle.max_latency is not None:
             self._latency = LatencyProbe(
-                lambda: shards.probe_latency(shards.shard_aliases()), on_exit=connections.close_all
+                lambda: servers.probe_latency(shards.shard_aliases()), on_exit=connections.close_all
             ).start()
         try:
             while self.running:
@@ -335,7 +335,7 @@ class Cleaner:
         recent answers of the probe thread :meth:`run` keeps, or one probe now."""
         if self._latency is not None:
             return self._latency.recent()
-        return shards.probe_latency(shards.shard_aliases())
+        return servers.probe_latency(shards.shard_aliases())
 
     def bar(self, desc: str, total: int | None, initial: int, unit: str) -> tqdm:
         return tqdm(

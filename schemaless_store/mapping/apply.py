@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from .. import DELETE, jsonview, replicas, shards
+from .. import DELETE, bucket_map, jsonview, replicas, shards
 from ..codec import decode_body
 from ..exceptions import Conflict
 from ..expected import Expected
@@ -152,14 +152,14 @@ class Applier:
         commits (a :class:`Conflict` in a later group must not write it twice)."""
         groups: dict[str, list[bytes]] = {}
         for key in saves:
-            groups.setdefault(shards.alias_for(key), []).append(key)
+            groups.setdefault(bucket_map.alias_for(key), []).append(key)
         for alias, keys in groups.items():
             items = [saves[key] for key in keys]
             try:
                 self._write(alias, items)
             except SplitWrite:  # the batch's buckets moved to several shards: one by one
                 for item in items:
-                    self._write(shards.alias_for(item[1].key), [item])
+                    self._write(bucket_map.alias_for(item[1].key), [item])
             for key in keys:
                 del saves[key]
             result.changed += len(keys)

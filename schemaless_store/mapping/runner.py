@@ -15,7 +15,7 @@ from django.apps import apps
 from django.db import connections
 from django.utils.module_loading import import_string
 
-from .. import bucket_map, shards
+from .. import bucket_map, servers, shards
 from ..exceptions import ConfigurationError
 from ..tables.map_runs import Checkpoint, create_tables, forget_run, has_saved, load, run_key
 from ..throttle import LatencyProbe, Throttle
@@ -123,7 +123,7 @@ class Mapper:
     def probe(self) -> float:
         if self.latency is not None:
             return self.latency.recent()
-        return shards.probe_latency(self.aliases)
+        return servers.probe_latency(self.aliases)
 
     def stop(self) -> None:
         """Finish each shard's current batch, then end the run (a rerun resumes)."""
@@ -149,10 +149,10 @@ class Mapper:
         if self.where is not None:
             for entity_id in self.model.objects.filter_index(**self.where).ids():
                 key = entity_id.bytes
-                self.where_ids.setdefault(shards.alias_for(key), []).append(key)
+                self.where_ids.setdefault(bucket_map.alias_for(key), []).append(key)
         if self.throttle.max_latency is not None:
             self.latency = LatencyProbe(
-                lambda: shards.probe_latency(self.aliases), on_exit=connections.close_all
+                lambda: servers.probe_latency(self.aliases), on_exit=connections.close_all
             ).start()
         restore = _on_stop_signals(self.stopping)
         try:

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.db import models
 
-from .. import cell_store, shards
+from .. import bucket_map, cell_store, shards
 from ..codec import decode_body
 from ..exceptions import BulkWriteNotSupported, CellImmutable, CorruptBody, InvalidQuery
 from ..fields import Binary16Field, BodyField
@@ -125,7 +125,7 @@ class Cell(models.Model):
 
     @property
     def shard(self) -> str:
-        return shards.alias_for(bytes(self.row_key_bytes))
+        return bucket_map.alias_for(bytes(self.row_key_bytes))
 
     @property
     def body(self) -> dict[str, Any] | None:

@@ -18,7 +18,7 @@ from django.db import models
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
-from .. import cell_store, keys, placement, shards
+from .. import bucket_map, cell_store, keys, placement, shards
 from ..asyncapi import AsyncEntity, AsyncManager, sync_only
 from ..codec import decode_body
 from ..exceptions import (
@@ -272,7 +272,7 @@ class Entity(AsyncEntity, models.Model):
     @property
     def shard(self) -> str:
         """The database alias that holds this entity."""
-        return shards.alias_for(bytes(self.row_id))
+        return bucket_map.alias_for(bytes(self.row_id))
 
     # --- properties -------------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from .. import bucket_map, conf, fence, shards
+from .. import bucket_map, conf, fence, servers, shards
 from ..exceptions import MoveRefused
 from ..metadata import BucketMove
 from ..tables import buckets as bucket_table
@@ -52,6 +52,7 @@ from ..tables.moved_rows import (
     write,
 )
 from ..throttle import LatencyProbe, Throttle
+from ..write_lock import write_lock
 from .plan import COPY_BATCH, from_ranges
 
 logger = logging.getLogger("schemaless_store.moves")
@@ -83,7 +84,7 @@ class Mover:
     ) -> None:
         self.move = move
         # Rows per copy transaction: under a Galera write-set limit on either side.
-        limits = [shards.write_set_limit(a) for a in (move.target, *move.sources)]
+        limits = [servers.write_set_limit(a) for a in (move.target, *move.sources)]
         self.batch = min([batch, *(limit for limit in limits if limit)])
         self.throttle = throttle or Throttle()
         self.workers = workers
@@ -112,9 +113,9 @@ class Mover:
             "cleaning": self.clean,
         }
         if self.throttle.max_latency is not None:
-            servers = [*self.sources, self.move.target]
+            aliases = [*self.sources, self.move.target]
             self._latency = LatencyProbe(
-                lambda: shards.probe_latency(servers), on_exit=connections.close_all
+                lambda: servers.probe_latency(aliases), on_exit=connections.close_all
             ).start()
         try:
             while self.move.phase in steps:
@@ -129,7 +130,7 @@ class Mover:
         self.phase("copy")
         target = self.move.target
         if not self.move.checkpoints.get("prepared"):
-            with shards.write_lock():
+            with write_lock():
                 bucket_table.set_states(target, sorted(self.buckets), bucket_table.INCOMING)
             self._purge(target, "purged on target")
             for source in self.sources:
@@ -174,7 +175,7 @@ class Mover:
             pass
         buckets = sorted(self.buckets)
         self.snapshot = snapshot(self.move.target)  # nothing has written them there yet
-        with shards.write_lock():
+        with write_lock():
             for source in self.sources:
                 bucket_table.set_states(source, sorted(self.sources[source]), bucket_table.GONE)
             bucket_table.set_states(self.move.target, buckets, bucket_table.OWNED)
@@ -278,13 +279,13 @@ class Mover:
             raise MoveRefused(
                 f"move #{self.move.pk} is {self.move.phase}: it can no longer be aborted"
             )
-        with shards.write_lock():
+        with write_lock():
             for source, numbers in self.sources.items():
                 bucket_table.set_states(source, sorted(numbers), bucket_table.OWNED)
         for source in self.sources:
             capture.remove(source, self.tables)
         self._purge(self.move.target, "purged on target")
-        with shards.write_lock():
+        with write_lock():
             bucket_table.set_states(self.move.target, sorted(self.buckets), None)
         stored = bucket_map.stored()
         if stored.moving & self.buckets:
@@ -362,7 +363,7 @@ class Mover:
         for table in self.tables:
             keys = sorted(by_table.get(table.name, ()))
             if table.index is None:
-                keys = [k for k in keys if shards.bucket_for(k) in numbers]
+                keys = [k for k in keys if bucket_map.bucket_for(k) in numbers]
             if keys:
                 self._reconcile(source, table, keys, numbers)
         capture.forget(source, [seq for seq, _name, _key in entries])
@@ -389,7 +390,7 @@ class Mover:
         answers of the probe thread :meth:`run` keeps, or one probe now."""
         if self._latency is not None:
             return self._latency.recent()
-        return shards.probe_latency([*self.sources, self.move.target])
+        return servers.probe_latency([*self.sources, self.move.target])
 
     def _fence(self) -> None:
         """Mark the buckets fenced on every source and end the connections there that may

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import shards
+from .. import bucket_map, shards
 from ..exceptions import IndexValueError, InvalidQuery
 from ..indexes import Index
 
@@ -117,9 +117,9 @@ class ColumnConditions:
         index = self.index
         for prop, lookup, value in self.values:
             if prop == index.shard_on and lookup == "exact":
-                return [shards.alias_for(index.routing_key(value))]
+                return [bucket_map.alias_for(index.routing_key(value))]
             if prop == index.shard_on and lookup == "in":
-                return sorted({shards.alias_for(index.routing_key(v)) for v in value})
+                return sorted({bucket_map.alias_for(index.routing_key(v)) for v in value})
         return list(shards.shard_aliases())
 
     def described(self) -> list[tuple[str, str, str]]:

@@ -237,7 +237,7 @@ def read_owned(key: bytes, read: Callable[[str], T]) -> T:
 
     def attempt() -> T:
         used = bucket_map.current()
-        alias = used.owners[shards.bucket_for(key)]
+        alias = used.owners[bucket_map.bucket_for(key)]
         found = read(alias)
         confirm_read(alias, used)
         return found

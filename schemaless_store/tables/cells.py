@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .. import shards
+from .. import bucket_map, shards
 from .entities import chunks
 from .values import as_param
 
@@ -134,7 +134,7 @@ def latest_by_keys(keys: Iterable[bytes], column: str) -> dict[str, list[tuple[A
     shard and 500 keys, through ``cell_head``)."""
     by_alias: dict[str, list[bytes]] = defaultdict(list)
     for key in keys:
-        by_alias[shards.alias_for(key)].append(key)
+        by_alias[bucket_map.alias_for(key)].append(key)
     found: dict[str, list[tuple[Any, ...]]] = {}
     for alias, alias_keys in by_alias.items():
         rows = found.setdefault(alias, [])

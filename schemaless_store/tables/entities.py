@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
-from .. import conf, shards
+from .. import bucket_map, conf, shards
 from ..indexes import ENTITIES, Source
 from . import buckets
 from .values import UPDATED_TEXT, as_param
@@ -220,7 +220,7 @@ def current(source: Source, keys: Iterable[bytes]) -> dict[bytes, tuple[int, Any
     extra, extra_params = source.where()
     by_alias: dict[str, list[bytes]] = defaultdict(list)
     for key in keys:
-        by_alias[shards.alias_for(key)].append(key)
+        by_alias[bucket_map.alias_for(key)].append(key)
     found: dict[bytes, tuple[int, Any, bytes | None]] = {}
     for alias, alias_keys in by_alias.items():
         for chunk in chunks(alias_keys, CHUNK):

@@ -17,7 +17,7 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .. import fence, shards
+from .. import bucket_map, fence, shards
 from ..exceptions import ShardUnavailable
 from ..indexes import Index
 from . import buckets, keyset, literals
@@ -36,7 +36,7 @@ def columns(index: Index, quote: Callable[[str], str]) -> list[str]:
 
 def home(index: Index, values: Sequence[Any]) -> str:
     """The alias that holds the row with these column values."""
-    return shards.alias_for(index.routing_key(values[index.shard_position]))
+    return bucket_map.alias_for(index.routing_key(values[index.shard_position]))
 
 
 def group(rows: Iterable[Row]) -> dict[tuple[Index, str], list[tuple[Any, ...]]]:
@@ -50,7 +50,7 @@ def group(rows: Iterable[Row]) -> dict[tuple[Index, str], list[tuple[Any, ...]]]
         key = (type(value), value)
         alias = routed.get(key)
         if alias is None:
-            alias = routed[key] = shards.alias_for(index.routing_key(value))
+            alias = routed[key] = bucket_map.alias_for(index.routing_key(value))
         groups[index, alias].append((*values, entity_id))
     return groups
 
@@ -191,7 +191,7 @@ def _with_buckets(index: Index, rows: Sequence[tuple[Any, ...]]) -> list[tuple[A
         key = (type(value), value)
         number = found.get(key)
         if number is None:
-            number = found[key] = shards.bucket_for(index.routing_key(value))
+            number = found[key] = bucket_map.bucket_for(index.routing_key(value))
         placed.append((*row, number))
     return placed
 

@@ -25,6 +25,7 @@ from django.db import transaction
 
 from .. import shards
 from ..exceptions import ShardUnavailable
+from ..write_lock import write_lock
 from .entities import chunks
 
 RUNS, SAVED, FAILURES = "schemaless_map_runs", "schemaless_map_saved", "schemaless_map_failures"
@@ -89,7 +90,7 @@ def _write(alias: str, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
         try:
             with (
                 shards.errors_named(alias),
-                shards.write_lock(),
+                write_lock(),
                 transaction.atomic(using=alias),
                 shards.statement_cursor(shards.connection(alias)) as cursor,
             ):

@@ -28,7 +28,7 @@ from django.db.models.signals import (
 )
 from django.utils import timezone
 
-from .. import conf, expected, shards
+from .. import bucket_map, conf, expected, shards
 from ..exceptions import EntityExists, NotOwner
 from ..tables import cells as cell_table
 from ..tables import entities as entity_table
@@ -79,7 +79,7 @@ def save(
     change.expected = expect
     cls = type(entity)
     write = Write(
-        shards.alias_for(change.key),
+        bucket_map.alias_for(change.key),
         [change],
         insert_only=force_insert,
         quiet=not _heard(pre_save, post_save, cls),
@@ -178,7 +178,7 @@ def put_prepared(
     """
     by_alias: dict[str, dict[bytes, tuple[Entity, Change]]] = defaultdict(dict)
     for entity, change in zip(entities, changes, strict=True):
-        by_alias[shards.alias_for(change.key)][change.key] = (entity, change)
+        by_alias[bucket_map.alias_for(change.key)][change.key] = (entity, change)
     total = 0
     for alias, items in by_alias.items():
         batch = list(items.values())
@@ -259,7 +259,7 @@ def delete(entity: Entity, *, if_unchanged: bool = False) -> int:
     key = bytes(entity.row_id)
     cls = type(entity)
     write = Write(
-        shards.alias_for(key),
+        bucket_map.alias_for(key),
         [Change(key, rows=set(), expected=expected.of(entity) if if_unchanged else None)],
         quiet=not _heard(pre_delete, post_delete, cls),
     )

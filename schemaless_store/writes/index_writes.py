@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from .. import replicas, shards
+from .. import bucket_map, replicas, shards
 from ..exceptions import NotOwner, ShardUnavailable, UniqueViolation
 from ..indexes import ENTITIES, Index
 from ..tables import entities as entity_table
@@ -53,7 +53,7 @@ def add(rows: Iterable[Row], wait: bool = True, noted_later: str | None = None) 
                 moved = set().union(*(_buckets_of(index, [row]) for index, row in left))
                 if not wait:
                     raise NotOwner(alias, moved)
-                shards.await_new_owner(alias, moved)
+                bucket_map.await_new_owner(alias, moved)
                 refused.extend((index, tuple(row[:-1]), row[-1]) for index, row in left)
         plain = refused
     for alias in written - {noted_later}:  # positions for replica reads: once per shard
@@ -61,7 +61,7 @@ def add(rows: Iterable[Row], wait: bool = True, noted_later: str | None = None) 
 
 
 def _buckets_of(index: Index, rows: Iterable[tuple[Any, ...]]) -> set[int]:
-    return {shards.bucket_for(index.routing_key(row[index.shard_position])) for row in rows}
+    return {bucket_map.bucket_for(index.routing_key(row[index.shard_position])) for row in rows}
 
 
 def delete(rows: Iterable[Row]) -> int:
@@ -97,7 +97,7 @@ def claim_unique(
                 moved = _buckets_of(index, [values])
                 if not wait:
                     raise NotOwner(alias, moved)
-                shards.await_new_owner(alias, moved)
+                bucket_map.await_new_owner(alias, moved)
                 alias = index_table.home(index, values)
             replicas.note_write(alias, shards.index_connection(alias))
             return
@@ -154,7 +154,7 @@ def _holder_keeps_claim(index: Index, values: tuple[Any, ...], holder: bytes) ->
     wrote, which may yet roll back. The claim is then kept if either the locked state or the
     committed one implies it: a value this transaction releases stays taken until it commits.
     """
-    holder_alias = shards.alias_for(holder)
+    holder_alias = bucket_map.alias_for(holder)
     open_before = shards.connection(holder_alias).in_atomic_block
     with shards.errors_named(holder_alias), transaction.atomic(using=holder_alias):
         locked = entity_table.lock(holder_alias, [holder]).get(holder)

@@ -44,13 +44,14 @@ from typing import Any, TypeVar
 from django.db import IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .. import entity_cache, expected, fence, replicas, shards
+from .. import bucket_map, entity_cache, expected, fence, replicas, retries, servers, shards
 from ..exceptions import Conflict, EntityExists, NotOwner, ShardUnavailable
 from ..expected import Expected
 from ..indexes import ENTITIES, Source
 from ..tables import entities as entity_table
 from ..tables.entities import Locked
 from ..tables.index_rows import Row
+from ..write_lock import write_lock
 from . import index_writes
 from .rows import RowSet, stored_rows
 
@@ -98,7 +99,7 @@ class Write:
         self.alias = alias
         self.conn = shards.connection(alias)
         self.changes = changes
-        self.buckets = sorted({shards.bucket_for(change.key) for change in changes})
+        self.buckets = sorted({bucket_map.bucket_for(change.key) for change in changes})
         self.source = source
         self.insert_only = insert_only
         self.quiet = quiet
@@ -216,8 +217,8 @@ def run(write: Write, store: Callable[[Write], None]) -> None:
             if caller_atomic:
                 raise
             # Outside the transaction (its share locks released): the flip may be waiting on it.
-            shards.await_new_owner(refused.alias, set(refused.buckets))
-            owners = {shards.alias_for(change.key) for change in write.changes}
+            bucket_map.await_new_owner(refused.alias, set(refused.buckets))
+            owners = {bucket_map.alias_for(change.key) for change in write.changes}
             if len(owners) != 1:
                 raise SplitWrite() from refused
             write.move_to(owners.pop())
@@ -238,10 +239,10 @@ def _run_here(write: Write, store: Callable[[Write], None], cached: list[bytes])
         # 4: the commit, leaving the block
 
     try:
-        with shards.write_lock():
+        with write_lock():
             try:
                 with shards.errors_named(alias):
-                    _retrying_duplicates(write, lambda: shards.with_retries(attempt, alias))
+                    _retrying_duplicates(write, lambda: retries.with_retries(attempt, alias))
             except BaseException:
                 write.undo()  # 6
                 raise
@@ -274,7 +275,7 @@ def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source 
     if not any(candidates.values()):
         return 0
 
-    wanted = sorted({shards.bucket_for(key) for key in candidates})
+    wanted = sorted({bucket_map.bucket_for(key) for key in candidates})
     deleted_rows: list[Row] = []  # by every try
 
     def attempt() -> int:
@@ -304,17 +305,17 @@ def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source 
 
     try:
         deleted = _retrying_lost(alias, attempt)
-        if deleted_rows and shards.is_galera(alias):
+        if deleted_rows and servers.is_galera(alias):
             _retrying_lost(alias, lambda: _certified_recheck(alias, deleted_rows, source))
         return deleted
     except NotOwner as refused:
         # The rows moved: their stored state is on the owner now; re-check there.
         if shards.connection(alias).in_atomic_block:
             raise
-        shards.await_new_owner(alias, set(refused.buckets))
+        bucket_map.await_new_owner(alias, set(refused.buckets))
         regrouped: dict[str, dict[bytes, RowSet]] = defaultdict(dict)
         for key, rows in candidates.items():
-            regrouped[shards.alias_for(key)][key] = rows
+            regrouped[bucket_map.alias_for(key)][key] = rows
         return sum(remove_stale(owner, rows, source) for owner, rows in regrouped.items())
 
 
@@ -343,8 +344,8 @@ def _retrying_lost(alias: str, operation: Callable[[], T]) -> T:
     and again on a fresh connection after a lost one (outside a caller's transaction)."""
     for losses in range(LOST_ATTEMPTS + 1):
         try:
-            with shards.write_lock(), shards.errors_named(alias):
-                return shards.with_retries(operation, alias)
+            with write_lock(), shards.errors_named(alias):
+                return retries.with_retries(operation, alias)
         except ShardUnavailable as unavailable:
             if not _retry_after_loss(unavailable, alias, losses):
                 raise
