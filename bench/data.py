@@ -56,10 +56,10 @@ def entity_id(i: int) -> bytes:
     in the bucket of its user (time part ``i``, random part from the MD5)."""
     if not placed():
         return peer_id(i)
-    from schemaless_store import keys
+    from schemaless_store import entity_ids
 
     stage = next(s for s in _STAGES if s.lo <= i < s.hi)
-    return keys.make_placed_id(_user_bucket(stage.user_of(i)), i, peer_id(i)[:5])
+    return entity_ids.make_placed_id(_user_bucket(stage.user_of(i)), i, peer_id(i)[:5])
 
 
 @functools.lru_cache(maxsize=200_000)

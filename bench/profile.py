@@ -148,7 +148,7 @@ def components(bench: Any) -> list[tuple[str, str, float]]:
 
     from django.db import connections, transaction
 
-    from schemaless_store import bucket_map, conf, keys, shards
+    from schemaless_store import bucket_map, conf, index_values, shards
     from schemaless_store.codec import decode_body
     from schemaless_store.indexes import registry
     from schemaless_store.models import Entity
@@ -290,9 +290,13 @@ def components(bench: Any) -> list[tuple[str, str, float]]:
         ("put", "Entity(**properties)", _per_call(lambda: Entity(**write_props), 500)),
         (
             "put",
-            "raw's equivalent of prepare: codec.encode + keys.encode_key",
+            "raw's equivalent of prepare: codec.encode + index_values.encode_key",
             _per_call(
-                lambda: (codec.encode(write_props), keys.encode_key(write_props["user_id"])), 500
+                lambda: (
+                    codec.encode(write_props),
+                    index_values.encode_key(write_props["user_id"]),
+                ),
+                500,
             ),
         ),
     ]

@@ -15,7 +15,7 @@ from typing import Any
 
 import MySQLdb
 
-from schemaless_store import conf, keys
+from schemaless_store import bucket_hash, conf, index_values
 from schemaless_store.codec import decode_body
 
 ENTITY_COLUMNS = "added_id, id, updated, body"
@@ -71,12 +71,12 @@ class RawStore:
             conn.close()
 
     def alias_for(self, key: bytes) -> str:
-        return self.bucket_aliases[keys.bucket_of(key, self.buckets)]
+        return self.bucket_aliases[bucket_hash.bucket_of(key, self.buckets)]
 
     def index_alias_for(self, user_key: bytes) -> str:
         # The store routes an index row by the canonical encoding of its shard_on *column*
         # value (``Index.routing_key``), so an encoded key is encoded once more.
-        return self.alias_for(keys.encode_key(user_key))
+        return self.alias_for(index_values.encode_key(user_key))
 
     # --- writes -------------------------------------------------------------------------------
 
@@ -86,7 +86,7 @@ class RawStore:
         connection, then the entity committed."""
         entity_id = uuid.uuid4().bytes
         body = self.codec.encode(properties)
-        user_key = keys.encode_key(properties["user_id"])
+        user_key = index_values.encode_key(properties["user_id"])
         conn = self.entity_conns[self.alias_for(entity_id)]
         cursor = conn.cursor()
         cursor.execute("BEGIN")
@@ -114,7 +114,7 @@ class RawStore:
             published: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
             rows = []
             for entity_id, properties in items:
-                user_key = keys.encode_key(properties["user_id"])
+                user_key = index_values.encode_key(properties["user_id"])
                 index_alias = self.index_alias_for(user_key)
                 users[index_alias].append((user_key, entity_id))
                 published[index_alias].append((user_key, properties["published"], entity_id))
@@ -162,7 +162,7 @@ class RawStore:
 
     def page(self, user: int, size: int = 30) -> list[dict[str, Any]]:
         """The ``size`` newest entities of a user: index rows, entities, decode, re-check."""
-        user_key = keys.encode_key(user)
+        user_key = index_values.encode_key(user)
         cursor = self.index_conns[self.index_alias_for(user_key)].cursor()
         cursor.execute(PAGE, (user_key, size))
         rows = cursor.fetchall()
@@ -180,7 +180,7 @@ class RawStore:
 
     def all_of_user(self, user: int) -> list[dict[str, Any]]:
         """Every entity of a user (~100): index rows, entities, decode, re-check."""
-        user_key = keys.encode_key(user)
+        user_key = index_values.encode_key(user)
         cursor = self.index_conns[self.index_alias_for(user_key)].cursor()
         cursor.execute(ALL_OF_USER, (user_key,))
         rows = cursor.fetchall()

@@ -24,8 +24,8 @@ from django.core.signals import setting_changed
 from django.db import DEFAULT_DB_ALIAS, transaction
 
 from . import conf
+from .bucket_hash import bucket_of
 from .exceptions import ConfigurationError, NotOwner, SchemalessError
-from .keys import bucket_of
 from .metadata import BucketMove, ShardMap
 
 logger = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from . import bucket_map, conf, keys, shards
+from . import bucket_map, conf, entity_ids, shards
 from .codec import decode_body
 from .exceptions import CellImmutable, ConfigurationError, InvalidCell
 from .indexes import cell_source
@@ -58,7 +58,7 @@ def put(
 
     ``created`` (an aware datetime) is the version's ``created_at``, by default now: a
     restore gives the time the version was first made."""
-    key = keys.entity_id_bytes(row_key)
+    key = entity_ids.entity_id_bytes(row_key)
     check_column(column_name)
     if ref_key is not None:
         _check_ref_key(ref_key)
@@ -113,7 +113,7 @@ def put(
 
 def get(model: Any, row_key: Any, column_name: str, ref_key: int | None = None) -> Any:
     """The latest version of a column, or version ``ref_key``; ``model.DoesNotExist`` if none."""
-    key = keys.entity_id_bytes(row_key)
+    key = entity_ids.entity_id_bytes(row_key)
     _check_column(column_name, user=False)
     if ref_key is not None:
         _check_ref_key(ref_key)
@@ -134,7 +134,7 @@ def get(model: Any, row_key: Any, column_name: str, ref_key: int | None = None) 
 
 def versions(model: Any, row_key: Any, column_name: str) -> list[Any]:
     """Every version of a column, oldest (lowest ``ref_key``) first."""
-    key = keys.entity_id_bytes(row_key)
+    key = entity_ids.entity_id_bytes(row_key)
     _check_column(column_name, user=False)
     alias, rows = bucket_table.read_owned(
         key, lambda alias: (alias, cell_table.versions(alias, key, column_name))
@@ -144,7 +144,7 @@ def versions(model: Any, row_key: Any, column_name: str) -> list[Any]:
 
 def row(model: Any, row_key: Any) -> dict[str, Any]:
     """The latest version of every column of a row, by column name (sorted by name)."""
-    key = keys.entity_id_bytes(row_key)
+    key = entity_ids.entity_id_bytes(row_key)
     alias, rows = bucket_table.read_owned(key, lambda alias: (alias, cell_table.row(alias, key)))
     cells = (from_row(model, alias, found) for found in rows)
     return {cell.column_name: cell for cell in cells}
@@ -198,7 +198,7 @@ def entity_history(entity_id: Any) -> list[EntityVersion]:
         raise ConfigurationError(
             "entity history is off: set SCHEMALESS['HISTORY'] = True to keep every version"
         )
-    key = keys.entity_id_bytes(entity_id)
+    key = entity_ids.entity_id_bytes(entity_id)
     alias, rows = bucket_table.read_owned(
         key, lambda alias: (alias, cell_table.versions(alias, key, ENTITY_COLUMN))
     )

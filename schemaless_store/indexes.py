@@ -19,7 +19,7 @@ from typing import Any
 from django.utils.module_loading import module_has_submodule
 
 from .exceptions import ConfigurationError, IndexValueError
-from .keys import COLUMN_TYPES, ColumnType, KeyColumn, decode_key, encode_key
+from .index_values import COLUMN_TYPES, ColumnType, KeyColumn, decode_key, encode_key
 
 IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,63}")
 RESERVED_COLUMNS = frozenset({"entity_id"})
@@ -72,8 +72,9 @@ class Index:
     """A secondary index over one or more properties, sharded on one of them.
 
     ``types`` overrides the column type of some properties: a name from
-    :data:`~schemaless_store.keys.COLUMN_TYPES` (``"key"``, ``"int"``, ``"float"``, ``"str"``,
-    ``"bytes"``, ``"uuid"``, ``"datetime"``) or a :class:`~schemaless_store.keys.ColumnType`.
+    :data:`~schemaless_store.index_values.COLUMN_TYPES` (``"key"``, ``"int"``, ``"float"``,
+    ``"str"``, ``"bytes"``, ``"uuid"``, ``"datetime"``) or a
+    :class:`~schemaless_store.index_values.ColumnType`.
     The default, ``"key"``, accepts any scalar value. A property whose value is a list gets one
     row per element. Problems with the declaration are reported by ``manage.py check``
     (IDs ``schemaless.E1xx``); an invalid index is never used to build SQL.

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from . import DELETE, keys, replicas
+from . import DELETE, entity_ids, replicas
 from .exceptions import Conflict
 from .query.fetch import fetch_by_ids
 
@@ -40,7 +40,7 @@ def modify(model: Any, entity_id: Any, fn: Callable[[Any], Any], attempts: int =
     ``model.DoesNotExist`` if there is no such entity (or it was deleted meanwhile)."""
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
         raise ValueError(f"attempts must be a whole number of at least 1, not {attempts!r}")
-    key = keys.entity_id_bytes(entity_id)
+    key = entity_ids.entity_id_bytes(entity_id)
     for attempt in range(attempts):
         entity = read_primary(model, key)
         result = fn(entity)

@@ -3,8 +3,8 @@
 An entity normally lives in the bucket of its id's hash, so a user's entries are spread over every
 shard while the user's index rows (an index sharded on ``user_id``) sit on one. A **placed** id
 carries a bucket instead: the bucket of a property value, as an index sharded on that property
-places its rows (:func:`keys.placed_bucket`). The entity then lives next to its index rows, and a
-page of that index reads rows and entities in one statement (a join on that shard).
+places its rows (:func:`.entity_ids.placed_bucket`). The entity then lives next to its index
+rows, and a page of that index reads rows and entities in one statement (a join on that shard).
 
 Routing by id stays a pure function of the id, with no lookup: the bucket is written in it. A
 bucket move carries placed entities with their bucket like any other.
@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from . import conf, keys
+from . import bucket_hash, conf, entity_ids
 from .exceptions import ConfigurationError, IndexValueError, PlacementError
 from .indexes import registry
 
@@ -47,7 +47,7 @@ def bucket_of_value(prop: str, value: Any) -> int:
             key = index.routing_key(index.column_value(prop, value))
         except IndexValueError as exc:
             raise PlacementError(f"cannot place an entity with {prop!r}: {exc}") from None
-        found.setdefault(keys.bucket_of(key, buckets), []).append(index.name)
+        found.setdefault(bucket_hash.bucket_of(key, buckets), []).append(index.name)
     if len(found) > 1:
         names = sorted(name for group in found.values() for name in group)
         raise PlacementError(
@@ -61,13 +61,15 @@ def bucket_of_value(prop: str, value: Any) -> int:
 def placed_id(prop: str, value: Any) -> uuid.UUID:
     """A new entity id in the bucket of ``value`` of property ``prop``
     (:func:`bucket_of_value`): an entity with this id lives with the index rows of that value."""
-    if conf.get().buckets > keys.PLACED_MAX_BUCKETS:
+    if conf.get().buckets > entity_ids.PLACED_MAX_BUCKETS:
         raise ConfigurationError(
-            f"placed ids hold a bucket below {keys.PLACED_MAX_BUCKETS}; SCHEMALESS['BUCKETS'] "
-            f"is {conf.get().buckets}"
+            f"placed ids hold a bucket below {entity_ids.PLACED_MAX_BUCKETS}; "
+            f"SCHEMALESS['BUCKETS'] is {conf.get().buckets}"
         )
     bucket = bucket_of_value(prop, value)
-    return uuid.UUID(bytes=keys.make_placed_id(bucket, time.time_ns() // 1_000_000, os.urandom(5)))
+    return uuid.UUID(
+        bytes=entity_ids.make_placed_id(bucket, time.time_ns() // 1_000_000, os.urandom(5))
+    )
 
 
 def placed_id_for(properties: Mapping[str, Any], prop: str) -> uuid.UUID:
@@ -81,4 +83,4 @@ def placed_id_for(properties: Mapping[str, Any], prop: str) -> uuid.UUID:
 
 def is_placed(entity_id: Any) -> bool:
     """Whether an id (uuid, bytes or hex) is a placed id."""
-    return keys.placed_bucket(keys.entity_id_bytes(entity_id)) is not None
+    return entity_ids.placed_bucket(entity_ids.entity_id_bytes(entity_id)) is not None

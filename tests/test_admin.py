@@ -15,7 +15,7 @@ from django.db import connections
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from schemaless_store import bucket_map, jsonview, keys, shards
+from schemaless_store import bucket_hash, bucket_map, index_values, jsonview, shards
 from schemaless_store.admin.entity_admin import EntityAdmin
 from schemaless_store.indexes import registry
 from schemaless_store.models import CleanerCheckpoint, CleanerPass, Entity, IndexState
@@ -328,7 +328,7 @@ def test_detail_shows_the_entity_legibly_and_escaped():
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert f"&quot;$bytes&quot;: &quot;{user.hex()}&quot;" in page
     assert "&quot;$uuid&quot;: &quot;12345678-1234-5678-1234-567812345678&quot;" in page
-    assert entity.shard in page and str(keys.bucket_of(entity.id.bytes, 4096)) in page
+    assert entity.shard in page and str(bucket_hash.bucket_of(entity.id.bytes, 4096)) in page
     assert "https://example.com/&lt;b&gt;" in page  # the index row, decoded and escaped
     listing = client.get(LIST).content.decode()
     assert "<script>alert(1)" not in listing and "&lt;script&gt;" in listing
@@ -341,12 +341,12 @@ def test_detail_marks_missing_and_stale_index_rows():
     assert "sls-badge sls-missing" not in page and "sls-badge sls-stale" not in page
     implied = sum(len(i.rows_for(entity.body_properties())) for i in registry.valid())
     assert implied >= 3 and page.count("sls-badge sls-ok") == implied
-    alias = bucket_map.alias_for(LINK.routing_key(keys.encode_key("https://current")))
+    alias = bucket_map.alias_for(LINK.routing_key(index_values.encode_key("https://current")))
     with connections[alias].cursor() as cursor:
         cursor.execute("DELETE FROM index_link")
-    stale = keys.encode_key("https://old")
+    stale = index_values.encode_key("https://old")
     insert_index_row(
-        "index_link", bucket_map.alias_for(keys.encode_key(stale)), (stale, entity.id.bytes)
+        "index_link", bucket_map.alias_for(index_values.encode_key(stale)), (stale, entity.id.bytes)
     )
     page = client.get(change_url(entity)).content.decode()
     assert "sls-badge sls-missing" in page and "sls-badge sls-stale" in page
@@ -380,7 +380,7 @@ def test_valid_edit_is_saved_through_the_write_path_and_logged():
     assert response.status_code == 302 and response["Location"] == change_url(entity) + "?edit=1"
     stored = Entity.objects.get(id=entity.id)
     assert stored["link"] == "https://new" and "title" not in stored
-    assert link_rows() == {(keys.encode_key("https://new"), entity.id.bytes)}
+    assert link_rows() == {(index_values.encode_key("https://new"), entity.id.bytes)}
     assert [e.id for e in Entity.objects.filter_index(link="https://new")] == [entity.id]
     log = LogEntry.objects.get()
     assert log.action_flag == CHANGE and log.object_id == str(entity.id)
@@ -424,7 +424,7 @@ def test_bad_edits_are_form_errors_and_write_nothing(body, message):
     assert "errornote" in content and message in content
     assert body in content  # the operator's text is kept for correcting
     assert Entity.objects.get(id=entity.id)["link"] == "https://keep"
-    assert link_rows() == {(keys.encode_key("https://keep"), entity.id.bytes)}
+    assert link_rows() == {(index_values.encode_key("https://keep"), entity.id.bytes)}
     assert not LogEntry.objects.exists()
 
 
@@ -622,7 +622,7 @@ def test_check_now_reports_logs_and_shows_problems():
     for alias in shards.shard_aliases():
         with connections[alias].cursor() as cursor:
             cursor.execute("DELETE FROM index_link WHERE entity_id = %s", [victim.id.bytes])
-    stale = keys.encode_key("https://nobody")  # its column value; routed as the store does
+    stale = index_values.encode_key("https://nobody")  # its column value; routed as the store does
     home = bucket_map.alias_for(link_index.routing_key(stale))
     insert_index_row("index_link", home, (stale, entities[1].id.bytes))
     response = client.post(
@@ -705,7 +705,7 @@ def test_health_page_shows_the_real_cleaners_passes():
     from schemaless_store.cleaner import Cleaner
 
     entities = [Entity.objects.create(**PostFactory()) for _ in range(4)]
-    stale = keys.encode_key("https://nobody")
+    stale = index_values.encode_key("https://nobody")
     insert_index_row("index_link", bucket_map.alias_for(stale), (stale, entities[0].id.bytes))
     Cleaner(indexes=["index_link"], once=True).run()
     assert len(link_rows()) == 4

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schemaless_store import jsonview, keys
+from schemaless_store import index_values, jsonview
 from schemaless_store.admin.browse import Cursor
 from schemaless_store.admin.entity_rows import decode_column
 from schemaless_store.admin.search import SearchError, parse_search
@@ -199,24 +199,24 @@ def test_cursor_round_trips_and_rejects_junk(settings):
 @given(json_scalars.filter(lambda v: not isinstance(v, float) or not v.is_integer()))
 def test_decode_key_inverts_encode_key(value):
     try:
-        encoded = keys.encode_key(value)
+        encoded = index_values.encode_key(value)
     except IndexValueError:
         # The only value here an index refuses (so the admin never shows it): an int beyond
         # 64 bits. Anything else raising is a failure.
         assert type(value) is int and value > 2**63 - 1, value
         return
-    assert same(keys.decode_key(encoded), value)
+    assert same(index_values.decode_key(encoded), value)
 
 
 @given(st.integers(min_value=-(2**63), max_value=2**63 - 1))
 def test_decode_key_of_ints(value):
-    assert same(keys.decode_key(keys.encode_key(value)), value)
+    assert same(index_values.decode_key(index_values.encode_key(value)), value)
 
 
 def test_decode_typed_columns():
     index = registry.get("index_user_published")
     assert decode_column(index, "published", 17) == 17
     user = b"\x01" * 16
-    assert decode_column(index, "user_id", keys.encode_key(user)) == user
+    assert decode_column(index, "user_id", index_values.encode_key(user)) == user
     with pytest.raises(ValueError):
-        keys.decode_key(b"\x99junk")
+        index_values.decode_key(b"\x99junk")

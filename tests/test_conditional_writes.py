@@ -12,7 +12,7 @@ import uuid
 import pytest
 from django.db import connections
 
-from schemaless_store import DELETE, keys, shards
+from schemaless_store import DELETE, index_values, shards
 from schemaless_store.exceptions import Conflict
 from schemaless_store.models import Entity
 from tests import child
@@ -54,7 +54,7 @@ def test_save_if_unchanged_refuses_after_another_write_and_writes_nothing():
     assert caught.value.ids == [entity.id]
     assert Entity.objects.get(id=entity.id)["n"] == 2
     assert count_everything() == before
-    assert [row[0] for row in index_rows("index_link")] == [keys.encode_key("https://a")]
+    assert [row[0] for row in index_rows("index_link")] == [index_values.encode_key("https://a")]
     assert_exact()
 
 

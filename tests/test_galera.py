@@ -117,7 +117,7 @@ def test_writes_through_two_nodes_meet_at_certification_and_are_retried(cluster,
     Galera fails the later of two conflicting commits (error 1213) and the store retries it as
     a deadlock; every save returns, and with no cleaner pass the index tables are exact and
     the entities end in one writer's last state."""
-    from schemaless_store import keys
+    from schemaless_store import bucket_hash
     from tests import child
 
     store = GrownStore(tmp_path, GaleraHome(cluster), layout=LAYOUT)
@@ -125,7 +125,7 @@ def test_writes_through_two_nodes_meet_at_certification_and_are_retried(cluster,
         ids = []
         while len(ids) < 20:  # entities on the cluster's buckets
             candidate = uuid.uuid4()
-            if keys.bucket_of(candidate.bytes, 4096) >= 2048:
+            if bucket_hash.bucket_of(candidate.bytes, 4096) >= 2048:
                 ids.append(candidate.hex)
         rivals = []
         for tag, order in (("a", 1), ("b", -1)):
@@ -230,12 +230,12 @@ def test_a_stale_row_removed_through_one_node_while_another_puts_it_back_is_rest
     see the first one's, puts user_id a back and returns. The held writer then deletes the row
     of a. Its certified re-check (docs/design.md#galera) puts the row back before it returns:
     the index tables are exact with no cleaner pass."""
-    from schemaless_store import keys
+    from schemaless_store import bucket_hash
 
     store = GrownStore(tmp_path, GaleraHome(cluster), layout=LAYOUT)
     try:
         key = uuid.uuid4()
-        while keys.bucket_of(key.bytes, 4096) < 2048:  # on the cluster
+        while bucket_hash.bucket_of(key.bytes, 4096) < 2048:  # on the cluster
             key = uuid.uuid4()
         sync = tmp_path / "sync"
         sync.mkdir()

@@ -6,7 +6,7 @@ import uuid
 import pytest
 from django.db import connections
 
-from schemaless_store import bucket_map, keys
+from schemaless_store import bucket_map, index_values
 from schemaless_store.indexes import ENTITIES, registry
 from schemaless_store.models import Entity
 from schemaless_store.writes import protocol
@@ -25,7 +25,7 @@ def link_rows() -> set[tuple]:
 
 
 def key(value) -> bytes:
-    return keys.encode_key(value)
+    return index_values.encode_key(value)
 
 
 def test_create_adds_a_row_per_index():
@@ -104,7 +104,9 @@ def test_stale_index_row_never_returns_the_entity():
     # A stale row, as a crash between writing it and the entity would leave behind:
     stale_value = key("https://stale")
     insert_index_row(
-        "index_link", bucket_map.alias_for(keys.encode_key(stale_value)), (stale_value, e.id.bytes)
+        "index_link",
+        bucket_map.alias_for(index_values.encode_key(stale_value)),
+        (stale_value, e.id.bytes),
     )
     assert list(Entity.objects.filter_index(link="https://stale")) == []
     assert Entity.objects.filter_index(link="https://stale").count() == 0
@@ -116,7 +118,7 @@ def test_index_row_for_a_missing_entity_is_ignored():
     ghost = uuid.uuid4()
     value = key("https://ghost")
     insert_index_row(
-        "index_link", bucket_map.alias_for(keys.encode_key(value)), (value, ghost.bytes)
+        "index_link", bucket_map.alias_for(index_values.encode_key(value)), (value, ghost.bytes)
     )
     assert list(Entity.objects.filter_index(link="https://ghost")) == []
 

@@ -17,7 +17,20 @@ MAX_LINES = 450
 
 # Lower layers first. A module belongs to the first entry its dotted name starts with.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("pure", ("exceptions", "codec", "keys", "jsonview", "throttle", "expected", "asyncapi")),
+    (
+        "pure",
+        (
+            "exceptions",
+            "codec",
+            "entity_ids",
+            "bucket_hash",
+            "index_values",
+            "jsonview",
+            "throttle",
+            "expected",
+            "asyncapi",
+        ),
+    ),
     ("config", ("conf", "dburls")),
     (
         "storage",

@@ -10,8 +10,8 @@ from django.db import connections
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from schemaless_store.index_values import KeyColumn
 from schemaless_store.indexes import Index
-from schemaless_store.keys import KeyColumn
 from schemaless_store.models import Entity
 from schemaless_store.tables import index_rows, literals
 

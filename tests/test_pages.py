@@ -5,7 +5,7 @@ import uuid
 import pytest
 from django.db import connections
 
-from schemaless_store import bucket_map, keys, shards
+from schemaless_store import bucket_map, index_values, shards
 from schemaless_store.exceptions import InvalidCursor, InvalidQuery
 from schemaless_store.models import Entity
 from tests.conftest import STORE
@@ -139,7 +139,11 @@ def test_pages_return_a_list_valued_entity_once(conditions, order):
     first_rows = {}  # entity -> its first matching (tag, id) in the result order
     for entity in made:
         tags = entity["tags"] if isinstance(entity["tags"], list) else [entity["tags"]]
-        rows = [(keys.encode_key(t), entity.id.bytes) for t in tags if tag_matches(t, conditions)]
+        rows = [
+            (index_values.encode_key(t), entity.id.bytes)
+            for t in tags
+            if tag_matches(t, conditions)
+        ]
         if rows:
             first_rows[entity.id] = max(rows) if descending else min(rows)
     assert everything == sorted(first_rows, key=first_rows.get, reverse=descending)
@@ -156,8 +160,8 @@ def test_an_element_added_behind_the_scan_does_not_lose_the_entity(order):
     first row is now elsewhere."""
     late = "a" if order == "tags" else "z"
     (entity,) = Entity.objects.bulk_put([{"tags": [late, "m"]}])
-    key = keys.encode_key(late)
-    alias = bucket_map.alias_for(keys.encode_key(key))  # where the index routes that row
+    key = index_values.encode_key(late)
+    alias = bucket_map.alias_for(index_values.encode_key(key))  # where the index routes that row
     with connections[alias].cursor() as cursor:
         cursor.execute(
             "DELETE FROM index_tags WHERE tags = %s AND entity_id = %s", [key, entity.id.bytes]

@@ -10,7 +10,7 @@ import pytest
 from django.db import connections
 from django.test.utils import CaptureQueriesContext
 
-from schemaless_store import Index, bucket_map, keys, placement, shards
+from schemaless_store import Index, bucket_hash, bucket_map, entity_ids, placement, shards
 from schemaless_store.exceptions import PlacementError
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
@@ -44,23 +44,23 @@ def statements_per_shard(evaluate) -> dict[str, int]:
 
 def test_a_placed_id_is_a_uuid8_that_carries_its_bucket_and_others_keep_hashing():
     for bucket in (0, 1, 300, 4095, 65535):
-        raw = keys.make_placed_id(bucket, 1_700_000_000_000, b"\x01\x02\x03\x04\x05")
+        raw = entity_ids.make_placed_id(bucket, 1_700_000_000_000, b"\x01\x02\x03\x04\x05")
         made = uuid.UUID(bytes=raw)
         assert made.version == 8 and made.variant == uuid.RFC_4122
-        assert keys.placed_bucket(raw) == bucket
-        assert keys.bucket_of(raw, 4096) == bucket % 4096
-        assert keys.buckets_of([raw, raw], 4096) == [bucket % 4096] * 2
+        assert entity_ids.placed_bucket(raw) == bucket
+        assert bucket_hash.bucket_of(raw, 4096) == bucket % 4096
+        assert bucket_hash.buckets_of([raw, raw], 4096) == [bucket % 4096] * 2
     for _ in range(2000):  # a uuid4 is never taken for a placed id
         plain = uuid.uuid4().bytes
-        assert keys.placed_bucket(plain) is None
-        assert keys.bucket_of(plain, 4096) == keys.stable_hash(plain) % 4096
-    mixed = [uuid.uuid4().bytes, keys.make_placed_id(7, 0, bytes(5)), b"\x50short-key"]
-    assert keys.buckets_of(mixed, 4096) == [keys.bucket_of(k, 4096) for k in mixed]
+        assert entity_ids.placed_bucket(plain) is None
+        assert bucket_hash.bucket_of(plain, 4096) == bucket_hash.stable_hash(plain) % 4096
+    mixed = [uuid.uuid4().bytes, entity_ids.make_placed_id(7, 0, bytes(5)), b"\x50short-key"]
+    assert bucket_hash.buckets_of(mixed, 4096) == [bucket_hash.bucket_of(k, 4096) for k in mixed]
     with pytest.raises(ValueError, match="below 65536"):
-        keys.make_placed_id(65536, 0, bytes(5))
+        entity_ids.make_placed_id(65536, 0, bytes(5))
     # Placed ids made later sort later (their first six bytes are the time in ms).
     first = placement.placed_id("user_id", b"u" * 16)
-    later = keys.make_placed_id(0, (2**48) - 1, bytes(5))
+    later = entity_ids.make_placed_id(0, (2**48) - 1, bytes(5))
     assert first.bytes < later
 
 
@@ -160,8 +160,8 @@ def test_indexes_that_disagree_about_a_value_s_bucket_refuse_placement():
         value = next(
             v
             for v in range(1000)
-            if keys.bucket_of(as_int.routing_key(as_int.column_value("score", v)), 4096)
-            != keys.bucket_of(as_float.routing_key(as_float.column_value("score", v)), 4096)
+            if bucket_hash.bucket_of(as_int.routing_key(as_int.column_value("score", v)), 4096)
+            != bucket_hash.bucket_of(as_float.routing_key(as_float.column_value("score", v)), 4096)
         )
         with pytest.raises(PlacementError, match="different buckets"):
             placement.placed_id("score", value)

@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from schemaless_store import bucket_map, keys, shards
+from schemaless_store import bucket_map, index_values, shards
 from schemaless_store.exceptions import InvalidQuery, NoIndexForQuery, SchemalessError
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
@@ -127,10 +127,10 @@ def test_stale_rows_do_not_shorten_a_page():
     for e in made[10:]:
         e["user_id"] = b"someone else"
         e.save()
-        value = keys.encode_key(alice)
+        value = index_values.encode_key(alice)
         insert_index_row(
             "index_user_published",
-            bucket_map.alias_for(keys.encode_key(value)),
+            bucket_map.alias_for(index_values.encode_key(value)),
             (value, e["published"], e.id.bytes),
         )
     page = Entity.objects.filter_index(user_id=alice).order_by("-published")[:5]

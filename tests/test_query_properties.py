@@ -15,7 +15,7 @@ from django.db import connections
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from schemaless_store import bucket_map, keys, shards
+from schemaless_store import bucket_map, index_values, shards
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
 from tests.conftest import STORE
@@ -113,7 +113,7 @@ QUERIES = {
 
 def column(prop: str, value: Any) -> Any:
     """A value as the index column compares it."""
-    return value if prop in INT_PROPERTIES else keys.encode_key(value)
+    return value if prop in INT_PROPERTIES else index_values.encode_key(value)
 
 
 COMPARE = {
@@ -176,18 +176,18 @@ def leave_stale_rows(entity: Entity) -> None:
     entity["user_id"] = USERS[(USERS.index(old_user) + 1) % len(USERS)]
     entity["tags"] = ["bb"]
     entity.save()
-    user = keys.encode_key(old_user)
-    alias = bucket_map.alias_for(keys.encode_key(user))
+    user = index_values.encode_key(old_user)
+    alias = bucket_map.alias_for(index_values.encode_key(user))
     insert_index_row("index_user_published", alias, (user, old_published, entity.id.bytes))
     insert_index_row(
         "index_published",
-        bucket_map.alias_for(keys.encode_key(old_published)),
+        bucket_map.alias_for(index_values.encode_key(old_published)),
         (old_published, entity.id.bytes),
     )
     for tag in set(old_tags) if isinstance(old_tags, list) else {old_tags}:
-        tag = keys.encode_key(tag)
+        tag = index_values.encode_key(tag)
         insert_index_row(
-            "index_tags", bucket_map.alias_for(keys.encode_key(tag)), (tag, entity.id.bytes)
+            "index_tags", bucket_map.alias_for(index_values.encode_key(tag)), (tag, entity.id.bytes)
         )
 
 

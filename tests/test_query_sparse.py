@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from schemaless_store import keys
+from schemaless_store import index_values
 from schemaless_store.exceptions import NoIndexForQuery
 from schemaless_store.indexes import Index, registry
 from schemaless_store.models import Entity
@@ -84,7 +84,7 @@ def sparse_indexes():
 
 
 def column(prop: str, value: Any) -> Any:
-    return value if prop in INT_PROPERTIES else keys.encode_key(value)
+    return value if prop in INT_PROPERTIES else index_values.encode_key(value)
 
 
 @st.composite

@@ -24,7 +24,7 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
-from schemaless_store import bucket_map, keys, shards
+from schemaless_store import bucket_map, index_values, shards
 from schemaless_store.cleaner import Cleaner
 from schemaless_store.exceptions import ShardUnavailable
 from schemaless_store.indexes import registry
@@ -122,7 +122,10 @@ class Writer(threading.Thread):
 def link_on(alias: str, prefix: str) -> str:
     """A link whose index row lives on ``alias``."""
     n = 0
-    while bucket_map.alias_for(keys.encode_key(keys.encode_key(f"{prefix}{n}"))) != alias:
+    while (
+        bucket_map.alias_for(index_values.encode_key(index_values.encode_key(f"{prefix}{n}")))
+        != alias
+    ):
         n += 1
     return f"{prefix}{n}"
 

@@ -5,7 +5,7 @@ import uuid
 import pytest
 from django.db import connections
 
-from schemaless_store import conf, keys, shards
+from schemaless_store import bucket_hash, conf, index_values, shards
 from schemaless_store.exceptions import ConfigurationError
 from schemaless_store.models import Entity
 from tests.conftest import STORE
@@ -40,13 +40,18 @@ def test_bad_bucket_maps(spec):
 def test_entities_and_index_rows_land_on_the_shard_their_bucket_names():
     for n in range(40):
         e = Entity.objects.create(user_id=uuid.uuid4().bytes, link=f"https://l/{n}")
-        expected = conf.get().bucket_aliases[keys.bucket_of(e.id.bytes, 4096)]
+        expected = conf.get().bucket_aliases[bucket_hash.bucket_of(e.id.bytes, 4096)]
         assert e.shard == expected
         assert e.id.bytes in entity_rows(expected)
         other = next(a for a in shards.shard_aliases() if a != expected)
         assert e.id.bytes not in entity_rows(other)
     for value, _entity_id, alias in index_rows("index_link"):
-        assert alias == conf.get().bucket_aliases[keys.bucket_of(keys.encode_key(value), 4096)]
+        assert (
+            alias
+            == conf.get().bucket_aliases[
+                bucket_hash.bucket_of(index_values.encode_key(value), 4096)
+            ]
+        )
 
 
 @STORE

@@ -10,7 +10,7 @@ import uuid
 import pytest
 from django.db import connections
 
-from schemaless_store import bucket_map, keys, shards
+from schemaless_store import bucket_map, index_values, shards
 from schemaless_store.exceptions import ShardUnavailable
 from schemaless_store.models import Entity
 from schemaless_store.query.pool import reset_scatter_pool
@@ -31,7 +31,7 @@ def link_on(alias: str) -> str:
     n = 0
     while True:
         link = f"https://example.com/{n}"
-        if bucket_map.alias_for(keys.encode_key(keys.encode_key(link))) == alias:
+        if bucket_map.alias_for(index_values.encode_key(index_values.encode_key(link))) == alias:
             return link
         n += 1
 
@@ -103,7 +103,7 @@ def test_index_shard_down_leaves_no_partial_entity():
     user = next(
         u
         for u in (bytes([n]) * 4 for n in range(256))
-        if bucket_map.alias_for(keys.encode_key(keys.encode_key(u))) == "shard_0"
+        if bucket_map.alias_for(index_values.encode_key(index_values.encode_key(u))) == "shard_0"
     )
     before = entity_rows("shard_0"), index_rows("index_user_id", "shard_0")
     with shard_down("shard_1"), pytest.raises(ShardUnavailable) as info:

@@ -6,7 +6,7 @@ import uuid
 import pytest
 from django.db import transaction
 
-from schemaless_store import bucket_map, keys, shards
+from schemaless_store import bucket_map, index_values, shards
 from schemaless_store.exceptions import UniqueViolation
 from schemaless_store.models import Entity
 from tests.conftest import STORE
@@ -50,15 +50,15 @@ def test_a_deleted_holder_releases_the_value():
     new = Entity.objects.create(username="gone")
     assert [x.id for x in Entity.objects.filter_index(username="gone")] == [new.id]
     assert Entity.objects.get_many([e.id]) == {}
-    value = keys.encode_key("gone")
+    value = index_values.encode_key("gone")
     assert [(r[0], r[1]) for r in index_rows("index_users_username")] == [(value, new.id.bytes)]
 
 
 def test_a_stale_claim_left_by_a_crash_does_not_block():
-    value = keys.encode_key("ghost")
+    value = index_values.encode_key("ghost")
     ghost = uuid.uuid4().bytes  # a claim whose entity never committed
     insert_index_row(
-        "index_users_username", bucket_map.alias_for(keys.encode_key(value)), (value, ghost)
+        "index_users_username", bucket_map.alias_for(index_values.encode_key(value)), (value, ghost)
     )
     e = Entity.objects.create(username="ghost")
     assert [(r[0], r[1]) for r in index_rows("index_users_username")] == [(value, e.id.bytes)]

@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-from .. import bucket_map, keys
+from .. import bucket_map, entity_ids
 from ..exceptions import InvalidCell, InvalidEntityId, ShardUnavailable
 from ..models.cell import Cell
 from .common import ReadOnlyAdmin, crumbs
@@ -38,7 +38,7 @@ class CellAdmin(ReadOnlyAdmin):
         if not text:
             return None, ""
         try:
-            return keys.entity_id_bytes(text), ""
+            return entity_ids.entity_id_bytes(text), ""
         except (InvalidEntityId, ValueError, TypeError) as exc:
             return None, f"{text!r} is not a row key: {exc}"
 

@@ -22,7 +22,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.text import capfirst
 
-from .. import bucket_map, conf, jsonview, keys, shards
+from .. import bucket_hash, bucket_map, conf, jsonview, shards
 from ..exceptions import (
     ConfigurationError,
     Conflict,
@@ -209,7 +209,7 @@ class EntityAdmin(admin.ModelAdmin):
             "id": str(entity.id),
             "url": entity_url(entity.id),
             "shard": entity.shard,
-            "bucket": keys.bucket_of(bytes(entity.row_id), conf.get().buckets),
+            "bucket": bucket_hash.bucket_of(bytes(entity.row_id), conf.get().buckets),
             "updated": entity.row_updated,
             "size": len(bytes(entity.row_body)),
             "preview": html,
@@ -266,7 +266,7 @@ class EntityAdmin(admin.ModelAdmin):
             "entity_id": str(entity.id),
             "entity_hex": entity.id.hex,
             "shard": entity.shard,
-            "bucket": keys.bucket_of(bytes(entity.row_id), conf.get().buckets),
+            "bucket": bucket_hash.bucket_of(bytes(entity.row_id), conf.get().buckets),
             "body_size": len(bytes(entity.row_body)),
             "body_json": shown,
             "body_truncated": len(body_json) > EDIT_MAX_CHARS,

@@ -7,7 +7,7 @@ from typing import Any
 
 from django import forms
 
-from .. import conf, expected, jsonview, keys
+from .. import conf, entity_ids, expected, jsonview
 from ..exceptions import InvalidEntityId, SchemalessError
 from ..models.entity import Entity
 
@@ -51,7 +51,7 @@ class EntityBodyForm(forms.Form):
             raise forms.ValidationError(str(exc)) from None
         if "id" in properties:
             try:
-                same = keys.entity_id_bytes(properties.pop("id")) == bytes(self.entity.row_id)
+                same = entity_ids.entity_id_bytes(properties.pop("id")) == bytes(self.entity.row_id)
             except InvalidEntityId:
                 same = False
             if not same:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
-from .. import jsonview, keys, lifecycle, shards
+from .. import entity_ids, jsonview, lifecycle, shards
 from ..exceptions import InvalidEntityId, SchemalessError
 from ..indexes import registry
 from ..models.entity import Entity
@@ -45,7 +45,7 @@ class Search:
 
 def _entity_id(text: str) -> bytes | None:
     try:
-        return keys.entity_id_bytes(text)
+        return entity_ids.entity_id_bytes(text)
     except InvalidEntityId:
         pass
     try:  # the forms uuid.UUID reads besides hex and dashed: {braces}, urn:uuid:...

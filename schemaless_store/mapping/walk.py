@@ -22,9 +22,9 @@ from django.db import connections
 from tqdm import tqdm
 
 from .. import bucket_map, replicas, shards
+from ..bucket_hash import bucket_of
 from ..cleaner.lock import CleanerLock
 from ..indexes import ENTITIES
-from ..keys import bucket_of
 from ..query.fetch import fetch_by_ids
 from ..tables import entities as entity_table
 from ..tables.map_runs import (

@@ -18,7 +18,7 @@ from django.db import models
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
-from .. import bucket_map, cell_store, keys, placement, shards
+from .. import bucket_map, cell_store, entity_ids, placement, shards
 from ..asyncapi import AsyncEntity, AsyncManager, sync_only
 from ..codec import decode_body
 from ..exceptions import (
@@ -208,7 +208,7 @@ class Entity(AsyncEntity, models.Model):
             self.__dict__.update(_init_defaults(type(self)))
         ident = properties.pop("id", None)
         self.has_generated_id = ident is None
-        self.row_id = uuid.uuid4().bytes if ident is None else keys.entity_id_bytes(ident)
+        self.row_id = uuid.uuid4().bytes if ident is None else entity_ids.entity_id_bytes(ident)
         self._props = properties
 
     @classmethod

@@ -18,10 +18,10 @@ from typing import Any
 
 from .. import bucket_map, shards
 from ..asyncapi import AsyncChunks, AsyncResults, sync_only
+from ..bucket_hash import bucket_of
 from ..bucket_map import moves_unfinished
 from ..exceptions import InvalidQuery
 from ..indexes import ENTITIES
-from ..keys import bucket_of
 from ..tables import buckets
 from ..tables import entities as entity_table
 from ..tables.buckets import retrying_stale

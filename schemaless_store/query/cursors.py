@@ -18,7 +18,7 @@ from django.core import signing
 from ..exceptions import InvalidCursor
 
 CURSOR_SALT = "schemaless_store.query.cursor"
-# What index column values are (keys.ColumnType.to_db): a cursor's key holds nothing else.
+# What index column values are (index_values.ColumnType.to_db): a cursor's key holds nothing else.
 _CURSOR_TYPES = frozenset((bytes, int, float))
 
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from django.db import connections
 
-from .. import bucket_map, conf, entity_cache, keys, replicas, shards
+from .. import bucket_map, conf, entity_cache, entity_ids, replicas, shards
+from ..bucket_hash import bucket_of
 from ..entity_cache import Row as CachedRow
-from ..keys import bucket_of
 from ..tables import buckets
 from ..tables import entities as entity_table
 from ..tables.values import datetime_converter
@@ -100,7 +100,7 @@ def fetch_shard(
 
 def get_one(model: Any, entity_id: Any) -> Any | None:
     """The entity with this id, or None: one ``SELECT`` on its shard (or one cache read)."""
-    key = keys.entity_id_bytes(entity_id)
+    key = entity_ids.entity_id_bytes(entity_id)
     if conf.get().cache is not None and entity_cache.enabled():  # the setting first: cheaper
         return _read_through(model, [key], lambda ids: _fetch_by_ids(model, ids)).get(key)
     try:  # retrying_stale's first attempt, without its closure and clock: the usual case
@@ -133,7 +133,7 @@ def _get_one(model: Any, key: bytes) -> Any | None:
 def get_many(model: Any, ids: Iterable[Any]) -> dict[uuid.UUID, Any]:
     """The entities among ``ids`` that exist, by id (the caller's UUID objects where it gave
     UUIDs); read through the entity cache when there is one."""
-    wanted = {keys.entity_id_bytes(i): i if type(i) is uuid.UUID else None for i in ids}
+    wanted = {entity_ids.entity_id_bytes(i): i if type(i) is uuid.UUID else None for i in ids}
     if conf.get().cache is not None and entity_cache.enabled():
         found = _read_through(model, list(wanted), lambda ids: fetch_by_ids(model, ids))
     else:

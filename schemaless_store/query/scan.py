@@ -9,8 +9,8 @@ from operator import itemgetter
 from typing import Any
 
 from .. import bucket_map, replicas, shards
+from ..bucket_hash import bucket_of
 from ..indexes import Index
-from ..keys import bucket_of
 from ..tables import buckets, scans
 from ..tables.values import datetime_converter, plain_row
 from .pool import scatter

@@ -18,8 +18,8 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import conf, shards
+from ..bucket_hash import buckets_of
 from ..indexes import Index, registry
-from ..keys import buckets_of
 from . import buckets as bucket_table
 from . import keyset, literals
 from .entities import chunks, delete_matching

@@ -1,4 +1,4 @@
-"""Keys: entity ids, index column values, and the stable hash that picks a bucket.
+"""Index values: their order-preserving encoding and the index column types.
 
 Nothing here knows about Django or SQL. Index values are encoded so that comparing the encoded
 bytes (``memcmp``, which is how MySQL compares ``VARBINARY`` and SQLite compares ``BLOB``) gives
@@ -9,102 +9,12 @@ re-checks an entity, so SQL and Python can never disagree about what matches.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import math
-import re
 import struct
 import uuid
 from typing import Any
 
-from .exceptions import IndexValueError, IndexValueTooLong, InvalidEntityId
-
-_HEX32 = re.compile(r"[0-9a-fA-F]{32}")
-_DASHED = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-
-
-def entity_id_bytes(value: Any) -> bytes:
-    """The 16 bytes of an entity id given as a ``uuid.UUID``, 16 raw bytes or 32 hex characters."""
-    if isinstance(value, uuid.UUID):
-        return value.bytes
-    if isinstance(value, bytes | bytearray | memoryview):
-        raw = bytes(value)
-        if len(raw) != 16:
-            raise InvalidEntityId(f"an entity id in bytes must be 16 bytes long, not {len(raw)}")
-        return raw
-    if isinstance(value, str):
-        text = value.strip()
-        if _HEX32.fullmatch(text) or _DASHED.fullmatch(text):
-            return uuid.UUID(text).bytes
-        raise InvalidEntityId(f"{value!r} is not an entity id (expected 32 hex characters)")
-    raise InvalidEntityId(
-        f"an entity id must be a uuid.UUID, 16 bytes or 32 hex characters, "
-        f"not {type(value).__name__}"
-    )
-
-
-# --- placed ids: an id that carries its bucket (co-located entities, docs/placement.md) ------
-#
-#   bytes 0-5   unix time in ms (big-endian): placed ids sort by creation, like UUIDv7
-#   byte 6      0x85: UUID version 8 (high nibble), then 0x5   } 18 bits that mark a placed id
-#   byte 7      0xC1                                           }
-#   byte 8      0xAC: the RFC 9562 variant (10), then 0b101100 }
-#   bytes 9-10  the bucket (big-endian), < 65536
-#   bytes 11-15 random
-#
-# Routing by id stays a pure function of the id: a placed id's bucket is written in it, every
-# other id's is its hash. A uuid4 is version 4 and is never taken for a placed id.
-
-_PLACED_MARK = b"\x85\xc1\xac"
-PLACED_MAX_BUCKETS = 1 << 16
-
-
-def placed_bucket(data: bytes) -> int | None:
-    """The bucket written in a placed id (16 bytes with the mark), else None."""
-    if len(data) == 16 and data[6:9] == _PLACED_MARK:
-        return (data[9] << 8) | data[10]
-    return None
-
-
-def make_placed_id(bucket: int, millis: int, random_bytes: bytes) -> bytes:
-    """The 16 bytes of a placed id for ``bucket`` (see the layout above)."""
-    if not 0 <= bucket < PLACED_MAX_BUCKETS:
-        raise ValueError(f"a placed id holds a bucket below {PLACED_MAX_BUCKETS}, not {bucket}")
-    if len(random_bytes) != 5:
-        raise ValueError("a placed id takes 5 random bytes")
-    return (
-        (millis & 0xFFFF_FFFF_FFFF).to_bytes(6, "big")
-        + _PLACED_MARK
-        + bucket.to_bytes(2, "big")
-        + random_bytes
-    )
-
-
-def stable_hash(data: bytes) -> int:
-    """A 64-bit blake2b hash: the same in every process and on every machine.
-
-    (Python's builtin hash is salted per process, so it never routes anything here.)
-    """
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
-
-
-def bucket_of(data: bytes, buckets: int) -> int:
-    """The logical bucket (0 .. buckets-1) that owns a key, given as its canonical bytes: the
-    bucket a placed id carries, else the key's stable hash."""
-    if len(data) == 16 and data[6:9] == _PLACED_MARK:
-        return ((data[9] << 8) | data[10]) % buckets
-    return stable_hash(data) % buckets
-
-
-def buckets_of(keys: list[bytes], buckets: int) -> list[int]:
-    """:func:`bucket_of` of each key, in one loop (a bucket move routes every row it reads)."""
-    blake2b, from_bytes, mark = hashlib.blake2b, int.from_bytes, _PLACED_MARK
-    return [
-        ((key[9] << 8) | key[10]) % buckets
-        if len(key) == 16 and key[6:9] == mark
-        else from_bytes(blake2b(key, digest_size=8).digest(), "big") % buckets
-        for key in keys
-    ]
-
+from .exceptions import IndexValueError, IndexValueTooLong
 
 # --- order-preserving encoding of scalar values ---------------------------------------------
 
