@@ -8,6 +8,7 @@ touched."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -202,3 +203,42 @@ def test_no_private_name_of_another_module_is_imported(name):
         if alias.name.startswith("_") and not alias.name.startswith("__")
     ]
     assert not private, f"schemaless_store.{name} imports private names: {private}"
+
+
+# A statement's first word, as the store spells its SQL (upper case), at the start of a string.
+STATEMENT = re.compile(
+    r"\s*(SELECT|INSERT|UPDATE|DELETE|REPLACE|CREATE|DROP|ALTER|TRUNCATE|SHOW|SET|START|COMMIT|"
+    r"ROLLBACK|KILL|USE|LOCK|UNLOCK)\s"
+)
+# The servers the tests start are set up with statements of their own; dburls writes the
+# connection options of the settings (the driver's ``init_command``), below the storage layer;
+# migrations are Django's.
+OUTSIDE_THE_RULE = ("tables", "testing", "dburls")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n in MODULES if n.split(".")[0] not in OUTSIDE_THE_RULE)
+)
+def test_statements_are_spelled_in_tables_only(name):
+    """tables/__init__.py's rule: no other module spells a statement (docstrings aside)."""
+    tree = ast.parse(MODULES[name].read_text())
+    skip = _docstrings(tree)
+    spelled = [
+        f"line {node.lineno}: {node.value.strip()[:60]!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in skip
+        and STATEMENT.match(node.value)
+    ]
+    assert not spelled, f"schemaless_store.{name} spells statements outside tables/: {spelled}"
