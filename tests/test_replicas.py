@@ -352,7 +352,7 @@ def test_batches_stay_under_a_galera_write_set_limit(monkeypatch):
     from schemaless_store.moves.mover import Mover
 
     limits = {"shard_0": None, "shard_1": 120}
-    monkeypatch.setattr(shards, "write_set_limit", lambda alias: limits.get(alias))
+    monkeypatch.setattr(servers, "write_set_limit", lambda alias: limits.get(alias))
     assert repairs.insert_chunk() == 120
     move = BucketMove(target="shard_1", buckets=[[0, 9]], sources={"shard_0": [[0, 9]]})
     assert Mover(move, batch=1000).batch == 120
