@@ -17,7 +17,7 @@ MAX_LINES = 450
 # Lower layers first. A module belongs to the first entry its dotted name starts with.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("pure", ("exceptions", "codec", "keys", "jsonview", "throttle", "expected", "asyncapi")),
-    ("config", ("conf", "dburls")),
+    ("config", ("conf", "dburls", "server_support")),
     (
         "storage",
         (
