@@ -8,19 +8,11 @@ from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.db import DatabaseError, connections
 
-from . import bucket_map, conf, fence
+from . import bucket_map, conf, fence, server_support
 from .exceptions import ConfigurationError
 from .indexes import registry
 
 DOCS = "see docs/checks.md"
-
-# The oldest MariaDB the suite runs on (Debian 12's mariadb-server; docker-compose.yml).
-OLDEST_MARIADB = (10, 11)
-# What the store asks of the server that MySQL lacks, named by the check (schemaless.E007).
-MARIADB_FEATURES = (
-    "MariaDB's GTIDs (@@last_gtid, @@gtid_slave_pos, MASTER_GTID_WAIT: read-your-writes on "
-    "replicas) and Galera's wsrep (clusters as shards); no MySQL server is tested"
-)
 
 
 @register(Tags.database, Tags.compatibility)
@@ -177,42 +169,40 @@ def check_shard_map(app_configs: Any = None, databases: Any = None, **kwargs: An
 @register(Tags.database, Tags.compatibility)
 def check_servers(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Any]:
     """Every MySQL-backed database of the store (the shards, ``default`` and the replicas) is a
-    MariaDB server at least as new as the oldest tested, :data:`OLDEST_MARIADB`
-    (``schemaless.E007``).
+    MariaDB server at least as new as the oldest tested,
+    :data:`~.server_support.OLDEST_MARIADB` (``schemaless.E007``).
 
-    Like Django's own database checks it looks only at the aliases it is given: ``manage.py
-    check --database ALIAS`` (repeatable), ``migrate`` (the alias it migrates) and
-    ``migrateall`` (all of them, first). A plain ``check`` and a SQLite alias open no connection.
-    The server's version is read on the alias's connection (Django's MySQL backend reads it once
-    per connection object)."""
-    if not databases:
-        return []
+    ``manage.py check --database ALIAS``, ``migrate`` and ``migrateall`` check the aliases they
+    name; a plain ``manage.py check`` checks every database of the store, connecting to each
+    MySQL one (its ``connect_timeout``, 5 s from :mod:`.dburls`). A server that cannot be
+    reached is passed over: being down is not a configuration error, and a connection to it
+    refuses an unsupported server as it opens (:mod:`.server_support`). SQLite aliases are not
+    connected. The version is read on the alias's connection (Django's MySQL backend reads it
+    once per connection object)."""
     try:
-        resolved = conf.get()
+        store = server_support.store_aliases()
     except ConfigurationError:
         return []  # schemaless.E001 says what is wrong
-    store_aliases = {"default", *resolved.shards}
-    for replicas in resolved.replicas.values():
-        store_aliases.update(replicas)
+    named = databases is not None
     errors: list[Any] = []
-    for alias in sorted(set(databases) & store_aliases & set(settings.DATABASES)):
+    for alias in sorted(store & set(databases) if named else store):
         connection = connections[alias]
         if connection.vendor != "mysql":
             continue
-        mariadb = connection.mysql_is_mariadb  # type: ignore[attr-defined]
-        version = tuple(connection.mysql_version)  # type: ignore[attr-defined]
-        if mariadb and version >= OLDEST_MARIADB:
+        try:
+            mariadb = connection.mysql_is_mariadb  # type: ignore[attr-defined]
+            version = tuple(connection.mysql_version)  # type: ignore[attr-defined]
+            problem = server_support.refusal(alias, mariadb, version)
+        except server_support.UnsupportedServer as refused:
+            problem = refused.problem  # the connection refused it as it opened
+        except DatabaseError:
+            if named:
+                raise
             continue
-        server = f"{'MariaDB' if mariadb else 'MySQL'} {'.'.join(map(str, version))}"
-        oldest = ".".join(map(str, OLDEST_MARIADB))
-        errors.append(
-            Error(
-                f"database {alias!r} is {server}: the store needs MariaDB >= {oldest}",
-                hint=f"it uses MariaDB's own SQL: {MARIADB_FEATURES}; point {alias!r} at a "
-                f"MariaDB {oldest} or later server; {DOCS}",
-                id="schemaless.E007",
+        if problem is not None:
+            errors.append(
+                Error(problem, hint=f"{server_support.hint(alias)}; {DOCS}", id="schemaless.E007")
             )
-        )
     return errors
 
 

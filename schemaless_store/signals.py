@@ -1,5 +1,6 @@
 """The store's receivers, connected in ``AppConfig.ready()``: ``post_migrate`` creates index
-tables and the bucket table on shards and records index states on ``default``.
+tables and the bucket table on shards and records index states on ``default``;
+``connection_created`` refuses a server the store does not run on (:mod:`.server_support`).
 
 Index maintenance is not a receiver: every write runs the write protocol
 (:mod:`.writes.protocol`), which sends Django's ``pre_save``/``post_save`` and
@@ -13,9 +14,10 @@ from typing import Any
 
 from django.apps import apps
 from django.db import DEFAULT_DB_ALIAS
+from django.db.backends.signals import connection_created
 from django.db.models.signals import post_migrate
 
-from . import bucket_map, conf, lifecycle
+from . import bucket_map, conf, lifecycle, server_support
 from .tables import buckets
 from .tables.ddl import create_tables
 
@@ -35,6 +37,9 @@ def _after_migrate(sender: Any, using: str, **kwargs: Any) -> None:
 
 def connect() -> None:
     """Connect the receivers (idempotent: each has a dispatch_uid)."""
+    connection_created.connect(
+        server_support.refuse_unsupported, dispatch_uid="schemaless_refuse_unsupported"
+    )
     post_migrate.connect(
         _after_migrate,
         sender=apps.get_app_config("schemaless_store"),

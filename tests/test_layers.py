@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "asyncapi",
         ),
     ),
-    ("config", ("conf", "dburls")),
+    ("config", ("conf", "dburls", "server_support")),
     (
         "storage",
         (

@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.db import connections
 
-from schemaless_store import checks
+from schemaless_store import checks, server_support
 
 
 def fake_server(monkeypatch: pytest.MonkeyPatch, alias: str, mariadb: bool, version) -> None:
@@ -49,14 +49,64 @@ def test_tested_mariadb_and_newer_pass(monkeypatch, version):
 
 
 def test_only_the_aliases_given_are_checked(monkeypatch):
-    """As Django's own database checks: ``check --database ALIAS`` and ``migrate`` name them; a
-    plain ``check`` (no databases) opens no connection, whatever the servers are."""
+    """As Django's own database checks: ``check --database ALIAS`` and ``migrate`` name them."""
     fake_server(monkeypatch, "shard_1", False, (8, 0, 36))
-    assert checks.check_servers(databases=None) == []
     fake_server(monkeypatch, "shard_0", True, (10, 11, 19))
+    assert checks.check_servers(databases=["shard_0"]) == []
     assert [e.msg for e in checks.check_servers(databases=["shard_0", "shard_1"])] == [
         "database 'shard_1' is MySQL 8.0.36: the store needs MariaDB >= 10.11"
     ]
+
+
+def test_a_plain_check_checks_every_database_of_the_store(monkeypatch):
+    """A plain ``manage.py check`` (no databases named) reads every store database's server."""
+    fake_server(monkeypatch, "shard_0", True, (10, 11, 19))
+    fake_server(monkeypatch, "shard_1", False, (8, 0, 36))
+    fake_server(monkeypatch, "default", True, (10, 5, 27))
+    assert [e.msg for e in checks.check_servers(databases=None)] == [
+        "database 'default' is MariaDB 10.5.27: the store needs MariaDB >= 10.11",
+        "database 'shard_1' is MySQL 8.0.36: the store needs MariaDB >= 10.11",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("info", "refused"),
+    [
+        ("8.0.36", "database 'shard_1' is MySQL 8.0.36: the store needs MariaDB >= 10.11"),
+        ("10.5.27-MariaDB-1:10.5.27+maria~deb11", "is MariaDB 10.5.27: the store needs"),
+        ("5.5.5-10.6.12-MariaDB-log", "is MariaDB 10.6.12: the store needs"),
+        ("10.11.19-MariaDB-0+deb12u1", None),
+        ("11.4.2-MariaDB", None),
+    ],
+)
+def test_a_connection_to_an_unsupported_server_is_refused_as_it_opens(info, refused):
+    """The ``connection_created`` receiver reads the handshake's server string: a process that
+    never ran the checks fails on its first connection with check E007's sentence, not with an
+    SQL error on its first write."""
+
+    class Driver:
+        def get_server_info(self) -> str:
+            return info
+
+    class Connection:
+        vendor = "mysql"
+        alias = "shard_1"
+        connection = Driver()
+        closed = False
+
+        def close(self) -> None:
+            self.closed = True
+
+    conn = Connection()
+    if refused is None:
+        server_support.refuse_unsupported(sender=None, connection=conn)
+        assert not conn.closed
+        return
+    with pytest.raises(server_support.UnsupportedServer) as raised:
+        server_support.refuse_unsupported(sender=None, connection=conn)
+    assert refused in str(raised.value) and "(schemaless.E007)" in str(raised.value)
+    assert "MASTER_GTID_WAIT" in str(raised.value)
+    assert conn.closed
 
 
 @pytest.mark.skipif(settings.BACKEND != "sqlite", reason="the SQLite pass's own databases")
@@ -64,6 +114,7 @@ def test_sqlite_databases_are_not_connected():
     """Nothing to check on SQLite: no connection is opened (this test has no database access,
     so a connection would fail it)."""
     assert checks.check_servers(databases=list(settings.DATABASES)) == []
+    assert checks.check_servers(databases=None) == []
 
 
 @pytest.mark.django_db(databases="__all__")
@@ -109,5 +160,42 @@ def test_the_test_servers_pass():
     assert checks.check_servers(databases=aliases) == []
     for alias in aliases:
         assert connections[alias].mysql_is_mariadb
-        assert tuple(connections[alias].mysql_version) >= checks.OLDEST_MARIADB
+        assert tuple(connections[alias].mysql_version) >= server_support.OLDEST_MARIADB
     call_command("check", databases=aliases)
+
+
+@pytest.mark.mariadb_only
+@pytest.mark.django_db(transaction=True, databases="__all__")
+def test_a_real_connection_is_refused_when_the_server_is_too_old(monkeypatch):
+    """The receiver is connected: with the oldest supported version raised above the test
+    server's, a new connection of the store is refused, and so is a plain check."""
+    monkeypatch.setattr(server_support, "OLDEST_MARIADB", (99, 0))
+    connections["shard_1"].close()
+    try:
+        with pytest.raises(
+            server_support.UnsupportedServer, match=re.escape("needs MariaDB >= 99.0")
+        ):
+            connections["shard_1"].ensure_connection()
+        refused = [e for e in checks.check_servers(databases=None) if e.id == "schemaless.E007"]
+        assert "database 'shard_1' is MariaDB" in " ".join(e.msg for e in refused)
+    finally:
+        monkeypatch.undo()
+        connections["shard_1"].close()
+    connections["shard_1"].ensure_connection()
+
+
+@pytest.mark.mariadb_only
+@pytest.mark.django_db(transaction=True, databases="__all__")
+def test_a_plain_check_passes_over_a_server_it_cannot_reach():
+    """Being down is not a configuration error: a plain check says nothing of an unreachable
+    server (naming it with ``--database`` raises, as Django's own checks do)."""
+    connection = connections["shard_1"]
+    port = connection.settings_dict["PORT"]
+    connection.close()
+    connection.settings_dict["PORT"] = 1  # nothing listens there
+    connection.__dict__.pop("mysql_server_data", None)
+    try:
+        assert checks.check_servers(databases=None) == []
+    finally:
+        connection.settings_dict["PORT"] = port
+        connection.close()
