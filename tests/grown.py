@@ -313,7 +313,7 @@ def _step_five(role: str, key: str, sync: str) -> None:
     if role == "seed":
         Entity(id=entity_id, user_id="a").save()
     elif role == "holder":
-        delete = protocol.index_rows.delete
+        delete = protocol.index_writes.delete
 
         def held(rows: Any) -> int:
             rows = list(rows)
@@ -322,7 +322,7 @@ def _step_five(role: str, key: str, sync: str) -> None:
                 wait_for("written")
             return delete(rows)
 
-        protocol.index_rows.delete = held  # type: ignore[assignment]
+        protocol.index_writes.delete = held  # type: ignore[assignment]
         Entity(id=entity_id, user_id="b").save()
     else:
         wait_for("read")
