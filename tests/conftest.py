@@ -6,8 +6,6 @@ from django.db import connections
 from schemaless_store import lifecycle, shardmap, shards
 from schemaless_store.indexes import registry
 
-STORE = pytest.mark.django_db(transaction=True, databases="__all__")
-
 
 def pytest_report_header(config: pytest.Config) -> str:
     from django.conf import settings
@@ -69,7 +67,7 @@ def published_first():
     """An index on ``published`` alone, sharded on it: a range on ``published`` reads every
     shard (the scatter shape). Declared on an empty store, so ready."""
     from schemaless_store.indexes import Index
-    from tests import child
+    from tests.support import child
 
     index = Index(
         table="index_published",
