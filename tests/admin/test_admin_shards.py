@@ -7,26 +7,17 @@ import io
 import re
 
 import pytest
-from django.conf import settings
 from django.core.management import call_command
-from django.test import override_settings
 
 from schemaless_store import shards
 from schemaless_store.models import Entity
 from schemaless_store.tables import buckets as bucket_table
 from tests.admin.test_admin import client_for
-from tests.support import STORE, buckets
+from tests.support import STORE
 
-pytestmark = STORE
+pytestmark = [STORE, pytest.mark.usefixtures("buckets_restored")]
 
 PAGE = "/admin/schemaless_store/bucketmove/"
-
-
-@pytest.fixture(autouse=True)
-def restored():
-    raw = {**settings.SCHEMALESS, "MAP_MAX_AGE": 0.05}
-    with buckets.restored_afterwards(), override_settings(SCHEMALESS=raw):
-        yield
 
 
 @pytest.mark.parametrize(

@@ -153,11 +153,10 @@ def test_a_copy_on_a_shard_that_does_not_own_its_bucket_is_skipped_and_counted(t
     assert "skipped 1 copies on a shard that no longer owns their bucket" in run.stdout
 
 
-def test_cells_a_bucket_move_left_on_its_source_are_skipped_and_counted(tmp_path):
+def test_cells_a_bucket_move_left_on_its_source_are_skipped_and_counted(tmp_path, buckets_restored):
     """A move keeps the source's cells of the rows it moves (the feed's record there; reads
     go to the owner): the export writes each cell version once, from the shard that owns its
     row key, and counts the copies it skipped."""
-    from django.conf import settings
 
     from tests.support import buckets
 
@@ -167,15 +166,13 @@ def test_cells_a_bucket_move_left_on_its_source_are_skipped_and_counted(tmp_path
     for row_key in (moved, stays):
         Cell.objects.put(row_key, "status", {"n": 1})
         Cell.objects.put(row_key, "status", {"n": 2})
-    raw = {**settings.SCHEMALESS, "MAP_MAX_AGE": 0.05}
-    with buckets.restored_afterwards(), override_settings(SCHEMALESS=raw):
-        call_command("movebuckets", "--to", target, "--buckets", "7", stdout=io.StringIO())
-        Cell.objects.put(moved, "status", {"n": 3})  # on the new owner
-        with connections[source].cursor() as cursor:
-            cursor.execute("SELECT COUNT(*) FROM cell WHERE row_key = %s", [moved.bytes])
-            assert cursor.fetchone()[0] == 2  # the source's copies, kept
-        path = tmp_path / "moved-cells.jsonl"
-        run = export(path, "--cells")
+    call_command("movebuckets", "--to", target, "--buckets", "7", stdout=io.StringIO())
+    Cell.objects.put(moved, "status", {"n": 3})  # on the new owner
+    with connections[source].cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM cell WHERE row_key = %s", [moved.bytes])
+        assert cursor.fetchone()[0] == 2  # the source's copies, kept
+    path = tmp_path / "moved-cells.jsonl"
+    run = export(path, "--cells")
     found = [line for line in read_lines(path) if "row_key" in line]
     versions = sorted((line["row_key"], line["ref_key"], line["properties"]) for line in found)
     assert versions == sorted(

@@ -29,7 +29,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 
 from schemaless_store.cleaner.lock import LEASE_TABLE, CleanerLock
 from schemaless_store.dburls import database_from_url
-from schemaless_store.testing.galera import GaleraCluster, start_galera_cluster
+from schemaless_store.testing.galera import GaleraCluster
 
 pytestmark = [pytest.mark.mariadb_only, pytest.mark.slow]
 
@@ -52,13 +52,9 @@ time.sleep(600)
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[GaleraCluster]:
-    started = time.monotonic()
-    galera = start_galera_cluster(3)
-    print(f"Galera cluster started in {time.monotonic() - started:.1f}s")
-    galera.nodes[0].query(f"CREATE DATABASE {DATABASE}")
-    yield galera
-    galera.stop()
+def cluster(galera_cluster: GaleraCluster) -> GaleraCluster:
+    galera_cluster.nodes[0].query(f"CREATE DATABASE {DATABASE}")
+    return galera_cluster
 
 
 def entry(url: str) -> dict[str, Any]:

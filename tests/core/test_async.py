@@ -14,7 +14,6 @@ from django.test import AsyncClient
 from project.feed import entities as feed
 from schemaless_store.exceptions import Conflict, EntityExists, InvalidCursor
 from schemaless_store.models import Entity
-from tests.demo.test_feed_views import use_feed_site
 from tests.support import STORE
 from tests.support.raw import index_rows
 
@@ -131,8 +130,7 @@ async def test_sync_calls_in_an_event_loop_raise_synchronous_only_operation():
     assert (await Entity.objects.aget(id=entity.id))["n"] == 1  # nothing was written
 
 
-async def test_the_demo_async_view(settings):
-    use_feed_site(settings)
+async def test_the_demo_async_view(feed_site):
     user = await sync_to_async(feed.create_user)("ann", "ann@example.com")
     entry = await sync_to_async(feed.post_entry)(user, "Hello", "https://example.com")
     await sync_to_async(feed.toggle_like)(entry, user)

@@ -244,13 +244,10 @@ def test_one_run_per_function_and_shard():
 
 
 @pytest.mark.slow
-def test_a_real_bucket_move_mid_run_stops_it_and_the_rerun_sees_every_entity_once():
+def test_a_real_bucket_move_mid_run_stops_it_and_the_rerun_sees_every_entity_once(buckets_restored):
     """movebuckets flips buckets 0-299 while a run is inside its function: the run stops;
     run again, it finds the moved rows (new added_ids on the new shard) and skips those it had
     saved, wherever their note of it is: every entity mapped exactly once."""
-    from django.conf import settings
-    from django.test import override_settings
-
     from schemaless_store import shardmap
     from tests.support import buckets
 
@@ -263,37 +260,35 @@ def test_a_real_bucket_move_mid_run_stops_it_and_the_rerun_sees_every_entity_onc
     reached, gate = threading.Event(), threading.Event()
     mapfuncs.PAUSE.update(at=9, reached=reached, gate=gate)
     first = []
-    raw = {**settings.SCHEMALESS, "MAP_MAX_AGE": 0.05}
-    with buckets.restored_afterwards(), override_settings(SCHEMALESS=raw):
-        runner = threading.Thread(
-            target=lambda: first.append(
-                map_entities("tests.support.mapfuncs.pause_midway", batch_size=4, shards=[source])
-            )
+    runner = threading.Thread(
+        target=lambda: first.append(
+            map_entities("tests.support.mapfuncs.pause_midway", batch_size=4, shards=[source])
         )
-        runner.start()
-        try:
-            assert reached.wait(60)
-            call_command(
-                "movebuckets",
-                "--to",
-                target,
-                "--buckets",
-                "0-299",
-                stdout=StringIO(),
-                stderr=StringIO(),
-            )
-        finally:
-            gate.set()
-            runner.join(timeout=120)
-        assert not first[0].ok
-        assert any("the shard map changed" in p for p in first[0].problems), first[0].problems
-        rest = map_entities("tests.support.mapfuncs.pause_midway", batch_size=4)
-        assert rest.ok, rest.problems
-        assert rest.skipped > 0  # moved rows this run had saved before the move
-        now = stored()
-        assert set(now) == set(ids)
-        assert {props["mapped"] for props in now.values()} == {1}
-        assert_exact()
+    )
+    runner.start()
+    try:
+        assert reached.wait(60)
+        call_command(
+            "movebuckets",
+            "--to",
+            target,
+            "--buckets",
+            "0-299",
+            stdout=StringIO(),
+            stderr=StringIO(),
+        )
+    finally:
+        gate.set()
+        runner.join(timeout=120)
+    assert not first[0].ok
+    assert any("the shard map changed" in p for p in first[0].problems), first[0].problems
+    rest = map_entities("tests.support.mapfuncs.pause_midway", batch_size=4)
+    assert rest.ok, rest.problems
+    assert rest.skipped > 0  # moved rows this run had saved before the move
+    now = stored()
+    assert set(now) == set(ids)
+    assert {props["mapped"] for props in now.values()} == {1}
+    assert_exact()
 
 
 def test_the_throttle_options_reach_every_batch(monkeypatch):

@@ -18,7 +18,6 @@ from project.feed.indexes import LINK_INDEX_NAME
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
 from tests.admin.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, _require_browser
-from tests.demo.test_feed_views import use_feed_site
 from tests.support import STORE
 
 pytestmark = [STORE, pytest.mark.browser]
@@ -35,11 +34,10 @@ TITLE = "Sharding MySQL the FriendFeed way <3"
 LINK = "https://backchannel.org/blog/friendfeed-schemaless-mysql"
 
 
-def test_a_visitor_signs_up_posts_and_sees_the_entry_on_their_page(live_server, settings):
+def test_a_visitor_signs_up_posts_and_sees_the_entry_on_their_page(live_server, feed_site):
     _require_browser()
     from playwright.sync_api import expect, sync_playwright
 
-    use_feed_site(settings)
     # Everything that touches the database happens outside Playwright's block: its sync API runs
     # an event loop in this thread, and Django refuses ORM calls from such a thread.
     call_command("seed", "--users", "6", "--entries", "30", "--seed", "7", verbosity=0)
@@ -133,11 +131,10 @@ def test_a_visitor_signs_up_posts_and_sees_the_entry_on_their_page(live_server, 
     )
 
 
-def test_error_pages_look_like_the_site_and_the_admin(live_server, settings):
+def test_error_pages_look_like_the_site_and_the_admin(live_server, feed_site):
     _require_browser()
     from playwright.sync_api import expect, sync_playwright
 
-    use_feed_site(settings)
     User.objects.create_superuser("boss", "boss@example.com", "pw")
     ARTIFACTS.mkdir(exist_ok=True)
 
@@ -169,13 +166,12 @@ def test_error_pages_look_like_the_site_and_the_admin(live_server, settings):
             browser.close()
 
 
-def test_the_users_list_and_the_post_form_at_390_px(live_server, settings):
+def test_the_users_list_and_the_post_form_at_390_px(live_server, feed_site):
     """A phone's width: each "Act as" button on one line; the post form's fields labelled,
     the required ones marked, and the server's messages under the field they name."""
     _require_browser()
     from playwright.sync_api import expect, sync_playwright
 
-    use_feed_site(settings)
     call_command("seed", "--users", "8", "--entries", "4", "--seed", "3", verbosity=0)
     # A long display name: it wraps, the button beside it does not.
     entities.create_user("longname", "long@example.com", "Maximiliana Wolfeschlegelsteinhausen")

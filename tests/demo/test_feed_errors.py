@@ -15,7 +15,6 @@ from django.test import Client, RequestFactory
 from django.views.defaults import server_error
 
 from tests.demo.test_feed_demo_script import FOREIGN, ROOT
-from tests.demo.test_feed_views import use_feed_site
 from tests.support import STORE
 
 pytestmark = STORE
@@ -25,8 +24,7 @@ DEBUG_PAGE = ("Using the URLconf", "urlpatterns", "DEBUG = True", "Django tried 
 
 
 @pytest.fixture(autouse=True)
-def feed_site(settings) -> None:
-    use_feed_site(settings)
+def debug_off(feed_site, settings) -> None:
     assert settings.DEBUG is False
 
 

@@ -7,28 +7,22 @@ from __future__ import annotations
 from html import unescape
 from io import StringIO
 
+import pytest
 from django.core.management import call_command
 
 from project.feed import entities
 from project.feed.indexes import LINK_INDEX_NAME
 from schemaless_store import lifecycle
 from schemaless_store.models import Entity
-from tests.demo.test_feed_views import (  # noqa: F401 (fixtures: feed_site is autouse)
-    SHARED,
-    declared_live,
-    feed_site,
-    sharers,
-    sign_up,
-    undeclared,
-)
 from tests.support import STORE
+from tests.support.feed import SHARED, sign_up
 
-pytestmark = STORE
+pytestmark = [STORE, pytest.mark.usefixtures("feed_pages")]
 
 WHO_ELSE = "who else shared this?"
 
 
-def test_who_else_is_not_offered_while_the_index_is_undeclared(client, undeclared, sharers):  # noqa: F811
+def test_who_else_is_not_offered_while_the_index_is_undeclared(client, undeclared, sharers):
     page = client.get("/").content.decode()
     assert "Look 0" in page and WHO_ELSE not in page
     assert WHO_ELSE not in client.get(f"/e/{sharers[0].id}/").content.decode()
@@ -40,7 +34,7 @@ def test_who_else_is_not_offered_while_the_index_is_undeclared(client, undeclare
     assert f"runcleaner --index={LINK_INDEX_NAME} --once" in html
 
 
-def test_who_else_is_offered_once_the_index_is_built(client, sharers, declared_live):  # noqa: F811
+def test_who_else_is_offered_once_the_index_is_built(client, sharers, declared_live):
     assert WHO_ELSE not in client.get("/").content.decode()  # declared, still building
     call_command("runcleaner", f"--index={LINK_INDEX_NAME}", "--once", stdout=StringIO())
     lifecycle.forget_states()

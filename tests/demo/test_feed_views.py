@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
 from html import unescape
 from io import StringIO
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -21,38 +19,16 @@ from django.test import Client
 
 from project.feed import entities, views
 from project.feed.factories import EntryFactory, UserFactory
-from project.feed.indexes import LINK_INDEX_NAME, make_link_index
-from schemaless_store import lifecycle, shards
+from project.feed.indexes import LINK_INDEX_NAME
+from schemaless_store import lifecycle
 from schemaless_store.exceptions import UniqueViolation
-from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
 from schemaless_store.query import cursors
-from schemaless_store.tables.ddl import create_tables, drop_table
 from tests.support import STORE
+from tests.support.feed import SHARED, sign_up
 from tests.support.raw import count_everything
 
-TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
-
-pytestmark = STORE
-
-
-def use_feed_site(settings) -> None:
-    """The demo project's URLs and templates on top of the test settings."""
-    settings.ROOT_URLCONF = "project.urls"
-    settings.TEMPLATES = [{**settings.TEMPLATES[0], "DIRS": [TEMPLATES_DIR]}]
-
-
-@pytest.fixture(autouse=True)
-def feed_site(settings) -> None:
-    use_feed_site(settings)
-    settings.FEED_PAGE_SIZE = 5
-
-
-def sign_up(client: Client, username: str, email: str | None = None, name: str = ""):
-    return client.post(
-        "/signup/",
-        {"username": username, "email": email or f"{username}@example.com", "name": name},
-    )
+pytestmark = [STORE, pytest.mark.usefixtures("feed_pages")]
 
 
 def entry_ids(html: str) -> list[str]:
@@ -424,27 +400,6 @@ def test_liking_needs_a_user(client):
 
 # --- the live index ------------------------------------------------------------------------------
 
-SHARED = "https://friendfeed.com/"
-
-
-@pytest.fixture
-def undeclared() -> Iterator[None]:
-    """index_feed_link as shipped: not declared."""
-    if LINK_INDEX_NAME in registry:
-        pytest.skip(
-            "FEED_LIVE_INDEXES declares index_feed_link here; these tests need it undeclared"
-        )
-    yield
-    lifecycle.forget_states()
-
-
-@pytest.fixture
-def sharers() -> list[Entity]:
-    people = [entities.create_user(f"sharer{n}", f"s{n}@example.com") for n in range(3)]
-    posted = [entities.post_entry(p, f"Look {n}", SHARED) for n, p in enumerate(people)]
-    entities.post_entry(people[0], "Something else", "https://example.com/other")
-    return posted
-
 
 def test_the_page_needing_an_undeclared_index_says_how_to_add_it(client, undeclared, sharers):
     response = client.get("/shared/", {"link": SHARED})
@@ -454,25 +409,6 @@ def test_the_page_needing_an_undeclared_index_says_how_to_add_it(client, undecla
     assert "FEED_LIVE_INDEXES=link bash scripts/demo.sh" in html
     assert f"manage.py \\\n    runcleaner --index={LINK_INDEX_NAME} --once" in html
     assert client.get("/shared/").status_code == 400  # no link given
-
-
-@pytest.fixture
-def declared_live(undeclared) -> Iterator[None]:
-    """``FEED_LIVE_INDEXES=link`` and ``migrateall`` on a store that has entries: the index is
-    declared, its tables exist, and it is building."""
-    index = make_link_index()
-    registry.register(index, module="project.feed.indexes")
-    try:
-        for alias in shards.shard_aliases():
-            create_tables(alias, [index])
-        lifecycle.sync_states()
-        yield
-    finally:
-        registry.unregister(LINK_INDEX_NAME)
-        for alias in shards.shard_aliases():
-            drop_table(alias, LINK_INDEX_NAME)
-        lifecycle.sync_states()  # retired: gone from the registry
-        lifecycle.forget_states()
 
 
 def test_the_live_index_works_after_runcleaner(client, sharers, declared_live):

@@ -10,10 +10,8 @@ import time
 import uuid
 
 import pytest
-from django.conf import settings
 from django.core.management import CommandError
 from django.db import connections
-from django.test import override_settings
 
 from schemaless_store import shards
 from schemaless_store.exceptions import NotOwner
@@ -34,17 +32,15 @@ from tests.moves.test_moves import (
 from tests.support import STORE, buckets
 from tests.testapp.indexes import user_id_index
 
-pytestmark = STORE
+pytestmark = [STORE, pytest.mark.usefixtures("buckets_restored")]
 
 MOVE_WAIT = 5.0
 
 
-@pytest.fixture(autouse=True)
-def restored():
-    """Bucket tables restored after each test; maps read again every 50 ms."""
-    raw = {**settings.SCHEMALESS, "MAP_MAX_AGE": 0.05, "MOVE_WAIT": MOVE_WAIT}
-    with buckets.restored_afterwards(), override_settings(SCHEMALESS=raw):
-        yield
+@pytest.fixture
+def schemaless_overrides():
+    """Under ``buckets_restored`` (conftest.py)."""
+    return {"MOVE_WAIT": MOVE_WAIT}
 
 
 # --- the verification ---------------------------------------------------------------------------

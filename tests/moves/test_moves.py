@@ -37,19 +37,10 @@ from schemaless_store.writes import protocol
 from tests.support import STORE, buckets, child
 from tests.support.invariants import assert_exact
 
-pytestmark = STORE
+pytestmark = [STORE, pytest.mark.usefixtures("buckets_restored")]
 
 MOVED = "0-299"
 MOVED_SET = set(range(300))
-
-
-@pytest.fixture(autouse=True)
-def restored():
-    """Bucket tables restored after each test; maps read again every 50 ms (so a move waits
-    0.6 s between its moving mark and its flip)."""
-    raw = {**settings.SCHEMALESS, "MAP_MAX_AGE": 0.05}
-    with buckets.restored_afterwards(), override_settings(SCHEMALESS=raw):
-        yield
 
 
 def source_and_target() -> tuple[str, str]:

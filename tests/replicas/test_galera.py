@@ -43,25 +43,14 @@ class GaleraHome:
         return f"galera://root@{nodes}/{name}?{query}"
 
 
-@pytest.fixture(scope="module")
-def one_cluster():
-    """One cluster for the module (starting one takes ~15 s); each test gets it whole."""
-    from schemaless_store.testing.galera import start_galera_cluster
-
-    started = start_galera_cluster(3)
-    try:
-        yield started
-    finally:
-        started.stop()
-
-
 @pytest.fixture
-def cluster(one_cluster):
-    for node in one_cluster.nodes:  # a node a test killed and left down
+def cluster(galera_cluster):
+    """The module's cluster (conftest.py), each test getting it whole."""
+    for node in galera_cluster.nodes:  # a node a test killed and left down
         if node.state() == "down":
             node.restart()
-    one_cluster.wait_synced(size=3)
-    return one_cluster
+    galera_cluster.wait_synced(size=3)
+    return galera_cluster
 
 
 def rows_on(node: Any, database: str) -> int:
