@@ -10,7 +10,6 @@ import uuid
 
 import pytest
 from django.contrib.admin.models import CHANGE, DELETION, LogEntry
-from django.contrib.auth.models import Permission, User
 from django.db import connections
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -21,7 +20,7 @@ from schemaless_store.indexes import registry
 from schemaless_store.models import CleanerCheckpoint, CleanerPass, Entity, IndexState
 from tests.core.test_codec import EVERY_TYPE, same
 from tests.support import STORE
-from tests.support.factories import PostFactory
+from tests.support.factories import PostFactory, StaffFactory
 from tests.support.raw import index_rows, insert_index_row
 
 pytestmark = STORE
@@ -36,16 +35,9 @@ def change_url(entity) -> str:
     return f"{LIST}{entity.id}/change/"
 
 
-def make_user(*perms: str, staff: bool = True, name: str = "op") -> User:
-    user = User.objects.create_user(name, password="pw", is_staff=staff)
-    for codename in perms:
-        user.user_permissions.add(Permission.objects.get(codename=codename))
-    return user
-
-
 def client_for(*perms: str, staff: bool = True, enforce_csrf: bool = False) -> Client:
     client = Client(enforce_csrf_checks=enforce_csrf)
-    client.force_login(make_user(*perms, staff=staff))
+    client.force_login(StaffFactory(is_staff=staff, perms=perms))
     return client
 
 
@@ -87,7 +79,7 @@ def test_anonymous_and_non_staff_are_sent_to_login(url):
 
 
 def test_staff_without_permissions_sees_nothing():
-    entity = Entity.objects.create(**PostFactory())
+    entity = PostFactory.create()
     client = client_for()
     for url in (LIST, change_url(entity), HEALTH, f"{LIST}{entity.id}/delete/"):
         assert client.get(url).status_code == 403, url
@@ -97,7 +89,7 @@ def test_staff_without_permissions_sees_nothing():
 
 
 def test_view_only_staff_can_look_but_not_touch():
-    entity = Entity.objects.create(**PostFactory(title="keep"))
+    entity = PostFactory.create(title="keep")
     client = client_for(*VIEW)
     index = client.get("/admin/").content.decode()
     assert LIST in index and HEALTH in index
@@ -121,7 +113,7 @@ def test_view_only_staff_can_look_but_not_touch():
 
 
 def test_change_permission_edits_but_delete_needs_its_own():
-    entity = Entity.objects.create(**PostFactory())
+    entity = PostFactory.create()
     client = client_for("view_entity", "change_entity")
     page = client.get(change_url(entity))
     assert "<textarea" in page.content.decode() and "deletelink" not in page.content.decode()
@@ -191,8 +183,8 @@ def test_shard_filter():
 
 
 def test_search_by_every_id_form():
-    entity = Entity.objects.create(**PostFactory())
-    Entity.objects.create(**PostFactory())
+    entity = PostFactory.create()
+    PostFactory.create()
     client = client_for(*VIEW)
     for form in (entity.id.hex, str(entity.id), str(entity.id).upper(), f"urn:uuid:{entity.id}"):
         assert shown_ids(client.get(LIST, {"q": form})) == [str(entity.id)], form
@@ -201,7 +193,7 @@ def test_search_by_every_id_form():
 
 
 def test_change_page_accepts_every_id_form_and_redirects_to_one_url():
-    entity = Entity.objects.create(**PostFactory())
+    entity = PostFactory.create()
     client = client_for(*VIEW)
     response = client.get(f"{LIST}{entity.id.hex}/change/")
     assert response.status_code == 302 and response["Location"] == change_url(entity)
@@ -211,9 +203,9 @@ def test_change_page_accepts_every_id_form_and_redirects_to_one_url():
 
 def test_search_by_indexed_property():
     user = uuid.uuid4().bytes
-    a = Entity.objects.create(**PostFactory(user_id=user, link="https://x.test/a?b=1&c=2"))
-    b = Entity.objects.create(**PostFactory(user_id=user, published=5, tags=["red", "blue"]))
-    Entity.objects.create(**PostFactory(published=7))
+    a = PostFactory.create(user_id=user, link="https://x.test/a?b=1&c=2")
+    b = PostFactory.create(user_id=user, published=5, tags=["red", "blue"])
+    PostFactory.create(published=7)
     client = client_for(*VIEW)
 
     def ids(q):
@@ -244,9 +236,9 @@ def test_search_explains_how_it_runs_and_why_it_refuses():
     """Several conditions joined by " & ", an ordering, and the query's explain() shown with
     the answer or the refusal."""
     user = uuid.uuid4().bytes
-    old = Entity.objects.create(**PostFactory(user_id=user, published=5))
-    new = Entity.objects.create(**PostFactory(user_id=user, published=9))
-    Entity.objects.create(**PostFactory(published=7))
+    old = PostFactory.create(user_id=user, published=5)
+    new = PostFactory.create(user_id=user, published=9)
+    PostFactory.create(published=7)
     client = client_for(*VIEW)
     user_json = f'{{"$bytes": "{user.hex()}"}}'
     response = client.get(LIST, {"q": f"user_id={user_json} & order_by=-published"})
@@ -278,7 +270,7 @@ def test_search_help_gives_examples_that_work():
     """The examples under the search box come from the ready indexes' own rows: each one,
     searched, finds entities."""
     user = uuid.uuid4().bytes
-    Entity.objects.create(**PostFactory(user_id=user, published=5, tags=["red"]))
+    PostFactory.create(user_id=user, published=5, tags=["red"])
     client = client_for(*VIEW)
     page = client.get(LIST).content.decode()
     examples = [
@@ -335,7 +327,7 @@ def test_detail_shows_the_entity_legibly_and_escaped():
 
 
 def test_detail_marks_missing_and_stale_index_rows():
-    entity = Entity.objects.create(**PostFactory(link="https://current"))
+    entity = PostFactory.create(link="https://current")
     client = client_for(*VIEW)
     page = client.get(change_url(entity)).content.decode()
     assert "sls-badge sls-missing" not in page and "sls-badge sls-stale" not in page
@@ -369,7 +361,7 @@ def test_undecodable_body_is_shown_not_a_500():
 
 
 def test_valid_edit_is_saved_through_the_write_path_and_logged():
-    entity = Entity.objects.create(**PostFactory(link="https://old"))
+    entity = PostFactory.create(link="https://old")
     client = client_for(*CHANGE_PERMS)
     page = client.get(change_url(entity))
     props = jsonview.loads(textarea(page))
@@ -416,7 +408,7 @@ def test_every_type_survives_an_unchanged_save():
     ],
 )
 def test_bad_edits_are_form_errors_and_write_nothing(body, message):
-    entity = Entity.objects.create(**PostFactory(link="https://keep"))
+    entity = PostFactory.create(link="https://keep")
     client = client_for(*CHANGE_PERMS)
     response = post_body(client, entity, body)
     assert response.status_code == 200
@@ -475,8 +467,8 @@ def test_edit_refused_when_a_write_lands_after_the_post_read_the_entity(monkeypa
 
 
 def test_delete_confirms_then_removes_entity_and_index_rows():
-    entity = Entity.objects.create(**PostFactory())
-    keep = Entity.objects.create(**PostFactory())
+    entity = PostFactory.create()
+    keep = PostFactory.create()
     client = client_for(*VIEW, "delete_entity")
     confirm = client.get(f"{LIST}{entity.id}/delete/")
     assert confirm.status_code == 200 and "3 index rows" in confirm.content.decode()
@@ -512,7 +504,7 @@ def section(page: str, name: str) -> str:
 
 def test_health_page_shows_state_rows_backfill_and_passes():
     for _ in range(3):
-        Entity.objects.create(**PostFactory())
+        PostFactory.create()
     IndexState.objects.filter(name="index_tags").update(state="building")
     IndexState.objects.create(name="index_gone", state="retired", properties=["x"], shard_on="x")
     aliases = shards.shard_aliases()
@@ -580,7 +572,7 @@ def test_health_page_shows_state_rows_backfill_and_passes():
 def test_health_page_reads_estimates_for_big_tables(monkeypatch):
     from schemaless_store.tables import counts
 
-    Entity.objects.create(**PostFactory())
+    PostFactory.create()
     monkeypatch.setattr(counts, "EXACT_COUNT_BELOW", 0)
     page = client_for(*VIEW).get(HEALTH).content.decode()
     if connections[shards.shard_aliases()[0]].vendor == "mysql":
@@ -603,7 +595,7 @@ def test_health_page_names_a_missing_table():
 
 
 def test_check_now_reports_logs_and_shows_problems():
-    entities = [Entity.objects.create(**PostFactory()) for _ in range(6)]
+    entities = [PostFactory.create() for _ in range(6)]
     client = client_for(*CHANGE_PERMS, enforce_csrf=True)
     health_page = client.get(HEALTH)
     token = health_page.cookies["csrftoken"].value
@@ -704,7 +696,7 @@ def test_a_shard_that_is_down_is_named_and_the_rest_still_shows():
 def test_health_page_shows_the_real_cleaners_passes():
     from schemaless_store.cleaner import Cleaner
 
-    entities = [Entity.objects.create(**PostFactory()) for _ in range(4)]
+    entities = [PostFactory.create() for _ in range(4)]
     stale = keys.encode_key("https://nobody")
     insert_index_row("index_link", shards.alias_for(stale), (stale, entities[0].id.bytes))
     Cleaner(indexes=["index_link"], once=True).run()

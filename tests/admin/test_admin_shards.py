@@ -10,10 +10,10 @@ import pytest
 from django.core.management import call_command
 
 from schemaless_store import shards
-from schemaless_store.models import Entity
 from schemaless_store.tables import buckets as bucket_table
 from tests.admin.test_admin import client_for
 from tests.support import STORE
+from tests.support.factories import NumberedFactory
 
 pytestmark = [STORE, pytest.mark.usefixtures("buckets_restored")]
 
@@ -34,7 +34,7 @@ def test_the_page_is_linked_from_the_admin_index():
 
 
 def test_it_draws_the_map_and_lists_shards_and_moves():
-    Entity.objects.bulk_put([{"n": n} for n in range(20)])
+    NumberedFactory.create_batch(20)
     first, second = shards.shard_aliases()[:2]
     client = client_for("view_bucketmove")
     page = client.get(PAGE).content.decode()

@@ -56,7 +56,7 @@ def test_operator_logs_in_reads_health_and_edits_an_entity(live_server, admin_us
 
     # All database set-up happens before Playwright starts: its sync API runs an event loop in
     # this thread, and Django refuses ORM calls from a thread with a running loop.
-    posts = [Entity.objects.create(**PostFactory()) for _ in range(12)]
+    posts = [PostFactory.create() for _ in range(12)]
     entity = Entity.objects.create(
         **PostFactory(title="<script>alert('x')</script> & friends", tags=["a", "b"])
     )

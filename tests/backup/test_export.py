@@ -20,6 +20,7 @@ from schemaless_store.models import Cell, Entity
 from tests.core.test_codec import EVERY_TYPE, same
 from tests.support import STORE
 from tests.support.backups import command, export
+from tests.support.factories import NumberedFactory
 
 pytestmark = STORE
 
@@ -53,7 +54,7 @@ def test_every_entity_one_line_each_in_key_order_shard_after_shard(tmp_path):
 
 
 def test_stdout_gets_the_lines_and_stderr_the_summary():
-    Entity.objects.bulk_put([{"n": n} for n in range(3)])
+    NumberedFactory.create_batch(3)
     run = command("exportentities")
     assert run.error is None
     assert len(run.stdout.splitlines()) == 5  # first line, 3 entities, last line
@@ -61,7 +62,7 @@ def test_stdout_gets_the_lines_and_stderr_the_summary():
 
 
 def test_one_shard(tmp_path):
-    Entity.objects.bulk_put([{"n": n} for n in range(40)])
+    NumberedFactory.create_batch(40)
     path = tmp_path / "one.jsonl"
     export(path, "--shard", "shard_1")
     ids = [line["id"] for line in read_lines(path)[1:-1]]
@@ -70,7 +71,7 @@ def test_one_shard(tmp_path):
 
 
 def test_since_keeps_the_entities_written_at_or_after_it(tmp_path):
-    old = Entity.objects.bulk_put([{"n": n} for n in range(10)])
+    old = NumberedFactory.create_batch(10)
     cut = dt.datetime.now(dt.UTC)
     for alias in shards.shard_aliases():  # the old ones were written an hour before the cut
         with connections[alias].cursor() as cursor:
@@ -78,7 +79,7 @@ def test_since_keeps_the_entities_written_at_or_after_it(tmp_path):
                 "UPDATE entities SET updated = %s",
                 [connections[alias].ops.adapt_datetimefield_value(cut - dt.timedelta(hours=1))],
             )
-    new = Entity.objects.bulk_put([{"n": n} for n in range(10, 15)])
+    new = NumberedFactory.create_batch(5, start=10)
     old[0]["n"] = 100
     old[0].save()
     path = tmp_path / "since.jsonl"
@@ -183,7 +184,7 @@ def test_cells_a_bucket_move_left_on_its_source_are_skipped_and_counted(tmp_path
 
 
 def test_a_failed_export_leaves_the_previous_file(tmp_path, monkeypatch):
-    Entity.objects.bulk_put([{"n": n} for n in range(5)])
+    NumberedFactory.create_batch(5)
     path = tmp_path / "keep.jsonl"
     path.write_text("yesterday's backup\n")
 
@@ -201,7 +202,7 @@ def test_chunks_keep_memory_flat(monkeypatch, tmp_path):
     """Reads are chunked by keyset: no query returns more than the chunk size."""
     from schemaless_store.tables import entities as entity_table
 
-    Entity.objects.bulk_put([{"n": n} for n in range(25)])
+    NumberedFactory.create_batch(25)
     sizes = []
     real = entity_table.in_key_order
 
@@ -221,7 +222,7 @@ def test_each_shard_is_read_in_one_snapshot(tmp_path, monkeypatch):
     lines are the shard as of the instant its snapshot was taken."""
     from schemaless_store.tables import entities as entity_table
 
-    Entity.objects.bulk_put([{"n": n} for n in range(20)])
+    NumberedFactory.create_batch(20)
     real = entity_table.in_key_order
     written = []
 
@@ -232,7 +233,7 @@ def test_each_shard_is_read_in_one_snapshot(tmp_path, monkeypatch):
             import threading
 
             def other() -> None:
-                written.extend(Entity.objects.bulk_put([{"n": n} for n in range(100, 140)]))
+                written.extend(NumberedFactory.create_batch(40, start=100))
                 for conn in connections.all(initialized_only=True):
                     conn.close()
 

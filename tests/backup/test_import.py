@@ -18,6 +18,7 @@ from schemaless_store.models import Cell, Entity
 from tests.core.test_codec import same
 from tests.support import STORE, child
 from tests.support.backups import answers, command, entities, export, wipe
+from tests.support.factories import NumberedFactory
 from tests.support.invariants import assert_exact
 
 pytestmark = STORE
@@ -252,7 +253,7 @@ def test_an_interrupted_import_resumes_by_running_it_again(tmp_path):
 
 
 def test_a_truncated_export_is_imported_and_said_to_be_incomplete(tmp_path):
-    Entity.objects.bulk_put([{"n": n} for n in range(4)])
+    NumberedFactory.create_batch(4)
     path = tmp_path / "t.jsonl"
     export(path)
     before = entities()

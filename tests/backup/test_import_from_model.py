@@ -16,6 +16,7 @@ from schemaless_store.backup.frommodel import row_id
 from schemaless_store.models import Entity
 from tests.support import STORE
 from tests.support.backups import command
+from tests.support.factories import LegacyPostFactory
 from tests.support.invariants import assert_exact
 from tests.testapp.models import LegacyPost
 
@@ -30,21 +31,9 @@ def _in_tmp(tmp_path, monkeypatch):
 WHEN = dt.datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=dt.UTC)
 
 
-def make_posts(n: int) -> list[LegacyPost]:
-    return LegacyPost.objects.bulk_create(
-        LegacyPost(
-            data={"owner": f"user{k % 3}", "link": f"https://x/{k}", "tags": ["a", k]},
-            title=f"post {k}",
-            score=k,
-            published=WHEN,
-        )
-        for k in range(n)
-    )
-
-
 def test_json_keys_and_columns_become_properties_and_the_uuid_field_the_id():
     author = User.objects.create(username="bret")
-    posts = make_posts(25)
+    posts = LegacyPostFactory.create_batch(25, published=WHEN)
     LegacyPost.objects.filter(pk=posts[0].pk).update(author=author)
     run = command(
         "importentities",
@@ -65,13 +54,13 @@ def test_json_keys_and_columns_become_properties_and_the_uuid_field_the_id():
             "published": WHEN,
             "author": author.pk if post.pk == posts[0].pk else None,
         }
-    found = Entity.objects.filter_index(link="https://x/3")
-    assert [e.id for e in found] == [LegacyPost.objects.get(title="post 3").uuid]
+    found = Entity.objects.filter_index(link=posts[3].data["link"])
+    assert [e.id for e in found] == [posts[3].uuid]
     assert_exact()
 
 
 def test_without_an_id_field_the_id_is_a_stable_uuid5_of_the_primary_key():
-    (post,) = make_posts(1)
+    (post,) = LegacyPostFactory.create_batch(1)
     command("importentities", from_model="testapp.LegacyPost", json_field="data")
     expected = uuid.uuid5(uuid.NAMESPACE_URL, f"schemaless-store:testapp.legacypost:{post.pk}")
     assert row_id(LegacyPost, post.pk) == expected
@@ -79,7 +68,7 @@ def test_without_an_id_field_the_id_is_a_stable_uuid5_of_the_primary_key():
 
 
 def test_rerunning_writes_nothing_twice_and_picks_up_changes():
-    posts = make_posts(12)
+    posts = LegacyPostFactory.create_batch(12)
     args = {"from_model": "testapp.LegacyPost", "id_field": "uuid", "json_field": "data"}
     command("importentities", **args)
     LegacyPost.objects.filter(pk=posts[4].pk).update(data={"link": "changed"})
@@ -91,7 +80,7 @@ def test_rerunning_writes_nothing_twice_and_picks_up_changes():
 
 
 def test_bad_rows_are_reported_by_primary_key(tmp_path):
-    good, not_object, priced, clash = make_posts(4)
+    good, not_object, priced, clash = LegacyPostFactory.create_batch(4)
     LegacyPost.objects.filter(pk=not_object.pk).update(data=[1, 2])
     LegacyPost.objects.filter(pk=priced.pk).update(price=decimal.Decimal("1.50"))
     LegacyPost.objects.filter(pk=clash.pk).update(data={"title": "in the JSON too"})
@@ -114,7 +103,7 @@ def test_bad_rows_are_reported_by_primary_key(tmp_path):
 
 
 def test_strict_stops_at_the_first_bad_row():
-    posts = make_posts(5)
+    posts = LegacyPostFactory.create_batch(5)
     LegacyPost.objects.filter(pk=posts[3].pk).update(data="text")
     run = command(
         "importentities",

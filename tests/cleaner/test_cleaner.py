@@ -38,7 +38,7 @@ PUBLISHED = "index_cleaner_published"
 
 @pytest.fixture
 def posts() -> list[Entity]:
-    return Entity.objects.bulk_put([PostFactory() for _ in range(200)])
+    return PostFactory.create_batch(200)
 
 
 @pytest.fixture
@@ -186,7 +186,7 @@ def test_backfill_while_a_writer_keeps_writing_is_exact(published, posts):
                     entity["published"] = rng.randrange(1000)
                     entity.save()
                 elif action < 0.8:
-                    mine.append(Entity.objects.create(**PostFactory(published=rng.randrange(1000))))
+                    mine.append(PostFactory.create(published=rng.randrange(1000)))
                 elif len(mine) > 50:
                     mine.pop(rng.randrange(len(mine))).delete()
                 writes[0] += 1
@@ -463,9 +463,7 @@ def test_the_sweep_pass_alone_removes_a_stale_row(posts):
 
 def test_repair_walks_every_entity_once_newest_first(monkeypatch):
     # Five bulk puts: five distinct "updated" values, each shared by 20 entities (ties).
-    everyone = [
-        e for _ in range(5) for e in Entity.objects.bulk_put(PostFactory() for _ in range(20))
-    ]
+    everyone = [e for _ in range(5) for e in PostFactory.create_batch(20)]
     lost = everyone[::9]
     for entity in lost:
         raw_delete("index_link", entity.id.bytes)

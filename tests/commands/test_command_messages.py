@@ -127,7 +127,7 @@ def test_movebuckets_a_bad_batch_is_argparses_error(monkeypatch, two):
 
 
 def test_movebuckets_says_what_its_numbers_are_and_sums_up(monkeypatch, two):
-    Entity.objects.bulk_put([PostFactory() for _ in range(30)])
+    PostFactory.create_batch(30)
     source, target = two
     ran = manage("movebuckets", "--to", target, "--buckets", "0-99", monkeypatch=monkeypatch)
     assert ran.code == 0, ran
@@ -147,7 +147,7 @@ def test_movebuckets_status_is_a_table(monkeypatch, two):
     assert (
         manage("movebuckets", "--status", monkeypatch=monkeypatch).out == "No bucket moves yet.\n"
     )
-    Entity.objects.bulk_put([PostFactory() for _ in range(30)])
+    PostFactory.create_batch(30)
     call_command("movebuckets", "--to", two[1], "--buckets", "0-99", stdout=io.StringIO())
     ran = manage("movebuckets", "--status", monkeypatch=monkeypatch)
     header, rule, row = ran.out.splitlines()
@@ -213,7 +213,7 @@ def test_importentities_model_options_with_a_file(monkeypatch, tmp_path):
 def test_importentities_counts_new_and_stored_entities_not_the_header_and_end(
     monkeypatch, tmp_path
 ):
-    Entity.objects.bulk_put([PostFactory() for _ in range(7)])
+    PostFactory.create_batch(7)
     path = tmp_path / "all.jsonl"
     call_command("exportentities", "--output", str(path), stdout=io.StringIO())
     assert len(path.read_text().splitlines()) == 9  # the header, 7 entities, the end

@@ -35,7 +35,6 @@ from project.feed.management.commands import seed
 from schemaless_store import shards
 from schemaless_store.exceptions import ShardUnavailable
 from schemaless_store.management.commands import runcleaner
-from schemaless_store.models import Entity
 from tests.support import STORE, child
 from tests.support.factories import PostFactory
 
@@ -71,7 +70,7 @@ def bar_segments(text: str, label: str) -> list[str]:
 @pytest.fixture
 def published():
     """A new index over existing entities: declared, its tables created, not backfilled."""
-    Entity.objects.bulk_put([PostFactory() for _ in range(60)])
+    PostFactory.create_batch(60)
     with child.declared(PUBLISHED) as index:
         yield index
 

@@ -15,6 +15,7 @@ from project.feed import entities as feed
 from schemaless_store.exceptions import Conflict, EntityExists, InvalidCursor
 from schemaless_store.models import Entity
 from tests.support import STORE
+from tests.support.factories import NumberedFactory
 from tests.support.raw import index_rows
 
 pytestmark = [STORE, pytest.mark.asyncio]
@@ -54,14 +55,14 @@ async def test_asave_if_unchanged_and_amodify():
 
 
 async def test_aget_many_and_abulk_put():
-    put = await Entity.objects.abulk_put([{"tags": ["x"], "n": n} for n in range(5)])
+    put = await Entity.objects.abulk_put(NumberedFactory.build_batch(5, tags=["x"]))
     ids = [e.id for e in put]
     found = await Entity.objects.aget_many([*ids, uuid.uuid4()])
     assert sorted(e["n"] for e in found.values()) == list(range(5))
 
 
 async def test_queries_async_for_afirst_acount_aexists_apage():
-    await Entity.objects.abulk_put([{"tags": ["x"], "n": n} for n in range(7)])
+    await Entity.objects.abulk_put(NumberedFactory.build_batch(7, tags=["x"]))
     query = Entity.objects.filter_index(tags="x")
     assert sorted([e["n"] async for e in query]) == list(range(7))
     assert await query.acount() == 7
@@ -82,7 +83,7 @@ async def test_queries_async_for_afirst_acount_aexists_apage():
 async def test_all_async_for_acount_aexists_afirst_apage():
     assert not await Entity.objects.all().aexists()
     assert await Entity.objects.all().afirst() is None
-    await Entity.objects.abulk_put([{"n": n} for n in range(9)])
+    await Entity.objects.abulk_put(NumberedFactory.build_batch(9))
     everything = Entity.objects.all()
     assert await everything.acount() == 9
     assert sorted([e["n"] async for e in everything]) == list(range(9))

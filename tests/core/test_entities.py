@@ -22,7 +22,7 @@ from schemaless_store.exceptions import (
 from schemaless_store.models import Entity
 from tests.core.test_codec import EVERY_TYPE, same
 from tests.support import STORE
-from tests.support.factories import PostFactory
+from tests.support.factories import NumberedFactory, PostFactory
 from tests.support.raw import count_everything, entity_rows, index_rows
 
 pytestmark = STORE
@@ -111,7 +111,7 @@ def test_ids_in_every_accepted_form(form):
 
 
 def test_get_many_returns_what_exists_by_id():
-    made = [Entity.objects.create(**PostFactory()) for _ in range(7)]
+    made = [PostFactory.create() for _ in range(7)]
     missing = uuid.uuid4()
     found = Entity.objects.get_many([e.id for e in made] + [missing])
     assert set(found) == {e.id for e in made}
@@ -139,7 +139,7 @@ def test_save_with_a_known_id_replaces():
 
 
 def test_bulk_put_inserts_and_replaces():
-    posts = [PostFactory() for _ in range(25)]
+    posts = PostFactory.build_batch(25)
     made = Entity.objects.bulk_put(posts, batch_size=7)
     assert len(made) == 25
     ids = [e.id for e in made]
@@ -189,7 +189,7 @@ def test_unsupported_values(value):
 
 
 def test_one_bad_entity_in_a_bulk_put_writes_nothing():
-    good = [PostFactory() for _ in range(10)]
+    good = PostFactory.build_batch(10)
     assert_nothing_written(lambda: Entity.objects.bulk_put([*good, {"x": {1}}]), UnsupportedValue)
 
 
@@ -248,7 +248,7 @@ def test_queryset_delete_removes_index_rows():
     from tests.support.raw import index_rows
 
     for _ in range(5):
-        Entity.objects.create(**PostFactory())
+        PostFactory.create()
     for alias in ("shard_0", "shard_1"):
         Entity.objects.using(alias).all().delete()
     assert not entity_rows("shard_0") and not entity_rows("shard_1")
@@ -370,7 +370,7 @@ def test_bulk_put_of_generated_ids_twice_updates_instead_of_inserting():
 def test_get_many_of_many_ids_over_both_shards(monkeypatch):
     from schemaless_store.query import fetch
 
-    entities = Entity.objects.bulk_put([{"n": n} for n in range(150)])
+    entities = NumberedFactory.create_batch(150)
     assert len({e.shard for e in entities}) == 2
     read_on = set()
     fetch_shard = fetch.fetch_shard
@@ -394,7 +394,7 @@ def test_get_many_of_many_ids_over_both_shards(monkeypatch):
 def test_get_many_inside_a_transaction_sees_its_own_writes():
     from django.db import transaction
 
-    entities = Entity.objects.bulk_put([{"n": n} for n in range(100)])
+    entities = NumberedFactory.create_batch(100)
     shard = entities[0].shard
     with transaction.atomic(using=shard):
         entities[0]["n"] = "changed"

@@ -13,7 +13,6 @@ from django.core.management import call_command
 from schemaless_store import shards
 from schemaless_store.management.commands import movebuckets
 from schemaless_store.metadata import BucketMove
-from schemaless_store.models import Entity
 from schemaless_store.moves import plan
 from schemaless_store.moves.progress import PHASES, MoveProgress
 from schemaless_store.tables.moved_rows import moved_tables
@@ -46,7 +45,7 @@ def order_of_phases(text: str) -> list[str]:
 @STORE
 def test_a_move_on_a_terminal_draws_one_line_per_phase_with_totals():
     with buckets.restored_afterwards():
-        Entity.objects.bulk_put([PostFactory() for _ in range(60)])
+        PostFactory.create_batch(60)
         target = shards.shard_aliases()[1]
         counted = plan.count_rows(plan.plan(target, plan.parse_buckets(MOVED)))
         kept = {t.name for t in moved_tables() if t.kept_on_source}
@@ -85,7 +84,7 @@ def test_not_on_a_terminal_nothing_is_drawn_and_nothing_counted(monkeypatch):
 
     monkeypatch.setattr("schemaless_store.moves.progress.count_rows", no_count)
     with buckets.restored_afterwards():
-        Entity.objects.bulk_put([PostFactory() for _ in range(20)])
+        PostFactory.create_batch(20)
         target = shards.shard_aliases()[1]
         out, err = io.StringIO(), io.StringIO()
         call_command("movebuckets", "--to", target, "--buckets", MOVED, stdout=out, stderr=err)

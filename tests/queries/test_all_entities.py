@@ -10,6 +10,7 @@ import pytest
 from schemaless_store import shards
 from schemaless_store.models import Entity
 from tests.support import STORE
+from tests.support.factories import NumberedFactory
 from tests.support.raw import record_reads
 
 pytestmark = STORE
@@ -18,7 +19,7 @@ pytestmark = STORE
 @pytest.fixture
 def made():
     """25 entities on both shards, in the documented order of all()."""
-    entities = Entity.objects.bulk_put([{"n": n} for n in range(25)])
+    entities = NumberedFactory.create_batch(25)
     assert len({e.shard for e in entities}) == len(shards.shard_aliases())
     order = {alias: n for n, alias in enumerate(shards.shard_aliases())}
     stored = {e.id: e for alias in order for e in Entity.objects.using(alias).all()}

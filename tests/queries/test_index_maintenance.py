@@ -41,7 +41,7 @@ def test_create_adds_a_row_per_index():
 
 
 def test_update_of_an_indexed_property_moves_the_row():
-    e = Entity.objects.create(**PostFactory(link="https://old"))
+    e = PostFactory.create(link="https://old")
     e["link"] = "https://new"
     e.save()
     assert link_rows() == {(key("https://new"), e.id.bytes)}
@@ -50,14 +50,14 @@ def test_update_of_an_indexed_property_moves_the_row():
 
 
 def test_update_of_other_properties_leaves_rows_alone():
-    e = Entity.objects.create(**PostFactory(link="https://same"))
+    e = PostFactory.create(link="https://same")
     e["title"] = "different"
     e.save()
     assert link_rows() == {(key("https://same"), e.id.bytes)}
 
 
 def test_removing_a_property_removes_its_rows():
-    e = Entity.objects.create(**PostFactory())
+    e = PostFactory.create()
     del e["link"]
     e.save()
     assert link_rows() == set()
@@ -65,7 +65,7 @@ def test_removing_a_property_removes_its_rows():
 
 
 def test_delete_removes_entity_then_rows():
-    e = Entity.objects.create(**PostFactory())
+    e = PostFactory.create()
     e.delete()
     assert entity_rows(e.shard) == []
     for index in registry.valid():
@@ -89,7 +89,7 @@ def test_list_values_give_a_row_per_element():
 
 
 def test_bulk_put_maintains_indexes():
-    posts = [PostFactory() for _ in range(40)]
+    posts = PostFactory.build_batch(40)
     made = Entity.objects.bulk_put(posts, batch_size=9)
     assert len(link_rows()) == 40
     changed = [
@@ -100,7 +100,7 @@ def test_bulk_put_maintains_indexes():
 
 
 def test_stale_index_row_never_returns_the_entity():
-    e = Entity.objects.create(**PostFactory(link="https://real"))
+    e = PostFactory.create(link="https://real")
     # A stale row, as a crash between writing it and the entity would leave behind:
     stale_value = key("https://stale")
     insert_index_row(
@@ -120,7 +120,7 @@ def test_index_row_for_a_missing_entity_is_ignored():
 
 
 def test_save_of_unchanged_entity_is_idempotent():
-    e = Entity.objects.create(**PostFactory())
+    e = PostFactory.create()
     e.save()
     e.save()
     assert len(link_rows()) == 1
@@ -134,7 +134,7 @@ def test_a_key_put_back_before_the_removal_of_its_row_keeps_its_row(monkeypatch,
     its lock and must leave K's row, which the entity implies again. B runs exactly there:
     just before A's ``remove_stale``."""
     k, elsewhere = "https://example.com/k", "https://example.com/elsewhere"
-    entity = Entity.objects.create(**PostFactory(link=k))
+    entity = PostFactory.create(link=k)
     real = protocol.remove_stale
     removals: list[dict] = []
     b_read: list[str] = []
@@ -209,7 +209,7 @@ def test_a_key_put_back_between_the_removals_read_and_its_delete_keeps_its_row(m
     from schemaless_store.tables import entities as entity_table
 
     k, elsewhere = "https://example.com/k", "https://example.com/elsewhere"
-    entity = Entity.objects.create(**PostFactory(link=k))
+    entity = PostFactory.create(link=k)
     real_remove, real_read = protocol.remove_stale, entity_table.lock
     main = threading.get_ident()
     in_removal = threading.Event()
