@@ -8,6 +8,9 @@ house, with what they share that is not a fixture in ``tests/support``.
 - ``backend``: ``"sqlite"`` or ``"mariadb"``.
 - ``admin_user``: a superuser, admin / secret-pw.
 - ``published_first``: an index on ``published`` alone, sharded on it (the scatter shape).
+- ``posts``: 200 stored posts (``PostFactory``); a module may override it with another number.
+- ``published``: a new index (``index_cleaner_published``) declared over ``posts``: its tables
+  created, building, not backfilled.
 - ``buckets_restored``: bucket tables restored after the test, maps read again every 50 ms
   (``schemaless_overrides`` adds settings of a module's own); for tests that move buckets.
 - ``feed_site``: the demo project's URLs and templates (project/feed) over the test settings.
@@ -29,8 +32,10 @@ from django.test import override_settings
 
 from schemaless_store import lifecycle, shardmap, shards
 from schemaless_store.indexes import registry
+from schemaless_store.models import Entity
 from schemaless_store.testing.galera import GaleraCluster, start_galera_cluster
 from tests.support import buckets, child
+from tests.support.factories import PostFactory
 
 # The demo project's templates (project/feed renders them), for ``feed_site``.
 DEMO_TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
@@ -104,6 +109,19 @@ def published_first():
         types={"published": "int"},
     )
     with child.declared(index):
+        yield index
+
+
+@pytest.fixture
+def posts() -> list[Entity]:
+    """200 stored posts."""
+    return PostFactory.create_batch(200)
+
+
+@pytest.fixture
+def published(posts: list[Entity]) -> Iterator[Any]:
+    """A new index over existing entities: declared, its tables created, not backfilled."""
+    with child.declared("index_cleaner_published") as index:
         yield index
 
 

@@ -18,41 +18,28 @@ from schemaless_store import jsonview, keys, shards
 from schemaless_store.admin.entities import EntityAdmin
 from schemaless_store.indexes import registry
 from schemaless_store.models import CleanerCheckpoint, CleanerPass, Entity, IndexState
-from tests.core.test_codec import EVERY_TYPE, same
 from tests.support import STORE
-from tests.support.factories import PostFactory, StaffFactory
+from tests.support.admin import (
+    CHANGE_PERMS,
+    CHECK,
+    HEALTH,
+    LIST,
+    VIEW,
+    change_url,
+    client_for,
+    textarea,
+)
+from tests.support.factories import PostFactory
 from tests.support.raw import index_rows, insert_index_row
+from tests.support.values import EVERY_TYPE, same
 
 pytestmark = STORE
 
-LIST = "/admin/schemaless_store/entity/"
-HEALTH = "/admin/schemaless_store/indexstate/"
-CHECK = "/admin/schemaless_store/indexstate/check/"
 LINK = registry.get("index_link")
-
-
-def change_url(entity) -> str:
-    return f"{LIST}{entity.id}/change/"
-
-
-def client_for(*perms: str, staff: bool = True, enforce_csrf: bool = False) -> Client:
-    client = Client(enforce_csrf_checks=enforce_csrf)
-    client.force_login(StaffFactory(is_staff=staff, perms=perms))
-    return client
-
-
-VIEW = ("view_entity", "view_indexstate")
-CHANGE_PERMS = (*VIEW, "change_entity", "change_indexstate")
 
 
 def link_rows() -> set[tuple]:
     return {(value, entity_id) for value, entity_id, _alias in index_rows("index_link")}
-
-
-def textarea(response) -> str:
-    match = re.search(r"<textarea[^>]*>(.*?)</textarea>", response.content.decode(), re.DOTALL)
-    assert match, "no edit form on the page"
-    return html.unescape(match.group(1)).lstrip("\n")
 
 
 def loaded_marker(response) -> str:
@@ -676,7 +663,8 @@ def test_history_page_links_back_to_the_entity():
 
 
 def test_a_shard_that_is_down_is_named_and_the_rest_still_shows():
-    from tests.reliability.test_shard_down import id_on, shard_down
+    from tests.support.buckets import id_on
+    from tests.support.outage import shard_down
 
     up, down = shards.shard_aliases()[:2]
     healthy = Entity.objects.create(id=id_on(up), title="still here")

@@ -16,7 +16,7 @@ from schemaless_store.admin.entity_rows import decode_column
 from schemaless_store.admin.search import SearchError, parse_search
 from schemaless_store.exceptions import IndexValueError
 from schemaless_store.indexes import registry
-from tests.core.test_codec import EVERY_TYPE, same
+from tests.support.values import EVERY_TYPE, same
 
 
 def round_trip(props):

@@ -11,16 +11,14 @@ a person to look at.
 from __future__ import annotations
 
 import datetime as dt
-from contextlib import contextmanager
 
 import pytest
-from django.core.management import call_command
 from django.utils import timezone
 
 from schemaless_store import shards
 from schemaless_store.models import CleanerPass
-from tests.admin.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, _require_browser
 from tests.support import STORE
+from tests.support.browser import ARTIFACTS, admin_page, require_browser, seed_demo
 
 pytestmark = [STORE, pytest.mark.browser]
 
@@ -69,34 +67,11 @@ PREVIEW_WIDTH = {1280: 350, 1920: 900}
 WHOLE_PROPERTIES = {1280: 3, 1920: 4}
 
 
-@contextmanager
-def admin_page(live_server, width: int):
-    """A logged-in admin page in a window ``width`` px wide."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": width, "height": 900})
-            page.goto(f"{live_server.url}/admin/login/?next=/admin/")
-            page.fill("#id_username", "admin")
-            page.fill("#id_password", "secret-pw")
-            page.click("input[type=submit]")
-            page.wait_for_selector("#site-name")
-            yield page
-        finally:
-            browser.close()
-
-
-def seed_demo() -> None:
-    call_command("seed", "--users", "6", "--entries", "30", "--seed", "7", verbosity=0)
-
-
 @pytest.mark.parametrize("width", WIDTHS)
 def test_entity_list_shows_several_properties_and_no_header_overflows(
     live_server, admin_user, width
 ):
-    _require_browser()
+    require_browser()
     from playwright.sync_api import expect
 
     seed_demo()
@@ -124,7 +99,7 @@ def test_entity_list_shows_several_properties_and_no_header_overflows(
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_cleaner_passes_list_fits_the_window(live_server, admin_user, width):
-    _require_browser()
+    require_browser()
     from playwright.sync_api import expect
 
     aliases = shards.shard_aliases()

@@ -13,10 +13,9 @@ import pytest
 
 from schemaless_store import jsonview
 from schemaless_store.models import Entity
-from tests.admin.test_admin import CHANGE_PERMS, LIST, VIEW, change_url, client_for, textarea
-from tests.admin.test_admin_layout_browser import admin_page
-from tests.admin.test_browser import ARTIFACTS, _require_browser
 from tests.support import STORE
+from tests.support.admin import CHANGE_PERMS, LIST, VIEW, change_url, client_for, textarea
+from tests.support.browser import ARTIFACTS, admin_page, require_browser
 
 pytestmark = STORE
 
@@ -85,7 +84,7 @@ def test_the_list_preview_links_ids_and_titles_times():
 
 @pytest.mark.browser
 def test_in_a_browser_the_id_is_followed_and_the_date_is_not_copied(live_server, admin_user):
-    _require_browser()
+    require_browser()
     from playwright.sync_api import expect
 
     author, entry, _missing = make_pair()

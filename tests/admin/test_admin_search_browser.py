@@ -10,9 +10,8 @@ from __future__ import annotations
 import pytest
 
 from schemaless_store.models import Entity
-from tests.admin.test_admin_layout_browser import admin_page, seed_demo
-from tests.admin.test_browser import ARTIFACTS, _require_browser
 from tests.support import STORE
+from tests.support.browser import ARTIFACTS, admin_page, require_browser, seed_demo
 
 pytestmark = [STORE, pytest.mark.browser]
 
@@ -34,7 +33,7 @@ def search(page, text: str) -> None:
 
 
 def test_a_search_no_index_serves_is_refused_and_explained(live_server, admin_user):
-    _require_browser()
+    require_browser()
     from playwright.sync_api import expect
 
     seed_demo()
@@ -75,7 +74,7 @@ def test_a_search_no_index_serves_is_refused_and_explained(live_server, admin_us
 
 
 def test_a_search_an_index_answers_shows_how_it_runs(live_server, admin_user):
-    _require_browser()
+    require_browser()
     from playwright.sync_api import expect
 
     seed_demo()

@@ -11,8 +11,8 @@ from django.core.management import call_command
 
 from schemaless_store import shards
 from schemaless_store.tables import buckets as bucket_table
-from tests.admin.test_admin import client_for
 from tests.support import STORE
+from tests.support.admin import client_for
 from tests.support.factories import NumberedFactory
 
 pytestmark = [STORE, pytest.mark.usefixtures("buckets_restored")]

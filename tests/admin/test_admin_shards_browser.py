@@ -10,9 +10,8 @@ import pytest
 from django.core.management import call_command
 
 from schemaless_store import shards
-from tests.admin.test_admin_layout_browser import admin_page
-from tests.admin.test_browser import ARTIFACTS, _require_browser
 from tests.support import STORE, buckets
+from tests.support.browser import ARTIFACTS, admin_page, require_browser
 from tests.support.factories import PostFactory
 
 pytestmark = [STORE, pytest.mark.browser]
@@ -70,7 +69,7 @@ COMPUTED = """
 
 
 def test_the_shards_page_leaves_djangos_chrome_as_the_entity_list_has_it(live_server, admin_user):
-    _require_browser()
+    require_browser()
     with buckets.restored_afterwards():
         PostFactory.create_batch(40)
         target = shards.shard_aliases()[1]

@@ -21,7 +21,7 @@ from schemaless_store.admin.values_html import (
     value_html,
 )
 from tests.admin.test_admin_jsonview import json_values
-from tests.core.test_codec import EVERY_TYPE
+from tests.support.values import EVERY_TYPE
 
 
 def text_of(markup: str) -> str:

@@ -11,8 +11,8 @@ import pytest
 from django.test import override_settings
 
 from schemaless_store.models import Cell, Entity
-from tests.admin.test_admin import client_for
 from tests.support import STORE
+from tests.support.admin import client_for
 
 pytestmark = STORE
 

@@ -15,8 +15,8 @@ from django.utils import timezone
 from schemaless_store.admin.health import sample_size
 from schemaless_store.models import CleanerPass, Entity
 from schemaless_store.templatetags.schemaless_admin import ago
-from tests.admin.test_admin import CHANGE_PERMS, CHECK, HEALTH, LIST, client_for
 from tests.support import STORE
+from tests.support.admin import CHANGE_PERMS, CHECK, HEALTH, LIST, client_for
 
 
 def page_text(response) -> str:

@@ -8,50 +8,20 @@ fails, so the browser test cannot silently stop running.
 
 from __future__ import annotations
 
-import os
-import shutil
-from pathlib import Path
-
 import pytest
 
 from schemaless_store import shards
 from schemaless_store.indexes import registry
 from schemaless_store.models import CleanerCheckpoint, CleanerPass, Entity, IndexState
 from tests.support import STORE
+from tests.support.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, require_browser
 from tests.support.factories import PostFactory
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 pytestmark = [STORE, pytest.mark.browser]
 
 
-def _require_browser() -> None:
-    problem = ""
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        problem = "the playwright package is not installed (requirements-dev.txt)"
-    if not problem and not (Path(CHROMIUM).exists() or shutil.which("chromium")):
-        problem = f"{CHROMIUM} is missing: run scripts/browser-deps.sh"
-    if problem:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the browser test must run in CI: {problem}")
-        pytest.skip(problem)
-
-
 def test_operator_logs_in_reads_health_and_edits_an_entity(live_server, admin_user):
-    _require_browser()
+    require_browser()
     from playwright.sync_api import expect, sync_playwright
 
     # All database set-up happens before Playwright starts: its sync API runs an event loop in

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from schemaless_store.backup import lines
 from schemaless_store.backup.lines import BadLine, CellLine, End, EntityLine, Header
-from tests.core.test_codec import EVERY_TYPE, same
+from tests.support.values import EVERY_TYPE, same
 
 offsets = st.integers(-14 * 3600, 14 * 3600).map(
     lambda seconds: dt.timezone(dt.timedelta(seconds=seconds))

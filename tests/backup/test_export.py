@@ -17,10 +17,10 @@ from django.test import override_settings
 from schemaless_store import conf, shards
 from schemaless_store.backup.export import Exporter
 from schemaless_store.models import Cell, Entity
-from tests.core.test_codec import EVERY_TYPE, same
 from tests.support import STORE
 from tests.support.backups import command, export
 from tests.support.factories import NumberedFactory
+from tests.support.values import EVERY_TYPE, same
 
 pytestmark = STORE
 

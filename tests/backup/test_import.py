@@ -15,11 +15,11 @@ from django.test import override_settings
 from schemaless_store.backup.importer import Importer
 from schemaless_store.backup.jsonfile import JsonLinesFile
 from schemaless_store.models import Cell, Entity
-from tests.core.test_codec import same
 from tests.support import STORE, child
 from tests.support.backups import answers, command, entities, export, wipe
 from tests.support.factories import NumberedFactory
 from tests.support.invariants import assert_exact
+from tests.support.values import same
 
 pytestmark = STORE
 

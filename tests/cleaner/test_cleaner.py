@@ -36,18 +36,6 @@ pytestmark = STORE
 PUBLISHED = "index_cleaner_published"
 
 
-@pytest.fixture
-def posts() -> list[Entity]:
-    return PostFactory.create_batch(200)
-
-
-@pytest.fixture
-def published(posts):
-    """A new index over existing entities: declared, its tables created, not backfilled."""
-    with child.declared(PUBLISHED) as index:
-        yield index
-
-
 def fixed_after_backfill(name: str) -> int:
     """Rows the repair and sweep passes had to fix: none if the backfill itself was exact."""
     return sum(

@@ -28,34 +28,22 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils.module_loading import import_string
 
 from project.feed.management.commands import seed
 from schemaless_store import shards
 from schemaless_store.exceptions import ShardUnavailable
 from schemaless_store.management.commands import runcleaner
-from tests.support import STORE, child
+from tests.support import STORE
 from tests.support.factories import PostFactory
+from tests.support.terminal import ESC, on_terminal
 
 pytestmark = STORE
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = "index_cleaner_published"
-ESC = "\x1b["
 RED = "\x1b[31"
-
-
-class Terminal(io.StringIO):
-    """A stream that says it is a terminal."""
-
-    def isatty(self) -> bool:
-        return True
-
-
-def on_terminal(command_class: type[BaseCommand]) -> tuple[BaseCommand, Terminal, Terminal]:
-    out, err = Terminal(), Terminal()
-    return command_class(stdout=out, stderr=err, force_color=True), out, err
 
 
 def bar_segments(text: str, label: str) -> list[str]:
@@ -68,11 +56,9 @@ def bar_segments(text: str, label: str) -> list[str]:
 
 
 @pytest.fixture
-def published():
-    """A new index over existing entities: declared, its tables created, not backfilled."""
-    PostFactory.create_batch(60)
-    with child.declared(PUBLISHED) as index:
-        yield index
+def posts():
+    """Under ``published`` (conftest.py): 60 posts are enough for these bars."""
+    return PostFactory.create_batch(60)
 
 
 def test_the_simulated_terminal_styles_command_errors_red():

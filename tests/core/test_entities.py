@@ -20,10 +20,10 @@ from schemaless_store.exceptions import (
     UnsupportedValue,
 )
 from schemaless_store.models import Entity
-from tests.core.test_codec import EVERY_TYPE, same
 from tests.support import STORE
 from tests.support.factories import NumberedFactory, PostFactory
 from tests.support.raw import count_everything, entity_rows, index_rows
+from tests.support.values import EVERY_TYPE, same
 
 pytestmark = STORE
 

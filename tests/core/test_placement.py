@@ -14,12 +14,12 @@ from schemaless_store import Index, keys, placement, shardmap, shards
 from schemaless_store.exceptions import PlacementError
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
-from tests.moves.test_moves import restored, run  # noqa: F401  (restored: autouse, maps restored)
 from tests.support import STORE
 from tests.support.invariants import assert_exact
+from tests.support.moving import run
 from tests.support.raw import count_everything
 
-pytestmark = STORE
+pytestmark = [STORE, pytest.mark.usefixtures("buckets_restored")]
 
 
 def index_alias(user: bytes) -> str:

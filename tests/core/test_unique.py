@@ -10,6 +10,7 @@ from schemaless_store import keys, shards
 from schemaless_store.exceptions import UniqueViolation
 from schemaless_store.models import Entity
 from tests.support import STORE
+from tests.support.buckets import ids_on
 from tests.support.raw import count_everything, index_rows, insert_index_row
 
 pytestmark = STORE
@@ -62,15 +63,6 @@ def test_a_stale_claim_left_by_a_crash_does_not_block():
     )
     e = Entity.objects.create(username="ghost")
     assert [(r[0], r[1]) for r in index_rows("index_users_username")] == [(value, e.id.bytes)]
-
-
-def ids_on(alias: str, count: int) -> list[uuid.UUID]:
-    found = []
-    while len(found) < count:
-        candidate = uuid.uuid4()
-        if shards.alias_for(candidate.bytes) == alias:
-            found.append(candidate)
-    return found
 
 
 def test_bulk_put_checks_uniqueness_and_a_failed_batch_writes_nothing():

@@ -17,8 +17,8 @@ from project.feed import entities
 from project.feed.indexes import LINK_INDEX_NAME
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
-from tests.admin.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, _require_browser
 from tests.support import STORE
+from tests.support.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, require_browser
 
 pytestmark = [STORE, pytest.mark.browser]
 
@@ -35,7 +35,7 @@ LINK = "https://backchannel.org/blog/friendfeed-schemaless-mysql"
 
 
 def test_a_visitor_signs_up_posts_and_sees_the_entry_on_their_page(live_server, feed_site):
-    _require_browser()
+    require_browser()
     from playwright.sync_api import expect, sync_playwright
 
     # Everything that touches the database happens outside Playwright's block: its sync API runs
@@ -132,7 +132,7 @@ def test_a_visitor_signs_up_posts_and_sees_the_entry_on_their_page(live_server, 
 
 
 def test_error_pages_look_like_the_site_and_the_admin(live_server, feed_site):
-    _require_browser()
+    require_browser()
     from playwright.sync_api import expect, sync_playwright
 
     User.objects.create_superuser("boss", "boss@example.com", "pw")
@@ -169,7 +169,7 @@ def test_error_pages_look_like_the_site_and_the_admin(live_server, feed_site):
 def test_the_users_list_and_the_post_form_at_390_px(live_server, feed_site):
     """A phone's width: each "Act as" button on one line; the post form's fields labelled,
     the required ones marked, and the server's messages under the field they name."""
-    _require_browser()
+    require_browser()
     from playwright.sync_api import expect, sync_playwright
 
     call_command("seed", "--users", "8", "--entries", "4", "--seed", "3", verbosity=0)

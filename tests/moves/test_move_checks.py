@@ -20,7 +20,8 @@ from schemaless_store.models import Entity
 from schemaless_store.moves.mover import CONVERGED, Mover
 from schemaless_store.tables import buckets as bucket_table
 from schemaless_store.tables import move_log as capture
-from tests.moves.test_moves import (
+from tests.support import STORE, buckets
+from tests.support.moving import (
     MOVED,
     MOVED_SET,
     assert_moved_and_exact,
@@ -29,7 +30,6 @@ from tests.moves.test_moves import (
     run,
     source_and_target,
 )
-from tests.support import STORE, buckets
 from tests.testapp.indexes import user_id_index
 
 pytestmark = [STORE, pytest.mark.usefixtures("buckets_restored")]

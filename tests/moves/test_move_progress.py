@@ -16,9 +16,9 @@ from schemaless_store.metadata import BucketMove
 from schemaless_store.moves import plan
 from schemaless_store.moves.progress import PHASES, MoveProgress
 from schemaless_store.tables.moved_rows import moved_tables
-from tests.commands.test_command_output import ESC, Terminal, on_terminal
 from tests.support import STORE, buckets
 from tests.support.factories import PostFactory
+from tests.support.terminal import ESC, Terminal, on_terminal
 
 MOVED = "0-299"
 

@@ -56,11 +56,11 @@ from schemaless_store.models import Cell, Entity
 from schemaless_store.query.cursors import CURSOR_SALT
 from schemaless_store.query.cursors import CursorSerializer as _CursorSerializer
 from schemaless_store.tables import ddl
-from tests.admin.test_admin import VIEW, client_for
-from tests.core.test_codec import same
-from tests.core.test_unique import ids_on
 from tests.support import STORE
+from tests.support.admin import VIEW, client_for
+from tests.support.buckets import ids_on
 from tests.support.reliability_report import Tally, recording
+from tests.support.values import same
 
 pytestmark = [STORE, pytest.mark.reliability]
 

@@ -31,8 +31,8 @@ from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
 from schemaless_store.query.pool import reset_scatter_pool
 from tests.reliability.test_reliability_kills import touched_indexes
-from tests.reliability.test_shard_down import id_on
 from tests.support import STORE, child
+from tests.support.buckets import id_on
 from tests.support.invariants import (
     committed_entities,
     conditions_for,

@@ -18,8 +18,8 @@ import pytest
 from schemaless_store import shards
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
-from tests.core.test_unique import ids_on
 from tests.support import STORE, child
+from tests.support.buckets import ids_on
 from tests.support.invariants import committed_entities, stored_rows
 from tests.support.raw import index_rows
 from tests.support.reliability_report import recording

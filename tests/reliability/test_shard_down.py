@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import time
-import uuid
 
 import pytest
 from django.db import connections
@@ -13,18 +10,12 @@ from django.db import connections
 from schemaless_store import keys, shards
 from schemaless_store.exceptions import ShardUnavailable
 from schemaless_store.models import Entity
-from schemaless_store.query.pool import reset_scatter_pool
 from tests.support import STORE
+from tests.support.buckets import id_on
+from tests.support.outage import shard_down
 from tests.support.raw import entity_rows, index_rows
 
 pytestmark = STORE
-
-
-def id_on(alias: str) -> uuid.UUID:
-    while True:
-        candidate = uuid.uuid4()
-        if shards.alias_for(candidate.bytes) == alias:
-            return candidate
 
 
 def link_on(alias: str) -> str:
@@ -34,41 +25,6 @@ def link_on(alias: str) -> str:
         if shards.alias_for(keys.encode_key(keys.encode_key(link))) == alias:
             return link
         n += 1
-
-
-@contextlib.contextmanager
-def shard_down(alias: str, how: str = "refused"):
-    """Point ``alias`` at a server that is not there (refused) or never answers (black hole)."""
-    conn = connections[alias]
-    saved = {k: conn.settings_dict.get(k) for k in ("HOST", "PORT", "NAME", "OPTIONS")}
-    listener = None
-    conn.close()
-    shards.close_index_connections()
-    reset_scatter_pool()  # its threads hold their own connections
-    if conn.vendor == "sqlite":
-        conn.settings_dict["NAME"] = "/nonexistent-dir/for/sure/shard.sqlite3"
-    else:
-        listener = socket.socket()
-        listener.bind(("127.0.0.1", 0))
-        port = listener.getsockname()[1]
-        if how == "blackhole":
-            listener.listen(8)  # accepts TCP, never speaks: only a timeout ends the wait
-        else:
-            listener.close()  # nothing listens: refused at once
-            listener = None
-        conn.settings_dict.update(
-            HOST="127.0.0.1",
-            PORT=port,
-            OPTIONS={**saved["OPTIONS"], "connect_timeout": 1},
-        )
-    try:
-        yield
-    finally:
-        conn.close()
-        shards.close_index_connections()
-        conn.settings_dict.update(saved)
-        if listener is not None:
-            listener.close()
 
 
 @pytest.mark.parametrize("how", ["refused", "blackhole"])

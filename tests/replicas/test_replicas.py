@@ -6,7 +6,6 @@ The configuration checks at the end need no servers and run everywhere."""
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
 from django.conf import settings
@@ -20,6 +19,7 @@ from schemaless_store.exceptions import ConfigurationError, UniqueViolation
 from schemaless_store.middleware import COOKIE, ReadYourWrites
 from schemaless_store.models import Entity
 from tests.support import STORE
+from tests.support.buckets import id_on
 
 REPLICATED = getattr(settings, "REPLICATED", False)
 needs_replicas = pytest.mark.skipif(
@@ -35,13 +35,6 @@ def replica_server(alias: str):
 
 def replica_alias(alias: str) -> str:
     return f"{alias}_replica_0"
-
-
-def id_on(alias: str) -> uuid.UUID:
-    while True:
-        candidate = uuid.uuid4()
-        if shards.alias_for(candidate.bytes) == alias:
-            return candidate
 
 
 def statements(alias: str, evaluate) -> tuple[object, dict[str, int]]:

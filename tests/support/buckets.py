@@ -1,5 +1,6 @@
-"""Handing buckets from shard to shard by hand in tests: what a finished move leaves behind (the
-old owner's rows ``gone``, the new one's ``owned``, a new map version), without copying data."""
+"""Ids and buckets in tests: an id in a given bucket or on a given shard, and handing buckets
+from shard to shard by hand: what a finished move leaves behind (the old owner's rows ``gone``,
+the new one's ``owned``, a new map version), without copying data."""
 
 from __future__ import annotations
 
@@ -18,6 +19,21 @@ def id_in_bucket(number: int, avoid: Iterable[uuid.UUID] = ()) -> uuid.UUID:
         found = uuid.uuid4()
         if found not in taken and shards.bucket_for(found.bytes) == number:
             return found
+
+
+def id_on(alias: str) -> uuid.UUID:
+    """A random id whose bucket ``alias`` holds."""
+    return ids_on(alias, 1)[0]
+
+
+def ids_on(alias: str, count: int) -> list[uuid.UUID]:
+    """``count`` random ids whose buckets ``alias`` holds."""
+    found = []
+    while len(found) < count:
+        candidate = uuid.uuid4()
+        if shards.alias_for(candidate.bytes) == alias:
+            found.append(candidate)
+    return found
 
 
 def other_alias(alias: str) -> str:
