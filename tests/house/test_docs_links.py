@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = sorted([ROOT / "README.md", ROOT / "CHANGELOG.md", *(ROOT / "docs").glob("*.md")])
+PAGES = sorted(
+    [ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "tests" / "README.md"]
+    + sorted((ROOT / "docs").glob("*.md"))
+)
 SOURCES = sorted(
     path
     for folder in ("schemaless_store", "tests", "bench", "project", "scripts")
