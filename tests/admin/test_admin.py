@@ -29,7 +29,7 @@ from tests.support.admin import (
     client_for,
     textarea,
 )
-from tests.support.factories import PostFactory
+from tests.support.factories import NumberedFactory, PostFactory
 from tests.support.raw import index_rows, insert_index_row
 from tests.support.values import EVERY_TYPE, same
 
@@ -159,7 +159,7 @@ def test_list_merges_shards_newest_first_and_pages_without_counting(monkeypatch)
 
 
 def test_shard_filter():
-    created = [Entity.objects.create(n=n) for n in range(6)]
+    created = NumberedFactory.create_batch(6)
     client = client_for(*VIEW)
     for alias in shards.shard_aliases():
         ids = shown_ids(client.get(LIST, {"shard": alias}))
@@ -271,7 +271,7 @@ def test_search_help_gives_examples_that_work():
 
 def test_index_search_pages_without_counting(monkeypatch):
     monkeypatch.setattr(EntityAdmin, "list_per_page", 2)
-    created = {str(Entity.objects.create(tags=["x"], n=n).id) for n in range(5)}
+    created = {str(e.id) for e in NumberedFactory.create_batch(5, tags=["x"])}
     client = client_for(*VIEW)
     seen, page = [], 1
     while True:
@@ -620,8 +620,7 @@ def test_check_now_reports_logs_and_shows_problems():
 def test_check_now_samples_at_most_n_per_shard():
     from schemaless_store.admin import sample_check
 
-    for n in range(30):
-        Entity.objects.create(n=n, tags=["t"])
+    NumberedFactory.create_batch(30, tags=["t"])
     results = sample_check.check(["index_tags"], per_shard=4)
     assert len(results) == 1 and results[0].sampled == 4 * len(shards.shard_aliases())
     assert results[0].ok

@@ -30,7 +30,7 @@ def read_lines(path) -> list[dict]:
 
 
 def test_every_entity_one_line_each_in_key_order_shard_after_shard(tmp_path):
-    made = Entity.objects.bulk_put([{"n": n, **EVERY_TYPE} for n in range(30)])
+    made = NumberedFactory.create_batch(30, **EVERY_TYPE)
     path = tmp_path / "store.jsonl"
     run = export(path)
     assert "exported 30 entities from 2 shards" in run.stdout

@@ -13,6 +13,7 @@ import time
 import uuid
 from io import StringIO
 
+import factory
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connections
@@ -22,6 +23,7 @@ from schemaless_store.cleaner.lock import CleanerLock
 from schemaless_store.mapping import map_entities, records, walk
 from schemaless_store.models import Entity
 from tests.support import STORE, child, mapfuncs
+from tests.support.factories import NumberedFactory
 from tests.support.invariants import assert_exact, committed_entities
 
 pytestmark = STORE
@@ -42,9 +44,9 @@ def _fresh_runs():
 
 
 def make(count: int, **extra) -> list[uuid.UUID]:
-    links = ["https://a", "https://b"]
-    items = [{"n": n, "link": links[n % 2], "tags": ["t"], **extra} for n in range(count)]
-    return [e.id for e in Entity.objects.bulk_put(items)]
+    """``count`` entities numbered from 0, their links alternately https://a and https://b."""
+    links = factory.Iterator(["https://a", "https://b"])
+    return [e.id for e in NumberedFactory.create_batch(count, link=links, tags=["t"], **extra)]
 
 
 def stored() -> dict[uuid.UUID, dict]:

@@ -9,6 +9,7 @@ from schemaless_store import conf, keys, shards
 from schemaless_store.exceptions import ConfigurationError
 from schemaless_store.models import Entity
 from tests.support import STORE
+from tests.support.factories import PostFactory
 from tests.support.raw import entity_rows, index_rows
 
 
@@ -38,8 +39,8 @@ def test_bad_bucket_maps(spec):
 
 @STORE
 def test_entities_and_index_rows_land_on_the_shard_their_bucket_names():
-    for n in range(40):
-        e = Entity.objects.create(user_id=uuid.uuid4().bytes, link=f"https://l/{n}")
+    for _ in range(40):
+        e = PostFactory.create()
         expected = conf.get().bucket_aliases[keys.bucket_of(e.id.bytes, 4096)]
         assert e.shard == expected
         assert e.id.bytes in entity_rows(expected)

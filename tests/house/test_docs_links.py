@@ -15,8 +15,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted(
-    [ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "tests" / "README.md"]
-    + sorted((ROOT / "docs").glob("*.md"))
+    [
+        ROOT / "README.md",
+        ROOT / "CHANGELOG.md",
+        ROOT / "tests" / "README.md",
+        *(ROOT / "docs").glob("*.md"),
+    ]
 )
 SOURCES = sorted(
     path
