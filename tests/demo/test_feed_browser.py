@@ -10,7 +10,6 @@ Off CI a machine without it skips this test; in CI it fails.
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from project.feed import entities
@@ -131,11 +130,10 @@ def test_a_visitor_signs_up_posts_and_sees_the_entry_on_their_page(live_server, 
     )
 
 
-def test_error_pages_look_like_the_site_and_the_admin(live_server, feed_site):
+def test_error_pages_look_like_the_site_and_the_admin(live_server, feed_site, admin_user):
     require_browser()
     from playwright.sync_api import expect, sync_playwright
 
-    User.objects.create_superuser("boss", "boss@example.com", "pw")
     ARTIFACTS.mkdir(exist_ok=True)
 
     with sync_playwright() as pw:
@@ -149,8 +147,8 @@ def test_error_pages_look_like_the_site_and_the_admin(live_server, feed_site):
             page.screenshot(path=str(ARTIFACTS / "demo-404.png"))
 
             page.goto(f"{live_server.url}/admin/login/")
-            page.fill("#id_username", "boss")
-            page.fill("#id_password", "pw")
+            page.fill("#id_username", "admin")
+            page.fill("#id_password", "secret-pw")
             page.click("input[type=submit]")
             expect(page.locator("#site-name")).to_be_visible()
             response = page.goto(f"{live_server.url}/admin/schemaless_store/entity/add/")

@@ -10,8 +10,7 @@ import sys
 import uuid
 
 import pytest
-from django.contrib.auth.models import User
-from django.test import Client, RequestFactory
+from django.test import RequestFactory
 from django.views.defaults import server_error
 
 from tests.demo.test_feed_demo_script import FOREIGN, ROOT
@@ -26,15 +25,6 @@ DEBUG_PAGE = ("Using the URLconf", "urlpatterns", "DEBUG = True", "Django tried 
 @pytest.fixture(autouse=True)
 def debug_off(feed_site, settings) -> None:
     assert settings.DEBUG is False
-
-
-@pytest.fixture
-def staff() -> Client:
-    """A staff user with every permission of the store's admin."""
-    user = User.objects.create_superuser("boss", "boss@example.com", "pw")
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_a_missing_page_is_a_404_in_the_sites_look(client):
@@ -62,8 +52,8 @@ def test_the_404_page_knows_who_the_visitor_acts_as(client):
     assert '<a href="/u/kim/" id="viewer">@kim</a>' in html
 
 
-def test_adding_an_entity_in_the_admin_is_a_403_in_the_admins_look(staff):
-    response = staff.get("/admin/schemaless_store/entity/add/")
+def test_adding_an_entity_in_the_admin_is_a_403_in_the_admins_look(admin_client):
+    response = admin_client.get("/admin/schemaless_store/entity/add/")
     assert response.status_code == 403
     html = response.content.decode()
     assert "<h1>403 Forbidden</h1>" not in html  # Django's bare page
@@ -75,8 +65,8 @@ def test_adding_an_entity_in_the_admin_is_a_403_in_the_admins_look(staff):
     assert "Log out" in html  # the user tools: the visitor is still logged in
 
 
-def test_a_missing_admin_page_is_a_404_in_the_admins_look(staff):
-    response = staff.get("/admin/no-such-page/")
+def test_a_missing_admin_page_is_a_404_in_the_admins_look(admin_client):
+    response = admin_client.get("/admin/no-such-page/")
     assert response.status_code == 404
     html = response.content.decode()
     assert 'id="site-name"' in html and "<h2>Page not found</h2>" in html

@@ -55,13 +55,6 @@ def touched_indexes() -> list[str]:
     return [i.name for i in registry.valid() if any(i.rows_for(p) for p in samples)]
 
 
-@pytest.fixture(scope="module")
-def writer(django_db_setup):
-    process = child.CrashWriter()
-    yield process
-    process.close()
-
-
 def test_random_sigkills_of_a_mixed_writer_lose_nothing_acknowledged(writer, tmp_path):
     rng = random.Random(8)
     touched = touched_indexes()

@@ -22,7 +22,7 @@ from schemaless_store import shards
 from schemaless_store.cleaner import Cleaner
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
-from tests.support import STORE, child
+from tests.support import STORE
 from tests.support.invariants import (
     committed_entities,
     conditions_for,
@@ -117,14 +117,6 @@ def check_after(
             queries.extend(conditions_for(index, props or {}))
     # I1, old values included (stale rows must not show)
     tally.wrong_each(f"{where}: {problem}" for problem in false_positives(queries))
-
-
-@pytest.fixture(scope="module")
-def writer(django_db_setup):
-    # After the test databases exist: the child is handed their names.
-    process = child.CrashWriter()
-    yield process
-    process.close()
 
 
 @pytest.mark.reliability
