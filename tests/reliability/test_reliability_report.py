@@ -1,5 +1,5 @@
-"""``tests/reliability_report.recording``: a class's row is recorded, with what it counted, even
-when the class fails, and only then does the test fail."""
+"""``tests/support/reliability_report.recording``: a class's row is recorded, with what it
+counted, even when the class fails, and only then does the test fail."""
 
 from __future__ import annotations
 
