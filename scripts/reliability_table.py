@@ -11,7 +11,8 @@ are neither data lost nor a wrong result; rows of older reports have none) and d
 here. A row is recorded whether its class passed or failed, so a failure shows: in the data lost
 and wrong results columns, and as "N other failures" after the class's name. Rows of the same fault
 and backend (several runs appended to one file, or several files) are added up. Faults keep the
-order in which they first appear; backends are listed in that order too. """
+order in which they first appear; backends are listed in that order too.
+"""
 
 from __future__ import annotations
 
