@@ -6,7 +6,6 @@ returns it; ``.create_batch(n, **overrides)`` writes ``n`` in one ``bulk_put``.
 
 - :class:`PostFactory`: an entry as in the article (a user id in bytes, a title, a link, a
   publish time, a creation time): a row in each of the test app's post indexes.
-- :class:`UserFactory`: a user with a unique ``username`` (the test app's unique index).
 - :class:`NumberedFactory`: an entity that holds a number ``n`` and nothing indexed.
 - :class:`StaffFactory`: a Django user for the admin, with the permissions named in ``perms``.
 - :class:`LegacyPostFactory`: a row of the test app's ordinary model ``LegacyPost``.
@@ -52,14 +51,6 @@ class PostFactory(BagFactory):
     link = factory.Sequence(lambda n: f"https://example.com/post/{n}")
     published = factory.Sequence(lambda n: 1_700_000_000 + n)
     created = factory.LazyFunction(lambda: dt.datetime.now(dt.UTC))
-
-
-class UserFactory(BagFactory):
-    """A user: a ``username`` no other test user has (the unique index), and a join time."""
-
-    kind = "user"
-    username = factory.Sequence(lambda n: f"user-{n}")
-    joined = factory.Sequence(lambda n: 1_600_000_000 + n)
 
 
 class NumberedFactory(BagFactory):
