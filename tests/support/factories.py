@@ -54,8 +54,8 @@ class PostFactory(BagFactory):
 
 
 class NumberedFactory(BagFactory):
-    """An entity that holds a number and no indexed property; ``n`` counts up from 0 in each
-    batch (``create_batch(40)`` holds 0..39)."""
+    """An entity that holds a number ``n`` and, unless told, no indexed property. In a batch
+    ``n`` counts from ``start`` (0): ``create_batch(40)`` holds 0..39."""
 
     n = factory.Sequence(lambda n: n)
 
@@ -63,11 +63,6 @@ class NumberedFactory(BagFactory):
     def build_batch(cls, size: int, **kwargs: Any) -> list[dict[str, Any]]:  # type: ignore[override]
         start = kwargs.pop("start", 0)
         return [cls.build(n=start + k, **kwargs) for k in range(size)]
-
-    @classmethod
-    def create_batch(cls, size: int, **kwargs: Any) -> list[Entity]:  # type: ignore[override]
-        """``size`` entities whose ``n`` are ``start``, ``start + 1``, ... (``start``: 0)."""
-        return Entity.objects.bulk_put(cls.build_batch(size, **kwargs))
 
 
 class StaffFactory(factory.django.DjangoModelFactory):
