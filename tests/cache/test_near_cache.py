@@ -268,6 +268,49 @@ def test_a_silent_tracking_connection_stops_copies_after_the_drop_timeout():
         assert not near.holds(made.id.bytes.hex()) and near.stats.flushes >= 1
 
 
+def test_copies_stop_after_the_drop_timeout_while_the_tracking_thread_hears_nothing():
+    """The tracking thread stalled (it reads nothing: a starved thread, a lost network), the
+    connection still open: copies stop being served once the last answered PING is older
+    than DROP_TIMEOUT, whatever the thread does."""
+    from redis.connection import Connection
+
+    port = redis_server().port
+    stalled, release = threading.Event(), threading.Event()
+
+    class Stalling:
+        def __init__(self) -> None:
+            self.conn = Connection(host="127.0.0.1", port=port, protocol=2, socket_timeout=1)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.conn, name)
+
+        def can_read(self, timeout: float = 0) -> bool:
+            if stalled.is_set():
+                release.wait(10)
+            return self.conn.can_read(timeout)
+
+    near = near_cache.NearCache(
+        Stalling, "stall:", max_entries=10, drop_timeout=0.3, entry_timeout=60
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while not near.usable():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        mark, _ = near.get_many(["ab"])
+        assert mark is not None
+        near.put(mark, {"ab": (1, b"x")})
+        assert near.get_many(["ab"])[1] == {"ab": (1, b"x")}
+        stalled.set()
+        time.sleep(0.6)
+        assert not near.usable()
+        assert near.get_many(["ab"]) == (None, {})
+    finally:
+        release.set()
+        stalled.clear()
+        near.close()
+
+
 def test_memory_is_bounded_least_recently_used_first():
     with near_on(MAX_ENTRIES=3, DROP_TIMEOUT=5.0) as near:
         made = [Entity.objects.create(n=i) for i in range(5)]
