@@ -3,7 +3,8 @@ one JSON request per line on stdin with one JSON line, so that a test can drive 
 step while the parent writes. ``SCHEMALESS_TEST_NEAR_CACHE`` holds the ``NEAR_CACHE`` setting;
 the entity cache comes from the parent as for every child (tests/child.py).
 
-Requests: ``{"op": "read", "id": HEX}`` reads the entity with ``get``; ``{"op": "wait_gone",
+Requests: ``{"op": "read", "id": HEX}`` reads the entity with ``get``; ``read_near`` reads it
+until a read is served from the near cache; ``{"op": "wait_gone",
 "id": HEX}`` waits until the near cache no longer holds the id (a push dropped it), then reads;
 ``{"op": "wait_reconnect", "after": N}`` waits for a tracking connection after the N-th, then
 reads. Every answer carries the entity's ``n`` (or None) and the caches' counters.
@@ -52,11 +53,18 @@ def _wait(ready: Any, timeout: float = 10.0) -> float:
 
 
 def _handle(request: dict[str, Any]) -> dict[str, Any]:
-    from schemaless_store import near_cache
+    from schemaless_store import entity_cache, near_cache
 
     op, entity_id = request["op"], request.get("id")
     if op == "read":
         return _answer(entity_id)
+    if op == "read_near":  # until a read is served from the near cache
+        for _ in range(50):
+            before = entity_cache.stats.near_hits
+            answer = _answer(entity_id)
+            if entity_cache.stats.near_hits > before:
+                return answer
+        return {"error": "no read was served from the near cache"}
     near = near_cache.existing()
     assert near is not None, "no near cache yet: read first"
     if op == "wait_gone":

@@ -92,11 +92,14 @@ def sneak(entity_id: uuid.UUID, **properties: Any) -> None:
 
 
 def held(entity_id: uuid.UUID) -> None:
-    """Read an entity until the near cache holds it (a miss fills Redis, a Redis hit copies)."""
-    for _ in range(3):
+    """Read an entity until the near cache holds it: a miss fills Redis, a Redis hit is copied
+    (unless the push for the miss's new token came in between, which refuses the copy)."""
+    for _ in range(20):
         Entity.objects.get(id=entity_id)
-    near = near_cache.existing()
-    assert near is not None and near.holds(entity_id.bytes.hex())
+        near = near_cache.existing()
+        if near is not None and near.holds(entity_id.bytes.hex()):
+            return
+    raise AssertionError("the near cache never held it")
 
 
 def token_key(entity_id: uuid.UUID) -> str:
@@ -152,8 +155,8 @@ def test_a_hit_is_served_from_process_memory_and_a_write_here_is_read_at_once(ne
     made.save()
     assert Entity.objects.get(id=made.id)["n"] == 2
     many = [Entity.objects.create(n=i) for i in range(4)]
-    for _ in range(3):
-        Entity.objects.get_many([e.id for e in many])
+    for entity in many:
+        held(entity.id)
     entity_cache.reset_stats()
     found = Entity.objects.get_many([e.id for e in many] + [made.id])
     assert entity_cache.stats.hits == 5 and entity_cache.stats.misses == 0
@@ -204,8 +207,7 @@ def test_a_copy_of_an_answer_read_before_an_invalidation_is_refused(near):
 
 def test_another_process_reads_the_write_once_the_push_arrives(near, other):
     made = Entity.objects.create(n=0)
-    for _ in range(3):
-        first = other.ask("read", made.id)
+    first = other.ask("read_near", made.id)
     assert first["n"] == 0 and first["near_hits"] >= 1 and first["held"] >= 1
     sneak(made.id, n=99)
     assert other.ask("read", made.id)["n"] == 0  # its copy: no push, no change
@@ -215,9 +217,8 @@ def test_another_process_reads_the_write_once_the_push_arrives(near, other):
     assert after["n"] == 1, after
     assert after["pushed"] > first["pushed"]
     assert after["waited"] < 2, after  # the push's delivery, not a timeout
-    for _ in range(2):
-        again = other.ask("read", made.id)
-    assert again["n"] == 1 and again["near_hits"] > after["near_hits"]  # copied again
+    again = other.ask("read_near", made.id)
+    assert again["n"] == 1  # copied again
 
 
 def test_a_tracking_connection_killed_mid_run_flushes_the_near_cache(near, other):
@@ -227,8 +228,7 @@ def test_a_tracking_connection_killed_mid_run_flushes_the_near_cache(near, other
     import redis
 
     made = Entity.objects.create(n=0)
-    for _ in range(3):
-        before = other.ask("read", made.id)
+    before = other.ask("read_near", made.id)
     assert before["n"] == 0 and before["near_hits"] >= 1 and before["client_id"]
     sneak(made.id, n=5)  # the write, with the invalidation below
     client = redis.Redis.from_url(redis_server().url)
@@ -394,3 +394,54 @@ def test_near_cache_settings_and_checks():
             assert [m.id for m in checks.check_settings()] == codes
             with pytest.raises(ConfigurationError, match="EntityRedisCache"):
                 entity_cache.lookup()
+
+
+def _plain_cache_tests() -> Any:
+    # The entity cache's own tests, wherever the suite's layout keeps them.
+    try:
+        from tests.cache import test_entity_cache as plain  # type: ignore[attr-defined]
+    except ImportError:
+        from tests import test_entity_cache as plain  # type: ignore[no-redef]
+    return plain
+
+
+PLAIN = _plain_cache_tests()
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        PLAIN.test_get_reads_through_the_cache_and_a_save_invalidates_it,
+        PLAIN.test_get_many_mixes_hits_misses_and_ids_that_do_not_exist,
+        PLAIN.test_bulk_put_and_delete_invalidate,
+        PLAIN.test_a_fill_that_read_before_a_write_never_brings_the_old_value_back,
+        PLAIN.test_a_hit_that_names_another_shard_than_the_owner_is_not_used,
+        PLAIN.test_reads_inside_a_transaction_on_the_shard_neither_use_nor_fill_the_cache,
+        PLAIN.test_entities_move_with_their_bucket_and_the_cache_follows,
+    ],
+    ids=lambda case: case.__name__.removeprefix("test_"),
+)
+def test_the_entity_cache_guarantees_hold_with_the_near_cache_on(case):
+    """Every read guarantee of the entity cache, run again with the near cache in front (each
+    entity read three times first would change nothing: the cases read what they wrote)."""
+    with near_on(DROP_TIMEOUT=5.0):
+        case(caches["entities"])
+        assert near_cache.existing() is not None
+
+
+def test_a_failed_invalidation_still_evicts_this_process_copies(monkeypatch):
+    with near_on(DROP_TIMEOUT=5.0) as near:
+        made = Entity.objects.create(n=1)
+        held(made.id)
+        backend = caches["entities"]
+
+        def broken(*args: Any, **kwargs: Any) -> None:
+            raise ConnectionError("cache down")
+
+        monkeypatch.setattr(type(backend), "delete_many", broken)
+        made["n"] = 2
+        made.save()  # committed; its DEL failed: this process stops using the caches
+        monkeypatch.undo()
+        assert not near.holds(made.id.bytes.hex())
+        assert not entity_cache.enabled()
+        assert Entity.objects.get(id=made.id)["n"] == 2
