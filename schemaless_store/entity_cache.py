@@ -262,11 +262,10 @@ class Lookup:
             for key, h in hexes.items():
                 copy = held.get(h)
                 if copy is not None:
-                    row = _valid(copy[0], copy[1], owner_of(key))
-                    if row is None:
+                    if copy[1].alias == owner_of(key):
+                        hits[key] = copy[1]
+                    else:  # filled before a move: Redis may hold the owner's row
                         near.discard(h)
-                    else:
-                        hits[key] = row
             stats.near_hits += len(hits)
         asked = [key for key in hexes if key not in hits]
         if not asked:
@@ -278,7 +277,7 @@ class Lookup:
         except Exception as exc:
             self._failure(exc)
             return hits
-        copies: dict[str, tuple[int, bytes]] = {}
+        copies: dict[str, tuple[int, Row]] = {}
         new_tokens: dict[str, int] = {}
         for key in asked:
             h = hexes[key]
@@ -288,7 +287,7 @@ class Lookup:
                 row = _valid(token, value, owner_of(key))
                 if row is not None:
                     hits[key] = row
-                    copies[h] = (token, value)
+                    copies[h] = (token, row)
                     continue
             if type(token) is not int:
                 token = random.randint(*_TOKEN_RANGE)

@@ -1,9 +1,10 @@
 """The near cache: the entity cache's hits served from process memory, kept exact by Redis's
 server-assisted client-side caching (``CLIENT TRACKING``; docs/cache.md#the-near-cache).
 
-A :class:`NearCache` holds copies of what Redis answered for ids (the id's token and the bytes
-of its value key, never an object built from them), at most ``MAX_ENTRIES``, least recently
-used first out. One thread per process owns a *tracking connection*: ``CLIENT TRACKING ON
+A :class:`NearCache` holds copies of what Redis answered for ids (the id's token and its row as
+the entity cache's own parser read it from the value's bytes: strings, numbers, a timestamp and
+the body's bytes; never an object a deserializer built), at most ``MAX_ENTRIES``, least
+recently used first out. One thread per process owns a *tracking connection*: ``CLIENT TRACKING ON
 BCAST PREFIX <the token keys' prefix>`` redirected to itself and subscribed to
 ``__redis__:invalidate``, so Redis tells it every change of every token key (a write's
 ``DEL``, a reader's new token, an expiry, an eviction, a ``FLUSHDB``), and the thread drops
@@ -87,7 +88,7 @@ class NearCache:
         self.client_id: int | None = None  # the tracking connection's CLIENT ID, while live
         self._connect = connect
         self._lock = threading.Lock()
-        self._entries: OrderedDict[str, tuple[float, int, bytes]] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[float, int, Any]] = OrderedDict()
         self._epoch = 0
         self._live = False
         self._heard = 0.0  # when the last PING that was answered was sent
@@ -108,15 +109,15 @@ class NearCache:
             and os.getpid() == self.pid
         )
 
-    def get_many(self, hexes: Iterable[str]) -> tuple[Mark | None, dict[str, tuple[int, bytes]]]:
-        """The copies held for these ids as ``(token, value)``, and the :class:`Mark` to copy
+    def get_many(self, hexes: Iterable[str]) -> tuple[Mark | None, dict[str, tuple[int, Any]]]:
+        """The copies held for these ids as ``(token, row)``, and the :class:`Mark` to copy
         Redis's answers for the others under; ``(None, {})`` when copies may not be used."""
         with self._lock:
             if not self.usable():
                 return None, {}
             mark = Mark(self._epoch, self._seq)
             now = time.monotonic()
-            found: dict[str, tuple[int, bytes]] = {}
+            found: dict[str, tuple[int, Any]] = {}
             entries = self._entries
             for h in hexes:
                 entry = entries.get(h)
@@ -130,7 +131,7 @@ class NearCache:
         self.stats.hits += len(found)
         return mark, found
 
-    def put(self, mark: Mark, answers: dict[str, tuple[int, bytes]]) -> None:
+    def put(self, mark: Mark, answers: dict[str, tuple[int, Any]]) -> None:
         """Copy Redis's answers (read after ``mark`` was taken), but none that an invalidation
         or a reconnection since ``mark`` may have made old."""
         with self._lock:
@@ -162,7 +163,7 @@ class NearCache:
         self.stats.evicted += self._invalidate(hexes)
 
     def discard(self, h: str) -> None:
-        """Drop one copy a reader found unusable (another shard named, bytes not a value)."""
+        """Drop one copy a reader found unusable (it names another shard than the owner)."""
         with self._lock:
             self._entries.pop(h, None)
 
@@ -212,7 +213,8 @@ class NearCache:
             try:
                 conn = self._subscribe()
             except Exception as exc:
-                logger.warning("near cache: no tracking connection (%s); reads use Redis", exc)
+                if pause == 0.05:  # once per outage
+                    logger.warning("near cache: no tracking connection (%s); reads use Redis", exc)
                 self._stop.wait(pause)
                 pause = min(pause * 2, self.drop_timeout)
                 continue

@@ -197,12 +197,12 @@ def test_a_copy_of_an_answer_read_before_an_invalidation_is_refused(near):
     mark, found = near.get_many([h])
     assert mark is not None and found == {}
     near.evict([h])
-    near.put(mark, {h: (7, b"old")})
+    near.put(mark, {h: (7, "old")})
     assert not near.holds(h)
     mark, _ = near.get_many([h])
     assert mark is not None
-    near.put(mark, {h: (7, b"new")})
-    assert near.get_many([h])[1] == {h: (7, b"new")}
+    near.put(mark, {h: (7, "new")})
+    assert near.get_many([h])[1] == {h: (7, "new")}
 
 
 def test_another_process_reads_the_write_once_the_push_arrives(near, other):
@@ -299,8 +299,8 @@ def test_copies_stop_after_the_drop_timeout_while_the_tracking_thread_hears_noth
             time.sleep(0.01)
         mark, _ = near.get_many(["ab"])
         assert mark is not None
-        near.put(mark, {"ab": (1, b"x")})
-        assert near.get_many(["ab"])[1] == {"ab": (1, b"x")}
+        near.put(mark, {"ab": (1, "x")})
+        assert near.get_many(["ab"])[1] == {"ab": (1, "x")}
         stalled.set()
         time.sleep(0.6)
         assert not near.usable()
