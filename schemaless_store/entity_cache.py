@@ -22,6 +22,11 @@ may see the transaction's own writes, or an old snapshot). When the cache fails,
 the database; when an invalidation fails, this process stops using the cache for
 ``SCHEMALESS["CACHE_TIMEOUT"]`` seconds, the longest any entry lives, so the stale window of
 every other process is bounded by that timeout too.
+
+With ``SCHEMALESS["NEAR_CACHE"]`` set, :class:`Lookup` asks this process's
+:class:`~.near_cache.NearCache` first and copies Redis's hits into it (under the mark it took
+before asking Redis); :func:`invalidate` drops this process's copies once its ``DEL`` is
+answered.
 """
 
 from __future__ import annotations
