@@ -1,7 +1,7 @@
 """A second process with the near cache on (``python -m tests.cache.near_child``): it answers
 one JSON request per line on stdin with one JSON line, so that a test can drive it step by
-step while the parent writes. ``SCHEMALESS_TEST_NEAR_CACHE`` holds the ``NEAR_CACHE`` setting;
-the entity cache comes from the parent as for every child (tests/child.py).
+step while the parent writes. The entity cache and its near cache come from the parent's
+settings, as for every child (tests/child.py).
 
 Requests: ``{"op": "read", "id": HEX}`` reads the entity with ``get``; ``read_near`` reads it
 until a read is served from the near cache; ``{"op": "wait_gone",
@@ -87,11 +87,5 @@ def serve() -> None:
 
 if __name__ == "__main__":
     child._setup()
-    from django.conf import settings
-
-    from schemaless_store import conf
-
-    settings.SCHEMALESS["NEAR_CACHE"] = json.loads(os.environ["SCHEMALESS_TEST_NEAR_CACHE"])
-    conf.get.cache_clear()
     serve()
     os._exit(0)

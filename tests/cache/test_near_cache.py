@@ -109,12 +109,11 @@ def token_key(entity_id: uuid.UUID) -> str:
 class Other:
     """The second process: ``ask`` sends it a request and returns its answer."""
 
-    def __init__(self, near: dict[str, Any]) -> None:
-        env = {**child.child_env(), "SCHEMALESS_TEST_NEAR_CACHE": json.dumps(near)}
+    def __init__(self) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.cache.near_child"],
             cwd=child.ROOT,
-            env=env,
+            env=child.child_env(),  # the entity cache and the near cache as this process has them
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -137,7 +136,7 @@ class Other:
 
 @pytest.fixture
 def other(near) -> Iterator[Other]:
-    process = Other({"DROP_TIMEOUT": 5.0})
+    process = Other()
     try:
         yield process
     finally:
@@ -394,6 +393,39 @@ def test_near_cache_settings_and_checks():
             assert [m.id for m in checks.check_settings()] == codes
             with pytest.raises(ConfigurationError, match="EntityRedisCache"):
                 entity_cache.lookup()
+
+
+@pytest.mark.mariadb_only
+@pytest.mark.slow
+def test_writers_read_their_writes_among_other_processes_with_the_near_cache():
+    """tests/cached.py's writer and reader processes (and the cleaner) with the near cache on:
+    no writer ever reads its own acknowledged write older (the readers may, until the push
+    comes: docs/cache.md#who-sees-what-for-how-long), and the readers were served from memory."""
+    from tests.cached import Board
+
+    with near_on(DROP_TIMEOUT=5.0):
+        ids = [Entity.objects.create(n=0, tag="t0").id for _ in range(12)]
+        board = Board.create(ids)
+        try:
+            spawn = [("writer", "0", "6", "5"), ("writer", "6", "6", "5"), ("reader", "5")]
+            procs = [
+                subprocess.Popen(
+                    [sys.executable, "-m", "tests.cached", mode, board.name, *args],
+                    cwd=child.ROOT,
+                    env=child.child_env(),
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                for mode, *args in spawn
+            ]
+            cleaner = child.spawn("manage", "runcleaner", "--once", stdout=subprocess.DEVNULL)
+            results = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+            cleaner.wait(timeout=120)
+        finally:
+            board.close()
+    writers, (reader,) = results[:2], results[2:]
+    assert all(w["writes"] > 20 and w["own_stale"] == 0 for w in writers), writers
+    assert reader["near_hits"] > 0, reader
 
 
 def _plain_cache_tests() -> Any:
