@@ -167,6 +167,11 @@ class NearCache:
         with self._lock:
             self._entries.pop(h, None)
 
+    def heard(self) -> float:
+        """When (``time.monotonic()``) the last ``PING`` that was answered was sent: every push
+        Redis queued before then has been applied."""
+        return self._heard
+
     def holds(self, h: str) -> bool:
         """Whether a copy of this id (its hex) is held."""
         return h in self._entries

@@ -52,17 +52,27 @@ def _wait(ready: Any, timeout: float = 10.0) -> float:
     return time.monotonic() - began
 
 
+def _settle(near: Any, since: float) -> None:
+    _wait(lambda: near.heard() > since)
+
+
 def _handle(request: dict[str, Any]) -> dict[str, Any]:
     from schemaless_store import entity_cache, near_cache
 
     op, entity_id = request["op"], request.get("id")
     if op == "read":
         return _answer(entity_id)
-    if op == "read_near":  # until a read is served from the near cache
+    if op == "read_near":  # until a read is served from the near cache, and the copy stays
+        key = uuid.UUID(entity_id).bytes.hex()
         for _ in range(50):
             before = entity_cache.stats.near_hits
             answer = _answer(entity_id)
-            if entity_cache.stats.near_hits > before:
+            near = near_cache.existing()
+            if near is None or entity_cache.stats.near_hits == before:
+                continue
+            # A push queued before now (its own new token's) is applied once a later PING is.
+            _settle(near, time.monotonic())
+            if near.holds(key):
                 return answer
         return {"error": "no read was served from the near cache"}
     near = near_cache.existing()
