@@ -52,7 +52,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                             id="schemaless.W001",
                         )
                     )
-    errors.extend(_cache_problems(resolved.cache))
+    errors.extend(_cache_problems(resolved.cache, near=resolved.near_cache is not None))
     routers = [
         r if isinstance(r, str) else type(r).__module__ + "." + type(r).__name__
         for r in settings.DATABASE_ROUTERS
@@ -74,13 +74,23 @@ PER_PROCESS_CACHES = (
 )
 
 
-def _cache_problems(alias: str | None) -> list[Any]:
+def _cache_problems(alias: str | None, near: bool = False) -> list[Any]:
     """What is wrong with the entity cache's alias in ``CACHES`` (docs/cache.md)."""
     if alias is None:
         return []
     config = settings.CACHES[alias]
     backend = config.get("BACKEND", "")
     problems: list[Any] = []
+    if near and backend != "schemaless_store.entity_cache.EntityRedisCache":
+        problems.append(
+            Error(
+                f"SCHEMALESS['NEAR_CACHE'] is on but the entity cache {alias!r} is a "
+                f"{backend.rsplit('.', 1)[-1]}: the near cache tracks the entity cache's "
+                "Redis keys through an EntityRedisCache",
+                hint=f"configure the entity cache with entity_cache.cache_from_url(); {DOCS}",
+                id="schemaless.E009",
+            )
+        )
     if backend in PER_PROCESS_CACHES:
         problems.append(
             Warning(

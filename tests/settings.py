@@ -74,6 +74,8 @@ if os.environ.get("SCHEMALESS_TEST_CACHE"):  # a child of a test with the entity
         "entities": json.loads(os.environ["SCHEMALESS_TEST_CACHE"]),
     }
     SCHEMALESS["CACHE"] = "entities"
+if os.environ.get("SCHEMALESS_TEST_NEAR_CACHE"):  # ... and its near cache
+    SCHEMALESS["NEAR_CACHE"] = json.loads(os.environ["SCHEMALESS_TEST_NEAR_CACHE"])
 
 SECRET_KEY = "tests-only"
 DEBUG = False

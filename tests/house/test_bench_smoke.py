@@ -57,9 +57,9 @@ COMPARISONS = {
     "query_page": {"ours/raw", "ours/json_column"},
     "query_all": {"ours/raw", "ours/json_column", "ours/json_unindexed"},
     "query_scatter": {"ours/pinned", "ours/raw"},
-    "cache_get": {"ours/raw", "ours/ours_uncached"},
-    "cache_get_many": {"ours/raw", "ours/ours_uncached"},
-    "cache_invalidate": {"ours/ours_uncached"},
+    "cache_get": {"ours/raw", "ours/ours_uncached", "ours_near/raw", "ours_near/ours"},
+    "cache_get_many": {"ours/raw", "ours/ours_uncached", "ours_near/raw", "ours_near/ours"},
+    "cache_invalidate": {"ours/ours_uncached", "ours_near/ours_uncached"},
     "clients_mixed": {"ours/raw"},
     "export": {"ours/raw"},
     "import": {"ours/bulk_put"},
@@ -122,6 +122,7 @@ def test_cache_leg_reports_its_hit_rate(quick_run: dict) -> None:
         cache = found[leg]["cache"]
         assert cache["warmed"] == quick_run["plan"]["main_size"], leg
         assert cache["hits"] > 0 and 0 < cache["hit_rate"] <= 1, leg
+        assert cache["near_hits"] > 0, leg  # ours_near's reads: from process memory
 
 
 def test_clients_leg_runs_four_processes_on_two_servers(quick_run: dict) -> None:

@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tables",
             "metadata",
             "lifecycle",
+            "near_cache",
             "entity_cache",
             "placement",
             "replicas",

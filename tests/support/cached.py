@@ -134,6 +134,7 @@ def _reader(board: Board, seconds: float) -> dict[str, Any]:
         "stale": len(stale),
         "examples": stale[:5],
         "hits": entity_cache.stats.hits,
+        "near_hits": entity_cache.stats.near_hits,
     }
 
 

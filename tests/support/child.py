@@ -106,6 +106,11 @@ def child_env(extra_indexes: list[str] | tuple[str, ...] = ()) -> dict[str, str]
         env["SCHEMALESS_TEST_CACHE"] = json.dumps(settings.CACHES[cache])
     else:
         env.pop("SCHEMALESS_TEST_CACHE", None)
+    near = settings.SCHEMALESS.get("NEAR_CACHE")
+    if cache and near is not None:  # and its near cache
+        env["SCHEMALESS_TEST_NEAR_CACHE"] = json.dumps(near)
+    else:
+        env.pop("SCHEMALESS_TEST_NEAR_CACHE", None)
     return env
 
 
