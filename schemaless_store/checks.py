@@ -281,7 +281,7 @@ def check_entities_layout(
             "than on a table clustered by id",
             hint=f"{clustering.COMMAND} --database {alias} converts it online; migrate does it "
             f"itself for a table of at most {clustering.AT_MIGRATE_MAX_ROWS:,} rows; "
-            f"docs/admin.md#clustering-entities-by-id; {DOCS}",
+            f"docs/upgrading.md#clustering-entities-by-id; {DOCS}",
             id="schemaless.W006",
         )
         for alias in seed

@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "entity_cache",
             "placement",
             "replicas",
+            "clustering",
         ),
     ),
     (

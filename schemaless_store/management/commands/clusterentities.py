@@ -1,5 +1,5 @@
 """``manage.py clusterentities``: cluster the shards' ``entities`` by ``id``, online
-(docs/design.md#the-entities-table; docs/admin.md, "Clustering entities by id")."""
+(docs/design.md#the-entities-table, docs/upgrading.md#clustering-entities-by-id)."""
 
 from __future__ import annotations
 
