@@ -14,6 +14,7 @@ import time
 import types
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -247,14 +248,15 @@ def test_the_online_conversion_loses_no_write_and_holds_writers_up_briefly():
             f"RANDOM_BYTES(400) FROM seq_1_to_{rows}"
         )
     acked: dict[uuid.UUID, int] = {}
-    writes: list[tuple[float, float]] = []  # (began, ended) of each acknowledged write
+    ops: list[tuple[float, float]] = []  # (began, ended) of each write and read
     stop = threading.Event()
     errors: list[BaseException] = []
 
-    def timed(write: Callable[..., object], *args: object, **kwargs: object) -> None:
+    def timed(op: Callable[..., Any], *args: object, **kwargs: object) -> Any:
         began = time.perf_counter()
-        write(*args, **kwargs)
-        writes.append((began, time.perf_counter()))
+        result = op(*args, **kwargs)
+        ops.append((began, time.perf_counter()))
+        return result
 
     def writer(number: int) -> None:
         try:
@@ -262,7 +264,7 @@ def test_the_online_conversion_loses_no_write_and_holds_writers_up_briefly():
             while not stop.is_set():
                 entity_id = buckets.id_in_bucket(number)  # a bucket of this shard's
                 timed(Entity.objects.create, id=entity_id, n=n)
-                entity = Entity.objects.get(id=entity_id)
+                entity = timed(Entity.objects.get, id=entity_id)
                 entity["n"] = n + 1
                 timed(entity.save)
                 acked[entity_id] = n + 1
@@ -288,14 +290,14 @@ def test_the_online_conversion_loses_no_write_and_holds_writers_up_briefly():
     assert not errors, errors
     assert took is not None and layout.clustered_by(connections[alias]) == layout.CLUSTERED
     quarter = (ended - began) / 4
-    # Writes that ran, start to finish, in the middle half of the ALTER: it locked no one out
-    # (with LOCK=EXCLUSIVE there are none).
-    within = [w for w in writes if began + quarter <= w[0] and w[1] <= ended - quarter]
-    overlapping = [e - b for b, e in writes if b < ended and e > began]
+    # Operations that ran, start to finish, in the middle half of the ALTER: it locked no one
+    # out (with LOCK=EXCLUSIVE there are none).
+    within = [w for w in ops if began + quarter <= w[0] and w[1] <= ended - quarter]
+    overlapping = [e - b for b, e in ops if b < ended and e > began]
     slowest = max(overlapping)
     print(
         f"\n{rows:,} rows clustered in {took:.2f} s ({took / rows * 100_000:.1f} s per 100k); "
-        f"{len(overlapping)} writes overlapped it, {len(within)} inside its middle half; "
+        f"{len(overlapping)} writes and reads overlapped it, {len(within)} inside its middle half; "
         f"the slowest of them took {slowest * 1000:.0f} ms"
     )
     assert within
