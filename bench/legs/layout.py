@@ -6,7 +6,8 @@ comparisons run, then every shard is turned to the seed layout (``PRIMARY KEY (a
 the online ``ALTER`` and they run again, then the shards are clustered by id again. Legs are
 reported as ``query_page[_placed]_layout_id`` and ``..._layout_seed``; each record carries the
 plan MariaDB chose for the page's join to ``entities`` (``EXPLAIN FORMAT=JSON``: its access
-type and key) and the seconds each ``ALTER`` took.
+type and key), InnoDB's logical page reads per page query (``Innodb_buffer_pool_read_requests``
+over both shard servers: the descents themselves) and the seconds each ``ALTER`` took.
 """
 
 from __future__ import annotations
@@ -46,6 +47,39 @@ def _join_plan(alias: str) -> dict[str, Any]:
     return {"access_type": None, "key": None}
 
 
+def _page_reads(bench: Bench, pages: int = 100) -> dict[str, float]:
+    """InnoDB's logical page reads (``Innodb_buffer_pool_read_requests``, summed over the two
+    servers) per page query, ours and the JSON column's: the B-tree pages a page walks, counted
+    by the servers. Nothing else runs meanwhile (a shard map refresh would add a few)."""
+    from django.db import connections
+
+    from schemaless_store import shards
+    from schemaless_store.models import Entity
+
+    def requests() -> int:
+        total = 0
+        for alias in shards.shard_aliases():  # shard_0 on the first server, shard_1 the second
+            with connections[alias].cursor() as cursor:
+                cursor.execute("SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_read_requests'")
+                total += int(cursor.fetchone()[1])
+        return total
+
+    users = query.random_users(bench, pages)
+    found = {}
+    for name, page in (
+        (
+            "ours",
+            lambda u: list(Entity.objects.filter_index(user_id=u).order_by("-published")[:30]),
+        ),
+        ("json_column", lambda u: bench.peer.page(u, 30)),
+    ):
+        before = requests()
+        for user in users:
+            page(user)
+        found[name] = (requests() - before) / pages
+    return found
+
+
 def _relayout(to_seed: bool) -> float:
     from django.db import connections
 
@@ -75,9 +109,19 @@ def run(bench: Bench) -> list[dict[str, Any]]:
         clustered = layout.clustered_by(connections[alias])
         bench.log(f"layout: entities clustered by {clustered}")
         join = _join_plan(alias)
+        reads = _page_reads(bench)
+        bench.log(
+            f"layout: buffer pool page reads per page query: {reads['ours']:.0f} ours, "
+            f"{reads['json_column']:.0f} the JSON column's"
+        )
         for record in query.run(bench):
             record["leg"] += f"_layout_{name}"
-            record["layout"] = {"clustered_by": clustered, "join": join, "alter_s": altered}
+            record["layout"] = {
+                "clustered_by": clustered,
+                "join": join,
+                "alter_s": altered,
+                "page_reads_per_page": reads,
+            }
             records.append(record)
     _relayout(to_seed=False)
     return records
