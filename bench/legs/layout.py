@@ -88,10 +88,10 @@ def _relayout(to_seed: bool) -> float:
 
     began = time.perf_counter()
     for alias in shards.shard_aliases():
-        if to_seed:
+        if to_seed and layout.clustered_by(connections[alias]) != layout.SEED:
             with connections[alias].cursor() as cursor:
                 cursor.execute(layout.to_seed(cursor, 30))
-        else:
+        elif not to_seed:
             clustering.cluster(alias, wait=30)
     return time.perf_counter() - began
 
