@@ -270,7 +270,7 @@ def check_entities_layout(
     if not databases:
         return []
     try:
-        aliases = [a for a in conf.get().shards if a in databases]
+        aliases = [a for a in conf.get().shards if a in databases and a in settings.DATABASES]
         seed = clustering.seed_layout_shards(aliases)
     except (ConfigurationError, DatabaseError):
         return []  # not configured or not reachable: other checks say so

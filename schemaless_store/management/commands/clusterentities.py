@@ -55,8 +55,11 @@ class Command(BaseCommand):
             if conn.vendor != "mysql":
                 self.stdout.write(f"{alias}: {conn.vendor}, which keeps its one layout.")
                 continue
-            if layout.clustered_by(conn) != layout.SEED:
-                self.stdout.write(f"{alias}: entities is clustered by id already.")
+            clustered_by = layout.clustered_by(conn)
+            if clustered_by is None:
+                raise CommandError(f"{alias} has no entities table: run migrate first")
+            if clustered_by != layout.SEED:
+                self.stdout.write(f"{alias}: entities is clustered by {clustered_by} already.")
                 continue
             rows = layout.rows_up_to(conn, clustering.AT_MIGRATE_MAX_ROWS)
             size = f"{rows:,} rows" if rows <= clustering.AT_MIGRATE_MAX_ROWS else "a big table"
