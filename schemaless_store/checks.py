@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.db import DatabaseError, connections
 
-from . import conf, fence, server_support, shardmap
+from . import clustering, conf, fence, server_support, shardmap
 from .exceptions import ConfigurationError
 from .indexes import registry
 
@@ -257,4 +257,32 @@ def check_debug(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             hint=f"set DEBUG = False in production (docs/performance.md); {DOCS}",
             id="schemaless.W005",
         )
+    ]
+
+
+@register(Tags.database)
+def check_entities_layout(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[Any]:
+    """A MySQL shard whose ``entities`` is still clustered by ``added_id`` (W006): it serves,
+    but a page costs one more B-tree descent per entity (docs/design.md#the-entities-table).
+    Run with ``--database``, as ``migrate`` does."""
+    if not databases:
+        return []
+    try:
+        aliases = [a for a in conf.get().shards if a in databases and a in settings.DATABASES]
+        seed = clustering.seed_layout_shards(aliases)
+    except (ConfigurationError, DatabaseError):
+        return []  # not configured or not reachable: other checks say so
+    return [
+        Warning(
+            f"the entities table of shard {alias!r} is clustered by added_id (the seed layout): "
+            "it serves, but reaching an entity from an index row costs one more B-tree descent "
+            "than on a table clustered by id",
+            hint=f"{clustering.COMMAND} --database {alias} converts it online; migrate does it "
+            f"itself for a table of at most {clustering.AT_MIGRATE_MAX_ROWS:,} rows; "
+            f"docs/upgrading.md#clustering-entities-by-id; {DOCS}",
+            id="schemaless.W006",
+        )
+        for alias in seed
     ]

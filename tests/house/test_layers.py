@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "entity_cache",
             "placement",
             "replicas",
+            "clustering",
         ),
     ),
     (

@@ -33,7 +33,7 @@ import MySQLdb.cursors
 import pytest
 from django.db import connections
 
-from schemaless_store import shards
+from schemaless_store import keys, shards
 from schemaless_store.cleaner import Cleaner
 from schemaless_store.exceptions import EntityExists, ShardUnavailable
 from schemaless_store.indexes import registry
@@ -196,7 +196,7 @@ def bulk_put() -> tuple[Callable[[], Any], Callable[[], dict[bytes, tuple[Any, A
 
 
 def bulk_put_generated() -> tuple[Callable[[], Any], Callable[[], dict[bytes, tuple[Any, Any]]]]:
-    # The store generates the ids (uuid4, patched to fixed ones so that every case sends the
+    # The store generates the ids (keys.new_id, patched to fixed ones so that every case sends the
     # same statements): two batches on shard_0's side of the ids, one on shard_1's.
     ids: list[uuid.UUID] = []
     for alias in ["shard_0", "shard_1", "shard_0"]:
@@ -204,7 +204,7 @@ def bulk_put_generated() -> tuple[Callable[[], Any], Callable[[], dict[bytes, tu
         while (candidate := uuid.UUID(int=n)) in ids or shards.alias_for(candidate.bytes) != alias:
             n += 1
         ids.append(candidate)
-    with mock.patch.object(uuid, "uuid4", side_effect=ids):
+    with mock.patch.object(keys, "new_id", side_effect=[i.bytes for i in ids]):
         entities = [Entity(**props) for props in GENERATED]
     assert all(e.has_generated_id for e in entities)
     return (

@@ -239,8 +239,10 @@ def _generate_ids(ids: list[str]) -> None:
     """Make the store's own id generation hand out ``ids`` (so the parent knows them)."""
     import uuid
 
-    pending = [uuid.UUID(i) for i in ids]
-    uuid.uuid4 = lambda: pending.pop(0)
+    from schemaless_store import keys
+
+    pending = [uuid.UUID(i).bytes for i in ids]
+    keys.new_id = lambda: pending.pop(0)
 
 
 def _write(request: dict[str, Any]) -> None:
