@@ -18,10 +18,12 @@ LEGS = (
     "backup",
     "netem",
     "devapi",
+    "layout",
 )
 # ``netem`` only when asked for: it puts the servers behind a veth pair for the whole run (the
 # other legs then cross it too, without delay), and the targets are checked without it.
-DEFAULT_LEGS = tuple(leg for leg in LEGS if leg != "netem")
+# ``layout`` only when asked for: it rebuilds every shard's entities twice (docs/performance.md).
+DEFAULT_LEGS = tuple(leg for leg in LEGS if leg not in ("netem", "layout"))
 
 
 @dataclass(frozen=True)

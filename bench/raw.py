@@ -9,13 +9,12 @@ connections, as the store uses: one for entity transactions and one in autocommi
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 from collections import defaultdict
 from typing import Any
 
 import MySQLdb
 
-from schemaless_store import bucket_hash, conf, index_values
+from schemaless_store import bucket_hash, conf, entity_ids, index_values
 from schemaless_store.codec import decode_body
 
 ENTITY_COLUMNS = "added_id, id, updated, body"
@@ -84,7 +83,7 @@ class RawStore:
         """One new entity and its two index rows, in the order ``Entity.objects.create`` uses:
         the entity row inserted (uncommitted), the index rows committed on the index
         connection, then the entity committed."""
-        entity_id = uuid.uuid4().bytes
+        entity_id = entity_ids.new_id()  # as the store generates ids
         body = self.codec.encode(properties)
         user_key = index_values.encode_key(properties["user_id"])
         conn = self.entity_conns[self.alias_for(entity_id)]
@@ -106,7 +105,7 @@ class RawStore:
         """
         by_alias: dict[str, list[tuple[bytes, dict[str, Any]]]] = defaultdict(list)
         for properties in batch:
-            entity_id = uuid.uuid4().bytes
+            entity_id = entity_ids.new_id()  # as the store generates ids
             by_alias[self.alias_for(entity_id)].append((entity_id, properties))
         now = _now()
         for alias, items in by_alias.items():

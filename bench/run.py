@@ -5,6 +5,7 @@
     .venv/bin/python -m bench.run --legs get,query --sizes 10000,100000
     .venv/bin/python -m bench.run --entities 100000 --legs clients --servers 1
     .venv/bin/python -m bench.run --entities 10000 --legs netem   # ~0.25 ms network (root)
+    .venv/bin/python -m bench.run --entities 100000 --placed --legs layout  # both layouts
 
 Starts two throwaway ``mariadbd`` (metadata, shard_0 and the JSON peer on the first; shard_1 on
 the second), migrates, grows the store through the sizes, runs the legs, and writes
@@ -64,7 +65,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--legs",
         type=lambda s: [x.strip() for x in s.split(",") if x.strip()],
         default=list(plans.DEFAULT_LEGS),
-        help=f"comma-separated subset of {','.join(plans.LEGS)} (default: all but netem)",
+        help=f"comma-separated subset of {','.join(plans.LEGS)} "
+        "(default: all but netem and layout)",
     )
     parser.add_argument(
         "--netem-ms",
@@ -237,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         devapi,
         get,
         index_add,
+        layout,
         netem,
         put,
         query,
@@ -268,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         "cache": cache.run,
         "clients": clients.run,
         "devapi": devapi.run,
+        "layout": layout.run,
     }
     # The live index add runs where the other legs compare (100k) and at the largest size, so
     # that the cleaner's peak memory is seen at both.

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.db import DatabaseError, connections
 
-from . import bucket_map, conf, fence, server_support
+from . import bucket_map, clustering, conf, fence, server_support
 from .exceptions import ConfigurationError
 from .indexes import registry
 
@@ -52,7 +52,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                             id="schemaless.W001",
                         )
                     )
-    errors.extend(_cache_problems(resolved.cache))
+    errors.extend(_cache_problems(resolved.cache, near=resolved.near_cache is not None))
     routers = [
         r if isinstance(r, str) else type(r).__module__ + "." + type(r).__name__
         for r in settings.DATABASE_ROUTERS
@@ -74,13 +74,23 @@ PER_PROCESS_CACHES = (
 )
 
 
-def _cache_problems(alias: str | None) -> list[Any]:
+def _cache_problems(alias: str | None, near: bool = False) -> list[Any]:
     """What is wrong with the entity cache's alias in ``CACHES`` (docs/cache.md)."""
     if alias is None:
         return []
     config = settings.CACHES[alias]
     backend = config.get("BACKEND", "")
     problems: list[Any] = []
+    if near and backend != "schemaless_store.entity_cache.EntityRedisCache":
+        problems.append(
+            Error(
+                f"SCHEMALESS['NEAR_CACHE'] is on but the entity cache {alias!r} is a "
+                f"{backend.rsplit('.', 1)[-1]}: the near cache tracks the entity cache's "
+                "Redis keys through an EntityRedisCache",
+                hint=f"configure the entity cache with entity_cache.cache_from_url(); {DOCS}",
+                id="schemaless.E009",
+            )
+        )
     if backend in PER_PROCESS_CACHES:
         problems.append(
             Warning(
@@ -247,4 +257,32 @@ def check_debug(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             hint=f"set DEBUG = False in production (docs/performance.md); {DOCS}",
             id="schemaless.W005",
         )
+    ]
+
+
+@register(Tags.database)
+def check_entities_layout(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[Any]:
+    """A MySQL shard whose ``entities`` is still clustered by ``added_id`` (W006): it serves,
+    but a page costs one more B-tree descent per entity (docs/design.md#the-entities-table).
+    Run with ``--database``, as ``migrate`` does."""
+    if not databases:
+        return []
+    try:
+        aliases = [a for a in conf.get().shards if a in databases and a in settings.DATABASES]
+        seed = clustering.seed_layout_shards(aliases)
+    except (ConfigurationError, DatabaseError):
+        return []  # not configured or not reachable: other checks say so
+    return [
+        Warning(
+            f"the entities table of shard {alias!r} is clustered by added_id (the seed layout): "
+            "it serves, but reaching an entity from an index row costs one more B-tree descent "
+            "than on a table clustered by id",
+            hint=f"{clustering.COMMAND} --database {alias} converts it online; migrate does it "
+            f"itself for a table of at most {clustering.AT_MIGRATE_MAX_ROWS:,} rows; "
+            f"docs/upgrading.md#clustering-entities-by-id; {DOCS}",
+            id="schemaless.W006",
+        )
+        for alias in seed
     ]

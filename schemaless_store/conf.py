@@ -55,6 +55,10 @@ DEFAULTS: dict[str, Any] = {
     # Seconds an entry of the entity cache lives: the longest another process can read a
     # value whose invalidation failed (a write's own process never does).
     "CACHE_TIMEOUT": 300,
+    # The near cache (docs/cache.md#the-near-cache): the entity cache's hits kept in process
+    # memory, invalidated by Redis's client-side tracking. None: off; a dict of NEAR_DEFAULTS'
+    # keys (those left out take their defaults) turns it on. It needs a Redis entity cache.
+    "NEAR_CACHE": None,
     # Read replicas per shard (docs/replicas.md): {"shard_0": ["shard_0_replica_0", ...]},
     # aliases in DATABASES that replicate the shard's server (MariaDB GTID replication).
     "REPLICAS": {},
@@ -70,7 +74,22 @@ DEFAULTS: dict[str, Any] = {
     "REPLICA_CHECK_INTERVAL": 1.0,
 }
 
+NEAR_DEFAULTS: dict[str, Any] = {
+    # Ids whose copies one process keeps; the least recently used go first.
+    "MAX_ENTRIES": 10_000,
+    # Seconds the tracking connection may go unheard before this process stops serving copies
+    # (and flushes them once the connection is found dropped): the longest another process's
+    # write can go unseen here when that connection drops silently.
+    "DROP_TIMEOUT": 1.0,
+}
+
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
+
+
+@dataclass(frozen=True)
+class NearCacheSettings:
+    max_entries: int
+    drop_timeout: float
 
 
 @dataclass(frozen=True)
@@ -89,6 +108,7 @@ class StoreSettings:
     move_wait: float
     cache: str | None
     cache_timeout: int
+    near_cache: NearCacheSettings | None
     replicas: dict[str, tuple[str, ...]]
     read_from_replicas: bool
     replica_max_lag: float
@@ -172,6 +192,38 @@ def _replicas(raw: Any, shards: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
         if names:
             found[alias] = tuple(names)
     return found
+
+
+def _near_cache(raw: Any, cache_alias: str | None) -> NearCacheSettings | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ConfigurationError(
+            f"SCHEMALESS['NEAR_CACHE'] must be None or a dict, not {raw!r}; keys: "
+            f"{sorted(NEAR_DEFAULTS)}"
+        )
+    unknown = sorted(set(raw) - set(NEAR_DEFAULTS))
+    if unknown:
+        raise ConfigurationError(
+            f"unknown SCHEMALESS['NEAR_CACHE'] keys {unknown}; known keys: {sorted(NEAR_DEFAULTS)}"
+        )
+    if cache_alias is None:
+        raise ConfigurationError(
+            "SCHEMALESS['NEAR_CACHE'] is set but SCHEMALESS['CACHE'] is None: the near cache "
+            "keeps the entity cache's hits, so it needs one"
+        )
+    near = {**NEAR_DEFAULTS, **raw}
+    entries, drop = near["MAX_ENTRIES"], near["DROP_TIMEOUT"]
+    if isinstance(entries, bool) or not isinstance(entries, int) or entries < 1:
+        raise ConfigurationError(
+            f"SCHEMALESS['NEAR_CACHE']['MAX_ENTRIES'] must be a whole number >= 1, not {entries!r}"
+        )
+    if isinstance(drop, bool) or not isinstance(drop, int | float) or not drop >= 0.01:
+        raise ConfigurationError(
+            "SCHEMALESS['NEAR_CACHE']['DROP_TIMEOUT'] must be a number of seconds >= 0.01, "
+            f"not {drop!r}"
+        )
+    return NearCacheSettings(max_entries=entries, drop_timeout=float(drop))
 
 
 def _is_pair(value: Any) -> bool:
@@ -287,6 +339,7 @@ def get() -> StoreSettings:
         move_wait=seconds["MOVE_WAIT"],
         cache=cache_alias,
         cache_timeout=cache_timeout,
+        near_cache=_near_cache(raw["NEAR_CACHE"], cache_alias),
         replicas=_replicas(raw["REPLICAS"], aliases),
         read_from_replicas=raw["READ_FROM_REPLICAS"],
         replica_max_lag=seconds["REPLICA_MAX_LAG"],

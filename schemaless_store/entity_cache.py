@@ -22,6 +22,11 @@ may see the transaction's own writes, or an old snapshot). When the cache fails,
 the database; when an invalidation fails, this process stops using the cache for
 ``SCHEMALESS["CACHE_TIMEOUT"]`` seconds, the longest any entry lives, so the stale window of
 every other process is bounded by that timeout too.
+
+With ``SCHEMALESS["NEAR_CACHE"]`` set, :class:`Lookup` asks this process's
+:class:`~.near_cache.NearCache` first and copies Redis's hits into it (under the mark it took
+before asking Redis); :func:`invalidate` drops this process's copies once its ``DEL`` is
+answered.
 """
 
 from __future__ import annotations
@@ -36,10 +41,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.core.cache import BaseCache, caches
 from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 
-from . import conf
+from . import conf, near_cache
+from .exceptions import ConfigurationError
+from .near_cache import NearCache
 
 logger = logging.getLogger("schemaless_store.cache")
 
@@ -103,6 +111,12 @@ class _ReusedClientRedisCacheClient(RedisCacheClient):
             client = self._clients[id(pool)] = self._client(connection_pool=pool)  # type: ignore[attr-defined]
         return client
 
+    def tracking_connection(self) -> Any:
+        """A new, unconnected RESP2 connection to the primary (the near cache's tracking
+        connection: RESP2 so that invalidations come as pub/sub messages)."""
+        pool = self._get_connection_pool(True)  # type: ignore[attr-defined]
+        return pool.connection_class(**{**pool.connection_kwargs, "protocol": 2})
+
 
 class EntityRedisCache(RedisCache):
     """Django's ``RedisCache`` for the entity cache (what :func:`cache_from_url` configures):
@@ -126,6 +140,7 @@ class Stats:
 
     hits: int = 0
     misses: int = 0
+    near_hits: int = 0  # of the hits, those served from process memory (the near cache)
     invalidated: int = 0  # ids whose tokens were deleted after a commit
     failures: int = 0  # cache operations that raised (reads went to the database)
 
@@ -206,6 +221,15 @@ def _encode(token: int, row: Row) -> bytes:
     return b"".join((head, alias, bytes((len(stamp),)), stamp, row.body))
 
 
+def _valid(token: int, value: bytes, owner: str) -> Row | None:
+    """The row in ``value`` if it was filled under ``token`` and names ``owner``."""
+    try:
+        stored, row = _decode(value)
+    except (ValueError, struct.error, UnicodeDecodeError):
+        return None
+    return row if stored == token and row.alias == owner else None
+
+
 def _decode(value: bytes) -> tuple[int, Row]:
     tag, token, exists, added_id, alias_len = _HEAD.unpack_from(value)
     if tag != _TAG:
@@ -225,37 +249,57 @@ class Lookup:
     yourself, then :meth:`fill` with what you found. Tokens are made sure of in ``find``,
     before the database read, as the scheme above needs."""
 
-    def __init__(self, backend: BaseCache) -> None:
+    def __init__(self, backend: BaseCache, near: NearCache | None = None) -> None:
         self.backend = backend
+        self.near = near
         self.tokens: dict[bytes, int] = {}
         self.failed = False
 
     def find(self, keys: Sequence[bytes], owner_of: Any) -> dict[bytes, Row]:
         """The rows cached for ``keys`` whose shard is ``owner_of(key)``; for the others, a
-        token to fill them under."""
-        hexes = [key.hex() for key in keys]
-        names = [_GEN + h for h in hexes] + [_VAL + h for h in hexes]
+        token to fill them under. The near cache, when on, answers first; Redis's hits are
+        copied into it."""
+        hexes = {key: key.hex() for key in keys}
+        hits: dict[bytes, Row] = {}
+        near, mark = self.near, None
+        if near is not None:
+            mark, held = near.get_many(hexes.values())
+            for key, h in hexes.items():
+                copy = held.get(h)
+                if copy is not None:
+                    if copy[1].alias == owner_of(key):
+                        hits[key] = copy[1]
+                    else:  # filled before a move: Redis may hold the owner's row
+                        near.discard(h)
+            stats.near_hits += len(hits)
+        asked = [key for key in hexes if key not in hits]
+        if not asked:
+            stats.hits += len(hits)
+            return hits
+        names = [_GEN + hexes[key] for key in asked] + [_VAL + hexes[key] for key in asked]
         try:
             got = self.backend.get_many(names)
         except Exception as exc:
-            return self._failure(exc)
-        hits: dict[bytes, Row] = {}
+            self._failure(exc)
+            return hits
+        copies: dict[str, tuple[int, Row]] = {}
         new_tokens: dict[str, int] = {}
-        for key, h in zip(keys, hexes, strict=True):
+        for key in asked:
+            h = hexes[key]
             token = got.get(_GEN + h)
             value = got.get(_VAL + h)
             if type(token) is int and type(value) is bytes:
-                try:
-                    stored, row = _decode(value)
-                except (ValueError, struct.error, UnicodeDecodeError):
-                    stored, row = 0, None
-                if row is not None and stored == token and row.alias == owner_of(key):
+                row = _valid(token, value, owner_of(key))
+                if row is not None:
                     hits[key] = row
+                    copies[h] = (token, row)
                     continue
             if type(token) is not int:
                 token = random.randint(*_TOKEN_RANGE)
                 new_tokens[_GEN + h] = token
             self.tokens[key] = token
+        if copies and mark is not None:
+            near.put(mark, copies)  # type: ignore[union-attr]
         stats.hits += len(hits)
         stats.misses += len(keys) - len(hits)
         if new_tokens:
@@ -291,7 +335,57 @@ class Lookup:
 def lookup() -> Lookup | None:
     """A :class:`Lookup` if reads may use the cache now, else None."""
     backend = _usable()
-    return None if backend is None else Lookup(backend)
+    if backend is None:
+        return None
+    resolved = conf.get()
+    if resolved.near_cache is None:
+        return Lookup(backend)
+    return Lookup(backend, near_cache.current(_near_key(resolved), lambda: _near(backend)))
+
+
+_near_key_memo: tuple[Any, Any] = (None, None)
+
+
+def _near_key(resolved: conf.StoreSettings) -> Any:
+    """What the near cache is built from: the same values keep the same near cache (and its
+    copies) across ``override_settings``; other values build another."""
+    global _near_key_memo
+    if _near_key_memo[0] is resolved:  # holding it: its id is never another's
+        return _near_key_memo[1]
+    assert resolved.cache is not None
+    key = (
+        resolved.cache,
+        resolved.near_cache,
+        resolved.cache_timeout,
+        repr(sorted(settings.CACHES[resolved.cache].items(), key=str)),
+    )
+    _near_key_memo = (resolved, key)
+    return key
+
+
+def _near(backend: BaseCache) -> NearCache:
+    resolved = conf.get()
+    near = resolved.near_cache
+    assert near is not None
+    client = getattr(backend, "_cache", None)
+    if not isinstance(client, _ReusedClientRedisCacheClient):
+        raise ConfigurationError(
+            "SCHEMALESS['NEAR_CACHE'] needs the entity cache to be an EntityRedisCache "
+            f"(cache_from_url), not {type(backend).__name__}"
+        )
+    prefix = backend.make_key(_GEN)
+    if backend.make_key(_GEN + "0f") != prefix + "0f":
+        raise ConfigurationError(
+            "SCHEMALESS['NEAR_CACHE'] needs the entity cache's KEY_FUNCTION to put the key "
+            "last (Redis tracks the token keys by their common prefix)"
+        )
+    return NearCache(
+        client.tracking_connection,
+        prefix,
+        max_entries=near.max_entries,
+        drop_timeout=near.drop_timeout,
+        entry_timeout=resolved.cache_timeout,
+    )
 
 
 def invalidate(keys: Iterable[bytes]) -> None:
@@ -299,14 +393,22 @@ def invalidate(keys: Iterable[bytes]) -> None:
     failure this process stops reading the cache for ``CACHE_TIMEOUT`` (see above)."""
     backend = _backend()
     if backend is None:
+        near = near_cache.existing()  # off now, perhaps on again later: its copies must go
+        if near is not None:
+            near.evict(key.hex() for key in keys)
         return
-    names = [_GEN + key.hex() for key in keys]
-    if not names:
+    hexes = [key.hex() for key in keys]
+    if not hexes:
         return
     try:
-        backend.delete_many(names)
+        backend.delete_many([_GEN + h for h in hexes])
     except Exception as exc:
         stats.failures += 1
         _suspend(exc)
     else:
-        stats.invalidated += len(names)
+        stats.invalidated += len(hexes)
+    finally:
+        # After the DEL's answer: this process's copies go now, whenever Redis's push comes.
+        near = near_cache.existing()
+        if near is not None:
+            near.evict(hexes)

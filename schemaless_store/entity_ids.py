@@ -1,12 +1,15 @@
-"""Entity ids: 16 bytes, given as a ``uuid.UUID``, the raw bytes or 32 hex characters; and
-the layout of a *placed* id, an id that carries the bucket it lives in (docs/placement.md).
+"""Entity ids: 16 bytes, given as a ``uuid.UUID``, the raw bytes or 32 hex characters; the
+time-ordered ids the store generates; and the layout of a *placed* id, an id that carries the
+bucket it lives in (docs/placement.md).
 
 Nothing here knows about Django or SQL.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import time
 import uuid
 from typing import Any
 
@@ -36,6 +39,31 @@ def entity_id_bytes(value: Any) -> bytes:
     )
 
 
+# --- generated ids: time-ordered, like UUIDv7 (RFC 9562) ----------------------------------
+#
+#   bytes 0-5   unix time in ms (big-endian)
+#   byte 6      0x7_: UUID version 7 (high nibble), then 4 random bits
+#   byte 8      the RFC 9562 variant (10), then 6 random bits
+#   the rest    random (74 random bits in all)
+#
+# On MySQL ``entities`` is clustered by ``id`` (docs/design.md#the-entities-table): ids that
+# grow with time are appended at the right edge of each shard's B-tree, where random ones
+# (uuid4) would split pages all over it. Routing is unchanged: a generated id is not a placed
+# id (its version nibble is 7, never the placed mark's 8), so its bucket is its stable hash.
+
+
+def new_id() -> bytes:
+    """The 16 bytes of a fresh id the store generates for an entity given none."""
+    return _new_id(time.time_ns() // 1_000_000, os.urandom(10))
+
+
+def _new_id(millis: int, random_bytes: bytes) -> bytes:
+    raw = bytearray((millis & 0xFFFF_FFFF_FFFF).to_bytes(6, "big") + random_bytes)
+    raw[6] = 0x70 | (raw[6] & 0x0F)
+    raw[8] = 0x80 | (raw[8] & 0x3F)
+    return bytes(raw)
+
+
 # --- placed ids: an id that carries its bucket (co-located entities, docs/placement.md) ------
 #
 #   bytes 0-5   unix time in ms (big-endian): placed ids sort by creation, like UUIDv7
@@ -46,7 +74,8 @@ def entity_id_bytes(value: Any) -> bytes:
 #   bytes 11-15 random
 #
 # Routing by id stays a pure function of the id: a placed id's bucket is written in it, every
-# other id's is its hash. A uuid4 is version 4 and is never taken for a placed id.
+# other id's is its hash. A uuid4 (version 4) or a generated id (version 7) is never taken for a
+# placed id.
 
 PLACED_MARK = b"\x85\xc1\xac"
 PLACED_MAX_BUCKETS = 1 << 16

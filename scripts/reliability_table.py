@@ -5,12 +5,12 @@ Usage::
 
     python scripts/reliability_table.py REPORT.jsonl [MORE.jsonl ...] > table.md
 
-Each line is one row written by ``tests/reliability_report.record()``: ``fault``, ``backend``,
-``cases``, ``data_lost``, ``wrong_results``, optionally ``failures`` (problems that are neither
-data lost nor a wrong result; rows of older reports have none) and details, ignored here. A row
-is recorded whether its class passed or failed, so a failure shows: in the data lost and wrong
-results columns, and as "N other failures" after the class's name. Rows of the same fault and
-backend (several runs appended to one file, or several files) are added up. Faults keep the
+Each line is one row written by ``tests/support/reliability_report.record()``: ``fault``,
+``backend``, ``cases``, ``data_lost``, ``wrong_results``, optionally ``failures`` (problems that
+are neither data lost nor a wrong result; rows of older reports have none) and details, ignored
+here. A row is recorded whether its class passed or failed, so a failure shows: in the data lost
+and wrong results columns, and as "N other failures" after the class's name. Rows of the same fault
+and backend (several runs appended to one file, or several files) are added up. Faults keep the
 order in which they first appear; backends are listed in that order too.
 """
 

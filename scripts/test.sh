@@ -84,9 +84,9 @@ fi
 
 run_pair .venv django52 || status=1
 if [ "$mariadb_ok" = yes ]; then
-  # Read replicas (tests/test_replicas.py) need a GTID replica of each shard server: the group
-  # runs once, here, on servers of its own (in the passes above it skips, saying so).
-  SCHEMALESS_TEST_REPLICAS=1 run_suite .venv django52-replicas mariadb tests/test_replicas.py \
+  # Read replicas (tests/replicas/test_replicas.py) need a GTID replica of each shard server:
+  # the group runs once, here, on servers of its own (in the passes above it skips, saying so).
+  SCHEMALESS_TEST_REPLICAS=1 run_suite .venv django52-replicas mariadb tests/replicas/test_replicas.py \
     || status=1
 fi
 

@@ -1,12 +1,44 @@
+"""The fixtures the areas share. The tests are grouped by area (tests/README.md has the map):
+
+core, queries, cleaner, moves, replicas, cache, backup, admin, demo, reliability, commands and
+house, with what they share that is not a fixture in ``tests/support``.
+
+- ``_clean_index_tables`` (every test): index tables emptied after each test (Django's flush
+  empties model tables only), the map and index states read again.
+- ``backend``: ``"sqlite"`` or ``"mariadb"``.
+- ``admin_user``: a superuser, admin / secret-pw.
+- ``published_first``: an index on ``published`` alone, sharded on it (the scatter shape).
+- ``posts``: 200 stored posts (``PostFactory``); a module may override it with another number.
+- ``published``: a new index (``index_cleaner_published``) declared over ``posts``: its tables
+  created, building, not backfilled.
+- ``buckets_restored``: bucket tables restored after the test, maps read again every 50 ms
+  (``schemaless_overrides`` adds settings of a module's own); for tests that move buckets.
+- ``feed_site``: the demo project's URLs and templates (project/feed) over the test settings.
+- ``galera_cluster`` (one per module): a three-node Galera cluster, whose stop is checked to
+  leave no process and no file.
+"""
+
 from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db import connections
+from django.test import override_settings
 
 from schemaless_store import bucket_map, lifecycle, shards
 from schemaless_store.indexes import registry
+from schemaless_store.models import Entity
+from schemaless_store.testing.galera import GaleraCluster, start_galera_cluster
+from tests.support import buckets, child
+from tests.support.factories import PostFactory
 
-STORE = pytest.mark.django_db(transaction=True, databases="__all__")
+# The demo project's templates (project/feed renders them), for ``feed_site``.
+DEMO_TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -69,7 +101,6 @@ def published_first():
     """An index on ``published`` alone, sharded on it: a range on ``published`` reads every
     shard (the scatter shape). Declared on an empty store, so ready."""
     from schemaless_store.indexes import Index
-    from tests import child
 
     index = Index(
         table="index_published",
@@ -79,3 +110,56 @@ def published_first():
     )
     with child.declared(index):
         yield index
+
+
+@pytest.fixture
+def posts() -> list[Entity]:
+    """200 stored posts."""
+    return PostFactory.create_batch(200)
+
+
+@pytest.fixture
+def published(posts: list[Entity]) -> Iterator[Any]:
+    """A new index over existing entities: declared, its tables created, not backfilled."""
+    with child.declared("index_cleaner_published") as index:
+        yield index
+
+
+@pytest.fixture
+def schemaless_overrides() -> dict[str, Any]:
+    """Settings a module adds to ``SCHEMALESS`` under ``buckets_restored`` (override it)."""
+    return {}
+
+
+@pytest.fixture
+def buckets_restored(schemaless_overrides: dict[str, Any]) -> Iterator[None]:
+    """Bucket tables restored after the test; maps read again every 50 ms (so a move waits
+    0.6 s between its moving mark and its flip)."""
+    from django.conf import settings
+
+    raw = {**settings.SCHEMALESS, "MAP_MAX_AGE": 0.05, **schemaless_overrides}
+    with buckets.restored_afterwards(), override_settings(SCHEMALESS=raw):
+        yield
+
+
+@pytest.fixture
+def feed_site(settings: Any) -> None:
+    """The demo project's URLs and templates on top of the test settings."""
+    settings.ROOT_URLCONF = "project.urls"
+    settings.TEMPLATES = [{**settings.TEMPLATES[0], "DIRS": [DEMO_TEMPLATES]}]
+
+
+@pytest.fixture(scope="module")
+def galera_cluster() -> Iterator[GaleraCluster]:
+    """A three-node Galera cluster for the module (starting one takes ~15 s). Its stop must
+    leave no process running and no file behind."""
+    started = time.monotonic()
+    galera = start_galera_cluster(3)
+    print(f"Galera cluster started in {time.monotonic() - started:.1f}s")
+    yield galera
+    pids = [node.process.pid for node in galera.nodes if node.process]
+    galera.stop()
+    assert not galera.root.exists()
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

@@ -18,10 +18,11 @@ from schemaless_store.dburls import database_from_url, databases_from_urls, embe
 BACKEND = os.environ.get("SCHEMALESS_TEST_DB", "sqlite")
 MARIADB_SERVERS: list = []
 # SCHEMALESS_TEST_REPLICAS=1 (with mariadb): the shard servers write GTID binary logs and each
-# has a replica, shard_N_replica_0 (tests/test_replicas.py; scripts/test.sh runs that group once).
+# has a replica, shard_N_replica_0 (tests/replicas/test_replicas.py; scripts/test.sh runs that
+# group once).
 REPLICATED = os.environ.get("SCHEMALESS_TEST_REPLICAS") == "1" and BACKEND == "mariadb"
 REPLICA_SERVERS: list = []
-# Set by tests that spawn processes (tests/child.py): the parent's DATABASES, test NAMEs
+# Set by tests that spawn processes (tests/support/child.py): the parent's DATABASES, test NAMEs
 # included, so a child works on the same test databases instead of starting its own servers.
 _PARENT_DATABASES = os.environ.get("SCHEMALESS_TEST_DATABASES")
 
@@ -38,7 +39,7 @@ elif BACKEND == "mariadb":
         _first.url("meta", **_timeouts),
         [_first.url("shard0", **_timeouts), _second.url("shard1", **_timeouts)],
     )
-    if REPLICATED:  # a GTID replica of each shard's server (tests/test_replicas.py)
+    if REPLICATED:  # a GTID replica of each shard's server (tests/replicas/test_replicas.py)
         REPLICA_SERVERS = [start_replica(server) for server in MARIADB_SERVERS]
         for _number, _replica in enumerate(REPLICA_SERVERS):
             _alias = f"shard_{_number}_replica_0"
@@ -62,7 +63,7 @@ if REPLICATED or (_PARENT_DATABASES and "shard_0_replica_0" in DATABASES):
         for alias in ("shard_0", "shard_1")
         if f"{alias}_replica_0" in DATABASES
     }
-if os.environ.get("SCHEMALESS_TEST_SHARDS"):  # a child of another layout (tests/grown.py)
+if os.environ.get("SCHEMALESS_TEST_SHARDS"):  # a child of another layout (tests/support/grown.py)
     SCHEMALESS["SHARDS"] = json.loads(os.environ["SCHEMALESS_TEST_SHARDS"])
 if os.environ.get("SCHEMALESS_TEST_MAP_MAX_AGE"):  # its maps read again sooner: quicker moves
     SCHEMALESS["MAP_MAX_AGE"] = float(os.environ["SCHEMALESS_TEST_MAP_MAX_AGE"])
@@ -73,6 +74,8 @@ if os.environ.get("SCHEMALESS_TEST_CACHE"):  # a child of a test with the entity
         "entities": json.loads(os.environ["SCHEMALESS_TEST_CACHE"]),
     }
     SCHEMALESS["CACHE"] = "entities"
+if os.environ.get("SCHEMALESS_TEST_NEAR_CACHE"):  # ... and its near cache
+    SCHEMALESS["NEAR_CACHE"] = json.loads(os.environ["SCHEMALESS_TEST_NEAR_CACHE"])
 
 SECRET_KEY = "tests-only"
 DEBUG = False

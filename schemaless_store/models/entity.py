@@ -208,7 +208,8 @@ class Entity(AsyncEntity, models.Model):
             self.__dict__.update(_init_defaults(type(self)))
         ident = properties.pop("id", None)
         self.has_generated_id = ident is None
-        self.row_id = uuid.uuid4().bytes if ident is None else entity_ids.entity_id_bytes(ident)
+        # Generated ids are time-ordered (entity_ids.new_id): inserts stay local in a B-tree by id.
+        self.row_id = entity_ids.new_id() if ident is None else entity_ids.entity_id_bytes(ident)
         self._props = properties
 
     @classmethod

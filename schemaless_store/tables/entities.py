@@ -236,8 +236,8 @@ def current(source: Source, keys: Iterable[bytes]) -> dict[bytes, tuple[int, Any
 
 
 def versions(source: Source, alias: str, added_ids: Iterable[int]) -> dict[bytes, tuple[int, Any]]:
-    """``{key: (added_id, updated as text)}`` of these rows now: a primary-key range when they
-    are (nearly) contiguous, as a backfill batch is, else primary-key lookups."""
+    """``{key: (added_id, updated as text)}`` of these rows now: an ``added_id`` range when
+    they are (nearly) contiguous, as a backfill batch is, else ``added_id`` lookups."""
     wanted = sorted(set(added_ids))
     found: dict[bytes, tuple[int, Any]] = {}
     if not wanted:
@@ -307,8 +307,9 @@ def by_added_id(alias: str, after: int, limit: int, offset: int = 0) -> list[tup
 def in_key_order(alias: str, after: int, limit: int, since: Any = None) -> list[tuple[Any, ...]]:
     """``(added_id, id, updated, body)`` of the entities on ``alias`` after ``added_id``
     ``after`` (with ``updated >= since``, if given), in ``added_id`` order: an export's chunk.
-    The primary key is walked either way; ``since`` only filters (the export's order is the
-    key's, and one pass over the key costs what one pass over the ``updated`` index would)."""
+    The ``added_id`` key is walked either way; ``since`` only filters (the export's order is
+    the key's, and one pass over the key costs what one pass over the ``updated`` index
+    would)."""
     where, params = "added_id > %s", [after]
     if since is not None:
         where += " AND updated >= %s"

@@ -8,8 +8,8 @@ writes it missed, from a donor's gcache) or, when those are gone, by a new SST. 
 the nodes run as the ``mysql`` user (see :func:`_run_as`). Needs Debian's mariadb-server, which
 brings galera-4, rsync and the ``wsrep_sst_rsync`` script.
 
-What the store meets on Galera (tests/test_testing_replication.py shows each): two nodes writing
-the same row both succeed until COMMIT, where the later one gets a deadlock error (1213);
+What the store meets on Galera (tests/replicas/test_testing_replication.py shows each): two nodes
+writing the same row both succeed until COMMIT, where the later one gets a deadlock error (1213);
 GET_LOCK() is one node's lock, not the cluster's; a read on one node sees a write committed on
 another only with ``wsrep_sync_wait`` set (it is 0); write sets have no row limit
 (``wsrep_max_ws_rows`` 0) and a 2 GB size limit.

@@ -1,6 +1,6 @@
 """Throwaway GTID replicas of the servers of :mod:`.mariadb`: ``start_replica(primary)`` gives a
 primary started with ``binlog=True`` a read-only replica (:class:`ReplicaServer`) holding its
-data, with helpers to stop, delay and wait for replication (tests/test_replicas.py)."""
+data, with helpers to stop, delay and wait for replication (tests/replicas/test_replicas.py)."""
 
 from __future__ import annotations
 

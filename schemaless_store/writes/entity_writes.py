@@ -72,7 +72,8 @@ def save(
     """Insert or update one entity (``force_insert``: insert, or :class:`EntityExists`;
     ``if_unchanged``: only if the stored row is still what the instance read, or ``expect``
     says, else :class:`~..exceptions.Conflict`)."""
-    # A uuid4 the store generated cannot exist yet: nothing to lock, its INSERT locks it.
+    # An id the store generated (entity_ids.new_id) cannot exist yet: nothing to lock; its INSERT
+    # locks it.
     change = prepare(entity, fresh=force_insert and entity.has_generated_id)
     if expect is None and if_unchanged:
         expect = expected.of(entity)

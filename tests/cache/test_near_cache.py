@@ -1,0 +1,473 @@
+"""The near cache (docs/cache.md#the-near-cache): the entity cache's hits from process memory,
+invalidated by Redis's client-side tracking. A real ``redis-server`` on both backends, and a
+second real process (tests/support/near_child.py) where the guarantee is about other processes:
+its next read after the push sees a write; a tracking connection killed mid-run flushes it;
+the writer reads its own write before the push comes; memory is bounded (LRU)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core.cache import caches
+from django.test import override_settings
+
+from schemaless_store import bucket_map, checks, entity_cache, near_cache
+from schemaless_store.exceptions import ConfigurationError
+from schemaless_store.models import Entity
+from tests.cache import test_entity_cache as PLAIN
+from tests.support import STORE, buckets, child
+from tests.support.cached import Board
+
+pytestmark = STORE
+
+_REDIS = None
+
+
+def redis_server() -> Any:
+    global _REDIS
+    if _REDIS is None:
+        from schemaless_store.testing.redis import start_redis
+
+        _REDIS = start_redis()
+    return _REDIS
+
+
+@contextlib.contextmanager
+def near_on(**near: Any) -> Iterator[Any]:
+    """The entity cache on a real Redis with the near cache on (``near``: its settings)."""
+    caches_setting = {**settings.CACHES, "entities": redis_server().cache_config()}
+    raw = {**settings.SCHEMALESS, "CACHE": "entities", "MAP_MAX_AGE": 0.05, "NEAR_CACHE": near}
+    with override_settings(CACHES=caches_setting, SCHEMALESS=raw), buckets.restored_afterwards():
+        caches["entities"].clear()
+        entity_cache.reset_stats()
+        entity_cache.resume()
+        try:
+            yield running()
+        finally:
+            near_cache.shut()
+            entity_cache.resume()
+
+
+def running() -> near_cache.NearCache:
+    """This process's near cache, its tracking connection live."""
+    through = entity_cache.lookup()
+    assert through is not None and through.near is not None
+    near = through.near
+    deadline = time.monotonic() + 10
+    while not near.usable():
+        assert time.monotonic() < deadline, "the tracking connection never came up"
+        time.sleep(0.01)
+    return near
+
+
+@pytest.fixture
+def near() -> Iterator[near_cache.NearCache]:
+    with near_on(DROP_TIMEOUT=2.0) as running_near:
+        yield running_near
+
+
+def sneak(entity_id: uuid.UUID, **properties: Any) -> None:
+    """Change an entity's row behind the store's back: a read that still shows the old value
+    was served from a cache."""
+    from django.db import connections
+
+    from schemaless_store.writes.rows import encode_body
+
+    alias = bucket_map.alias_for(entity_id.bytes)
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "UPDATE entities SET body = %s WHERE id = %s",
+            [encode_body(properties, entity_id.bytes), entity_id.bytes],
+        )
+
+
+def held(entity_id: uuid.UUID) -> None:
+    """Read an entity until the near cache holds it: a miss fills Redis, a Redis hit is copied.
+    The push for the miss's own new token may refuse the copy, or drop it if it comes after:
+    held once every push queued before the copy was applied (a later PING answered)."""
+    h = entity_id.bytes.hex()
+    for _ in range(20):
+        Entity.objects.get(id=entity_id)
+        near = near_cache.existing()
+        if near is None or not near.holds(h):
+            continue
+        copied = time.monotonic()
+        while near.heard() <= copied:
+            time.sleep(0.005)
+        if near.holds(h):
+            return
+    raise AssertionError("the near cache never held it")
+
+
+def token_key(entity_id: uuid.UUID) -> str:
+    return caches["entities"].make_key("sls:g:" + entity_id.bytes.hex())
+
+
+class Other:
+    """The second process: ``ask`` sends it a request and returns its answer."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.near_child"],
+            cwd=child.ROOT,
+            env=child.child_env(),  # the entity cache and the near cache as this process has them
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def ask(self, op: str, entity_id: uuid.UUID | None = None, **more: Any) -> dict[str, Any]:
+        request = {"op": op, "id": entity_id.hex if entity_id else None, **more}
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        answer = json.loads(self.proc.stdout.readline())
+        assert "error" not in answer, answer
+        return answer
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def other(near) -> Iterator[Other]:
+    process = Other()
+    try:
+        yield process
+    finally:
+        process.close()
+
+
+def test_a_hit_is_served_from_process_memory_and_a_write_here_is_read_at_once(near):
+    made = Entity.objects.create(n=1)
+    held(made.id)
+    sneak(made.id, n=99)
+    entity_cache.reset_stats()
+    assert Entity.objects.get(id=made.id)["n"] == 1  # the copy, not the sneaked row
+    assert entity_cache.stats.near_hits == entity_cache.stats.hits == 1
+    made["n"] = 2
+    made.save()
+    assert Entity.objects.get(id=made.id)["n"] == 2
+    many = [Entity.objects.create(n=i) for i in range(4)]
+    for entity in many:
+        held(entity.id)
+    entity_cache.reset_stats()
+    found = Entity.objects.get_many([e.id for e in many] + [made.id])
+    assert entity_cache.stats.hits == 5 and entity_cache.stats.misses == 0
+    assert entity_cache.stats.near_hits == 4  # made's copy went with its write
+    assert [found[e.id]["n"] for e in many] == [0, 1, 2, 3]
+
+
+def test_the_writer_reads_its_own_write_before_redis_pushes_the_invalidation(near):
+    """The push for the writer's own DEL comes on another connection, perhaps after the DEL's
+    answer: held back here, and the writer still reads its write (it evicted its copy)."""
+    made = Entity.objects.create(n=1)
+    held(made.id)
+    gate = threading.Event()
+    arrived = threading.Event()
+    pushed = near._pushed
+
+    def late(names: Any) -> None:
+        arrived.set()
+        gate.wait(10)
+        pushed(names)
+
+    near._pushed = late  # type: ignore[method-assign]
+    try:
+        made["n"] = 2
+        made.save()
+        assert Entity.objects.get(id=made.id)["n"] == 2
+        assert Entity.objects.get_many([made.id])[made.id]["n"] == 2
+        assert arrived.wait(5)  # the push came, and is being held
+    finally:
+        gate.set()
+        near._pushed = pushed  # type: ignore[method-assign]
+
+
+def test_a_copy_of_an_answer_read_before_an_invalidation_is_refused(near):
+    """A reader took its mark, Redis answered with the old value, an invalidation of the id
+    came (a push or this process's write), then the reader copies: refused."""
+    h = uuid.uuid4().bytes.hex()
+    mark, found = near.get_many([h])
+    assert mark is not None and found == {}
+    near.evict([h])
+    near.put(mark, {h: (7, "old")})
+    assert not near.holds(h)
+    mark, _ = near.get_many([h])
+    assert mark is not None
+    near.put(mark, {h: (7, "new")})
+    assert near.get_many([h])[1] == {h: (7, "new")}
+
+
+def test_another_process_reads_the_write_once_the_push_arrives(near, other):
+    made = Entity.objects.create(n=0)
+    first = other.ask("read_near", made.id)
+    assert first["n"] == 0 and first["near_hits"] >= 1
+    sneak(made.id, n=99)
+    assert other.ask("read", made.id)["n"] == 0  # its copy: no push, no change
+    made["n"] = 1
+    made.save()  # its DEL's push goes to the other process
+    after = other.ask("wait_gone", made.id)
+    assert after["n"] == 1, after
+    assert after["pushed"] > first["pushed"]
+    assert after["waited"] < 2, after  # the push's delivery, not a timeout
+    again = other.ask("read_near", made.id)
+    assert again["n"] == 1  # copied again
+
+
+def test_a_tracking_connection_killed_mid_run_flushes_the_near_cache(near, other):
+    """The other process's tracking connection is killed in the same MULTI as a token's DEL,
+    so that push is lost: the dropped connection flushes every copy, and once a new one is up
+    the other process reads the write."""
+    import redis
+
+    made = Entity.objects.create(n=0)
+    before = other.ask("read_near", made.id)
+    assert before["n"] == 0 and before["near_hits"] >= 1 and before["client_id"]
+    sneak(made.id, n=5)  # the write, with the invalidation below
+    client = redis.Redis.from_url(redis_server().url)
+    try:
+        pipe = client.pipeline(transaction=True)
+        pipe.execute_command("CLIENT", "KILL", "ID", before["client_id"])
+        pipe.delete(token_key(made.id))
+        assert pipe.execute() == [1, 1]
+    finally:
+        client.close()
+    after = other.ask("wait_reconnect", made.id, after=before["connections"])
+    assert after["flushes"] > before["flushes"], after
+    assert after["client_id"] != before["client_id"]
+    assert after["n"] == 5, after
+
+
+def test_a_silent_tracking_connection_stops_copies_after_the_drop_timeout():
+    """Redis stopped (SIGSTOP): nothing comes on the tracking connection. Within DROP_TIMEOUT
+    copies stop being served; reads go to Redis (hung: its socket timeout) and the shard."""
+    with near_on(DROP_TIMEOUT=0.3) as near:
+        made = Entity.objects.create(n=1)
+        held(made.id)
+        server = redis_server()
+        server.pause()
+        try:
+            time.sleep(0.5)
+            assert not near.usable()
+            entity_cache.reset_stats()
+            assert Entity.objects.get(id=made.id)["n"] == 1
+            assert entity_cache.stats.near_hits == 0
+        finally:
+            server.resume()
+        deadline = time.monotonic() + 10
+        while not near.usable():  # it reconnects; the copies made before were flushed
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert not near.holds(made.id.bytes.hex()) and near.stats.flushes >= 1
+
+
+def test_copies_stop_after_the_drop_timeout_while_the_tracking_thread_hears_nothing():
+    """The tracking thread stalled (it reads nothing: a starved thread, a lost network), the
+    connection still open: copies stop being served once the last answered PING is older
+    than DROP_TIMEOUT, whatever the thread does."""
+    from redis.connection import Connection
+
+    port = redis_server().port
+    stalled, release = threading.Event(), threading.Event()
+
+    class Stalling:
+        def __init__(self) -> None:
+            self.conn = Connection(host="127.0.0.1", port=port, protocol=2, socket_timeout=1)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.conn, name)
+
+        def can_read(self, timeout: float = 0) -> bool:
+            if stalled.is_set():
+                release.wait(10)
+            return self.conn.can_read(timeout)
+
+    near = near_cache.NearCache(
+        Stalling, "stall:", max_entries=10, drop_timeout=0.3, entry_timeout=60
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while not near.usable():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        mark, _ = near.get_many(["ab"])
+        assert mark is not None
+        near.put(mark, {"ab": (1, "x")})
+        assert near.get_many(["ab"])[1] == {"ab": (1, "x")}
+        stalled.set()
+        time.sleep(0.6)
+        assert not near.usable()
+        assert near.get_many(["ab"]) == (None, {})
+    finally:
+        release.set()
+        stalled.clear()
+        near.close()
+
+
+def test_memory_is_bounded_least_recently_used_first():
+    with near_on(MAX_ENTRIES=3, DROP_TIMEOUT=1.0) as near:
+        made = [Entity.objects.create(n=i) for i in range(5)]
+        for entity in made:
+            held(entity.id)
+        assert len(near) == 3
+        assert [near.holds(e.id.bytes.hex()) for e in made] == [False, False, True, True, True]
+        Entity.objects.get(id=made[2].id)  # now the most recently used
+        held(made[0].id)  # in; out goes made[3], the least recently used
+        assert len(near) == 3
+        assert [near.holds(e.id.bytes.hex()) for e in made] == [True, False, True, False, True]
+        entity_cache.reset_stats()
+        Entity.objects.get_many([e.id for e in made])
+        assert entity_cache.stats.near_hits == 3
+
+
+def test_a_forked_child_uses_its_own_tracking_connection(near):
+    made = Entity.objects.create(n=1)
+    held(made.id)
+    parent_id = near.client_id
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no database here, the parent's connections are the parent's
+        code = 1
+        try:
+            os.close(read)
+            assert near_cache.existing() is None
+            mine = running()
+            state = {
+                "fresh": mine is not near and len(mine) == 0,
+                "own_connection": mine.client_id not in (None, parent_id),
+            }
+            os.write(write, json.dumps(state).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as answer:
+        state = json.loads(answer.read() or "{}")
+    _, status = os.waitpid(pid, 0)
+    assert status == 0 and state == {"fresh": True, "own_connection": True}
+    assert near.usable() and near.client_id == parent_id  # the parent's is untouched
+    made["n"] = 2
+    made.save()
+    assert Entity.objects.get(id=made.id)["n"] == 2
+
+
+def test_near_cache_settings_and_checks():
+    on = {**settings.SCHEMALESS, "CACHE": "entities"}
+    redis_cache = {**settings.CACHES, "entities": redis_server().cache_config()}
+    bad = [
+        ({"NEAR_CACHE": {"MAX_ENTRIES": 0}}, "MAX_ENTRIES"),
+        ({"NEAR_CACHE": {"MAX_ENTRIES": True}}, "MAX_ENTRIES"),
+        ({"NEAR_CACHE": {"DROP_TIMEOUT": 0}}, "DROP_TIMEOUT"),
+        ({"NEAR_CACHE": {"TTL": 3}}, "unknown SCHEMALESS\\['NEAR_CACHE'\\] keys"),
+        ({"NEAR_CACHE": 100}, "must be None or a dict"),
+        ({"NEAR_CACHE": {}, "CACHE": None}, "needs one"),
+    ]
+    for change, message in bad:
+        with (
+            override_settings(CACHES=redis_cache, SCHEMALESS={**on, **change}),
+            pytest.raises(ConfigurationError, match=message),
+        ):
+            entity_cache.enabled()
+    with override_settings(CACHES=redis_cache, SCHEMALESS={**on, "NEAR_CACHE": {}}):
+        assert checks.check_settings() == []  # the defaults, on cache_from_url's backend
+    plain = {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": redis_server().url,
+        "OPTIONS": {"serializer": "schemaless_store.entity_cache.EntityCacheSerializer"},
+    }
+    locmem = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    for config, codes in (
+        (plain, ["schemaless.E009"]),
+        (locmem, ["schemaless.E009", "schemaless.W003"]),
+    ):
+        with override_settings(
+            CACHES={**settings.CACHES, "entities": config},
+            SCHEMALESS={**on, "NEAR_CACHE": {}},
+        ):
+            assert [m.id for m in checks.check_settings()] == codes
+            with pytest.raises(ConfigurationError, match="EntityRedisCache"):
+                entity_cache.lookup()
+
+
+@pytest.mark.mariadb_only
+@pytest.mark.slow
+def test_writers_read_their_writes_among_other_processes_with_the_near_cache():
+    """tests/support/cached.py's writer and reader processes (and the cleaner) with the near
+    cache on: no writer ever reads its own acknowledged write older (the readers may, until the push
+    comes: docs/cache.md#who-sees-what-for-how-long), and the readers were served from memory."""
+    with near_on(DROP_TIMEOUT=5.0):
+        ids = [Entity.objects.create(n=0, tag="t0").id for _ in range(12)]
+        board = Board.create(ids)
+        try:
+            spawn = [("writer", "0", "6", "5"), ("writer", "6", "6", "5"), ("reader", "5")]
+            procs = [
+                subprocess.Popen(
+                    [sys.executable, "-m", "tests.support.cached", mode, board.name, *args],
+                    cwd=child.ROOT,
+                    env=child.child_env(),
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                for mode, *args in spawn
+            ]
+            cleaner = child.spawn("manage", "runcleaner", "--once", stdout=subprocess.DEVNULL)
+            results = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+            cleaner.wait(timeout=120)
+        finally:
+            board.close()
+    writers, (reader,) = results[:2], results[2:]
+    assert all(w["writes"] > 20 and w["own_stale"] == 0 for w in writers), writers
+    assert reader["near_hits"] > 0, reader
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        PLAIN.test_get_reads_through_the_cache_and_a_save_invalidates_it,
+        PLAIN.test_get_many_mixes_hits_misses_and_ids_that_do_not_exist,
+        PLAIN.test_bulk_put_and_delete_invalidate,
+        PLAIN.test_a_fill_that_read_before_a_write_never_brings_the_old_value_back,
+        PLAIN.test_a_hit_that_names_another_shard_than_the_owner_is_not_used,
+        PLAIN.test_reads_inside_a_transaction_on_the_shard_neither_use_nor_fill_the_cache,
+        PLAIN.test_entities_move_with_their_bucket_and_the_cache_follows,
+    ],
+    ids=lambda case: case.__name__.removeprefix("test_"),
+)
+def test_the_entity_cache_guarantees_hold_with_the_near_cache_on(case):
+    """Every read guarantee of the entity cache, run again with the near cache in front (each
+    entity read three times first would change nothing: the cases read what they wrote)."""
+    with near_on(DROP_TIMEOUT=2.0):
+        case(caches["entities"])
+        assert near_cache.existing() is not None
+
+
+def test_a_failed_invalidation_still_evicts_this_process_copies(monkeypatch):
+    with near_on(DROP_TIMEOUT=2.0) as near:
+        made = Entity.objects.create(n=1)
+        held(made.id)
+        backend = caches["entities"]
+
+        def broken(*args: Any, **kwargs: Any) -> None:
+            raise ConnectionError("cache down")
+
+        monkeypatch.setattr(type(backend), "delete_many", broken)
+        made["n"] = 2
+        made.save()  # committed; its DEL failed: this process stops using the caches
+        monkeypatch.undo()
+        assert not near.holds(made.id.bytes.hex())
+        assert not entity_cache.enabled()
+        assert Entity.objects.get(id=made.id)["n"] == 2

@@ -1,0 +1,61 @@
+"""The benchmark's ``layout`` leg runs (``python -m bench.run --quick --placed --legs layout``):
+the query legs on both layouts of ``entities``, each with the join's plan and the page reads
+the servers counted (docs/performance.md). Like the bench smoke test, it brings its own MariaDB
+servers and runs once, in the SQLite pass; it checks plans and counts, never times."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from schemaless_store.testing.mariadb import MARIADBD
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        os.environ.get("SCHEMALESS_TEST_DB", "sqlite") != "sqlite",
+        reason="the bench brings its own MariaDB servers; it runs once, in the SQLite pass",
+    ),
+]
+
+
+def test_the_layout_leg_measures_both_layouts_and_the_id_layout_reads_fewer_pages(tmp_path):
+    if not (shutil.which("mariadbd") or Path(MARIADBD).exists()):
+        pytest.skip("mariadbd is not installed on this machine")
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "bench.run", "--quick", "--quiet", "--placed"),
+            *("--legs", "layout", "--out", str(tmp_path)),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (result,) = tmp_path.glob("quick-*.json")
+    found = {r["leg"]: r for r in json.loads(result.read_text())["comparisons"]}
+    assert set(found) == {
+        f"query_{kind}_placed_layout_{layout}"
+        for kind in ("page", "all")
+        for layout in ("id", "seed")
+    }
+    by_id = found["query_page_placed_layout_id"]["layout"]
+    seed = found["query_page_placed_layout_seed"]["layout"]
+    assert (by_id["clustered_by"], seed["clustered_by"]) == ("id", "added_id")
+    assert by_id["join"] == {"access_type": "eq_ref", "key": "PRIMARY"}
+    assert seed["join"] == {"access_type": "eq_ref", "key": "id"}
+    # A page of 30 placed entities: one descent per entity fewer (each at least one page).
+    reads, seed_reads = by_id["page_reads_per_page"], seed["page_reads_per_page"]
+    assert reads["ours"] + 30 <= seed_reads["ours"]
+    assert reads["ours"] <= 1.2 * reads["json_column"]

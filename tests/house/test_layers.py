@@ -1,0 +1,246 @@
+"""The package's shape, as docs/architecture.md draws it: every module sits in a layer, and no
+module imports one of a higher layer (function-level imports count, and so do imports under
+``if TYPE_CHECKING:``: a loop made of type hints alone is still a loop a reader must untangle;
+importing ``a.b`` counts as importing the package ``a`` too, whose ``__init__`` runs first); no
+import cycles; no module over 450 lines; no private name of another module used. No database is
+touched."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "schemaless_store"
+MAX_LINES = 450
+
+# Lower layers first. A module belongs to the first entry its dotted name starts with.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    (
+        "pure",
+        (
+            "exceptions",
+            "codec",
+            "entity_ids",
+            "bucket_hash",
+            "index_values",
+            "jsonview",
+            "throttle",
+            "expected",
+            "asyncapi",
+        ),
+    ),
+    ("config", ("conf", "dburls", "server_support")),
+    (
+        "storage",
+        (
+            "bucket_map",
+            "shards",
+            "servers",
+            "retries",
+            "write_lock",
+            "fence",
+            "fields",
+            "indexes",
+            "tables",
+            "metadata",
+            "lifecycle",
+            "near_cache",
+            "entity_cache",
+            "placement",
+            "replicas",
+            "clustering",
+        ),
+    ),
+    (
+        "paths",
+        (
+            "writes",
+            "query",
+            "cell_store",
+            "feed",
+            "consistency",
+            "cleaner",
+            "backup",
+            "moves",
+            "modify",
+            "mapping",
+        ),
+    ),
+    (
+        "django face",
+        (
+            "models",
+            "router",
+            "middleware",
+            "backends",
+            "signals",
+            "checks",
+            "apps",
+            "admin",
+            "templatetags",
+            "management",
+            "testing",
+        ),
+    ),
+]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+MODULES = {
+    module_name(p): p
+    for p in PACKAGE.rglob("*.py")
+    if "migrations" not in p.parts and module_name(p) != ""
+}
+
+
+def layer_of(name: str) -> int:
+    for rank, (_layer, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if name == prefix or name.startswith(prefix + "."):
+                return rank
+    raise AssertionError(f"schemaless_store.{name} is in no layer of tests/house/test_layers.py")
+
+
+def imports_of(name: str) -> dict[str, int]:
+    """The package's modules that ``name`` imports (the longest one an imported name lies
+    in), with a line where it does; wherever the import stands, ``if TYPE_CHECKING:`` too."""
+    path = MODULES[name]
+    is_package = path.name == "__init__.py"
+    base = name.split(".") if is_package else name.split(".")[:-1]
+    found: dict[str, int] = {}
+
+    def resolve(level: int, module: str | None) -> str:
+        parts = base[: len(base) - (level - 1)] if level > 1 else list(base)
+        return ".".join([p for p in parts if p] + ([module] if module else []))
+
+    def add(dotted: str, line: int) -> None:
+        parts = dotted.split(".")
+        for k in range(len(parts), 0, -1):
+            candidate = ".".join(parts[:k])
+            if candidate in MODULES:
+                # Importing a.b runs a/__init__ first: an edge to every package above it.
+                for j in range(1, k + 1):
+                    above = ".".join(parts[:j])
+                    if above in MODULES and above != name and not name.startswith(above + "."):
+                        found.setdefault(above, line)
+                return
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import):
+                for alias in child.names:
+                    if alias.name.startswith("schemaless_store."):
+                        add(alias.name.removeprefix("schemaless_store."), child.lineno)
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    target = resolve(child.level, child.module)
+                elif (child.module or "").startswith("schemaless_store"):
+                    target = (child.module or "").removeprefix("schemaless_store").lstrip(".")
+                else:
+                    target = None
+                if target is not None:
+                    for alias in child.names:
+                        add(f"{target}.{alias.name}" if target else alias.name, child.lineno)
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_module_imports_a_higher_layer(name):
+    rank = layer_of(name)
+    upward = {other: line for other, line in imports_of(name).items() if layer_of(other) > rank}
+    assert not upward, (
+        f"schemaless_store.{name} ({LAYERS[rank][0]}) imports a higher layer: "
+        + ", ".join(f"{o} ({LAYERS[layer_of(o)][0]}, line {n})" for o, n in upward.items())
+    )
+
+
+def test_no_import_cycles():
+    graph = {name: set(imports_of(name)) for name in MODULES}
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    path: list[str] = []
+
+    def walk(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for other in sorted(graph[node]):
+            if state.get(other) == 1:
+                cycle = [*path[path.index(other) :], other]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if other not in state:
+                walk(other)
+        path.pop()
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            walk(name)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_module_is_too_long(name):
+    lines = len(MODULES[name].read_text().splitlines())
+    assert lines <= MAX_LINES, f"schemaless_store.{name} has {lines} lines"
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_private_name_of_another_module_is_imported(name):
+    tree = ast.parse(MODULES[name].read_text())
+    private = [
+        f"{node.module}.{alias.name} (line {node.lineno})"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.name.startswith("_") and not alias.name.startswith("__")
+    ]
+    assert not private, f"schemaless_store.{name} imports private names: {private}"
+
+
+# A statement's first word, as the store spells its SQL (upper case), at the start of a string.
+STATEMENT = re.compile(
+    r"\s*(SELECT|INSERT|UPDATE|DELETE|REPLACE|CREATE|DROP|ALTER|TRUNCATE|SHOW|SET|START|COMMIT|"
+    r"ROLLBACK|KILL|USE|LOCK|UNLOCK)\s"
+)
+# The servers the tests start are set up with statements of their own; dburls writes the
+# connection options of the settings (the driver's ``init_command``), below the storage layer;
+# migrations are Django's.
+OUTSIDE_THE_RULE = ("tables", "testing", "dburls")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n in MODULES if n.split(".")[0] not in OUTSIDE_THE_RULE)
+)
+def test_statements_are_spelled_in_tables_only(name):
+    """tables/__init__.py's rule: no other module spells a statement (docstrings aside)."""
+    tree = ast.parse(MODULES[name].read_text())
+    skip = _docstrings(tree)
+    spelled = [
+        f"line {node.lineno}: {node.value.strip()[:60]!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in skip
+        and STATEMENT.match(node.value)
+    ]
+    assert not spelled, f"schemaless_store.{name} spells statements outside tables/: {spelled}"

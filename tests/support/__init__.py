@@ -1,0 +1,26 @@
+"""What the tests share that is not a fixture (fixtures are in the conftest.py files).
+
+- ``STORE``: the mark of a test that uses the store's databases (every alias, in transactions).
+- ``factories``: factory-boy factories for what tests store when the values are incidental.
+- ``raw``: raw looks at the shards, bypassing the store (index rows, reads counted).
+- ``invariants``: the invariants I1-I3 checked from outside (docs/design.md#invariants).
+- ``values``: a property of every supported type, and equality that minds types.
+- ``buckets``: ids in a given bucket or on a given shard; handing a bucket over by hand.
+- ``moving``: a store to move, and the check of what a bucket move left.
+- ``outage``: a shard that is down (refused or a black hole).
+- ``backups``: running export and import, emptying the store, and what a store answers.
+- ``admin``, ``browser``, ``terminal``, ``feed``: the admin's addresses and logged-in client;
+  the browser tests' Chromium and a logged-in admin page; a simulated colour terminal; the
+  demo feed's shared link and sign-up.
+- ``reliability_report``: the reliability suite's record of what each class ran.
+- ``mapfuncs``: functions the mapentities tests apply by dotted path.
+- Child processes, each run as ``python -m tests.support.<name>``: ``child`` (writers killed or
+  signalled, commands), ``cached`` (writers and readers through the entity cache), ``grown`` (a
+  store on a third server), ``restored`` (a second store with three shards).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+STORE = pytest.mark.django_db(transaction=True, databases="__all__")
