@@ -37,7 +37,7 @@ from .protocol import Change, SplitWrite, Write, run
 from .rows import encode_body, rows_of
 
 
-class Entity(Protocol):
+class EntityRecord(Protocol):
     """What the writes read and set of an entity (:class:`~..models.entity.Entity`, the model
     above this layer that calls them)."""
 
@@ -54,7 +54,7 @@ class Entity(Protocol):
     def body_properties(self) -> dict[str, Any]: ...
 
 
-def prepare(entity: Entity, *, fresh: bool = False) -> Change:
+def prepare(entity: EntityRecord, *, fresh: bool = False) -> Change:
     """The change an entity's properties make: body and index rows, computed and validated
     before anything is written."""
     properties = entity.body_properties()
@@ -63,7 +63,7 @@ def prepare(entity: Entity, *, fresh: bool = False) -> Change:
 
 
 def save(
-    entity: Entity,
+    entity: EntityRecord,
     *,
     force_insert: bool = False,
     if_unchanged: bool = False,
@@ -89,7 +89,7 @@ def save(
     entity.has_generated_id = False
 
 
-def _store_one(write: Write, entity: Entity) -> None:
+def _store_one(write: Write, entity: EntityRecord) -> None:
     """Step 2 of a save: ``pre_save``, the row, its version in the history, ``post_save``."""
     change = write.changes[0]
     if change.found is not None and write.insert_only:
@@ -143,7 +143,7 @@ def _heard(before: ModelSignal, after: ModelSignal, sender: type) -> bool:
     )
 
 
-def put_many(entities: Sequence[Entity], batch_size: int = 500) -> None:
+def put_many(entities: Sequence[EntityRecord], batch_size: int = 500) -> None:
     """Insert or replace many entities, one protocol run per shard and batch, no signals.
 
     Every entity is validated before anything is written. A later item with the same id as an
@@ -160,7 +160,7 @@ def check_batch_size(batch_size: object) -> None:
 
 
 def put_prepared(
-    entities: Sequence[Entity],
+    entities: Sequence[EntityRecord],
     changes: Sequence[Change],
     batch_size: int = 500,
     *,
@@ -177,7 +177,7 @@ def put_prepared(
     import writes nothing twice). ``history=False``: no ``_entity`` version is appended even
     when ``SCHEMALESS["HISTORY"]`` is on (an import that restores the history itself).
     """
-    by_alias: dict[str, dict[bytes, tuple[Entity, Change]]] = defaultdict(dict)
+    by_alias: dict[str, dict[bytes, tuple[EntityRecord, Change]]] = defaultdict(dict)
     for entity, change in zip(entities, changes, strict=True):
         by_alias[bucket_map.alias_for(change.key)][change.key] = (entity, change)
     total = 0
@@ -215,7 +215,7 @@ def put_prepared(
 
 def store_batch(
     write: Write,
-    entities: list[Entity],
+    entities: list[EntityRecord],
     skip_unchanged: bool = False,
     history: bool = True,
     count: list[int] | None = None,
@@ -253,7 +253,7 @@ def store_batch(
         entity.has_generated_id = False
 
 
-def delete(entity: Entity, *, if_unchanged: bool = False) -> int:
+def delete(entity: EntityRecord, *, if_unchanged: bool = False) -> int:
     """Delete one entity (``pre_delete``/``post_delete`` around its row), then its index rows
     (step 5 removes every row it implied); 1, or 0 if it did not exist. ``if_unchanged``: only
     if the stored row is still what the instance read, else :class:`~..exceptions.Conflict`."""
@@ -271,7 +271,7 @@ def delete(entity: Entity, *, if_unchanged: bool = False) -> int:
     return len(deleted)
 
 
-def _delete_one(write: Write, entity: Entity, deleted: list[int]) -> None:
+def _delete_one(write: Write, entity: EntityRecord, deleted: list[int]) -> None:
     deleted.clear()
     change = write.changes[0]
     if change.found is None:
