@@ -255,3 +255,50 @@ def test_a_stale_row_removed_through_one_node_while_another_puts_it_back_is_rest
         assert census["queries"] is None, census["queries"]
     finally:
         store.close()
+
+
+def _primary_key(node: Any, database: str) -> tuple[str, ...]:
+    from schemaless_store.tables import layout
+
+    conn = node.connect(database)
+    try:
+        cursor = conn.cursor()
+        cursor.execute("SET SESSION wsrep_sync_wait = 1")  # what the cluster has certified
+        return layout.keys(cursor)["PRIMARY"][1]
+    finally:
+        conn.close()
+
+
+def test_clusterentities_converts_a_galera_shard_only_when_told(cluster, tmp_path: Path):
+    """On Galera the conversion's ALTER runs in total order and pauses every node's writes to
+    ``entities``, so ``clusterentities`` refuses a Galera shard unless given ``--galera``
+    (docs/upgrading.md#clustering-entities-by-id); given it, the shard is clustered by id on
+    every node, and every acknowledged write is there."""
+    from schemaless_store.tables import layout
+
+    store = GrownStore(tmp_path, GaleraHome(cluster), layout=LAYOUT)
+    try:
+        _home, database = store.names[3]  # shard_2, the cluster
+        assert _primary_key(cluster.nodes[0], database) == ("id",)  # a new store's layout
+        conn = cluster.nodes[0].connect(database)
+        try:
+            cursor = conn.cursor()
+            cursor.execute(layout.to_seed(cursor, 5.0))  # as a store migrated before 0006
+        finally:
+            conn.close()
+        assert _primary_key(cluster.nodes[2], database) == ("added_id",)
+        acks = tmp_path / "acks.jsonl"
+        wrote = store.run("tests.support.grown", "writer", "7", "c7", "2", str(acks))
+        assert wrote.returncode == 0, wrote.stderr[-3000:]
+
+        refused = store.manage("clusterentities", "--database", "shard_2", check=False)
+        assert refused.returncode != 0
+        assert "shard_2 is a Galera node" in refused.stderr, refused.stderr[-2000:]
+        assert _primary_key(cluster.nodes[1], database) == ("added_id",)
+
+        store.manage("clusterentities", "--database", "shard_2", "--galera")
+        for node in cluster.nodes:
+            assert _primary_key(node, database) == ("id",), node.name
+        checked_census(store, [acks])
+    finally:
+        store.close()
