@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from schemaless_store.testing.galera import GaleraNode
 from tests.support import child
 from tests.support.grown import GrownStore, checked_census
 
@@ -107,7 +108,6 @@ def test_writes_through_two_nodes_meet_at_certification_and_are_retried(cluster,
     a deadlock; every save returns, and with no cleaner pass the index tables are exact and
     the entities end in one writer's last state."""
     from schemaless_store import bucket_hash
-    from tests.support import child
 
     store = GrownStore(tmp_path, GaleraHome(cluster), layout=LAYOUT)
     try:
@@ -257,13 +257,14 @@ def test_a_stale_row_removed_through_one_node_while_another_puts_it_back_is_rest
         store.close()
 
 
-def _primary_key(node: Any, database: str) -> tuple[str, ...]:
+def _primary_key(server: Any, database: str) -> tuple[str, ...]:
     from schemaless_store.tables import layout
 
-    conn = node.connect(database)
+    conn = server.connect(database)
     try:
         cursor = conn.cursor()
-        cursor.execute("SET SESSION wsrep_sync_wait = 1")  # what the cluster has certified
+        if isinstance(server, GaleraNode):
+            cursor.execute("SET SESSION wsrep_sync_wait = 1")  # what the cluster certified
         return layout.keys(cursor)["PRIMARY"][1]
     finally:
         conn.close()
@@ -279,22 +280,30 @@ def test_clusterentities_converts_a_galera_shard_only_when_told(cluster, tmp_pat
     store = GrownStore(tmp_path, GaleraHome(cluster), layout=LAYOUT)
     try:
         _home, database = store.names[3]  # shard_2, the cluster
+        server_0, database_0 = store.names[1]  # shard_0, a single server
         assert _primary_key(cluster.nodes[0], database) == ("id",)  # a new store's layout
-        conn = cluster.nodes[0].connect(database)
-        try:
-            cursor = conn.cursor()
-            cursor.execute(layout.to_seed(cursor, 5.0))  # as a store migrated before 0006
-        finally:
-            conn.close()
+        for server, name in ((cluster.nodes[0], database), (server_0, database_0)):
+            conn = server.connect(name)
+            try:
+                cursor = conn.cursor()
+                cursor.execute(layout.to_seed(cursor, 5.0))  # as a store migrated before 0006
+            finally:
+                conn.close()
         assert _primary_key(cluster.nodes[2], database) == ("added_id",)
         acks = tmp_path / "acks.jsonl"
         wrote = store.run("tests.support.grown", "writer", "7", "c7", "2", str(acks))
         assert wrote.returncode == 0, wrote.stderr[-3000:]
 
-        refused = store.manage("clusterentities", "--database", "shard_2", check=False)
+        # Every shard named (the default): the refusal comes before shard_0, listed first, is
+        # converted; nothing is.
+        refused = store.manage("clusterentities", check=False)
         assert refused.returncode != 0
         assert "shard_2 is a Galera node" in refused.stderr, refused.stderr[-2000:]
+        assert "nothing was converted" in refused.stderr
         assert _primary_key(cluster.nodes[1], database) == ("added_id",)
+        assert _primary_key(server_0, database_0) == ("added_id",)
+        store.manage("clusterentities", "--database", "shard_0")
+        assert _primary_key(server_0, database_0) == ("id",)
 
         store.manage("clusterentities", "--database", "shard_2", "--galera")
         for node in cluster.nodes:

@@ -50,6 +50,8 @@ class Command(BaseCommand):
         unknown = [a for a in aliases if a not in conf.get().shards]
         if unknown:
             raise CommandError(f"not a shard: {', '.join(unknown)}")
+        # Every shard is looked at before any is converted: a refusal changes nothing.
+        todo: list[tuple[str, str]] = []
         for alias in aliases:
             conn = connections[alias]
             if conn.vendor != "mysql":
@@ -61,14 +63,20 @@ class Command(BaseCommand):
             if clustered_by != layout.SEED:
                 self.stdout.write(f"{alias}: entities is clustered by {clustered_by} already.")
                 continue
-            rows = layout.rows_up_to(conn, clustering.AT_MIGRATE_MAX_ROWS)
-            size = f"{rows:,} rows" if rows <= clustering.AT_MIGRATE_MAX_ROWS else "a big table"
             if servers.is_galera(alias) and not options["galera"]:
                 raise CommandError(
                     f"{alias} is a Galera node, where the ALTER would block every node's writes "
                     "to entities while it runs: move its buckets to a shard clustered by id "
-                    "(movebuckets), or give --galera to accept the pause"
+                    "(movebuckets), or give --galera to accept the pause; nothing was converted"
                 )
+            rows = layout.rows_up_to(conn, clustering.AT_MIGRATE_MAX_ROWS)
+            todo.append(
+                (
+                    alias,
+                    f"{rows:,} rows" if rows <= clustering.AT_MIGRATE_MAX_ROWS else "a big table",
+                )
+            )
+        for alias, size in todo:
             if options["dry_run"]:
                 self.stdout.write(f"{alias}: would cluster entities by id ({size}).")
                 continue
