@@ -16,7 +16,7 @@ from schemaless_store.admin.entity_rows import decode_column
 from schemaless_store.admin.search import SearchError, parse_search
 from schemaless_store.exceptions import IndexValueError
 from schemaless_store.indexes import registry
-from tests.support.values import EVERY_TYPE, same
+from tests.support.values import EVERY_TYPE, json_scalars, json_values, same
 
 
 def round_trip(props):
@@ -71,23 +71,6 @@ def test_awkward_values_round_trip(value):
         assert same(back, value)
         if value == 0.0 and type(value) is float:
             assert math.copysign(1, back) == math.copysign(1, value)
-
-
-json_scalars = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-(2**63), max_value=2**64 - 1),
-    st.floats(allow_nan=False),
-    st.text(),
-    st.binary(max_size=20),
-    st.uuids(),
-    st.datetimes(timezones=st.just(dt.UTC)),
-)
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner),
-    max_leaves=12,
-)
 
 
 @given(st.dictionaries(st.text(max_size=8), json_values, max_size=6))

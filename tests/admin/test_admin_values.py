@@ -20,8 +20,7 @@ from schemaless_store.admin.values_html import (
     preview,
     value_html,
 )
-from tests.admin.test_admin_jsonview import json_values
-from tests.support.values import EVERY_TYPE
+from tests.support.values import EVERY_TYPE, json_values
 
 
 def text_of(markup: str) -> str:

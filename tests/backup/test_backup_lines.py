@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import uuid
 
 import pytest
@@ -14,47 +13,9 @@ from hypothesis import strategies as st
 
 from schemaless_store.backup import lines
 from schemaless_store.backup.lines import BadLine, CellLine, End, EntityLine, Header
-from tests.support.values import EVERY_TYPE, same
+from tests.support.values import EVERY_TYPE, deep_same, line_values, same
 
-offsets = st.integers(-14 * 3600, 14 * 3600).map(
-    lambda seconds: dt.timezone(dt.timedelta(seconds=seconds))
-)
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
-    | st.floats()  # NaN and the infinities included
-    | st.text()
-    | st.binary()
-    | st.uuids()
-    | st.datetimes(timezones=offsets)
-)
-keys = st.text() | st.integers(-(2**63), 2**63 - 1) | st.binary(max_size=4) | st.none()
-values = st.recursive(
-    scalars,
-    lambda inner: (
-        st.lists(inner, max_size=4)
-        | st.dictionaries(st.text(), inner, max_size=4)
-        | st.dictionaries(keys, inner, max_size=3)
-    ),
-    max_leaves=12,
-)
-bags = st.dictionaries(st.text().filter(lambda name: name != "id"), values, max_size=6)
-
-
-def deep_same(a, b) -> bool:
-    """``same``, with NaN equal to NaN inside lists and dict values too."""
-    if isinstance(a, float) and math.isnan(a):
-        return isinstance(b, float) and math.isnan(b)
-    if isinstance(a, list):
-        return (
-            type(b) is list
-            and len(a) == len(b)
-            and all(deep_same(x, y) for x, y in zip(a, b, strict=True))
-        )
-    if isinstance(a, dict):
-        return type(b) is dict and a.keys() == b.keys() and all(deep_same(a[k], b[k]) for k in a)
-    return same(a, b)
+bags = st.dictionaries(st.text().filter(lambda name: name != "id"), line_values, max_size=6)
 
 
 @given(st.uuids(), bags)

@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 from schemaless_store import conf
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
-from tests.backup.test_backup_lines import deep_same, values
 from tests.support import STORE, buckets, restored
 from tests.support.backups import answers, command, entities, export, placement, wipe
 from tests.support.invariants import assert_exact
+from tests.support.values import deep_same, line_values
 
 pytestmark = [STORE, pytest.mark.slow]
 
@@ -42,7 +42,7 @@ def store_contents(draw: Any) -> list[dict[str, Any]]:
         props.update(
             draw(
                 st.dictionaries(
-                    st.text(max_size=6).map(lambda name: "x_" + name), values, max_size=4
+                    st.text(max_size=6).map(lambda name: "x_" + name), line_values, max_size=4
                 )
             )
         )

@@ -16,26 +16,15 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
 import pytest
 from django.conf import settings
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.feed import FOREIGN, ROOT
+
 STARTUP_TIMEOUT = 180  # set-up is quick when .venv exists; migrations and the seed take seconds
 
 pytestmark = pytest.mark.slow
-
-# Variables from this test run that would point the demo elsewhere than its embedded default.
-FOREIGN = (
-    "DJANGO_SETTINGS_MODULE",
-    "DATABASE_URL",
-    "SHARD_DATABASE_URLS",
-    "FEED_LIVE_INDEXES",
-    "SCHEMALESS_TEST_DATABASES",
-    "DEMO_SEED_ARGS",
-    "HOST",
-)
 
 
 def free_port() -> int:

@@ -13,8 +13,8 @@ import pytest
 from django.test import RequestFactory
 from django.views.defaults import server_error
 
-from tests.demo.test_feed_demo_script import FOREIGN, ROOT
 from tests.support import STORE
+from tests.support.feed import FOREIGN, ROOT
 
 pytestmark = STORE
 

@@ -11,14 +11,13 @@ from itertools import product
 from typing import Any
 
 import pytest
-from django.db import connections
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from schemaless_store import bucket_map, index_values, shards
-from schemaless_store.indexes import registry
+from schemaless_store import bucket_map, index_values
 from schemaless_store.models import Entity
 from tests.support import STORE
+from tests.support.queries import COMPARE, wipe
 from tests.support.raw import insert_index_row, walk_pages
 
 # Hundreds of hypothesis examples against the databases: run once (CI: on Django 5.2).
@@ -27,14 +26,6 @@ pytestmark = [STORE, pytest.mark.slow]
 USERS = [bytes([n]) * 4 for n in (1, 2, 3, 200)]
 TAGS = ["a", "b", "c"]  # few values: entities share them, so their rows interleave
 INT_PROPERTIES = {"published"}  # int columns; every other property is a `key` column
-
-
-def wipe() -> None:
-    for alias in shards.shard_aliases():
-        with connections[alias].cursor() as cursor:
-            cursor.execute("DELETE FROM entities")
-            for index in registry.valid():
-                cursor.execute(f"DELETE FROM {connections[alias].ops.quote_name(index.name)}")
 
 
 # Mostly lists (several rows per entity: what paging must not repeat), sometimes a scalar,
@@ -114,16 +105,6 @@ QUERIES = {
 def column(prop: str, value: Any) -> Any:
     """A value as the index column compares it."""
     return value if prop in INT_PROPERTIES else index_values.encode_key(value)
-
-
-COMPARE = {
-    "exact": lambda v, t: v == t,
-    "in": lambda v, t: v in t,
-    "gt": lambda v, t: v > t,
-    "gte": lambda v, t: v >= t,
-    "lt": lambda v, t: v < t,
-    "lte": lambda v, t: v <= t,
-}
 
 
 def first_match(

@@ -26,8 +26,8 @@ from schemaless_store import index_values
 from schemaless_store.exceptions import NoIndexForQuery
 from schemaless_store.indexes import Index, registry
 from schemaless_store.models import Entity
-from tests.queries.test_query_properties import COMPARE, wipe
 from tests.support import STORE, child
+from tests.support.queries import COMPARE, wipe
 from tests.support.raw import walk_pages
 
 # Hundreds of hypothesis examples against the databases: run once (CI: on Django 5.2).

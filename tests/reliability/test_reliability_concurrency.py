@@ -31,8 +31,8 @@ from django.db import connections
 from schemaless_store import retries, shards
 from schemaless_store.cleaner import Cleaner
 from schemaless_store.models import Entity
-from tests.reliability.test_reliability_kills import touched_indexes
 from tests.support import STORE, child
+from tests.support.crashes import touched_indexes
 from tests.support.invariants import false_negatives, inexact, matches
 from tests.support.reliability_report import recording
 

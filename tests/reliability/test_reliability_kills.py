@@ -23,8 +23,7 @@ import pytest
 from schemaless_store.cleaner import Cleaner
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
-from tests.reliability.test_write_crashes import reset_store as _reset_raw
-from tests.support import STORE, child
+from tests.support import STORE, child, crashes
 from tests.support.invariants import (
     committed_entities,
     conditions_for,
@@ -42,22 +41,16 @@ START = [uuid.UUID(int=0x100 + n).hex for n in range(4)]
 
 
 def reset_store(rng: random.Random) -> dict[str, dict[str, Any] | None]:
-    # Empty tables, then three unrelated entities (tests/reliability/test_write_crashes.py).
-    _reset_raw()
+    # Empty tables, then three unrelated entities (crashes.BEFORE).
+    crashes.reset_store()
     states = {i: child.mixed_props(rng) for i in START}
     Entity.objects.bulk_put([{"id": uuid.UUID(i), **p} for i, p in states.items()])
     return dict(states)
 
 
-def touched_indexes() -> list[str]:
-    rng = random.Random(0)
-    samples = [child.mixed_props(rng) for _ in range(200)]
-    return [i.name for i in registry.valid() if any(i.rows_for(p) for p in samples)]
-
-
 def test_random_sigkills_of_a_mixed_writer_lose_nothing_acknowledged(writer, tmp_path):
     rng = random.Random(8)
-    touched = touched_indexes()
+    touched = crashes.touched_indexes()
     killed_count = acked_writes = 0
     with recording("SIGKILL of a mixed writer at a random statement (seeded)") as tally:
         for case in range(KILLS):

@@ -38,8 +38,8 @@ from schemaless_store.cleaner import Cleaner
 from schemaless_store.exceptions import EntityExists, ShardUnavailable
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
-from tests.reliability.test_write_crashes import BEFORE, reset_store
 from tests.support import STORE
+from tests.support.crashes import BEFORE, A, B, reset_store
 from tests.support.invariants import (
     committed_entities,
     conditions_for,
@@ -51,7 +51,6 @@ from tests.support.reliability_report import recording
 
 pytestmark = [STORE, pytest.mark.slow, pytest.mark.reliability, pytest.mark.mariadb_only]
 
-A, B, C = (uuid.UUID(int=n) for n in (0xA, 0xB, 0xC))
 D, E, F = (uuid.UUID(int=n) for n in (0xD, 0xE, 0x1F))
 MAX_POINTS = 25  # kill points per operation (all of them when there are fewer statements)
 NEW_A = {

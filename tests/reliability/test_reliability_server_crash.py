@@ -30,9 +30,9 @@ from schemaless_store.exceptions import ShardUnavailable
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
 from schemaless_store.query.pool import reset_scatter_pool
-from tests.reliability.test_reliability_kills import touched_indexes
 from tests.support import STORE, child
 from tests.support.buckets import id_on
+from tests.support.crashes import touched_indexes
 from tests.support.invariants import (
     committed_entities,
     conditions_for,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import random
 import threading
 import uuid
-from typing import Any
 
 import pytest
 from django.db import connections
@@ -23,6 +22,7 @@ from schemaless_store.cleaner import Cleaner
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
 from tests.support import STORE
+from tests.support.crashes import BEFORE, A, B, D, reset_store
 from tests.support.invariants import (
     committed_entities,
     conditions_for,
@@ -34,12 +34,6 @@ from tests.support.reliability_report import Tally, recording
 
 pytestmark = [STORE, pytest.mark.slow]
 
-A, B, C, D = (uuid.UUID(int=n) for n in (0xA, 0xB, 0xC, 0xD))
-BEFORE: dict[uuid.UUID, dict[str, Any]] = {
-    A: {"user_id": "u1", "link": "https://a", "published": 1, "tags": ["x", "y"], "username": "an"},
-    B: {"user_id": "u2", "link": "https://b", "published": 2, "tags": ["y"], "username": "bo"},
-    C: {"user_id": "u1", "link": "https://c", "published": 3, "tags": ["z"]},
-}
 # A new entity without a unique property (a unique claim takes Django's save() path).
 NEW = {"user_id": "u3", "link": "https://d", "published": 4, "tags": ["y", "w"]}
 # Every operation touches every index: rows to add on some shards, rows to remove on others.
@@ -72,16 +66,6 @@ OPERATIONS = {
     "put_generated": ({"op": "create_generated", "id": D.hex}, D, NEW),
     "bulk_put_generated": ({"op": "bulk_put_generated", "items": [[D.hex, NEW]]}, D, NEW),
 }
-
-
-def reset_store() -> None:
-    for alias in shards.shard_aliases():
-        conn = connections[alias]
-        with conn.cursor() as cursor:
-            cursor.execute("DELETE FROM entities")
-            for index in registry.valid():
-                cursor.execute(f"DELETE FROM {conn.ops.quote_name(index.name)}")
-    Entity.objects.bulk_put([{"id": i, **props} for i, props in BEFORE.items()])
 
 
 def run_cleaner_pass(tally: Tally, where: str = "") -> None:

@@ -4,15 +4,21 @@
 - ``factories``: factory-boy factories for what tests store when the values are incidental.
 - ``raw``: raw looks at the shards, bypassing the store (index rows, reads counted).
 - ``invariants``: the invariants I1-I3 checked from outside (docs/design.md#invariants).
-- ``values``: a property of every supported type, and equality that minds types.
+- ``values``: a property of every supported type, equality that minds types (``same``, and
+  ``deep_same`` with NaN equal to NaN), and hypothesis strategies for the values the admin's
+  JSON view carries (``json_values``) and those an export line carries (``line_values``).
 - ``buckets``: ids in a given bucket or on a given shard; handing a bucket over by hand.
 - ``moving``: a store to move, and the check of what a bucket move left.
 - ``outage``: a shard that is down (refused or a black hole).
 - ``backups``: running export and import, emptying the store, and what a store answers.
 - ``admin``, ``browser``, ``terminal``, ``feed``: the admin's addresses and logged-in client;
   the browser tests' Chromium and a logged-in admin page; a simulated colour terminal; the
-  demo feed's shared link and sign-up.
+  demo feed's shared link, sign-up, the repository's root and the variables kept from its
+  scripts.
 - ``reliability_report``: the reliability suite's record of what each class ran.
+- ``crashes``: the crash tests' starting store (``BEFORE``, ``reset_store``) and the indexes a
+  mixed writer's entities touch (``touched_indexes``).
+- ``queries``: the query property tests' raw ``wipe`` and each lookup's comparison (``COMPARE``).
 - ``mapfuncs``: functions the mapentities tests apply by dotted path.
 - Child processes, each run as ``python -m tests.support.<name>``: ``child`` (writers killed or
   signalled, commands), ``cached`` (writers and readers through the entity cache), ``grown`` (a
