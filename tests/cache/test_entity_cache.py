@@ -6,9 +6,6 @@ run, Django's ``LocMemCache`` on the SQLite run."""
 from __future__ import annotations
 
 import io
-import json
-import subprocess
-import sys
 import time
 import uuid
 
@@ -24,7 +21,7 @@ from schemaless_store.entity_cache import EntityCacheSerializer
 from schemaless_store.exceptions import ConfigurationError
 from schemaless_store.models import Entity
 from tests.support import STORE, buckets, child
-from tests.support.cached import Board
+from tests.support.cached import Board, run_with_cleaner
 
 pytestmark = STORE
 
@@ -328,28 +325,13 @@ def test_no_process_reads_a_value_older_than_an_acknowledged_write(cached, inval
     env = child.child_env()
     if not invalidating:
         env["SCHEMALESS_TEST_NO_INVALIDATION"] = "1"
-    try:
-        spawn = [
-            ("writer", "0", "6", "5"),
-            ("writer", "6", "6", "5"),
-            ("reader", "5"),
-            ("reader", "5"),
-        ]
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-m", "tests.support.cached", mode, board.name, *args],
-                cwd=child.ROOT,
-                env=env,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            for mode, *args in spawn
-        ]
-        cleaner = child.spawn("manage", "runcleaner", "--once", stdout=subprocess.DEVNULL)
-        results = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
-        cleaner.wait(timeout=120)
-    finally:
-        board.close()
+    spawn = [
+        ("writer", "0", "6", "5"),
+        ("writer", "6", "6", "5"),
+        ("reader", "5"),
+        ("reader", "5"),
+    ]
+    results = run_with_cleaner(board, spawn, env)
     writers, readers = results[:2], results[2:]
     assert all(w["writes"] > 20 for w in writers), writers
     assert all(r["hits"] > r["reads"] // 4 for r in readers), readers  # the cache served them

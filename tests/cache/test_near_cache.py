@@ -27,7 +27,7 @@ from schemaless_store.exceptions import ConfigurationError
 from schemaless_store.models import Entity
 from tests.cache import test_entity_cache as PLAIN
 from tests.support import STORE, buckets, child
-from tests.support.cached import Board
+from tests.support.cached import Board, run_with_cleaner
 
 pytestmark = STORE
 
@@ -412,23 +412,8 @@ def test_writers_read_their_writes_among_other_processes_with_the_near_cache():
     with near_on(DROP_TIMEOUT=5.0):
         ids = [Entity.objects.create(n=0, tag="t0").id for _ in range(12)]
         board = Board.create(ids)
-        try:
-            spawn = [("writer", "0", "6", "5"), ("writer", "6", "6", "5"), ("reader", "5")]
-            procs = [
-                subprocess.Popen(
-                    [sys.executable, "-m", "tests.support.cached", mode, board.name, *args],
-                    cwd=child.ROOT,
-                    env=child.child_env(),
-                    stdout=subprocess.PIPE,
-                    text=True,
-                )
-                for mode, *args in spawn
-            ]
-            cleaner = child.spawn("manage", "runcleaner", "--once", stdout=subprocess.DEVNULL)
-            results = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
-            cleaner.wait(timeout=120)
-        finally:
-            board.close()
+        spawn = [("writer", "0", "6", "5"), ("writer", "6", "6", "5"), ("reader", "5")]
+        results = run_with_cleaner(board, spawn)
     writers, (reader,) = results[:2], results[2:]
     assert all(w["writes"] > 20 and w["own_stale"] == 0 for w in writers), writers
     assert reader["near_hits"] > 0, reader

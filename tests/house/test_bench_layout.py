@@ -5,18 +5,11 @@ servers and runs once, in the SQLite pass; it checks plans and counts, never tim
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from schemaless_store.testing.mariadb import MARIADBD
-
-ROOT = Path(__file__).resolve().parent.parent.parent
+from tests.support.bench import need_mariadbd, run_quick
 
 pytestmark = [
     pytest.mark.slow,
@@ -28,23 +21,9 @@ pytestmark = [
 
 
 def test_the_layout_leg_measures_both_layouts_and_the_id_layout_reads_fewer_pages(tmp_path):
-    if not (shutil.which("mariadbd") or Path(MARIADBD).exists()):
-        pytest.skip("mariadbd is not installed on this machine")
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    proc = subprocess.run(
-        [
-            *(sys.executable, "-m", "bench.run", "--quick", "--quiet", "--placed"),
-            *("--legs", "layout", "--out", str(tmp_path)),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    (result,) = tmp_path.glob("quick-*.json")
-    found = {r["leg"]: r for r in json.loads(result.read_text())["comparisons"]}
+    need_mariadbd()
+    result = run_quick(tmp_path, "--placed", "--legs", "layout")
+    found = {r["leg"]: r for r in result["comparisons"]}
     assert set(found) == {
         f"query_{kind}_placed_layout_{layout}"
         for kind in ("page", "all")

@@ -11,19 +11,17 @@ do not time.
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import django
 import pytest
 
-from schemaless_store.testing.mariadb import MARIADBD
+from tests.support.bench import need_mariadbd, run_quick
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,24 +80,11 @@ def _number(value: object) -> bool:
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    if not (shutil.which("mariadbd") or Path(MARIADBD).exists()):
-        if os.environ.get("CI") == "true":
-            pytest.fail("mariadbd is not installed; CI must run the bench smoke test")
-        pytest.skip("mariadbd is not installed on this machine")
+    need_mariadbd(fail_in_ci=True)
     out = tmp_path_factory.mktemp("bench")
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench.run", "--quick", "--quiet", "--out", str(out)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    (result,) = out.glob("quick-*.json")
+    found = run_quick(out)
     assert list(out.glob("quick-*.md")), "the Markdown table was not written"
-    return json.loads(result.read_text())
+    return found
 
 
 def test_every_comparison_has_numbers(quick_run: dict) -> None:
@@ -177,24 +162,10 @@ ROUND_TRIP_KINDS = {"put", "bulk_put", "get", "get_many", "query_page"}
 def _netem_run(tmp_path: Path, round_trip_ms: str) -> tuple[dict, str]:
     if os.geteuid() != 0 or not (shutil.which("ip") and shutil.which("tc")):
         pytest.skip("the netem leg needs root and iproute2 (ip, tc)")
-    if not (shutil.which("mariadbd") or Path(MARIADBD).exists()):
-        pytest.skip("mariadbd is not installed on this machine")
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    proc = subprocess.run(
-        [
-            *(sys.executable, "-m", "bench.run", "--quick", "--quiet", "--legs", "netem"),
-            *("--netem-ms", round_trip_ms, "--out", str(tmp_path)),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    (result,) = tmp_path.glob("quick-*.json")
+    need_mariadbd()
+    found = run_quick(tmp_path, "--legs", "netem", "--netem-ms", round_trip_ms)
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return json.loads(result.read_text()), namespaces
+    return found, namespaces
 
 
 def _round_trips_counted(record: dict) -> None:

@@ -20,6 +20,7 @@ import json
 import os
 import random
 import struct
+import subprocess
 import sys
 import time
 import uuid
@@ -79,6 +80,30 @@ class Board:
         self.memory.close()
         if self.owner:
             self.memory.unlink()
+
+
+def run_with_cleaner(
+    board: Board, spawn: list[tuple[str, ...]], env: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """Run this module's processes (``(mode, *args)`` each) on ``board`` beside one cleaner
+    pass; their reports, in the order given. The board is closed afterwards."""
+    try:
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "tests.support.cached", mode, board.name, *args],
+                cwd=child.ROOT,
+                env=child.child_env() if env is None else env,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for mode, *args in spawn
+        ]
+        cleaner = child.spawn("manage", "runcleaner", "--once", stdout=subprocess.DEVNULL)
+        results = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+        cleaner.wait(timeout=120)
+    finally:
+        board.close()
+    return results
 
 
 def _writer(board: Board, first: int, count: int, seconds: float) -> dict[str, Any]:
