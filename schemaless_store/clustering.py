@@ -27,12 +27,16 @@ COMMAND = "manage.py clusterentities"
 def seed_layout_shards(aliases: list[str] | None = None) -> list[str]:
     """The MySQL shards among ``aliases`` (default: all) whose ``entities`` is still clustered
     by ``added_id``."""
-    found = []
-    for alias in aliases if aliases is not None else list(conf.get().shards):
-        conn = connections[alias]
-        if conn.vendor == "mysql" and layout.clustered_by(conn) == layout.SEED:
-            found.append(alias)
-    return found
+    return [
+        alias
+        for alias in (aliases if aliases is not None else list(conf.get().shards))
+        if on_seed_layout(connections[alias])
+    ]
+
+
+def on_seed_layout(conn: Any) -> bool:
+    """Whether this MySQL connection's ``entities`` is clustered by ``added_id``."""
+    return conn.vendor == "mysql" and layout.clustered_by(conn) == layout.SEED
 
 
 def cluster(
@@ -46,13 +50,15 @@ def cluster(
     metadata lock after ``wait`` seconds (it would queue every writer behind a long transaction)
     and is tried again, ``attempts`` times in all."""
     conn = connections[alias]
-    if conn.vendor != "mysql" or layout.clustered_by(conn) != layout.SEED:
+    if not on_seed_layout(conn):
         return None
+    with conn.cursor() as cursor:
+        statement = layout.to_clustered(cursor, wait)
     for attempt in range(1, attempts + 1):
         began = time.perf_counter()
         try:
             with conn.cursor() as cursor:
-                cursor.execute(layout.to_clustered(cursor, wait))
+                cursor.execute(statement)
             return time.perf_counter() - began
         except OperationalError as exc:
             if exc.args[0] != layout.LOCK_WAIT_TIMEOUT or attempt == attempts:
@@ -65,8 +71,5 @@ def migrate_forwards(apps: Any, schema_editor: Any) -> None:
     """Migration 0006: a shard's small (or new, empty) ``entities`` clustered by ``id``; a big
     one left to :data:`COMMAND` (``schemaless.W006`` names it)."""
     conn = schema_editor.connection
-    if conn.vendor != "mysql" or layout.clustered_by(conn) != layout.SEED:
-        return
-    if layout.rows_up_to(conn, AT_MIGRATE_MAX_ROWS) > AT_MIGRATE_MAX_ROWS:
-        return
-    cluster(conn.alias)
+    if on_seed_layout(conn) and layout.rows_up_to(conn, AT_MIGRATE_MAX_ROWS) <= AT_MIGRATE_MAX_ROWS:
+        cluster(conn.alias)

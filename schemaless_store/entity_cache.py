@@ -272,7 +272,7 @@ class Lookup:
                     else:  # filled before a move: Redis may hold the owner's row
                         near.discard(h)
             stats.near_hits += len(hits)
-        asked = [key for key in hexes if key not in hits]
+        asked = [key for key in hexes if key not in hits] if hits else list(hexes)
         if not asked:
             stats.hits += len(hits)
             return hits
@@ -292,14 +292,15 @@ class Lookup:
                 row = _valid(token, value, owner_of(key))
                 if row is not None:
                     hits[key] = row
-                    copies[h] = (token, row)
+                    if mark is not None:
+                        copies[h] = (token, row)
                     continue
             if type(token) is not int:
                 token = random.randint(*_TOKEN_RANGE)
                 new_tokens[_GEN + h] = token
             self.tokens[key] = token
-        if copies and mark is not None:
-            near.put(mark, copies)  # type: ignore[union-attr]
+        if copies:
+            near.put(mark, copies)  # type: ignore[union-attr, arg-type]
         stats.hits += len(hits)
         stats.misses += len(keys) - len(hits)
         if new_tokens:
@@ -391,24 +392,18 @@ def _near(backend: BaseCache) -> NearCache:
 def invalidate(keys: Iterable[bytes]) -> None:
     """After a commit that changed these entities: delete their tokens (one round trip). On
     failure this process stops reading the cache for ``CACHE_TIMEOUT`` (see above)."""
-    backend = _backend()
-    if backend is None:
-        near = near_cache.existing()  # off now, perhaps on again later: its copies must go
-        if near is not None:
-            near.evict(key.hex() for key in keys)
-        return
     hexes = [key.hex() for key in keys]
-    if not hexes:
-        return
-    try:
-        backend.delete_many([_GEN + h for h in hexes])
-    except Exception as exc:
-        stats.failures += 1
-        _suspend(exc)
-    else:
-        stats.invalidated += len(hexes)
-    finally:
-        # After the DEL's answer: this process's copies go now, whenever Redis's push comes.
-        near = near_cache.existing()
-        if near is not None:
-            near.evict(hexes)
+    backend = _backend()
+    if backend is not None and hexes:
+        try:
+            backend.delete_many([_GEN + h for h in hexes])
+        except Exception as exc:
+            stats.failures += 1
+            _suspend(exc)
+        else:
+            stats.invalidated += len(hexes)
+    # After the DEL's answer (or with the cache off now, perhaps on again later): this
+    # process's copies go now, whenever Redis's push comes.
+    near = near_cache.existing()
+    if near is not None:
+        near.evict(hexes)

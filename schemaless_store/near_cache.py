@@ -293,9 +293,7 @@ class NearCache:
 
     def _pushed(self, names: list[bytes] | None) -> None:
         if names is None:  # FLUSHDB / FLUSHALL: every key changed
-            with self._lock:
-                self._flush()
-                self.stats.flushes += 1
+            self.flush()
             return
         cut = len(self.prefix)
         hexes = [name[cut:].decode() for name in names if name.startswith(self.prefix)]

@@ -38,7 +38,7 @@ from typing import Any
 
 from django.db import DatabaseError, connections
 
-from .. import shards
+from .. import servers, shards
 from ..tables import server_locks, sessions
 from ..tables.server_locks import LEASE_TABLE
 
@@ -214,7 +214,7 @@ class CleanerLock:
         try:
             with conn.cursor() as cursor:
                 if self._galera is None:
-                    self._galera = sessions.galera_on(cursor)
+                    self._galera = servers.is_galera(self.alias)
                 if self._galera:
                     # Causal reads: START TRANSACTION waits until this node has applied what the
                     # cluster committed before, so a lease just released on another node is

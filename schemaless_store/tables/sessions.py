@@ -61,14 +61,6 @@ def begin_snapshot(cursor: Any) -> None:
     cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
 
 
-def galera_on(cursor: Any) -> bool:
-    """Whether the server is a Galera node with replication on (``wsrep_on``); a server
-    without the wsrep patch (MySQL) has no such variable: False."""
-    cursor.execute("SHOW VARIABLES LIKE 'wsrep_on'")
-    row = cursor.fetchone()
-    return row is not None and str(row[1]).upper() == "ON"
-
-
 def leave_database(cursor: Any) -> None:
     """Make ``information_schema`` the session's database: a connection that holds a server
     lock leaves the shard's, so a move's fence, which ends the store's sessions there, passes
