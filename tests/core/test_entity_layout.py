@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import connections
 
 from schemaless_store import bucket_map, checks, clustering, shards
@@ -310,3 +311,19 @@ def test_the_online_conversion_loses_no_write_and_holds_writers_up_briefly():
     with connections[alias].cursor() as cursor:
         cursor.execute("SELECT COUNT(*) FROM entities")
         assert cursor.fetchone()[0] == rows + len(acked)
+
+
+def test_clusterentities_refuses_an_unknown_shard_and_a_shard_with_no_table_changing_nothing():
+    with pytest.raises(CommandError, match=r"^not a shard: nope$"):
+        call_command("clusterentities", "--database", "shard_0", "--database", "nope")
+    if connections["shard_1"].vendor != "mysql":
+        return  # SQLite keeps its one layout: there is no table to look for
+    with connections["shard_1"].cursor() as cursor:
+        cursor.execute("RENAME TABLE entities TO entities_away")
+    try:
+        with pytest.raises(CommandError, match="shard_1 has no entities table: run migrate"):
+            call_command("clusterentities", stdout=io.StringIO())
+    finally:
+        with connections["shard_1"].cursor() as cursor:
+            cursor.execute("RENAME TABLE entities_away TO entities")
+    assert clustering.seed_layout_shards() == []
