@@ -39,7 +39,7 @@ def recorded_bytes() -> int:
     store's index writers (``shards.index_connection``, which ``reset_queries()`` never sees)."""
     from django.db import connections
 
-    from schemaless_store import shards
+    from schemaless_store.topology import shards
 
     writers = shards._local.__dict__.get("index_writers", {}).values()
     return sum(len(q["sql"]) for conn in [*connections.all(), *writers] for q in conn.queries_log)
@@ -48,7 +48,7 @@ def recorded_bytes() -> int:
 def reset_all() -> None:
     from django.db import reset_queries
 
-    from schemaless_store import shards
+    from schemaless_store.topology import shards
 
     reset_queries()
     for writer in shards._local.__dict__.get("index_writers", {}).values():

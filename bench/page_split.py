@@ -27,8 +27,8 @@ import time
 from typing import Any
 
 from schemaless_store.codec import MsgpackCodec, decode_body
-from schemaless_store.entity_ids import new_id
 from schemaless_store.testing.mariadb import start_servers
+from schemaless_store.topology.entity_ids import new_id
 
 PAGE = 30
 PER_USER = 100

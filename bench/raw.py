@@ -14,8 +14,9 @@ from typing import Any
 
 import MySQLdb
 
-from schemaless_store import bucket_hash, conf, entity_ids, index_values
+from schemaless_store import conf, index_values
 from schemaless_store.codec import decode_body
+from schemaless_store.topology import bucket_hash, entity_ids
 
 ENTITY_COLUMNS = "added_id, id, updated, body"
 INSERT_ENTITY = "INSERT INTO entities (id, updated, body) VALUES (%s, %s, %s)"

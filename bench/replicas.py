@@ -97,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
 
     django.setup()
     call_command("migrateall", verbosity=0)
-    from schemaless_store import replicas
     from schemaless_store.models import Entity
+    from schemaless_store.topology import replicas
 
     from .data import Stage
 
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rng = random.Random(7)
     # A position on every shard that the replicas have applied: as after this thread's writes.
-    from schemaless_store import bucket_map
+    from schemaless_store.topology import bucket_map
 
     for alias in ("shard_0", "shard_1"):
         on_it = next(i for i in iter(uuid.uuid4, None) if bucket_map.alias_for(i.bytes) == alias)

@@ -52,7 +52,10 @@ if os.environ.get("BENCH_CONN_MAX_AGE"):  # experiments only: the benchmark runs
         _age = os.environ["BENCH_CONN_MAX_AGE"]
         _database["CONN_MAX_AGE"] = None if _age == "none" else int(_age)
 
-DATABASE_ROUTERS = ["schemaless_store.router.ShardRouter", "bench.benchapp.router.PeerRouter"]
+DATABASE_ROUTERS = [
+    "schemaless_store.topology.router.ShardRouter",
+    "bench.benchapp.router.PeerRouter",
+]
 # Shards are named explicitly: "peer" is a database of its own, not a shard.
 SCHEMALESS = {
     "BUCKETS": 4096,

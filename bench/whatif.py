@@ -82,7 +82,7 @@ def lean_read() -> Undo:
     connection, no copy of the rows): what those guards cost each read."""
     from django.db import connections
 
-    from schemaless_store import shards
+    from schemaless_store.topology import shards
 
     def read(alias: str, sql: str, params: Any, conn: Any = None) -> Any:
         conn = connections[alias] if conn is None else conn

@@ -44,7 +44,7 @@ if _has_meta:
 else:
     _meta, _shards = embedded_urls(DATA_DIR, shards=2)
     DATABASES = databases_from_urls(_meta, _shards)
-DATABASE_ROUTERS = ["schemaless_store.router.ShardRouter"]
+DATABASE_ROUTERS = ["schemaless_store.topology.router.ShardRouter"]
 
 SCHEMALESS = {
     "BUCKETS": 4096,

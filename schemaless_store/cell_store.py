@@ -31,7 +31,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from . import bucket_map, conf, entity_ids, shards
+from . import conf
 from .codec import decode_body
 from .exceptions import CellImmutable, ConfigurationError, InvalidCell
 from .indexes import cell_source
@@ -39,6 +39,7 @@ from .tables import buckets as bucket_table
 from .tables import cells as cell_table
 from .tables.cells import ENTITY_COLUMN
 from .tables.values import datetime_converter, db_datetime
+from .topology import bucket_map, entity_ids, shards
 from .writes.protocol import Change, SplitWrite, Write, run
 from .writes.rows import encode_body, rows_of
 

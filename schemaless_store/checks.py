@@ -8,9 +8,10 @@ from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.db import DatabaseError, connections
 
-from . import bucket_map, clustering, conf, fence, server_support
+from . import conf
 from .exceptions import ConfigurationError
 from .indexes import registry
+from .topology import bucket_map, clustering, fence, server_support
 
 DOCS = "see docs/checks.md"
 
@@ -57,10 +58,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         r if isinstance(r, str) else type(r).__module__ + "." + type(r).__name__
         for r in settings.DATABASE_ROUTERS
     ]
-    if "schemaless_store.router.ShardRouter" not in routers:
+    if "schemaless_store.topology.router.ShardRouter" not in routers:
         errors.append(
             Error(
-                "schemaless_store.router.ShardRouter is not in DATABASE_ROUTERS",
+                "schemaless_store.topology.router.ShardRouter is not in DATABASE_ROUTERS",
                 hint=f"without it, migrate puts entities on 'default'; {DOCS}",
                 id="schemaless.E004",
             )

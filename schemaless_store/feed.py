@@ -26,11 +26,12 @@ from typing import Any
 
 from django.utils import timezone
 
-from . import conf, shards
+from . import conf
 from .codec import decode_body
 from .exceptions import CorruptBody, InvalidQuery
 from .tables import cells as cell_table
 from .tables.values import datetime_converter
+from .topology import shards
 
 MAX_LIMIT = 10_000
 

@@ -15,12 +15,12 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
-from . import shards
 from .exceptions import ConfigurationError, IndexNotReady
 from .indexes import ENTITIES, Index, Source, registry
 from .metadata import CleanerCheckpoint, IndexState
 from .tables import entities as entity_table
 from .tables.ddl import drop_table
+from .topology import shards
 
 BUILDING, READY, RETIRED = "building", "ready", "retired"
 # How long a process trusts the states it read (a backfill finishing shows up within this).

@@ -85,8 +85,8 @@ class ShardMap(models.Model):
     """One version of the bucket -> shard map; the highest version is the map in force.
 
     The first version is written by the first ``migrate`` from ``SCHEMALESS["SHARDS"]``; from
-    then on the stored map is the truth (:mod:`schemaless_store.bucket_map`) and each shard's own
-    bucket table decides what it accepts (docs/resharding.md).
+    then on the stored map is the truth (:mod:`schemaless_store.topology.bucket_map`) and each
+    shard's own bucket table decides what it accepts (docs/resharding.md).
     """
 
     version = models.PositiveIntegerField(primary_key=True)

@@ -21,7 +21,7 @@ from typing import Any
 from django.core import signing
 from django.http import HttpRequest, HttpResponse
 
-from . import replicas
+from .topology import replicas
 
 COOKIE = "schemaless_positions"
 SALT = "schemaless_store.middleware.ReadYourWrites"

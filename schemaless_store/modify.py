@@ -15,9 +15,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from . import DELETE, entity_ids, replicas
+from . import DELETE
 from .exceptions import Conflict
 from .query.fetch import fetch_by_ids
+from .topology import entity_ids, replicas
 
 # The longest pause between two attempts; the pauses grow from 1 ms with jitter, so writers
 # that collided do not collide again in lockstep.

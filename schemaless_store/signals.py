@@ -17,9 +17,10 @@ from django.db import DEFAULT_DB_ALIAS
 from django.db.backends.signals import connection_created
 from django.db.models.signals import post_migrate
 
-from . import bucket_map, conf, lifecycle, server_support
+from . import conf, lifecycle
 from .tables import buckets
 from .tables.ddl import create_tables
+from .topology import bucket_map, server_support
 
 
 def _after_migrate(sender: Any, using: str, **kwargs: Any) -> None:

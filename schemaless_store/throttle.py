@@ -5,7 +5,7 @@ and both are held back the same ways:
 - ``sleep``: a fixed pause after each batch;
 - ``duty``: below 1, as long a pause as keeps the worker busy at most that share of wall time;
 - ``max_latency``: after each batch, while the servers answer a probe (the round trip of a
-  trivial statement, :func:`schemaless_store.servers.probe_latency`) slower than this, wait
+  trivial statement, :func:`schemaless_store.topology.servers.probe_latency`) slower than this, wait
   (backing off up to half a second, for at most ``max_hold`` seconds), so the work yields to
   the writers when the servers are busy, as gh-ost's ``--max-load`` and django-mysql's
   ``chunk_time`` do. The probe runs on a thread of its own all along (:class:`LatencyProbe`),

@@ -30,10 +30,11 @@ import pytest
 from django.db import connections
 from django.test import override_settings
 
-from schemaless_store import bucket_map, lifecycle, shards
+from schemaless_store import lifecycle
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
 from schemaless_store.testing.galera import GaleraCluster, start_galera_cluster
+from schemaless_store.topology import bucket_map, shards
 from tests.support import buckets, child
 from tests.support.factories import PostFactory
 

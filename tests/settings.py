@@ -55,7 +55,7 @@ elif BACKEND == "sqlite":
 else:
     raise RuntimeError(f"SCHEMALESS_TEST_DB must be 'sqlite' or 'mariadb', not {BACKEND!r}")
 
-DATABASE_ROUTERS = ["schemaless_store.router.ShardRouter"]
+DATABASE_ROUTERS = ["schemaless_store.topology.router.ShardRouter"]
 SCHEMALESS: dict = {"BUCKETS": 4096}
 if REPLICATED or (_PARENT_DATABASES and "shard_0_replica_0" in DATABASES):
     SCHEMALESS["REPLICAS"] = {

@@ -214,8 +214,8 @@ def targeting(aliases: list[str]) -> Iterator[None]:
     switching stores switches it), put back as it was afterwards."""
     from django.test import override_settings
 
-    from schemaless_store import bucket_map
     from schemaless_store.metadata import ShardMap
+    from schemaless_store.topology import bucket_map
 
     saved = list(ShardMap.objects.all())
     with override_settings(SCHEMALESS={"BUCKETS": 4096, "SHARDS": aliases}):

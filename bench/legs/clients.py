@@ -239,7 +239,7 @@ def shard_servers() -> int:
     """How many database servers hold the store's buckets (``bench.run --servers``)."""
     from django.conf import settings
 
-    from schemaless_store import bucket_map
+    from schemaless_store.topology import bucket_map
 
     owners = set(bucket_map.current().owners)
     return len({(settings.DATABASES[a]["HOST"], settings.DATABASES[a]["PORT"]) for a in owners})

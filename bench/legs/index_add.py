@@ -232,7 +232,7 @@ def store_writer() -> Callable[[int], None]:
 def _close_thread_connections() -> None:
     from django.db import connections
 
-    from schemaless_store import shards
+    from schemaless_store.topology import shards
 
     shards.close_index_connections()
     connections.close_all()
@@ -242,9 +242,10 @@ def run_ours(bench: Bench) -> dict[str, Any]:
     """Declare a new index on the loaded store and backfill it with the cleaner, live."""
     from django.core.management import call_command
 
-    from schemaless_store import lifecycle, shards
+    from schemaless_store import lifecycle
     from schemaless_store.indexes import Index, registry
     from schemaless_store.models import CleanerPass
+    from schemaless_store.topology import shards
 
     name = f"index_link_{bench.size}"
     index = Index(table=name, properties=["link"], shard_on="link")

@@ -53,8 +53,8 @@ def _page_reads(bench: Bench, pages: int = 100) -> dict[str, float]:
     by the servers. Nothing else runs meanwhile (a shard map refresh would add a few)."""
     from django.db import connections
 
-    from schemaless_store import shards
     from schemaless_store.models import Entity
+    from schemaless_store.topology import shards
 
     def requests() -> int:
         total = 0
@@ -83,8 +83,8 @@ def _page_reads(bench: Bench, pages: int = 100) -> dict[str, float]:
 def _relayout(to_seed: bool) -> float:
     from django.db import connections
 
-    from schemaless_store import clustering, shards
     from schemaless_store.tables import layout
+    from schemaless_store.topology import clustering, shards
 
     began = time.perf_counter()
     for alias in shards.shard_aliases():
@@ -99,8 +99,8 @@ def _relayout(to_seed: bool) -> float:
 def run(bench: Bench) -> list[dict[str, Any]]:
     from django.db import connections
 
-    from schemaless_store import shards
     from schemaless_store.tables import layout
+    from schemaless_store.topology import shards
 
     alias = shards.shard_aliases()[0]
     records: list[dict[str, Any]] = []

@@ -18,9 +18,9 @@ from typing import Any
 from django.db import DatabaseError
 from django.db.models import Q
 
-from .. import shards
 from ..exceptions import SchemalessError
 from ..models.entity import Entity
+from ..topology import shards
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 

@@ -14,9 +14,9 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-from .. import bucket_map, entity_ids
 from ..exceptions import InvalidCell, InvalidEntityId, ShardUnavailable
 from ..models.cell import Cell
+from ..topology import bucket_map, entity_ids
 from .common import ReadOnlyAdmin, crumbs
 from .versions import version_view, versions_page
 

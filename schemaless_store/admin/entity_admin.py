@@ -4,9 +4,8 @@ through the write path, and the index rows that point at it), delete, history an
 
 ``Entity`` rows live on many databases and its default queryset refuses to guess which, so its
 admin has its own views behind the standard URLs (``/admin/schemaless_store/entity/``, ``<id>/
-change/``, ``<id>/delete/``, ``<id>/history/``). Objects are addressed by their UUID, not by the
-per-shard ``added_id`` primary key. Edits and deletes go through ``entity.save()`` and
-``entity.delete()``, the write path every user takes, so index rows stay right.
+change/``, ``<id>/delete/``, ``<id>/history/``), addressed by UUID. Edits and deletes go through
+``entity.save()`` and ``entity.delete()``, the write path every user takes.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.text import capfirst
 
-from .. import bucket_hash, bucket_map, conf, jsonview, shards
+from .. import conf, jsonview
 from ..exceptions import (
     ConfigurationError,
     Conflict,
@@ -34,6 +33,7 @@ from ..exceptions import (
     ShardUnavailable,
 )
 from ..models.entity import Entity
+from ..topology import bucket_hash, bucket_map, shards
 from ..writes import entity_writes
 from .browse import Cursor, newest_page
 from .common import changelist_url, crumbs, entity_url, log_change, page_number, with_query

@@ -7,9 +7,10 @@ from typing import Any
 
 from django import forms
 
-from .. import conf, entity_ids, expected, jsonview
+from .. import conf, expected, jsonview
 from ..exceptions import InvalidEntityId, SchemalessError
 from ..models.entity import Entity
+from ..topology import entity_ids
 
 # Larger bodies are shown truncated and cannot be edited here: a browser chokes on a textarea
 # of many megabytes, and Django refuses such a POST (DATA_UPLOAD_MAX_MEMORY_SIZE) anyway.

@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import bucket_map, consistency, lifecycle
+from .. import consistency, lifecycle
 from ..exceptions import CorruptBody, IndexValueError, SchemalessError
 from ..indexes import Index, registry
 from ..jsonview import dumps_value
 from ..tables.values import plain
+from ..topology import bucket_map
 from .common import entity_url
 from .values_html import value_html
 

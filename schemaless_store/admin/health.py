@@ -19,9 +19,9 @@ from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
-from .. import shards
 from ..metadata import CleanerPass, IndexState
 from ..tables.counts import EXACT_COUNT_BELOW, count_tables
+from ..topology import shards
 from .common import ReadOnlyAdmin, crumbs, health_url, log_change
 from .health_report import ENTITIES_TABLE, PassView, report
 from .sample_check import DEFAULT_SAMPLE, MAX_SAMPLE, check

@@ -16,10 +16,11 @@ from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Max
 from django.utils import timezone
 
-from .. import lifecycle, shards
+from .. import lifecycle
 from ..indexes import is_identifier, registry
 from ..metadata import CleanerCheckpoint, CleanerPass, IndexState
 from ..tables.counts import TableCount, count_tables
+from ..topology import shards
 
 ENTITIES_TABLE = "entities"
 CHECK_PREFIX = "Check now:"

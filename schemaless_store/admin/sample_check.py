@@ -12,10 +12,11 @@ from typing import Any
 from django.db import DatabaseError
 from django.db.models import Max
 
-from .. import consistency, lifecycle, shards
+from .. import consistency, lifecycle
 from ..exceptions import CorruptBody, SchemalessError, ShardUnavailable
 from ..indexes import registry
 from ..models.entity import Entity
+from ..topology import shards
 from .health_report import CHECK_OK_SUFFIX, CHECK_PREFIX
 
 DEFAULT_SAMPLE = 100

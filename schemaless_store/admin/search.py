@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
-from .. import entity_ids, jsonview, lifecycle, shards
+from .. import jsonview, lifecycle
 from ..exceptions import InvalidEntityId, SchemalessError
 from ..indexes import registry
 from ..models.entity import Entity
 from ..tables import index_rows as index_table
+from ..topology import entity_ids, shards
 from .entity_rows import decode_column
 
 

@@ -17,13 +17,14 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from .. import bucket_map, conf, replicas, shards
+from .. import conf
 from ..exceptions import ShardUnavailable
 from ..indexes import registry
 from ..metadata import BucketMove
 from ..moves.record import describe
 from ..tables import buckets as bucket_table
 from ..tables.counts import TableCount, count_tables
+from ..topology import bucket_map, replicas, shards
 from .common import ReadOnlyAdmin, crumbs
 
 # One colour per shard, in shard order (cycled past eight).

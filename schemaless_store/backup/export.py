@@ -3,8 +3,9 @@
 Shard after shard, in the order of ``SCHEMALESS["SHARDS"]``: the shard's entities in
 ``added_id`` order, read in chunks by keyset (memory stays flat at any size), then, with
 ``cells``, its cells in ``added_at`` order. On MySQL/MariaDB each shard is read inside one
-consistent snapshot (:func:`~schemaless_store.shards.snapshot`), so a shard's lines are that
-shard as of one instant; different shards are read at different instants (docs/backup.md).
+consistent snapshot (:func:`~schemaless_store.topology.shards.snapshot`), so a shard's
+lines are that shard as of one instant; different shards are read at different instants
+(docs/backup.md).
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from typing import Any, TextIO
 from django.utils import timezone
 from tqdm import tqdm
 
-from .. import bucket_map, shards
 from ..codec import decode_body
 from ..exceptions import CorruptBody
 from ..indexes import ENTITIES
-from ..shards import resolve_aliases
 from ..tables import cells as cell_table
 from ..tables import entities as entity_table
 from ..tables.values import datetime_converter
+from ..topology import bucket_map, shards
+from ..topology.shards import resolve_aliases
 from . import lines
 
 DEFAULT_CHUNK = 2000

@@ -22,8 +22,8 @@ from typing import Any
 from django.db import models
 from django.utils import timezone
 
-from ..entity_ids import entity_id_bytes
 from ..exceptions import ConfigurationError, InvalidEntityId
+from ..topology.entity_ids import entity_id_bytes
 from .items import Item
 from .lines import EntityLine
 

@@ -38,9 +38,9 @@ from typing import Any
 
 from django.db import DatabaseError, connections
 
-from .. import servers, shards
 from ..tables import server_locks, sessions
 from ..tables.server_locks import LEASE_TABLE
+from ..topology import servers, shards
 
 logger = logging.getLogger("schemaless_store.cleaner")
 

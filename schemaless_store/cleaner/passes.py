@@ -31,7 +31,6 @@ from typing import Any, Protocol
 from django.db import DEFAULT_DB_ALIAS
 from tqdm import tqdm
 
-from .. import bucket_map
 from ..consistency import compare
 from ..exceptions import IndexValueError
 from ..indexes import Index
@@ -41,6 +40,7 @@ from ..tables import entities as entity_table
 from ..tables import index_rows as index_table
 from ..tables.entities import EntityRow
 from ..tables.index_rows import Row
+from ..topology import bucket_map
 from ..writes import protocol
 from .records import DONE, PassResult, start_record
 from .repairs import Version, decode, delete_on, insert_checked

@@ -12,14 +12,14 @@ from typing import Any
 
 from django.db import transaction
 
-from .. import bucket_map, retries, servers, shards
 from ..codec import decode_body
 from ..exceptions import CorruptBody, IndexValueError, UniqueViolation
 from ..indexes import Index
 from ..tables import entities as entity_table
 from ..tables import index_rows as index_table
 from ..tables.index_rows import Row
-from ..write_lock import write_lock
+from ..topology import bucket_map, retries, servers, shards
+from ..topology.write_lock import write_lock
 from ..writes import index_writes, protocol
 from .records import PassResult
 

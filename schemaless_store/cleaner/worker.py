@@ -15,12 +15,13 @@ from typing import Any, TextIO
 from django.db import DEFAULT_DB_ALIAS, close_old_connections, connections
 from tqdm import tqdm
 
-from .. import lifecycle, servers, shards
+from .. import lifecycle
 from ..exceptions import ConfigurationError
 from ..indexes import Index, registry
 from ..metadata import CleanerCheckpoint
-from ..shards import resolve_aliases
 from ..throttle import LatencyProbe, Throttle
+from ..topology import servers, shards
+from ..topology.shards import resolve_aliases
 from .lock import CleanerLock
 from .passes import backfill, repair, sweep
 from .records import (

@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from .. import DELETE, bucket_map, jsonview, replicas, shards
+from .. import DELETE, jsonview
 from ..codec import decode_body
 from ..exceptions import Conflict
 from ..expected import Expected
 from ..query.fetch import fetch_by_ids
 from ..tables.map_runs import mark_saved
+from ..topology import bucket_map, replicas, shards
 from ..writes import entity_writes
 from ..writes.protocol import Change, SplitWrite, Write, run
 

@@ -21,8 +21,6 @@ from typing import Any, Protocol, TextIO
 from django.db import connections
 from tqdm import tqdm
 
-from .. import bucket_map, replicas, shards
-from ..bucket_hash import bucket_of
 from ..cleaner.lock import CleanerLock
 from ..indexes import ENTITIES
 from ..query.fetch import fetch_by_ids
@@ -38,6 +36,8 @@ from ..tables.map_runs import failures as recorded_failures
 from ..tables.map_runs import save as save_checkpoint
 from ..tables.values import datetime_converter
 from ..throttle import Throttle
+from ..topology import bucket_map, replicas, shards
+from ..topology.bucket_hash import bucket_of
 from .apply import Applier, BatchResult, Example
 
 logger = logging.getLogger("schemaless_store.mapping")

@@ -11,11 +11,12 @@ from typing import Any
 
 from django.db import models
 
-from .. import bucket_map, cell_store, shards
+from .. import cell_store
 from ..codec import decode_body
 from ..exceptions import BulkWriteNotSupported, CellImmutable, CorruptBody, InvalidQuery
 from ..fields import Binary16Field, BodyField
 from ..query.indexquery import IndexQuery
+from ..topology import bucket_map, shards
 
 
 class CellQuerySet(models.QuerySet):

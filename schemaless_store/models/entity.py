@@ -18,7 +18,7 @@ from django.db import models
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
-from .. import bucket_map, cell_store, entity_ids, placement, shards
+from .. import cell_store
 from ..asyncapi import AsyncEntity, AsyncManager, sync_only
 from ..codec import decode_body
 from ..exceptions import (
@@ -33,6 +33,7 @@ from ..modify import modify as modify_entity
 from ..query.allentities import AllEntities
 from ..query.fetch import EntityFetcher, get_many, get_one
 from ..query.indexquery import IndexQuery
+from ..topology import bucket_map, entity_ids, placement, shards
 from ..writes import entity_writes
 
 ROW_FIELDS = ("added_id", "row_id", "row_updated", "row_body")

@@ -34,7 +34,7 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from .. import bucket_map, conf, fence, servers, shards
+from .. import conf
 from ..exceptions import MoveRefused
 from ..metadata import BucketMove
 from ..tables import buckets as bucket_table
@@ -52,7 +52,8 @@ from ..tables.moved_rows import (
     write,
 )
 from ..throttle import LatencyProbe, Throttle
-from ..write_lock import write_lock
+from ..topology import bucket_map, fence, servers, shards
+from ..topology.write_lock import write_lock
 from .plan import COPY_BATCH, from_ranges
 
 logger = logging.getLogger("schemaless_store.moves")

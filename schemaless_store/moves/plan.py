@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 
 from django.db import connections, transaction
 
-from .. import bucket_map, conf, shards
+from .. import conf
 from ..exceptions import MoveRefused
 from ..metadata import BucketMove
 from ..tables import buckets as bucket_table
 from ..tables.moved_rows import moved_tables, page
+from ..topology import bucket_map, shards
 
 # Rows read per batch of a copy (and of the dry run's count, five times that).
 COPY_BATCH = 1000

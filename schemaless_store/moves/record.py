@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from django.utils import timezone
 
-from .. import bucket_map
 from ..metadata import BucketMove
+from ..topology import bucket_map
 from .plan import from_ranges
 
 COPIED = "copied "

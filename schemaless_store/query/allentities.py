@@ -16,16 +16,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .. import bucket_map, shards
 from ..asyncapi import AsyncChunks, AsyncResults, sync_only
-from ..bucket_hash import bucket_of
-from ..bucket_map import moves_unfinished
 from ..exceptions import InvalidQuery
 from ..indexes import ENTITIES
 from ..tables import buckets
 from ..tables import entities as entity_table
 from ..tables.buckets import retrying_stale
 from ..tables.values import datetime_converter
+from ..topology import bucket_map, shards
+from ..topology.bucket_hash import bucket_of
+from ..topology.bucket_map import moves_unfinished
 from . import cursors
 from .indexquery import Page
 from .results import CachedResults

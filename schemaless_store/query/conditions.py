@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import bucket_map, shards
 from ..exceptions import IndexValueError, InvalidQuery
 from ..indexes import Index
+from ..topology import bucket_map, shards
 
 LOOKUPS = ("exact", "in", "gt", "gte", "lt", "lte")
 EQUALITY_LOOKUPS = ("exact", "in")

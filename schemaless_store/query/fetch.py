@@ -13,12 +13,13 @@ from typing import Any
 
 from django.db import connections
 
-from .. import bucket_map, conf, entity_cache, entity_ids, replicas, shards
-from ..bucket_hash import bucket_of
+from .. import conf, entity_cache
 from ..entity_cache import Row as CachedRow
 from ..tables import buckets
 from ..tables import entities as entity_table
 from ..tables.values import datetime_converter
+from ..topology import bucket_map, entity_ids, replicas, shards
+from ..topology.bucket_hash import bucket_of
 from .pool import scatter
 
 # From this many ids over several shards, fetch_by_ids reads the shards at once; for fewer the

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from .. import bucket_map, shards
 from ..asyncapi import AsyncResults, sync_only
 from ..exceptions import InvalidQuery
 from ..indexes import Index
 from ..tables.buckets import retrying_stale
+from ..topology import bucket_map, shards
 from . import cursors
 from .conditions import ColumnConditions, parse_conditions
 from .planner import Plan, choose_index, plan

@@ -23,8 +23,9 @@ from typing import Any, TypeVar
 from django.db import DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .. import bucket_map, conf, shards
+from .. import conf
 from ..exceptions import ConfigurationError
+from ..topology import bucket_map, shards
 
 T = TypeVar("T")
 

@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .. import bucket_map, shards
+from ..topology import bucket_map, shards
 from .entities import chunks
 from .values import as_param
 

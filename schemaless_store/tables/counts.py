@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from django.db import DatabaseError
 
-from .. import shards
 from ..exceptions import ShardUnavailable
 from ..indexes import is_identifier
+from ..topology import shards
 
 # MySQL's estimate (information_schema) is used from this many rows: counting would scan.
 EXACT_COUNT_BELOW = 100_000

@@ -11,8 +11,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
-from .. import bucket_map, conf, shards
+from .. import conf
 from ..indexes import ENTITIES, Source
+from ..topology import bucket_map, shards
 from . import buckets
 from .values import UPDATED_TEXT, as_param
 

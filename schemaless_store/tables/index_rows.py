@@ -2,8 +2,8 @@
 
 A row lives on the shard that owns the bucket of its ``shard_on`` value (:func:`group`).
 Writes go through the shard's *index writer* connection (autocommit on MySQL, see
-:mod:`~schemaless_store.shards`); inserts are idempotent, so a retried or repeated write never
-fails on a row that is already there.
+:mod:`~schemaless_store.topology.shards`); inserts are idempotent, so a retried or repeated
+write never fails on a row that is already there.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .. import bucket_map, fence, shards
 from ..exceptions import ShardUnavailable
 from ..indexes import Index
+from ..topology import bucket_map, fence, shards
 from . import buckets, keyset, literals
 from .entities import chunks, delete_matching
 from .values import plain_row

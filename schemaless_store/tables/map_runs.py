@@ -23,9 +23,9 @@ from typing import Any
 
 from django.db import transaction
 
-from .. import shards
 from ..exceptions import ShardUnavailable
-from ..write_lock import write_lock
+from ..topology import shards
+from ..topology.write_lock import write_lock
 from .entities import chunks
 
 RUNS, SAVED, FAILURES = "schemaless_map_runs", "schemaless_map_saved", "schemaless_map_failures"

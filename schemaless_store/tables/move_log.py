@@ -19,9 +19,9 @@ from typing import Any
 
 from django.db import connections
 
-from .. import shards
 from ..exceptions import ConfigurationError
 from ..indexes import is_identifier
+from ..topology import shards
 from .moved_rows import MovedTable
 
 LOG = "schemaless_move_log"

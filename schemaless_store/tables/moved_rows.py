@@ -17,9 +17,10 @@ from typing import Any
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .. import conf, shards
-from ..bucket_hash import buckets_of
+from .. import conf
 from ..indexes import Index, registry
+from ..topology import shards
+from ..topology.bucket_hash import buckets_of
 from . import buckets as bucket_table
 from . import keyset, literals
 from .entities import chunks, delete_matching

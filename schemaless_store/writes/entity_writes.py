@@ -28,11 +28,12 @@ from django.db.models.signals import (
 )
 from django.utils import timezone
 
-from .. import bucket_map, conf, expected, shards
+from .. import conf, expected
 from ..exceptions import EntityExists, NotOwner
 from ..tables import cells as cell_table
 from ..tables import entities as entity_table
 from ..tables.values import db_datetime
+from ..topology import bucket_map, shards
 from .protocol import Change, SplitWrite, Write, run
 from .rows import encode_body, rows_of
 

@@ -44,14 +44,15 @@ from typing import Any, TypeVar
 from django.db import IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .. import bucket_map, entity_cache, expected, fence, replicas, retries, servers, shards
+from .. import entity_cache, expected
 from ..exceptions import Conflict, EntityExists, NotOwner, ShardUnavailable
 from ..expected import Expected
 from ..indexes import ENTITIES, Source
 from ..tables import entities as entity_table
 from ..tables.entities import Locked
 from ..tables.index_rows import Row
-from ..write_lock import write_lock
+from ..topology import bucket_map, fence, replicas, retries, servers, shards
+from ..topology.write_lock import write_lock
 from . import index_writes
 from .rows import RowSet, stored_rows
 
@@ -408,7 +409,7 @@ class _DriverTransaction:
     """``BEGIN`` ... ``COMMIT`` on the driver's connection: what ``atomic()`` does for a
     transaction of the store's own statements, without its two extra round trips (``SET
     autocommit=0``, then ``=1``). The statements inside run on the driver's cursor too
-    (:class:`~schemaless_store.shards.statement_cursor`); Django's view of the connection
+    (:class:`~schemaless_store.topology.shards.statement_cursor`); Django's view of the connection
     (autocommit on, no atomic block) stays true once the block ends."""
 
     def __init__(self, conn: BaseDatabaseWrapper) -> None:

@@ -15,8 +15,8 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from schemaless_store import shards
 from schemaless_store.models import CleanerPass
+from schemaless_store.topology import shards
 from tests.support import STORE
 from tests.support.browser import ARTIFACTS, admin_page, require_browser, seed_demo
 

@@ -9,8 +9,8 @@ import re
 import pytest
 from django.core.management import call_command
 
-from schemaless_store import shards
 from schemaless_store.tables import buckets as bucket_table
+from schemaless_store.topology import shards
 from tests.support import STORE
 from tests.support.admin import client_for
 from tests.support.factories import NumberedFactory

@@ -9,7 +9,7 @@ import io
 import pytest
 from django.core.management import call_command
 
-from schemaless_store import shards
+from schemaless_store.topology import shards
 from tests.support import STORE, buckets
 from tests.support.browser import ARTIFACTS, admin_page, require_browser
 from tests.support.factories import PostFactory

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from schemaless_store import shards
 from schemaless_store.indexes import registry
 from schemaless_store.models import CleanerCheckpoint, CleanerPass, Entity, IndexState
+from schemaless_store.topology import shards
 from tests.support import STORE
 from tests.support.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, require_browser
 from tests.support.factories import PostFactory

@@ -150,7 +150,7 @@ def test_a_dump_from_two_shards_restores_onto_three(contents, tmp_path_factory):
     assert same_entities(found["entities"], before)
     # Each entity sits on the shard that owns its id among the three.
     owners = conf.bucket_aliases(found["shards"], 4096)[1]
-    from schemaless_store.bucket_hash import bucket_of
+    from schemaless_store.topology.bucket_hash import bucket_of
 
     for entity_id, alias in found["placement"].items():
         assert alias == owners[bucket_of(entity_id.bytes, 4096)]

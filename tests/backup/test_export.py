@@ -14,9 +14,10 @@ from django.core.management.base import CommandError
 from django.db import connections
 from django.test import override_settings
 
-from schemaless_store import bucket_map, conf, shards
+from schemaless_store import conf
 from schemaless_store.backup.export import Exporter
 from schemaless_store.models import Cell, Entity
+from schemaless_store.topology import bucket_map, shards
 from tests.support import STORE
 from tests.support.backups import command, export
 from tests.support.factories import NumberedFactory

@@ -217,8 +217,8 @@ def test_a_conflict_that_appears_while_writing_is_rejected_and_the_rest_written(
 def test_a_conflict_on_a_later_shard_counts_the_batches_written_before_it(tmp_path, monkeypatch):
     """The first shard's batch commits, the second's claim is refused and the batch retried
     without that line: the first shard's entities count as written, not as already stored."""
-    from schemaless_store import bucket_map, shards
     from schemaless_store.backup import batch_checks
+    from schemaless_store.topology import bucket_map, shards
 
     Entity.objects.create(username="raced-late")
     monkeypatch.setattr(batch_checks, "unique_conflicts", lambda rows: {})

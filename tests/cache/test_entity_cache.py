@@ -16,10 +16,11 @@ from django.core.management import call_command
 from django.db import connections, transaction
 from django.test import override_settings
 
-from schemaless_store import bucket_map, checks, entity_cache
+from schemaless_store import checks, entity_cache
 from schemaless_store.entity_cache import EntityCacheSerializer
 from schemaless_store.exceptions import ConfigurationError
 from schemaless_store.models import Entity
+from schemaless_store.topology import bucket_map
 from tests.support import STORE, buckets, child
 from tests.support.cached import Board, run_with_cleaner
 

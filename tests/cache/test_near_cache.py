@@ -22,9 +22,10 @@ from django.conf import settings
 from django.core.cache import caches
 from django.test import override_settings
 
-from schemaless_store import bucket_map, checks, entity_cache, near_cache
+from schemaless_store import checks, entity_cache, near_cache
 from schemaless_store.exceptions import ConfigurationError
 from schemaless_store.models import Entity
+from schemaless_store.topology import bucket_map
 from tests.cache import test_entity_cache as PLAIN
 from tests.support import STORE, buckets, child
 from tests.support.cached import Board, run_with_cleaner

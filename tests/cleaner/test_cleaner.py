@@ -19,13 +19,14 @@ from django.core.management.base import CommandError
 from django.db import OperationalError, connections
 from django.db.backends.signals import connection_created
 
-from schemaless_store import bucket_map, conf, lifecycle, shards
+from schemaless_store import conf, lifecycle
 from schemaless_store.cleaner import Cleaner, Summary
 from schemaless_store.cleaner.lock import CleanerLock, lock_name
 from schemaless_store.exceptions import IndexValueError, ShardUnavailable
 from schemaless_store.indexes import registry
 from schemaless_store.management.commands import runcleaner
 from schemaless_store.models import CleanerCheckpoint, CleanerPass, Entity
+from schemaless_store.topology import bucket_map, shards
 from tests.support import STORE, child
 from tests.support.factories import PostFactory
 from tests.support.invariants import assert_exact

@@ -113,7 +113,7 @@ def test_after_pauses_then_holds():
 
 @STORE
 def test_the_probe_times_a_trivial_statement_on_each_server():
-    from schemaless_store import servers, shards
+    from schemaless_store.topology import servers, shards
 
     latency = servers.probe_latency(shards.shard_aliases())
     assert 0 < latency < 1.0

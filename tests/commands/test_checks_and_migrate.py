@@ -7,10 +7,11 @@ from django.core.management import call_command
 from django.db import DatabaseError, connections
 from django.test import override_settings
 
-from schemaless_store import Index, checks, conf, lifecycle, shards
+from schemaless_store import Index, checks, conf, lifecycle
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
 from schemaless_store.tables import ddl, sessions
+from schemaless_store.topology import shards
 from tests.support import STORE
 
 

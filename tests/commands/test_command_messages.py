@@ -19,10 +19,10 @@ import pytest
 from django.core.management import call_command, load_command_class
 from django.core.management.base import BaseCommand
 
-from schemaless_store import shards
 from schemaless_store.metadata import BucketMove
 from schemaless_store.models import Entity
 from schemaless_store.moves import plan
+from schemaless_store.topology import shards
 from tests.support import STORE, buckets
 from tests.support.factories import PostFactory
 

@@ -32,9 +32,9 @@ from django.core.management.base import CommandError
 from django.utils.module_loading import import_string
 
 from project.feed.management.commands import seed
-from schemaless_store import shards
 from schemaless_store.exceptions import ShardUnavailable
 from schemaless_store.management.commands import runcleaner
+from schemaless_store.topology import shards
 from tests.support import STORE
 from tests.support.factories import PostFactory
 from tests.support.terminal import ESC, on_terminal

@@ -17,7 +17,8 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.db import connections
 
-from schemaless_store import checks, server_support
+from schemaless_store import checks
+from schemaless_store.topology import server_support
 
 
 def fake_server(monkeypatch: pytest.MonkeyPatch, alias: str, mariadb: bool, version) -> None:

@@ -9,9 +9,9 @@ from collections import Counter
 import pytest
 from django.db import connections
 
-from schemaless_store import bucket_map, shards
 from schemaless_store.exceptions import CellImmutable, InvalidCell, UnsupportedValue
 from schemaless_store.models import Cell, Entity
+from schemaless_store.topology import bucket_map, shards
 from tests.support import STORE
 from tests.support.reliability_report import recording
 

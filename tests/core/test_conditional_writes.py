@@ -12,9 +12,10 @@ import uuid
 import pytest
 from django.db import connections
 
-from schemaless_store import DELETE, index_values, shards
+from schemaless_store import DELETE, index_values
 from schemaless_store.exceptions import Conflict
 from schemaless_store.models import Entity
+from schemaless_store.topology import shards
 from tests.support import STORE, child
 from tests.support.invariants import assert_exact
 from tests.support.raw import count_everything, index_rows

@@ -21,11 +21,12 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connections
 
-from schemaless_store import bucket_map, checks, clustering, shards
+from schemaless_store import checks
 from schemaless_store.cleaner import Cleaner
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
 from schemaless_store.tables import layout, scans
+from schemaless_store.topology import bucket_map, clustering, shards
 from tests.support import STORE, buckets
 from tests.support.invariants import (
     assert_exact,

@@ -16,9 +16,10 @@ from django.db import connections
 from django.test import override_settings
 from django.utils import timezone
 
-from schemaless_store import bucket_map, feed, shards
+from schemaless_store import feed
 from schemaless_store.exceptions import ConfigurationError, InvalidQuery
 from schemaless_store.models import Cell, Entity
+from schemaless_store.topology import bucket_map, shards
 from tests.support.reliability_report import recording
 
 # Positions start at 1 in every test (SQLite's flush keeps AUTOINCREMENT counters otherwise, and

@@ -8,9 +8,9 @@ import pytest
 from django.db import connections
 from django.test import override_settings
 
-from schemaless_store import shards
 from schemaless_store.exceptions import ConfigurationError, UniqueViolation
 from schemaless_store.models import Entity
+from schemaless_store.topology import shards
 from tests.support import STORE
 
 pytestmark = STORE

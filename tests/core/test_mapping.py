@@ -18,11 +18,11 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connections
 
-from schemaless_store import shards
 from schemaless_store.cleaner.lock import CleanerLock
 from schemaless_store.mapping import map_entities, walk
 from schemaless_store.models import Entity
 from schemaless_store.tables import map_runs
+from schemaless_store.topology import shards
 from tests.support import STORE, child, mapfuncs
 from tests.support.factories import NumberedFactory
 from tests.support.invariants import assert_exact, committed_entities
@@ -251,7 +251,7 @@ def test_a_real_bucket_move_mid_run_stops_it_and_the_rerun_sees_every_entity_onc
     """movebuckets flips buckets 0-299 while a run is inside its function: the run stops;
     run again, it finds the moved rows (new added_ids on the new shard) and skips those it had
     saved, wherever their note of it is: every entity mapped exactly once."""
-    from schemaless_store import bucket_map
+    from schemaless_store.topology import bucket_map
     from tests.support import buckets
 
     ids = []

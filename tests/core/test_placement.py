@@ -10,10 +10,11 @@ import pytest
 from django.db import connections
 from django.test.utils import CaptureQueriesContext
 
-from schemaless_store import Index, bucket_hash, bucket_map, entity_ids, placement, shards
+from schemaless_store import Index
 from schemaless_store.exceptions import PlacementError
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
+from schemaless_store.topology import bucket_hash, bucket_map, entity_ids, placement, shards
 from tests.support import STORE
 from tests.support.invariants import assert_exact
 from tests.support.moving import run

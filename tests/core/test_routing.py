@@ -5,9 +5,10 @@ import uuid
 import pytest
 from django.db import connections
 
-from schemaless_store import bucket_hash, conf, index_values, shards
+from schemaless_store import conf, index_values
 from schemaless_store.exceptions import ConfigurationError
 from schemaless_store.models import Entity
+from schemaless_store.topology import bucket_hash, shards
 from tests.support import STORE
 from tests.support.factories import PostFactory
 from tests.support.raw import entity_rows, index_rows

@@ -6,7 +6,7 @@ import pytest
 from django.db import OperationalError, transaction
 from django.test import override_settings
 
-from schemaless_store import retries
+from schemaless_store.topology import retries
 from tests.support import STORE
 
 pytestmark = STORE

@@ -10,10 +10,11 @@ import pytest
 
 from project.feed import entities
 from project.feed.indexes import LINK_INDEX_NAME, make_link_index
-from schemaless_store import lifecycle, shards
+from schemaless_store import lifecycle
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
 from schemaless_store.tables.ddl import create_tables, drop_table
+from schemaless_store.topology import shards
 from tests.support.feed import SHARED
 
 

@@ -18,12 +18,12 @@ from django.core.management import call_command
 from django.db import connections, transaction
 from django.test import override_settings
 
-from schemaless_store import bucket_map, shards
 from schemaless_store.exceptions import NotOwner, UniqueViolation
 from schemaless_store.indexes import Index
 from schemaless_store.metadata import ShardMap
 from schemaless_store.models import Cell, Entity
 from schemaless_store.tables import buckets as bucket_table
+from schemaless_store.topology import bucket_map, shards
 from tests.support import STORE, buckets
 from tests.support.raw import index_rows
 

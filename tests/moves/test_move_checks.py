@@ -13,13 +13,13 @@ import pytest
 from django.core.management import CommandError
 from django.db import connections
 
-from schemaless_store import bucket_map
 from schemaless_store.exceptions import NotOwner
 from schemaless_store.metadata import BucketMove
 from schemaless_store.models import Entity
 from schemaless_store.moves.mover import CONVERGED, Mover
 from schemaless_store.tables import buckets as bucket_table
 from schemaless_store.tables import move_log as capture
+from schemaless_store.topology import bucket_map
 from tests.support import STORE, buckets
 from tests.support.moving import (
     MOVED,

@@ -10,12 +10,12 @@ import re
 import pytest
 from django.core.management import call_command
 
-from schemaless_store import shards
 from schemaless_store.management.commands import movebuckets
 from schemaless_store.metadata import BucketMove
 from schemaless_store.moves import plan
 from schemaless_store.moves.phase_bars import PHASES, MoveProgress
 from schemaless_store.tables.moved_rows import moved_tables
+from schemaless_store.topology import shards
 from tests.support import STORE, buckets
 from tests.support.factories import PostFactory
 from tests.support.terminal import ESC, Terminal, on_terminal

@@ -25,7 +25,6 @@ from django.core.management import CommandError, call_command
 from django.db import connections
 from django.test import override_settings
 
-from schemaless_store import bucket_map, shards
 from schemaless_store.exceptions import NotOwner
 from schemaless_store.metadata import BucketMove
 from schemaless_store.models import Cell, Entity
@@ -33,6 +32,7 @@ from schemaless_store.moves.mover import Mover
 from schemaless_store.tables import buckets as bucket_table
 from schemaless_store.tables import move_log as capture
 from schemaless_store.throttle import Throttle
+from schemaless_store.topology import bucket_map, shards
 from schemaless_store.writes import protocol
 from tests.support import STORE, buckets, child
 from tests.support.invariants import assert_exact

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from schemaless_store import shards
 from schemaless_store.models import Entity
+from schemaless_store.topology import shards
 from tests.support import STORE
 from tests.support.factories import NumberedFactory
 from tests.support.raw import record_reads

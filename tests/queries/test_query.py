@@ -5,10 +5,11 @@ import uuid
 
 import pytest
 
-from schemaless_store import bucket_map, index_values, shards
+from schemaless_store import index_values
 from schemaless_store.exceptions import InvalidQuery, NoIndexForQuery, SchemalessError
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
+from schemaless_store.topology import bucket_map, shards
 from tests.support import STORE
 from tests.support.factories import PostFactory
 from tests.support.raw import index_rows, insert_index_row, record_reads

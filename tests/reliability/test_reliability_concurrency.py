@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 from django.db import connections
 
-from schemaless_store import retries, shards
 from schemaless_store.cleaner import Cleaner
 from schemaless_store.models import Entity
+from schemaless_store.topology import retries, shards
 from tests.support import STORE, child
 from tests.support.crashes import touched_indexes
 from tests.support.invariants import false_negatives, inexact, matches

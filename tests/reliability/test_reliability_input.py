@@ -38,7 +38,7 @@ from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemaless_store import Index, bucket_map, checks, feed, shards
+from schemaless_store import Index, checks, feed
 from schemaless_store.codec import FORMAT_MSGPACK, FORMAT_MSGPACK_ZLIB, MAX_NESTING, MsgpackCodec
 from schemaless_store.exceptions import (
     BodyTooLarge,
@@ -56,6 +56,7 @@ from schemaless_store.models import Cell, Entity
 from schemaless_store.query.cursors import CURSOR_SALT
 from schemaless_store.query.cursors import CursorSerializer as _CursorSerializer
 from schemaless_store.tables import ddl
+from schemaless_store.topology import bucket_map, shards
 from tests.support import STORE
 from tests.support.admin import VIEW, client_for
 from tests.support.buckets import ids_on

@@ -33,11 +33,11 @@ import MySQLdb.cursors
 import pytest
 from django.db import connections
 
-from schemaless_store import bucket_map, entity_ids, shards
 from schemaless_store.cleaner import Cleaner
 from schemaless_store.exceptions import EntityExists, ShardUnavailable
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
+from schemaless_store.topology import bucket_map, entity_ids, shards
 from tests.support import STORE
 from tests.support.crashes import BEFORE, A, B, reset_store
 from tests.support.invariants import (

@@ -15,9 +15,9 @@ from collections import Counter
 
 import pytest
 
-from schemaless_store import shards
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
+from schemaless_store.topology import shards
 from tests.support import STORE, child
 from tests.support.buckets import ids_on
 from tests.support.invariants import committed_entities, stored_rows

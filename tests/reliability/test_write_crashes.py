@@ -17,10 +17,10 @@ import uuid
 import pytest
 from django.db import connections
 
-from schemaless_store import shards
 from schemaless_store.cleaner import Cleaner
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
+from schemaless_store.topology import shards
 from tests.support import STORE
 from tests.support.crashes import BEFORE, A, B, D, reset_store
 from tests.support.invariants import (

@@ -107,7 +107,7 @@ def test_writes_through_two_nodes_meet_at_certification_and_are_retried(cluster,
     Galera fails the later of two conflicting commits (error 1213) and the store retries it as
     a deadlock; every save returns, and with no cleaner pass the index tables are exact and
     the entities end in one writer's last state."""
-    from schemaless_store import bucket_hash
+    from schemaless_store.topology import bucket_hash
 
     store = GrownStore(tmp_path, GaleraHome(cluster), layout=LAYOUT)
     try:
@@ -219,7 +219,7 @@ def test_a_stale_row_removed_through_one_node_while_another_puts_it_back_is_rest
     see the first one's, puts user_id a back and returns. The held writer then deletes the row
     of a. Its certified re-check (docs/design.md#galera) puts the row back before it returns:
     the index tables are exact with no cleaner pass."""
-    from schemaless_store import bucket_hash
+    from schemaless_store.topology import bucket_hash
 
     store = GrownStore(tmp_path, GaleraHome(cluster), layout=LAYOUT)
     try:

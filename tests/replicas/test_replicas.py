@@ -14,10 +14,11 @@ from django.http import HttpResponse
 from django.test import RequestFactory, override_settings
 from django.test.utils import CaptureQueriesContext
 
-from schemaless_store import conf, replicas, servers, shards
+from schemaless_store import conf
 from schemaless_store.exceptions import ConfigurationError, UniqueViolation
 from schemaless_store.middleware import COOKIE, ReadYourWrites
 from schemaless_store.models import Entity
+from schemaless_store.topology import replicas, servers, shards
 from tests.support import STORE
 from tests.support.buckets import id_on
 

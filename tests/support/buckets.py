@@ -8,8 +8,8 @@ import contextlib
 import uuid
 from collections.abc import Iterable, Iterator
 
-from schemaless_store import bucket_map, shards
 from schemaless_store.tables import buckets as bucket_table
+from schemaless_store.topology import bucket_map, shards
 
 
 def id_in_bucket(number: int, avoid: Iterable[uuid.UUID] = ()) -> uuid.UUID:

@@ -73,9 +73,10 @@ def declared(which: str | Index) -> Iterator[Index]:
     """Declare an index (``EXTRA_INDEXES[name]``, or one given) as a deploy would (tables on
     every shard, then a state: ``ready`` on an empty store, else ``building``); undeclare it
     and drop its tables after."""
-    from schemaless_store import lifecycle, shards
+    from schemaless_store import lifecycle
     from schemaless_store.indexes import registry
     from schemaless_store.tables.ddl import create_tables, drop_table
+    from schemaless_store.topology import shards
 
     index = EXTRA_INDEXES[which] if isinstance(which, str) else which
     name = index.name
@@ -239,7 +240,7 @@ def _generate_ids(ids: list[str]) -> None:
     """Make the store's own id generation hand out ``ids`` (so the parent knows them)."""
     import uuid
 
-    from schemaless_store import entity_ids
+    from schemaless_store.topology import entity_ids
 
     pending = [uuid.UUID(i).bytes for i in ids]
     entity_ids.new_id = lambda: pending.pop(0)
@@ -363,9 +364,9 @@ def mixed_loop(seed: int, ids: list[str], seconds: float) -> dict[str, Any]:
 
     from django.db import connections
 
-    from schemaless_store import shards
     from schemaless_store.exceptions import EntityExists
     from schemaless_store.models import Entity
+    from schemaless_store.topology import shards
 
     rng = random.Random(seed)
     counts: dict[str, int] = {}
@@ -408,7 +409,7 @@ def mixed_loop(seed: int, ids: list[str], seconds: float) -> dict[str, Any]:
 
 
 def _mixed_loop() -> None:
-    from schemaless_store import retries
+    from schemaless_store.topology import retries
 
     request = json.loads(sys.stdin.readline())
     before = retries.retries_made()

@@ -10,9 +10,9 @@ from typing import Any
 
 from django.db import connections
 
-from schemaless_store import shards
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
+from schemaless_store.topology import shards
 from tests.support import child
 
 A, B, C, D = (uuid.UUID(int=n) for n in (0xA, 0xB, 0xC, 0xD))

@@ -247,9 +247,9 @@ def _stored(key: str) -> Any:
 def _census() -> None:
     from django.db import connections
 
-    from schemaless_store import bucket_map, shards
     from schemaless_store.jsonview import properties_to_json
     from schemaless_store.models import Entity
+    from schemaless_store.topology import bucket_map, shards
     from tests.support.invariants import check_no_false_negatives, check_no_false_positives, inexact
 
     placed: dict[str, list[str]] = {}
@@ -358,9 +358,9 @@ def _fence_every_node(buckets: str) -> None:
     import MySQLdb
     from django.db import connections
 
-    from schemaless_store import fence
     from schemaless_store.moves.plan import parse_buckets
     from schemaless_store.tables import buckets as bucket_table
+    from schemaless_store.topology import fence
 
     settings = connections["shard_2"].settings_dict
     numbers = parse_buckets(buckets)

@@ -17,10 +17,11 @@ from typing import Any
 
 from django.db import connections
 
-from schemaless_store import bucket_map, lifecycle, shards
+from schemaless_store import lifecycle
 from schemaless_store.codec import decode_body
 from schemaless_store.indexes import Index, registry
 from schemaless_store.models import Entity
+from schemaless_store.topology import bucket_map, shards
 from tests.support.raw import index_rows
 
 # (index name, alias of the shard holding the row, column values, entity id)

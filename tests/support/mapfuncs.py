@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemaless_store import DELETE, bucket_map
+from schemaless_store import DELETE
+from schemaless_store.topology import bucket_map
 
 # What the functions were called with, in this process: {function name: [entity ids]}.
 CALLS: dict[str, list[Any]] = {}

@@ -9,8 +9,8 @@ import uuid
 from django.core.management import call_command
 from django.db import connections
 
-from schemaless_store import bucket_map, shards
 from schemaless_store.models import Cell, Entity
+from schemaless_store.topology import bucket_map, shards
 from tests.support import buckets
 from tests.support.factories import PostFactory
 from tests.support.invariants import assert_exact

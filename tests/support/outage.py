@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 from django.db import connections
 
-from schemaless_store import shards
 from schemaless_store.query.pool import reset_scatter_pool
+from schemaless_store.topology import shards
 
 
 @contextlib.contextmanager

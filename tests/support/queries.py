@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from django.db import connections
 
-from schemaless_store import shards
 from schemaless_store.indexes import registry
+from schemaless_store.topology import shards
 
 
 def wipe() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db import connections
 
-from schemaless_store import shards
+from schemaless_store.topology import shards
 
 
 def entity_rows(alias: str) -> list[bytes]:

@@ -9,8 +9,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connections
 
-from schemaless_store import clustering, conf, servers
+from schemaless_store import conf
 from schemaless_store.tables import layout
+from schemaless_store.topology import clustering, servers
 
 
 class Command(BaseCommand):

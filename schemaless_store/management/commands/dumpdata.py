@@ -16,7 +16,7 @@ from typing import Any
 from django.core.management.base import CommandError
 from django.core.management.commands import dumpdata
 
-from schemaless_store import shards
+from schemaless_store.topology import shards
 
 APP = "schemaless_store"
 SHARD_MODELS = ("entity", "cell", "cellhead")

@@ -11,13 +11,13 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from schemaless_store import bucket_map, shards
 from schemaless_store.exceptions import ShardUnavailable
 from schemaless_store.indexes import registry
 from schemaless_store.metadata import BucketMove
 from schemaless_store.moves.record import describe
 from schemaless_store.tables import buckets as bucket_table
 from schemaless_store.tables.counts import count_tables
+from schemaless_store.topology import bucket_map, shards
 
 
 class Command(BaseCommand):

@@ -23,10 +23,10 @@ from typing import Any
 from django.core.signals import setting_changed
 from django.db import DEFAULT_DB_ALIAS, transaction
 
-from . import conf
+from .. import conf
+from ..exceptions import ConfigurationError, NotOwner, SchemalessError
+from ..metadata import BucketMove, ShardMap
 from .bucket_hash import bucket_of
-from .exceptions import ConfigurationError, NotOwner, SchemalessError
-from .metadata import BucketMove, ShardMap
 
 logger = logging.getLogger(__name__)
 

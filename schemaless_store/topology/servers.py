@@ -10,8 +10,8 @@ from collections.abc import Iterable
 
 from django.db import DatabaseError, connections
 
+from ..tables import sessions
 from .shards import errors_named
-from .tables import sessions
 
 
 def probe_latency(aliases: Iterable[str]) -> float:

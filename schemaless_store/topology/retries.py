@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from django.db import OperationalError, connections
 
-from . import conf
+from .. import conf
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)

@@ -15,8 +15,8 @@ from typing import Any
 
 from django.db import OperationalError, connections
 
-from . import conf
-from .tables import layout
+from .. import conf
+from ..tables import layout
 
 # Rows migrate converts itself: about a second of rebuild (~1.8 s per 100,000 rows measured
 # on the busy test machine, docs/upgrading.md#clustering-entities-by-id).

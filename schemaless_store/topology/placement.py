@@ -18,9 +18,10 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from . import bucket_hash, conf, entity_ids
-from .exceptions import ConfigurationError, IndexValueError, PlacementError
-from .indexes import registry
+from .. import conf
+from ..exceptions import ConfigurationError, IndexValueError, PlacementError
+from ..indexes import registry
+from . import bucket_hash, entity_ids
 
 
 def bucket_of_value(prop: str, value: Any) -> int:

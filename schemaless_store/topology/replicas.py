@@ -36,10 +36,10 @@ from typing import Any
 
 from django.db import connections
 
-from . import conf
-from .tables import gtids
+from .. import conf
+from ..tables import gtids
 
-logger = logging.getLogger("schemaless_store.replicas")
+logger = logging.getLogger("schemaless_store.topology.replicas")
 
 Position = dict[int, int]  # GTID domain -> sequence number
 # A thread's position on a shard whose write's GTID could not be read: it reads the primary.

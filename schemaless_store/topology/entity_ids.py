@@ -13,7 +13,7 @@ import time
 import uuid
 from typing import Any
 
-from .exceptions import InvalidEntityId
+from ..exceptions import InvalidEntityId
 
 _HEX32 = re.compile(r"[0-9a-fA-F]{32}")
 _DASHED = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")

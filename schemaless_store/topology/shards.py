@@ -25,9 +25,9 @@ from django.core.signals import request_finished
 from django.db import OperationalError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import conf
-from .exceptions import ConfigurationError, ShardUnavailable
-from .tables import sessions
+from .. import conf
+from ..exceptions import ConfigurationError, ShardUnavailable
+from ..tables import sessions
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
