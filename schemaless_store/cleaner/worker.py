@@ -21,8 +21,8 @@ from ..indexes import Index, registry
 from ..metadata import CleanerCheckpoint
 from ..throttle import LatencyProbe, Throttle
 from ..topology import servers, shards
+from ..topology.server_lock import ServerLock
 from ..topology.shards import resolve_aliases
-from .lock import CleanerLock
 from .passes import backfill, repair, sweep
 from .records import (
     BACKFILL,
@@ -92,7 +92,7 @@ class Cleaner:
         self.progress_file = progress_file
         self._stop = threading.Event()
         self._signalled = False  # set by the signal handler, which must not take a lock
-        self._lock: CleanerLock | None = None  # the (index, shard) lock of the passes running
+        self._lock: ServerLock | None = None  # the (index, shard) lock of the passes running
         self._wakeups: queue.SimpleQueue[int | None] | None = None  # see _handle_signals
 
     # --- running and stopping ---------------------------------------------------------------
@@ -245,7 +245,7 @@ class Cleaner:
     def run_passes(self, index: Index, alias: str, kinds: Sequence[str]) -> list[PassResult]:
         """Take the (index, shard) lock, run the passes (``backfill``, ``repair``, ``sweep``),
         release it."""
-        lock = CleanerLock(index.name, alias)
+        lock = ServerLock(index.name, alias)
         try:
             got = lock.acquire(self.lock_wait, keep_waiting=lambda: self.running)
         except Exception as exc:
@@ -317,8 +317,8 @@ class Cleaner:
                 result.status = INTERRUPTED
                 return
             if self._lock is not None and not self._lock.held:
-                # A Galera lease that expired or was taken (cleaner/lock.py): another cleaner
-                # may be working here now; stop before the next batch.
+                # A Galera lease that expired or was taken (topology/server_lock.py): another
+                # cleaner may be working here now; stop before the next batch.
                 result.status, result.failure = FAILED, f"lost {self._lock.describe()}"
                 return
             began = time.monotonic()

@@ -21,7 +21,6 @@ from typing import Any, Protocol, TextIO
 from django.db import connections
 from tqdm import tqdm
 
-from ..cleaner.lock import CleanerLock
 from ..indexes import ENTITIES
 from ..query.fetch import fetch_by_ids
 from ..tables import entities as entity_table
@@ -38,6 +37,7 @@ from ..tables.values import datetime_converter
 from ..throttle import Throttle
 from ..topology import bucket_map, replicas, shards
 from ..topology.bucket_hash import bucket_of
+from ..topology.server_lock import ServerLock
 from .apply import Applier, BatchResult, Example
 
 logger = logging.getLogger("schemaless_store.mapping")
@@ -101,7 +101,7 @@ class ShardWalk:
         lock = None
         try:
             if not mapper.dry_run:
-                lock = CleanerLock(f"map-{mapper.run[:20]}", alias)
+                lock = ServerLock(f"map-{mapper.run[:20]}", alias)
                 if not lock.acquire(0.0):
                     self.outcome.status = SKIPPED
                     self.outcome.message = (

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 from django.db import DEFAULT_DB_ALIAS
 
-from ..cleaner.lock import CleanerLock
 from ..exceptions import MoveRefused
 from ..metadata import BucketMove
+from ..topology.server_lock import ServerLock
 from . import plan
 
-# The mover's lock, a CleanerLock under a name no index can have (index names have no hyphen).
+# The mover's lock, a ServerLock under a name no index can have (index names have no hyphen).
 MOVER_LOCK = "bucket-moves"
 
 
@@ -25,10 +25,10 @@ MOVER_LOCK = "bucket-moves"
 def one_mover() -> Iterator[None]:
     """One ``movebuckets`` (or ``--abort``) at a time in the whole store: a lock on ``default``
     (where the moves are recorded) that dies with its process (``GET_LOCK`` on MySQL, ``flock``
-    on SQLite: :class:`~schemaless_store.cleaner.lock.CleanerLock`), so a second mover started
-    on the same move is refused instead of running it twice, and a SIGKILLed one leaves no lock
-    behind."""
-    lock = CleanerLock(MOVER_LOCK, DEFAULT_DB_ALIAS)
+    on SQLite: :class:`~schemaless_store.topology.server_lock.ServerLock`), so a second mover
+    started on the same move is refused instead of running it twice, and a SIGKILLed one leaves
+    no lock behind."""
+    lock = ServerLock(MOVER_LOCK, DEFAULT_DB_ALIAS)
     if not lock.acquire():
         raise MoveRefused(
             f"another movebuckets is running (it holds {lock.describe()}): wait for it to "

@@ -14,7 +14,8 @@
 - :mod:`.moved_rows`: what a bucket move copies, replays, verifies and deletes, table by table;
 - :mod:`.move_log`: a move's change-capture triggers on a source and their log;
 - :mod:`.map_runs`: a ``mapentities`` run's checkpoints, saved marks and failures;
-- :mod:`.server_locks`: the cleaner's lock on a server (``GET_LOCK``, or the Galera lease row);
+- :mod:`.server_locks`: the statements of ``topology.server_lock``, a worker's lock on a server
+  (``GET_LOCK``, or the Galera lease row);
 - :mod:`.gtids`: a server's GTID positions (read-your-writes on replicas).
 
 The write path, the read path, the cleaner, the admin and the commands ask these modules for

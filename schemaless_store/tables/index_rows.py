@@ -19,13 +19,16 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..exceptions import ShardUnavailable
 from ..indexes import Index
-from ..topology import bucket_map, fence, shards
+from ..topology import bucket_map, shards
 from . import buckets, keyset, literals
 from .entities import chunks, delete_matching
 from .values import plain_row
 
 # (index, column values, entity id)
 Row = tuple[Index, tuple[Any, ...], bytes]
+# Which of these buckets a writer's connection may not write (the write fence: the writers pass
+# ``topology.fence.refused``, so this layer spells statements and never decides ownership).
+Refusal = Callable[[BaseDatabaseWrapper, set[int] | list[int]], frozenset[int]]
 # Rows per DELETE statement (row-value IN lists).
 DELETE_CHUNK = 200
 
@@ -58,19 +61,22 @@ def group(rows: Iterable[Row]) -> dict[tuple[Index, str], list[tuple[Any, ...]]]
 # --- inserts -----------------------------------------------------------------------------------
 
 
-def insert(index: Index, alias: str, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+def insert(
+    index: Index, alias: str, rows: Sequence[tuple[Any, ...]], refused_by: Refusal
+) -> list[tuple[Any, ...]]:
     """Insert ``(*values, entity_id)`` rows of ``index`` on ``alias``, idempotently, batched, only
-    where the shard serves their bucket (the fence, :mod:`..fence`). Returns the rows it
-    refused (their buckets moved away or are being flipped): they belong on another shard.
+    where the shard serves their bucket. Returns the rows it refused (their buckets moved away
+    or are being flipped): they belong on another shard.
 
-    MySQL: the buckets are checked against the index writer's snapshot (no statement), and the
-    rows served are one plain multi-row ``INSERT``. SQLite (whose writes the store serializes):
+    MySQL: the writer's ``refused_by`` (the fence, ``topology.fence.refused``) names the buckets
+    the index writer's connection may not write, and the rows served are one plain multi-row
+    ``INSERT``. SQLite (whose writes the store serializes):
     one statement that joins the rows to the bucket table (:func:`.buckets.served_insert`)."""
     conn = shards.index_connection(alias)
     placed = _with_buckets(index, rows)
     with shards.errors_named(alias):
         if conn.vendor == "mysql":
-            refused = fence.refused(conn, {row[-1] for row in placed})
+            refused = refused_by(conn, {row[-1] for row in placed})
             _insert_mysql(index, conn, [row[:-1] for row in placed if row[-1] not in refused])
             return [row[:-1] for row in placed if row[-1] in refused]
         served = _insert_sqlite(index, conn, placed)
@@ -84,7 +90,7 @@ def insert(index: Index, alias: str, rows: Sequence[tuple[Any, ...]]) -> list[tu
 
 
 def insert_on(
-    alias: str, groups: Sequence[tuple[Index, Sequence[tuple[Any, ...]]]]
+    alias: str, groups: Sequence[tuple[Index, Sequence[tuple[Any, ...]]]], refused_by: Refusal
 ) -> list[tuple[Index, tuple[Any, ...]]]:
     """:func:`insert` for the rows of several indexes on one shard, ``[(index, rows)]``:
     returns the ``(index, row)`` pairs refused. On MySQL the buckets are checked once, and the
@@ -92,12 +98,14 @@ def insert_on(
     the index writer, whose statements are all the store's own, their values typed literals)."""
     conn = shards.index_connection(alias)
     if conn.vendor != "mysql" or len(groups) == 1:
-        return [(index, row) for index, rows in groups for row in insert(index, alias, rows)]
+        return [
+            (index, row) for index, rows in groups for row in insert(index, alias, rows, refused_by)
+        ]
     placed = [(index, _with_buckets(index, rows)) for index, rows in groups]
     statements: list[str] = []
     refused: list[tuple[Index, tuple[Any, ...]]] = []
     with shards.errors_named(alias):
-        denied = fence.refused(conn, {row[-1] for _i, rows in placed for row in rows})
+        denied = refused_by(conn, {row[-1] for _i, rows in placed for row in rows})
         for index, rows in placed:
             ok = [row[:-1] for row in rows if row[-1] not in denied]
             refused.extend((index, row[:-1]) for row in rows if row[-1] in denied)
@@ -243,15 +251,18 @@ def _placeholders(index: Index) -> str:
 # --- unique claims -----------------------------------------------------------------------------
 
 
-def claim(index: Index, alias: str, values: Sequence[Any], entity_id: bytes) -> bool:
+def claim(
+    index: Index, alias: str, values: Sequence[Any], entity_id: bytes, refused_by: Refusal
+) -> bool:
     """Insert one row of a unique index, not idempotently: ``IntegrityError`` if taken. False
-    if the shard does not serve the row's bucket (it belongs on another shard now)."""
+    if the shard does not serve the row's bucket (it belongs on another shard now; on MySQL
+    ``refused_by`` says so, as in :func:`insert`)."""
     conn = shards.index_connection(alias)
     quote = conn.ops.quote_name
     row = _with_buckets(index, [(*values, entity_id)])[0]
     if conn.vendor == "mysql":
         with shards.errors_named(alias):
-            if fence.refused(conn, [row[-1]]):
+            if refused_by(conn, [row[-1]]):
                 return False
         marks = ", ".join(["%s"] * (len(index.properties) + 1))
         sql = f"INSERT INTO {quote(index.name)} ({', '.join(columns(index, quote))}) "

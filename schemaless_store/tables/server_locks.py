@@ -1,7 +1,8 @@
-"""The locks a background worker holds on a shard's server (:class:`~..cleaner.lock.CleanerLock`:
-one cleaner per (index, shard), one ``mapentities`` worker per (run, shard)): a ``GET_LOCK``
-name, which dies with its connection, or on a Galera cluster a row of ``schemaless_leases``
-(created on first use; Galera replicates it) naming its owner and when it expires.
+"""The locks a background worker holds on a shard's server (``topology.server_lock.ServerLock``:
+one cleaner per (index, shard), one mover, one ``mapentities`` worker per (run, shard)): a
+``GET_LOCK`` name, which dies with its connection, or on a Galera cluster a row of
+``schemaless_leases`` (created on first use; Galera replicates it) naming its owner and when it
+expires.
 """
 
 from __future__ import annotations

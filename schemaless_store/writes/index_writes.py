@@ -14,7 +14,7 @@ from ..indexes import ENTITIES, Index
 from ..tables import entities as entity_table
 from ..tables import index_rows as index_table
 from ..tables.index_rows import Row
-from ..topology import bucket_map, replicas, shards
+from ..topology import bucket_map, fence, replicas, shards
 from .rows import stored_rows
 
 # Tries of a unique claim whose holder keeps releasing it (a crashed or failing writer).
@@ -46,7 +46,7 @@ def add(rows: Iterable[Row], wait: bool = True, noted_later: str | None = None) 
         for (index, alias), grouped in index_table.group(plain).items():
             by_shard[alias].append((index, grouped))
         for alias, groups in by_shard.items():
-            left = index_table.insert_on(alias, groups)
+            left = index_table.insert_on(alias, groups, fence.refused)
             written.add(alias)
             if left:
                 # Their buckets moved (or are being flipped): insert them where they are now.
@@ -92,7 +92,7 @@ def claim_unique(
     for _attempt in range(CLAIM_ATTEMPTS):
         alias = index_table.home(index, values)
         try:
-            while not index_table.claim(index, alias, values, entity_id):
+            while not index_table.claim(index, alias, values, entity_id, fence.refused):
                 # Its bucket moved (or is being flipped): claim it where it is now.
                 moved = _buckets_of(index, [values])
                 if not wait:

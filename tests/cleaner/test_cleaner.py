@@ -21,12 +21,12 @@ from django.db.backends.signals import connection_created
 
 from schemaless_store import conf, lifecycle
 from schemaless_store.cleaner import Cleaner, Summary
-from schemaless_store.cleaner.lock import CleanerLock, lock_name
 from schemaless_store.exceptions import IndexValueError, ShardUnavailable
 from schemaless_store.indexes import registry
 from schemaless_store.management.commands import runcleaner
 from schemaless_store.models import CleanerCheckpoint, CleanerPass, Entity
 from schemaless_store.topology import bucket_map, shards
+from schemaless_store.topology.server_lock import ServerLock, lock_name
 from tests.support import STORE, child
 from tests.support.factories import PostFactory
 from tests.support.invariants import assert_exact
@@ -96,17 +96,17 @@ def test_backfill_indexes_existing_entities_then_the_index_is_ready(published, p
 
 
 def test_a_pass_stops_before_its_next_batch_once_its_lock_is_lost(published, posts, monkeypatch):
-    """A Galera lease can be lost under a running pass (cleaner/lock.py): the pass stops before
-    its next batch, failed, and the index stays building for the next round."""
-    from schemaless_store.cleaner import lock as lock_module
+    """A Galera lease can be lost under a running pass (topology/server_lock.py): the pass stops
+    before its next batch, failed, and the index stays building for the next round."""
+    from schemaless_store.topology import server_lock as lock_module
 
     batches = []
-    held = lock_module.CleanerLock.held
+    held = lock_module.ServerLock.held
 
     def held_for_one_batch(self):
         return held.fget(self) and len(batches) < 1
 
-    monkeypatch.setattr(lock_module.CleanerLock, "held", property(held_for_one_batch))
+    monkeypatch.setattr(lock_module.ServerLock, "held", property(held_for_one_batch))
     cleaner = Cleaner(indexes=[PUBLISHED], once=True, batch_size=5)
     original = cleaner.batches
 
@@ -860,8 +860,8 @@ def test_a_signal_landing_inside_the_throttles_wait_does_not_deadlock():
 
 def test_lock_excludes_a_second_holder_until_released():
     alias = shards.shard_aliases()[0]
-    first, second = CleanerLock("index_link", alias), CleanerLock("index_link", alias)
-    other_index = CleanerLock("index_tags", alias)
+    first, second = ServerLock("index_link", alias), ServerLock("index_link", alias)
+    other_index = ServerLock("index_tags", alias)
     try:
         assert first.acquire()
         assert not second.acquire()
@@ -883,7 +883,7 @@ def test_lock_names_fit_the_server_limit():
 def test_a_shard_another_cleaner_holds_is_skipped_with_a_clear_message(posts):
     alias = shards.shard_aliases()[0]
     out, err = io.StringIO(), io.StringIO()
-    with CleanerLock("index_link", alias) as held:
+    with ServerLock("index_link", alias) as held:
         assert held.acquire()
         call_command("runcleaner", "--index=index_link", "--once", stdout=out, stderr=err)
 
@@ -895,7 +895,7 @@ def test_a_shard_another_cleaner_holds_is_skipped_with_a_clear_message(posts):
 
 def test_a_cleaner_can_wait_for_the_lock(posts):
     alias = shards.shard_aliases()[0]
-    held = CleanerLock("index_link", alias)
+    held = ServerLock("index_link", alias)
     assert held.acquire()
     threading.Timer(0.5, held.release).start()
     started = time.monotonic()

@@ -27,10 +27,10 @@ from typing import Any
 import pytest
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from schemaless_store.cleaner.lock import CleanerLock
 from schemaless_store.dburls import database_from_url
 from schemaless_store.tables.server_locks import LEASE_TABLE
 from schemaless_store.testing.galera import GaleraCluster
+from schemaless_store.topology.server_lock import ServerLock
 
 pytestmark = [pytest.mark.mariadb_only, pytest.mark.slow]
 
@@ -44,8 +44,8 @@ ALIASES = ("galera_node1", "galera_node2", "galera_node3")
 HOLDER = """
 import sys, time, django
 django.setup()
-from schemaless_store.cleaner.lock import CleanerLock
-lock = CleanerLock("index_link", "default")
+from schemaless_store.topology.server_lock import ServerLock
+lock = ServerLock("index_link", "default")
 lock.LEASE_SECONDS = float(sys.argv[1])
 print("acquired" if lock.acquire(wait=30) else "refused", flush=True)
 time.sleep(600)
@@ -82,15 +82,15 @@ def nodes(cluster: GaleraCluster, django_db_blocker: Any) -> Iterator[tuple[str,
             del connections.settings[alias]
 
 
-def make_lock(alias: str, index: str = "index_link") -> CleanerLock:
-    lock = CleanerLock(index, alias)
+def make_lock(alias: str, index: str = "index_link") -> ServerLock:
+    lock = ServerLock(index, alias)
     lock.LEASE_SECONDS = LEASE
     lock.CLOCK_MARGIN = 0.5
     return lock
 
 
 @contextlib.contextmanager
-def released(*locks: CleanerLock) -> Iterator[None]:
+def released(*locks: ServerLock) -> Iterator[None]:
     try:
         yield
     finally:
@@ -98,7 +98,7 @@ def released(*locks: CleanerLock) -> Iterator[None]:
             lock.release()
 
 
-def race(locks: list[CleanerLock]) -> list[bool]:
+def race(locks: list[ServerLock]) -> list[bool]:
     """``acquire()`` of each lock on a thread of its own, all at the same moment."""
     barrier = threading.Barrier(len(locks))
     got = [False] * len(locks)

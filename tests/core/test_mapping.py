@@ -18,11 +18,11 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connections
 
-from schemaless_store.cleaner.lock import CleanerLock
 from schemaless_store.mapping import map_entities, walk
 from schemaless_store.models import Entity
 from schemaless_store.tables import map_runs
 from schemaless_store.topology import shards
+from schemaless_store.topology.server_lock import ServerLock
 from tests.support import STORE, child, mapfuncs
 from tests.support.factories import NumberedFactory
 from tests.support.invariants import assert_exact, committed_entities
@@ -234,7 +234,7 @@ def test_a_map_change_mid_run_stops_with_a_clear_message_and_a_rerun_finishes():
 def test_one_run_per_function_and_shard():
     make(6)
     run = map_runs.run_key("tests.support.mapfuncs.add_one")
-    lock = CleanerLock(f"map-{run[:20]}", "shard_0")
+    lock = ServerLock(f"map-{run[:20]}", "shard_0")
     assert lock.acquire()
     try:
         summary = map_entities("tests.support.mapfuncs.add_one")

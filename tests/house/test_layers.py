@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "schemaless_store"
 MAX_LINES = 450
 
 # Lower layers first. A module belongs to the entry that names the longest part of its dotted
-# name: ``topology`` (its package docstring) is pure, while ``topology.shards`` is storage.
+# name: ``tables`` (the package) holds statements on one session, ``tables.entities`` routes rows.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "pure",
@@ -34,28 +34,59 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "asyncapi",
         ),
     ),
-    ("config", ("conf", "dburls", "topology.server_support")),
     (
-        "storage",
+        "config",
+        ("conf", "dburls", "topology.server_support", "indexes", "fields", "metadata"),
+    ),
+    (
+        # Statements on a cursor the caller holds: no routing, no connection of their own.
+        "session statements",
+        (
+            "tables",
+            "tables.sessions",
+            "tables.gtids",
+            "tables.layout",
+            "tables.server_locks",
+            "tables.values",
+            "tables.literals",
+            "tables.keyset",
+        ),
+    ),
+    (
+        # Which server holds an id, and how a connection reaches it.
+        "topology",
         (
             "topology.bucket_map",
+            "topology.placement",
             "topology.shards",
             "topology.servers",
             "topology.retries",
+            "topology.replicas",
+            "topology.clustering",
             "topology.write_lock",
-            "topology.fence",
-            "fields",
-            "indexes",
-            "tables",
-            "metadata",
+            "topology.server_lock",
+        ),
+    ),
+    (
+        "storage",
+        (
+            "tables.buckets",
+            "tables.cells",
+            "tables.counts",
+            "tables.ddl",
+            "tables.entities",
+            "tables.index_rows",
+            "tables.map_runs",
+            "tables.move_log",
+            "tables.moved_rows",
+            "tables.scans",
             "lifecycle",
             "near_cache",
             "entity_cache",
-            "topology.placement",
-            "topology.replicas",
-            "topology.clustering",
         ),
     ),
+    # The write fence decides which writes a shard takes; the statements below it never do.
+    ("guards", ("topology.fence",)),
     (
         "paths",
         (
@@ -88,6 +119,16 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
 ]
+
+
+def test_every_tables_module_is_in_a_layer_by_name():
+    """A new module of ``tables/`` must be placed by name: routed, or on a session's cursor."""
+    unplaced = [
+        name
+        for name in MODULES
+        if name.startswith("tables.") and not any(name in prefixes for _layer, prefixes in LAYERS)
+    ]
+    assert not unplaced, f"add these to a layer of tests/house/test_layers.py: {unplaced}"
 
 
 def module_name(path: Path) -> str:

@@ -230,12 +230,12 @@ def test_the_copy_and_the_deletion_are_throttled_as_the_cleaner_is(monkeypatch):
 
 
 def test_a_second_mover_while_one_runs_is_refused_with_nothing_changed():
-    from schemaless_store.cleaner.lock import CleanerLock
     from schemaless_store.moves.decide import MOVER_LOCK
+    from schemaless_store.topology.server_lock import ServerLock
 
     populate(10)
     _source, target = source_and_target()
-    running = CleanerLock(MOVER_LOCK, "default")  # what a running mover holds
+    running = ServerLock(MOVER_LOCK, "default")  # what a running mover holds
     assert running.acquire()
     try:
         for args in (["--to", target, "--buckets", MOVED], ["--abort"]):

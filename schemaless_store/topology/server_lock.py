@@ -1,4 +1,5 @@
-"""One cleaner per (index, shard): a lock that dies with the process holding it.
+"""A lock on a shard's server that dies with the process holding it: one cleaner per (index,
+shard), one mover at a time, one ``mapentities`` walk per (run, shard).
 
 On MySQL/MariaDB it is ``GET_LOCK()`` taken on a connection of its own to the shard's server:
 the server releases it when that connection goes away, so a cleaner killed with ``kill -9``
@@ -10,10 +11,10 @@ two nodes would both get it. There the lock is a **lease** instead, a row of
 ``schemaless_leases`` (created on first use; Galera replicates it) naming its owner and when it
 expires. It is taken in one transaction if absent or expired; two nodes taking it at once both
 succeed until COMMIT, where certification fails the later one (error 1213): "not taken this
-time". A daemon thread renews it every third of :attr:`CleanerLock.LEASE_SECONDS`; release deletes
+time". A daemon thread renews it every third of :attr:`ServerLock.LEASE_SECONDS`; release deletes
 it. A holder killed with ``kill -9`` keeps it until it expires. A holder whose renewal finds the
 lease gone or another's, or that cannot renew it in time (its node died), has lost it:
-:attr:`CleanerLock.held` turns False and a warning is logged.
+:attr:`ServerLock.held` turns False and a warning is logged.
 
 On SQLite it is ``flock()`` on a file beside the shard's database file; the kernel releases it
 when the process exits. Each lock opens its own file, so two cleaners in one process (threads)
@@ -40,8 +41,9 @@ from django.db import DatabaseError, connections
 
 from ..tables import server_locks, sessions
 from ..tables.server_locks import LEASE_TABLE
-from ..topology import servers, shards
+from . import servers, shards
 
+# The cleaner's logger: runcleaner shows its warnings (a lost lease) on the terminal.
 logger = logging.getLogger("schemaless_store.cleaner")
 
 # MariaDB and MySQL refuse lock names longer than this.
@@ -55,7 +57,8 @@ _memory_guard = threading.Lock()
 
 
 def lock_name(database: str, index_name: str) -> str:
-    """The ``GET_LOCK`` name of (database, index): readable when it fits, hashed when not."""
+    """The ``GET_LOCK`` name of (database, key): readable when it fits, hashed when not. The
+    prefix is the one the cleaner's lock had, so processes of an older version exclude these."""
     name = f"schemaless_cleaner.{database}.{index_name}"
     if len(name) <= MAX_LOCK_NAME:
         return name
@@ -63,8 +66,10 @@ def lock_name(database: str, index_name: str) -> str:
     return f"schemaless_cleaner.{digest}"
 
 
-class CleanerLock:
-    """The lock of one (index, shard). ``acquire()`` returns False if another cleaner holds it."""
+class ServerLock:
+    """The lock of one (key, shard), the key an index name for the cleaner (``movebuckets`` and
+    ``mapentities`` use names no index can have). ``acquire()`` returns False if another process
+    or thread holds it."""
 
     # Galera: a lease not renewed for this long is free for others to take. It is renewed every
     # third of it; its holder stops counting on it CLOCK_MARGIN seconds early, for node clocks
@@ -179,7 +184,7 @@ class CleanerLock:
             memory, self._memory = self._memory, None
             memory.release()
 
-    def __enter__(self) -> CleanerLock:
+    def __enter__(self) -> ServerLock:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
