@@ -25,6 +25,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import conf
 from ..exceptions import ConfigurationError
+from ..server_errors import ER_NO_SUCH_TABLE, code_of
 from ..topology import bucket_map, shards
 
 T = TypeVar("T")
@@ -134,9 +135,8 @@ def serving(conn: BaseDatabaseWrapper, buckets: Sequence[int]) -> set[int]:
 
 
 def _no_table(exc: Exception) -> bool:
-    """MySQL 1146 (no such table), or SQLite's "no such table"."""
-    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
-    return code == 1146 or "no such table" in str(exc)
+    """MariaDB's "no such table", or SQLite's."""
+    return code_of(exc) == ER_NO_SUCH_TABLE or "no such table" in str(exc)
 
 
 def states(alias: str, buckets: Sequence[int] | None = None) -> dict[int, int]:

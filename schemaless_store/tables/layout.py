@@ -24,8 +24,6 @@ UPDATED_KEY = "entities_updated_added_id"
 # Names the reverse ALTER gives the seed layout's keys (Django's own are kept when present).
 SEED_ID_KEY = "id"
 SEED_UPDATED_KEY = "entities_updated"
-# MariaDB's ER_LOCK_WAIT_TIMEOUT: an ALTER's ``WAIT n`` ran out waiting for its metadata lock.
-LOCK_WAIT_TIMEOUT = 1205
 
 
 def keys(cursor: Any) -> dict[str, tuple[bool, tuple[str, ...]]]:

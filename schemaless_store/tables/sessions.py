@@ -15,8 +15,7 @@ from typing import Any
 
 from django.db import DatabaseError
 
-# KILL of a session that ended meanwhile: "Unknown thread id".
-ER_NO_SUCH_THREAD = 1094
+from ..server_errors import ER_NO_SUCH_THREAD, code_of
 
 
 def whoami(cursor: Any) -> tuple[str, int]:
@@ -90,7 +89,7 @@ def kill(cursor: Any, ids: Iterable[int]) -> None:
         try:
             cursor.execute(f"KILL CONNECTION {int(number)}")
         except DatabaseError as exc:
-            if not (exc.args and exc.args[0] == ER_NO_SUCH_THREAD):
+            if code_of(exc) != ER_NO_SUCH_THREAD:
                 raise
 
 

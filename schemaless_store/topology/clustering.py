@@ -16,6 +16,7 @@ from typing import Any
 from django.db import OperationalError, connections
 
 from .. import conf
+from ..server_errors import ER_LOCK_WAIT_TIMEOUT, code_of
 from ..tables import layout
 
 # Rows migrate converts itself: about a second of rebuild (~1.8 s per 100,000 rows measured
@@ -61,7 +62,7 @@ def cluster(
                 cursor.execute(statement)
             return time.perf_counter() - began
         except OperationalError as exc:
-            if exc.args[0] != layout.LOCK_WAIT_TIMEOUT or attempt == attempts:
+            if code_of(exc) != ER_LOCK_WAIT_TIMEOUT or attempt == attempts:
                 raise
             say(f"{alias}: a transaction held entities' metadata lock past {wait:g} s; again")
     raise AssertionError("unreachable")

@@ -15,19 +15,16 @@ from typing import TypeVar
 from django.db import OperationalError, connections
 
 from .. import conf
+from ..server_errors import RETRYABLE, code_of
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
-
-# MySQL/MariaDB error codes that mean "try the transaction again".
-RETRYABLE = {1205, 1213}
 
 
 def is_retryable(exc: BaseException) -> bool:
     if not isinstance(exc, OperationalError):
         return False
-    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
-    if code in RETRYABLE:
+    if code_of(exc) in RETRYABLE:
         return True
     return "database is locked" in str(exc)
 

@@ -39,6 +39,7 @@ from typing import Any
 
 from django.db import DatabaseError, connections
 
+from ..server_errors import ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT, ER_NO_SUCH_TABLE, code_of
 from ..tables import server_locks, sessions
 from ..tables.server_locks import LEASE_TABLE
 from . import servers, shards
@@ -49,8 +50,6 @@ logger = logging.getLogger("schemaless_store.cleaner")
 # MariaDB and MySQL refuse lock names longer than this.
 MAX_LOCK_NAME = 64
 POLL_SECONDS = 0.2
-
-ER_LOCK_WAIT_TIMEOUT, ER_LOCK_DEADLOCK, ER_NO_SUCH_TABLE = 1205, 1213, 1146
 
 _memory_locks: dict[tuple[str, str], threading.Lock] = {}
 _memory_guard = threading.Lock()
@@ -252,7 +251,7 @@ class ServerLock:
         except DatabaseError as exc:
             with contextlib.suppress(Exception), self._conn.cursor() as cursor:
                 server_locks.rollback(cursor)
-            code = exc.args[0] if exc.args else None
+            code = code_of(exc)
             if code == ER_NO_SUCH_TABLE and create:
                 with self._conn.cursor() as cursor:
                     server_locks.create_lease_table(cursor)

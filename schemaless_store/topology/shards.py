@@ -27,16 +27,11 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import conf
 from ..exceptions import ConfigurationError, ShardUnavailable
+from ..server_errors import CONNECTION_LOST, OPEN_CONNECTION_LOST, code_of
 from ..tables import sessions
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
-
-# MySQL/MariaDB client and server error codes that mean "the server is not there".
-CONNECTION_LOST = {2002, 2003, 2005, 2006, 2013, 2055, 1927, 4031}
-# ... of those, the ones where an open connection went away (killed by a move's fence, the
-# server restarted or failed over), rather than a new one refused.
-OPEN_CONNECTION_LOST = {2006, 2013, 2055, 1927, 4031}
 
 
 def shard_aliases() -> tuple[str, ...]:
@@ -174,7 +169,7 @@ def read(
 def _unavailable(alias: str, exc: OperationalError) -> ShardUnavailable | None:
     """:class:`ShardUnavailable` if ``exc`` means the server is not there (its connection is
     then discarded), else None."""
-    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+    code = code_of(exc)
     if code in CONNECTION_LOST or "unable to open database file" in str(exc):
         _discard_broken(alias)
         return ShardUnavailable(alias, str(exc), lost=code in OPEN_CONNECTION_LOST)

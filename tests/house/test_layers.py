@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "exceptions",
             "codec",
+            "server_errors",
             "topology",
             "topology.entity_ids",
             "topology.bucket_hash",
@@ -294,3 +295,26 @@ def test_statements_are_spelled_in_tables_only(name):
         and STATEMENT.match(node.value)
     ]
     assert not spelled, f"schemaless_store.{name} spells statements outside tables/: {spelled}"
+
+
+def test_server_error_numbers_are_named_in_server_errors_only():
+    """A MariaDB error number the store acts on is spelled once, in ``server_errors``; every
+    other module names it (docstrings aside, and the test tooling's servers)."""
+    from schemaless_store import server_errors
+
+    numbers = {
+        value
+        for name, value in vars(server_errors).items()
+        if name.isupper() and isinstance(value, int)
+    }
+    spelled = []
+    for name in sorted(MODULES):
+        if name == "server_errors" or name.split(".")[0] == "testing":
+            continue
+        tree = ast.parse(MODULES[name].read_text())
+        spelled += [
+            f"{name} line {node.lineno}: {node.value}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and type(node.value) is int and node.value in numbers
+        ]
+    assert not spelled, f"use schemaless_store.server_errors' names: {spelled}"

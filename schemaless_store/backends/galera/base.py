@@ -24,6 +24,7 @@ import MySQLdb
 from django.db.backends.mysql import base
 
 from ...dburls import parse_nodes
+from ...server_errors import CR_CONN_HOST_ERROR
 from ...tables import sessions
 
 logger = logging.getLogger("schemaless_store.galera")
@@ -76,4 +77,6 @@ class DatabaseWrapper(base.DatabaseWrapper):
             if ready is not None:
                 failures.append(f"{host}:{port}: wsrep_ready is {ready}")
             connection.close()
-        raise NoSyncedNode(2003, f"no synced Galera node answered: {'; '.join(failures)}")
+        raise NoSyncedNode(
+            CR_CONN_HOST_ERROR, f"no synced Galera node answered: {'; '.join(failures)}"
+        )

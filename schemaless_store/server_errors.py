@@ -1,0 +1,47 @@
+"""The MariaDB (and MySQL client) error numbers the store acts on, named once.
+
+The driver raises them as ``exc.args[0]``; :func:`code_of` reads it from any exception.
+"""
+
+from __future__ import annotations
+
+# Server errors.
+ER_NO_SUCH_THREAD = 1094  # KILL of a session that ended meanwhile: "Unknown thread id"
+ER_NO_SUCH_TABLE = 1146
+ER_LOCK_WAIT_TIMEOUT = 1205  # also an ALTER's ``WAIT n`` running out on its metadata lock
+ER_LOCK_DEADLOCK = 1213  # also a Galera certification failure at COMMIT
+ER_OPTION_PREVENTS_STATEMENT = 1290  # a write to a read-only replica
+ER_CONNECTION_KILLED = 1927
+ER_CLIENT_INTERACTION_TIMEOUT = 4031
+
+# Client errors (libmariadb).
+CR_CONNECTION_ERROR = 2002
+CR_CONN_HOST_ERROR = 2003
+CR_UNKNOWN_HOST = 2005
+CR_SERVER_GONE_ERROR = 2006
+CR_SERVER_LOST = 2013
+CR_SERVER_LOST_EXTENDED = 2055
+
+# "Try the transaction again": it was rolled back whole.
+RETRYABLE = frozenset({ER_LOCK_WAIT_TIMEOUT, ER_LOCK_DEADLOCK})
+# "The server is not there": a connection refused, or an open one gone.
+CONNECTION_LOST = frozenset(
+    {
+        CR_CONNECTION_ERROR,
+        CR_CONN_HOST_ERROR,
+        CR_UNKNOWN_HOST,
+        CR_SERVER_GONE_ERROR,
+        CR_SERVER_LOST,
+        CR_SERVER_LOST_EXTENDED,
+        ER_CONNECTION_KILLED,
+        ER_CLIENT_INTERACTION_TIMEOUT,
+    }
+)
+# ... of those, the ones where an open connection went away (killed by a move's fence, the
+# server restarted or failed over), rather than a new one refused.
+OPEN_CONNECTION_LOST = CONNECTION_LOST - {CR_CONNECTION_ERROR, CR_CONN_HOST_ERROR, CR_UNKNOWN_HOST}
+
+
+def code_of(exc: BaseException) -> int | None:
+    """The server's or client's error number of ``exc``, if it carries one."""
+    return exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
