@@ -7,8 +7,9 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.db import DatabaseError, connections
+from django.utils.module_loading import import_string
 
-from . import conf
+from . import conf, entity_cache
 from .exceptions import ConfigurationError
 from .indexes import registry
 from .topology import bucket_map, clustering, fence, server_support
@@ -75,6 +76,16 @@ PER_PROCESS_CACHES = (
 )
 
 
+def _backend_class(path: str) -> type | None:
+    """The class a ``CACHES`` ``BACKEND`` names, or None when it cannot be imported (Django's
+    cache handler then refuses it with its own error)."""
+    try:
+        found = import_string(path)
+    except ImportError:
+        return None
+    return found if isinstance(found, type) else None
+
+
 def _cache_problems(alias: str | None, near: bool = False) -> list[Any]:
     """What is wrong with the entity cache's alias in ``CACHES`` (docs/cache.md)."""
     if alias is None:
@@ -82,7 +93,7 @@ def _cache_problems(alias: str | None, near: bool = False) -> list[Any]:
     config = settings.CACHES[alias]
     backend = config.get("BACKEND", "")
     problems: list[Any] = []
-    if near and backend != "schemaless_store.entity_cache.EntityRedisCache":
+    if near and not entity_cache.carries_near_cache(_backend_class(backend)):
         problems.append(
             Error(
                 f"SCHEMALESS['NEAR_CACHE'] is on but the entity cache {alias!r} is a "
