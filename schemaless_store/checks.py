@@ -7,8 +7,9 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.db import DatabaseError, connections
+from django.utils.module_loading import import_string
 
-from . import conf
+from . import conf, entity_cache
 from .exceptions import ConfigurationError
 from .indexes import registry
 from .topology import bucket_map, clustering, fence, server_support
@@ -75,6 +76,16 @@ PER_PROCESS_CACHES = (
 )
 
 
+def _backend_class(path: str) -> type | None:
+    """The class a ``CACHES`` ``BACKEND`` names, or None when it cannot be imported (Django's
+    cache handler then refuses it with its own error)."""
+    try:
+        found = import_string(path)
+    except ImportError:
+        return None
+    return found if isinstance(found, type) else None
+
+
 def _cache_problems(alias: str | None, near: bool = False) -> list[Any]:
     """What is wrong with the entity cache's alias in ``CACHES`` (docs/cache.md)."""
     if alias is None:
@@ -82,7 +93,7 @@ def _cache_problems(alias: str | None, near: bool = False) -> list[Any]:
     config = settings.CACHES[alias]
     backend = config.get("BACKEND", "")
     problems: list[Any] = []
-    if near and backend != "schemaless_store.entity_cache.EntityRedisCache":
+    if near and not entity_cache.carries_near_cache(_backend_class(backend)):
         problems.append(
             Error(
                 f"SCHEMALESS['NEAR_CACHE'] is on but the entity cache {alias!r} is a "
@@ -183,20 +194,22 @@ def check_servers(app_configs: Any = None, databases: Any = None, **kwargs: Any)
     MariaDB server at least as new as the oldest tested,
     :data:`~.server_support.OLDEST_MARIADB` (``schemaless.E007``).
 
-    ``manage.py check --database ALIAS``, ``migrate`` and ``migrateall`` check the aliases they
-    name; a plain ``manage.py check`` checks every database of the store, connecting to each
-    MySQL one (its ``connect_timeout``, 5 s from :mod:`.dburls`). A server that cannot be
-    reached is passed over: being down is not a configuration error, and a connection to it
-    refuses an unsupported server as it opens (:mod:`.server_support`). SQLite aliases are not
+    As Django's own database checks, it runs only for the aliases named: ``manage.py check
+    --database ALIAS``, ``migrate`` (the alias it migrates) and ``migrateall`` (every one, before
+    it migrates any). Any other command that runs the checks (a plain ``check``,
+    ``runcleaner``, ``movebuckets``, ``runserver``) connects to no database for it: a store
+    connection refuses an unsupported server as it opens (:mod:`.server_support`). A named
+    server that cannot be reached raises, as in Django's checks. SQLite aliases are not
     connected. The version is read on the alias's connection (Django's MySQL backend reads it
     once per connection object)."""
+    if not databases:
+        return []
     try:
         store = server_support.store_aliases()
     except ConfigurationError:
         return []  # schemaless.E001 says what is wrong
-    named = databases is not None
     errors: list[Any] = []
-    for alias in sorted(store & set(databases) if named else store):
+    for alias in sorted(store & set(databases)):
         connection = connections[alias]
         if connection.vendor != "mysql":
             continue
@@ -206,10 +219,6 @@ def check_servers(app_configs: Any = None, databases: Any = None, **kwargs: Any)
             problem = server_support.refusal(alias, mariadb, version)
         except server_support.UnsupportedServer as refused:
             problem = refused.problem  # the connection refused it as it opened
-        except DatabaseError:
-            if named:
-                raise
-            continue
         if problem is not None:
             errors.append(
                 Error(problem, hint=f"{server_support.hint(alias)}; {DOCS}", id="schemaless.E007")

@@ -1,8 +1,10 @@
 """The ``SCHEMALESS`` settings dict, merged with defaults and read through one cached object.
 
 The cache is cleared on Django's ``setting_changed`` signal, so ``override_settings`` works.
-Validation with readable messages lives in :mod:`schemaless_store.checks`; this module only
-resolves values and raises :class:`ConfigurationError` when it cannot.
+Each setting that holds a flag or a number is validated by its line of :data:`RULES` (and
+:data:`NEAR_RULES`); the others by the code that resolves them. A bad value raises
+:class:`ConfigurationError` naming the key and what it may hold, which the system check
+``schemaless.E001`` (:mod:`schemaless_store.checks`) reports.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from django.utils.module_loading import import_string
 from .codec import Codec
 from .exceptions import ConfigurationError
 
+# The most a body column holds (MariaDB's MEDIUMBLOB): the ceiling of MAX_BODY_BYTES.
+MEDIUMBLOB_BYTES = 2**24 - 1
+
 DEFAULTS: dict[str, Any] = {
     # Database aliases that hold entities and index tables. A list spreads the buckets evenly in
     # contiguous ranges; a dict maps each alias to bucket ranges ("0-2047" or [0, 2047]).
@@ -32,7 +37,7 @@ DEFAULTS: dict[str, Any] = {
     # Submodule of each installed app that declares Index instances.
     "INDEX_MODULE": "indexes",
     # MEDIUMBLOB holds 16 MiB - 1 bytes; the server's max_allowed_packet must exceed this.
-    "MAX_BODY_BYTES": 16 * 1024 * 1024 - 1,
+    "MAX_BODY_BYTES": MEDIUMBLOB_BYTES,
     # How often a write is retried after a deadlock or lock wait timeout before it raises.
     "WRITE_RETRIES": 5,
     # Entities fetched per IN (...) query when reading many ids from one shard.
@@ -81,6 +86,70 @@ NEAR_DEFAULTS: dict[str, Any] = {
     # (and flushes them once the connection is found dropped): the longest another process's
     # write can go unseen here when that connection drops silently.
     "DROP_TIMEOUT": 1.0,
+}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a setting may hold: True or False (``flag``), or a number (an ``int`` with
+    ``whole``; never a bool) from ``low`` to ``high``, both included (no ``high``: no ceiling),
+    counted in ``unit``. :meth:`check` refuses anything else, naming the setting and the range."""
+
+    low: float = 0
+    high: float | None = None
+    whole: bool = False
+    unit: str = ""
+    flag: bool = False
+
+    def wanted(self) -> str:
+        if self.flag:
+            return "True or False"
+        kind = ("a whole number" if self.whole else "a number") + (
+            f" of {self.unit}" if self.unit else ""
+        )
+        if self.high is None:
+            return f"{kind} >= {self.low}"
+        return f"{kind} from {self.low} to {self.high}"
+
+    def check(self, name: str, value: Any) -> None:
+        if self.flag:
+            fits = isinstance(value, bool)
+        else:
+            fits = (
+                not isinstance(value, bool)
+                and isinstance(value, int if self.whole else int | float)
+                and self.low <= value  # a NaN fails every bound
+                and (self.high is None or value <= self.high)
+            )
+        if not fits:
+            raise ConfigurationError(f"{name} must be {self.wanted()}, not {value!r}")
+
+
+FLAG = Rule(flag=True)
+SECONDS = Rule(low=0, unit="seconds")
+
+# Every setting that holds a flag or a number, and what it may hold: get() refuses anything
+# else (check schemaless.E001). A new setting of that kind adds its line here.
+RULES: dict[str, Rule] = {
+    "BUCKETS": Rule(low=1, whole=True),
+    "MAX_BODY_BYTES": Rule(low=1, high=MEDIUMBLOB_BYTES, whole=True, unit="bytes"),
+    # Retries back off exponentially from 5 ms: the tenth waits ~2.5 s, ten ~5 s in all.
+    "WRITE_RETRIES": Rule(low=0, high=10, whole=True),
+    # One IN (...) of this many ids: SQLite takes at most 32,766 parameters a statement.
+    "FETCH_BATCH": Rule(low=1, high=32_766, whole=True),
+    "HISTORY": FLAG,
+    "FEED_GAP_GRACE": SECONDS,
+    "MAP_MAX_AGE": SECONDS,
+    "MOVE_WAIT": SECONDS,
+    "CACHE_TIMEOUT": Rule(low=1, whole=True, unit="seconds"),
+    "READ_FROM_REPLICAS": FLAG,
+    "REPLICA_MAX_LAG": SECONDS,
+    "REPLICA_WAIT": SECONDS,
+    "REPLICA_CHECK_INTERVAL": SECONDS,
+}
+NEAR_RULES: dict[str, Rule] = {
+    "MAX_ENTRIES": Rule(low=1, whole=True),
+    "DROP_TIMEOUT": Rule(low=0.01, unit="seconds"),
 }
 
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
@@ -213,16 +282,9 @@ def _near_cache(raw: Any, cache_alias: str | None) -> NearCacheSettings | None:
             "keeps the entity cache's hits, so it needs one"
         )
     near = {**NEAR_DEFAULTS, **raw}
+    for key, rule in NEAR_RULES.items():
+        rule.check(f"SCHEMALESS['NEAR_CACHE'][{key!r}]", near[key])
     entries, drop = near["MAX_ENTRIES"], near["DROP_TIMEOUT"]
-    if isinstance(entries, bool) or not isinstance(entries, int) or entries < 1:
-        raise ConfigurationError(
-            f"SCHEMALESS['NEAR_CACHE']['MAX_ENTRIES'] must be a whole number >= 1, not {entries!r}"
-        )
-    if isinstance(drop, bool) or not isinstance(drop, int | float) or not drop >= 0.01:
-        raise ConfigurationError(
-            "SCHEMALESS['NEAR_CACHE']['DROP_TIMEOUT'] must be a number of seconds >= 0.01, "
-            f"not {drop!r}"
-        )
     return NearCacheSettings(max_entries=entries, drop_timeout=float(drop))
 
 
@@ -236,8 +298,7 @@ def _is_pair(value: Any) -> bool:
 
 def bucket_aliases(shards: Any, buckets: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Resolve the SHARDS setting to (aliases, alias of each bucket)."""
-    if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
-        raise ConfigurationError(f"SCHEMALESS['BUCKETS'] must be a positive int, not {buckets!r}")
+    RULES["BUCKETS"].check("SCHEMALESS['BUCKETS']", buckets)
     if shards is None:
         replicas = _replica_aliases(_user_settings().get("REPLICAS"))
         shards = [alias for alias in settings.DATABASES if alias not in ("default", *replicas)]
@@ -276,6 +337,8 @@ def bucket_aliases(shards: Any, buckets: int) -> tuple[tuple[str, ...], tuple[st
 def get() -> StoreSettings:
     """The resolved settings (cached until a setting changes)."""
     raw = _user_settings()
+    for key, rule in RULES.items():
+        rule.check(f"SCHEMALESS[{key!r}]", raw[key])
     aliases, owners = bucket_aliases(raw["SHARDS"], raw["BUCKETS"])
     codec = raw["CODEC"]
     if isinstance(codec, str):
@@ -283,68 +346,33 @@ def get() -> StoreSettings:
             codec = import_string(codec)()
         except ImportError as exc:
             raise ConfigurationError(f"SCHEMALESS['CODEC']: cannot import {codec!r}") from exc
-    if not isinstance(raw["HISTORY"], bool):
-        raise ConfigurationError(
-            f"SCHEMALESS['HISTORY'] must be True or False, not {raw['HISTORY']!r}"
-        )
-    grace = raw["FEED_GAP_GRACE"]
-    if isinstance(grace, bool) or not isinstance(grace, int | float) or not grace >= 0:
-        raise ConfigurationError(
-            f"SCHEMALESS['FEED_GAP_GRACE'] must be a number of seconds >= 0, not {grace!r}"
-        )
-    seconds = {}
-    for key in ("MAP_MAX_AGE", "MOVE_WAIT"):
-        value = raw[key]
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-            raise ConfigurationError(
-                f"SCHEMALESS[{key!r}] must be a number of seconds >= 0, not {value!r}"
-            )
-        seconds[key] = float(value)
     cache_alias = raw["CACHE"]
     if cache_alias is not None and cache_alias not in settings.CACHES:
         raise ConfigurationError(
             f"SCHEMALESS['CACHE'] names {cache_alias!r}, which is not in CACHES "
             f"({sorted(settings.CACHES)}); or set it to None for no entity cache"
         )
-    cache_timeout = raw["CACHE_TIMEOUT"]
-    if isinstance(cache_timeout, bool) or not isinstance(cache_timeout, int) or cache_timeout < 1:
-        raise ConfigurationError(
-            f"SCHEMALESS['CACHE_TIMEOUT'] must be a whole number of seconds >= 1, "
-            f"not {cache_timeout!r}"
-        )
-    if not isinstance(raw["READ_FROM_REPLICAS"], bool):
-        raise ConfigurationError(
-            "SCHEMALESS['READ_FROM_REPLICAS'] must be True or False, "
-            f"not {raw['READ_FROM_REPLICAS']!r}"
-        )
-    for key in ("REPLICA_MAX_LAG", "REPLICA_WAIT", "REPLICA_CHECK_INTERVAL"):
-        value = raw[key]
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-            raise ConfigurationError(
-                f"SCHEMALESS[{key!r}] must be a number of seconds >= 0, not {value!r}"
-            )
-        seconds[key] = float(value)
     return StoreSettings(
         shards=aliases,
         buckets=raw["BUCKETS"],
         bucket_aliases=owners,
         codec=codec,
         index_module=raw["INDEX_MODULE"],
-        max_body_bytes=int(raw["MAX_BODY_BYTES"]),
-        write_retries=int(raw["WRITE_RETRIES"]),
-        fetch_batch=int(raw["FETCH_BATCH"]),
-        history=bool(raw["HISTORY"]),
+        max_body_bytes=raw["MAX_BODY_BYTES"],
+        write_retries=raw["WRITE_RETRIES"],
+        fetch_batch=raw["FETCH_BATCH"],
+        history=raw["HISTORY"],
         feed_gap_grace=float(raw["FEED_GAP_GRACE"]),
-        map_max_age=seconds["MAP_MAX_AGE"],
-        move_wait=seconds["MOVE_WAIT"],
+        map_max_age=float(raw["MAP_MAX_AGE"]),
+        move_wait=float(raw["MOVE_WAIT"]),
         cache=cache_alias,
-        cache_timeout=cache_timeout,
+        cache_timeout=raw["CACHE_TIMEOUT"],
         near_cache=_near_cache(raw["NEAR_CACHE"], cache_alias),
         replicas=_replicas(raw["REPLICAS"], aliases),
         read_from_replicas=raw["READ_FROM_REPLICAS"],
-        replica_max_lag=seconds["REPLICA_MAX_LAG"],
-        replica_wait=seconds["REPLICA_WAIT"],
-        replica_check_interval=seconds["REPLICA_CHECK_INTERVAL"],
+        replica_max_lag=float(raw["REPLICA_MAX_LAG"]),
+        replica_wait=float(raw["REPLICA_WAIT"]),
+        replica_check_interval=float(raw["REPLICA_CHECK_INTERVAL"]),
         raw=raw,
     )
 

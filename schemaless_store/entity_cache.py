@@ -133,6 +133,13 @@ class EntityRedisCache(RedisCache):
         pass
 
 
+def carries_near_cache(backend: type | None) -> bool:
+    """Whether a cache backend class can carry the near cache: an :class:`EntityRedisCache`
+    (its client opens the tracking connection). The one predicate of both the system check
+    (``schemaless.E009``, on ``CACHES``' ``BACKEND``) and the near cache as it is built."""
+    return isinstance(backend, type) and issubclass(backend, EntityRedisCache)
+
+
 @dataclass
 class Stats:
     """What this process's reads and writes did with the cache (approximate under threads):
@@ -368,12 +375,12 @@ def _near(backend: BaseCache) -> NearCache:
     resolved = conf.get()
     near = resolved.near_cache
     assert near is not None
-    client = getattr(backend, "_cache", None)
-    if not isinstance(client, _ReusedClientRedisCacheClient):
+    if not carries_near_cache(type(backend)):
         raise ConfigurationError(
             "SCHEMALESS['NEAR_CACHE'] needs the entity cache to be an EntityRedisCache "
             f"(cache_from_url), not {type(backend).__name__}"
         )
+    client: _ReusedClientRedisCacheClient = backend._cache  # type: ignore[attr-defined]
     prefix = backend.make_key(_GEN)
     if backend.make_key(_GEN + "0f") != prefix + "0f":
         raise ConfigurationError(

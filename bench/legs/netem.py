@@ -10,7 +10,7 @@ Beside the timings, two measurements that explain them:
 - the round trip a statement pays now: the p50 of ``SELECT 1`` on a raw connection, with and
   without the delay;
 - round trips per operation, ours and raw (statements and the client's ``commit()`` and
-  ``autocommit()`` calls, counted by :func:`bench.profile.statements`): each one pays the
+  ``autocommit()`` calls, counted by :func:`bench.round_trips.statements`): each one pays the
   delay, so a side that makes more of them loses more to it. This one needs no delay and is
   measured even when the machine refuses netem.
 """
@@ -24,6 +24,7 @@ from typing import Any
 
 from ..context import Bench
 from ..data import writer_properties
+from ..round_trips import statements
 from ..stats import percentile
 from . import get, put, query
 
@@ -33,9 +34,7 @@ WARM_OPS = 10
 
 
 def _statements(op: Callable[[Any], Any], args: list[Any]) -> float:
-    """Round trips per op (:func:`bench.profile.statements` counts them in the client)."""
-    from ..profile import statements
-
+    """Round trips per op (:func:`bench.round_trips.statements` counts them in the client)."""
     for arg in args[:WARM_OPS]:  # not what is counted
         op(arg)
     with statements() as sent:

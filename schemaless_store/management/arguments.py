@@ -1,11 +1,12 @@
-"""Argument types shared by the store's management commands: each refuses a bad value with a
-message that says what it wants (argparse prints it and exits with status 2)."""
+"""Arguments shared by the store's management commands: types that refuse a bad value with a
+message that says what they want (argparse prints it and exits with status 2), and the
+throttle's options, declared once for every command that works in batches."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from .. import conf
 
@@ -32,6 +33,50 @@ share = _bounded(float, lambda v: 0 < v <= 1, "a share above 0 and at most 1")
 niceness = _bounded(int, lambda v: 0 <= v <= 19, "a whole number from 0 to 19")
 seconds = _bounded(float, lambda v: v >= 0, "a number of seconds (0 or more)")
 milliseconds = _bounded(float, lambda v: v > 0, "a number of milliseconds above 0")
+
+
+def add_throttle_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    worker: str,
+    batch: str = "each batch",
+    probed: str = "the shard servers",
+) -> None:
+    """``--sleep``, ``--duty`` and ``--max-latency``: the throttle
+    (:class:`~schemaless_store.throttle.Throttle`) a command pauses with after each batch.
+    ``worker`` names what works (``"the cleaner"``), ``batch`` what a pause follows, ``probed``
+    the servers the latency probe asks. :func:`throttle_options` reads them back."""
+    parser.add_argument(
+        "--sleep",
+        type=seconds,
+        default=0.0,
+        help=f"Seconds to pause after {batch}, to throttle the load (default 0).",
+    )
+    parser.add_argument(
+        "--duty",
+        type=share,
+        default=1.0,
+        help=f"Most share of wall time {worker} works, e.g. 0.5: after a batch that took t "
+        "seconds it pauses t seconds (default 1: no pause). Adds to --sleep.",
+    )
+    parser.add_argument(
+        "--max-latency",
+        type=milliseconds,
+        default=None,
+        help=f"Milliseconds: after {batch}, hold while a probe of {probed} (SELECT 1) takes "
+        "longer than this, so writers go first (default: no probe).",
+    )
+
+
+def throttle_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The throttle's keywords from a command's parsed options: ``sleep``, ``duty`` and
+    ``max_latency``, all in seconds (the option is in milliseconds)."""
+    latency = options["max_latency"]
+    return {
+        "sleep": options["sleep"],
+        "duty": options["duty"],
+        "max_latency": None if latency is None else latency / 1000,
+    }
 
 
 def shard_alias(text: str) -> str:

@@ -12,48 +12,29 @@ entity it saved (:mod:`..tables.map_runs`), the same throttle, a progress bar, a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TextIO
+from collections.abc import Callable
+from dataclasses import fields
+from typing import Any
 
-from .runner import DEFAULT_BATCH_SIZE, Mapper, MapSummary
+from .runner import DEFAULT_BATCH_SIZE, MapOptions, Mapper, MapSummary
 
-__all__ = ["DEFAULT_BATCH_SIZE", "MapSummary", "Mapper", "map_entities"]
+__all__ = ["DEFAULT_BATCH_SIZE", "MapOptions", "MapSummary", "Mapper", "map_entities"]
 
 
-def map_entities(
-    function: Callable[[Any], Any] | str,
-    *,
-    where: Mapping[str, Any] | None = None,
-    shards: Sequence[str] | None = None,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    sleep: float = 0.0,
-    duty: float = 1.0,
-    max_latency: float | None = None,
-    dry_run: bool = False,
-    restart: bool = False,
-    progress: bool = False,
-    progress_file: TextIO | None = None,
-) -> MapSummary:
+def map_entities(function: Callable[[Any], Any] | str, **options: Any) -> MapSummary:
     """Apply ``function`` (a callable, or its dotted path) to every stored entity, or to those
     ``filter_index(**where)`` finds, and save what it changed; see the module docs.
 
-    ``shards``: walk only these shards. ``sleep``, ``duty``, ``max_latency`` (seconds): the
-    cleaner's throttle. ``dry_run``: write nothing; the summary counts what would change and
-    holds 3 examples. ``restart``: forget an earlier run of the same function and ``where``
-    (its checkpoints, which entities it saved, its failures) and start over. A run that is
-    interrupted, stopped by a bucket move, or had failures is finished by calling it again.
-    Returns a :class:`MapSummary` (``ok`` when every shard was walked and nothing failed).
+    The keywords are :class:`MapOptions`' fields, declared there once with what each does
+    (e.g. ``batch_size=100, dry_run=True``). A run that is interrupted, stopped by a bucket
+    move, or had failures is finished by calling it again. Returns a :class:`MapSummary`
+    (``ok`` when every shard was walked and nothing failed).
     """
-    return Mapper(
-        function,
-        where=where,
-        shards_=shards,
-        batch_size=batch_size,
-        sleep=sleep,
-        duty=duty,
-        max_latency=max_latency,
-        dry_run=dry_run,
-        restart=restart,
-        progress=progress,
-        progress_file=progress_file,
-    ).execute()
+    known = {field.name for field in fields(MapOptions)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise TypeError(
+            f"map_entities() got unexpected keyword arguments {unknown}; "
+            f"its options are {sorted(known)}"
+        )
+    return Mapper(function, MapOptions(**options)).execute()

@@ -78,27 +78,39 @@ class MapSummary:
         return text + f" in {self.seconds:.1f}s"
 
 
+@dataclass(frozen=True, kw_only=True)
+class MapOptions:
+    """How one run goes: :func:`~schemaless_store.mapping.map_entities`' keywords, declared
+    once. ``where``: only the entities ``filter_index(**where)`` finds. ``shards``: walk only
+    these. ``sleep``, ``duty``, ``max_latency`` (seconds): the cleaner's throttle.
+    ``dry_run``: write nothing; the summary counts what would change and holds 3 examples.
+    ``restart``: forget an earlier run of the same function and ``where`` (its checkpoints,
+    which entities it saved, its failures) and start over. ``progress``: a bar per shard on
+    ``progress_file``."""
+
+    where: Mapping[str, Any] | None = None
+    shards: Sequence[str] | None = None
+    batch_size: int = DEFAULT_BATCH_SIZE
+    sleep: float = 0.0
+    duty: float = 1.0
+    max_latency: float | None = None
+    dry_run: bool = False
+    restart: bool = False
+    progress: bool = False
+    progress_file: TextIO | None = None
+
+    def __post_init__(self) -> None:
+        size = self.batch_size
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"batch_size must be a whole number of at least 1, not {size!r}")
+
+
 class Mapper:
     """Everything the shard workers of one run share (see :func:`map_entities`)."""
 
-    def __init__(
-        self,
-        function: Callable[[Any], Any] | str,
-        *,
-        where: Mapping[str, Any] | None = None,
-        shards_: Sequence[str] | None = None,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        sleep: float = 0.0,
-        duty: float = 1.0,
-        max_latency: float | None = None,
-        dry_run: bool = False,
-        restart: bool = False,
-        progress: bool = False,
-        progress_file: TextIO | None = None,
-    ) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a whole number of at least 1, not {batch_size!r}")
+    def __init__(self, function: Callable[[Any], Any] | str, options: MapOptions) -> None:
         self.fn, path = _function(function)
+        where = options.where
         self.where = dict(where) if where else None
         self.name = path + (f" --where {_where_text(self.where)}" if self.where else "")
         self.short_name = path.rsplit(".", 1)[-1]
@@ -106,13 +118,13 @@ class Mapper:
         # The model by name: the paths never import the Django face above them.
         self.model = apps.get_model("schemaless_store", "Entity")
         self.aliases = list(shards.shard_aliases())
-        self.walked = shards.resolve_aliases(shards_)
-        self.batch_size = batch_size
-        self.throttle = Throttle(sleep, duty, max_latency)
-        self.dry_run = dry_run
-        self.restart = restart
-        self.progress = progress
-        self.progress_file = progress_file
+        self.walked = shards.resolve_aliases(options.shards)
+        self.batch_size = options.batch_size
+        self.throttle = Throttle(options.sleep, options.duty, options.max_latency)
+        self.dry_run = options.dry_run
+        self.restart = options.restart
+        self.progress = options.progress
+        self.progress_file = options.progress_file
         self.stopping = threading.Event()
         self.latency: LatencyProbe | None = None
         self.checkpoints: dict[str, Checkpoint] = {}

@@ -5,7 +5,8 @@ for clusters as shards, ``VALUES`` table constructors), which MySQL lacks or spe
 A store pointed at MySQL, or at an older MariaDB, is refused by name twice over
 (docs/checks.md, ``schemaless.E007``):
 
-- at ``manage.py check`` (and ``migrate``, ``migrateall``), before anything is created;
+- at ``manage.py check --database ALIAS``, ``migrate`` and ``migrateall`` (Django's convention
+  for checks that connect: only for the databases named), before anything is created;
 - when a connection of the store opens (:func:`refuse_unsupported`, a ``connection_created``
   receiver), so a process that skipped the checks fails with the same sentence, never with an
   SQL error on its first write.

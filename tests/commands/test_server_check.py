@@ -9,13 +9,15 @@ check reads only what the connection says about its server.
 
 from __future__ import annotations
 
+import io
 import re
 
 import pytest
 from django.conf import settings
-from django.core.management import call_command
-from django.core.management.base import SystemCheckError
-from django.db import connections
+from django.core.management import call_command, get_commands, load_command_class
+from django.core.management.base import BaseCommand, SystemCheckError
+from django.db import OperationalError, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from schemaless_store import checks
 from schemaless_store.topology import server_support
@@ -59,15 +61,70 @@ def test_only_the_aliases_given_are_checked(monkeypatch):
     ]
 
 
-def test_a_plain_check_checks_every_database_of_the_store(monkeypatch):
-    """A plain ``manage.py check`` (no databases named) reads every store database's server."""
+def test_a_plain_check_reads_no_server(monkeypatch):
+    """A plain ``manage.py check`` (no databases named) passes over every store database, as
+    Django's own database checks do: the connection receiver refuses a bad server instead."""
     fake_server(monkeypatch, "shard_0", True, (10, 11, 19))
     fake_server(monkeypatch, "shard_1", False, (8, 0, 36))
     fake_server(monkeypatch, "default", True, (10, 5, 27))
-    assert [e.msg for e in checks.check_servers(databases=None)] == [
-        "database 'default' is MariaDB 10.5.27: the store needs MariaDB >= 10.11",
-        "database 'shard_1' is MySQL 8.0.36: the store needs MariaDB >= 10.11",
-    ]
+    assert checks.check_servers(databases=None) == []
+    assert checks.check_servers(databases=[]) == []
+
+
+# Django's MySQL backend reads these of its server once per connection object.
+SERVER_FACTS = ("mysql_server_data", "mysql_server_info", "mysql_is_mariadb", "mysql_version")
+
+
+def unreachable(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every database unreachable: a connection attempt is recorded (the list returned) and
+    fails as a server that does not answer does."""
+    tried: list[str] = []
+
+    def refuse(self: BaseDatabaseWrapper) -> None:
+        tried.append(self.alias)
+        raise OperationalError(f"{self.alias}: cannot connect (the test's unreachable server)")
+
+    for alias in settings.DATABASES:
+        connections[alias].close()
+        for cached in SERVER_FACTS:  # what a connection read of its server, once
+            monkeypatch.delitem(connections[alias].__dict__, cached, raising=False)
+    monkeypatch.setattr(BaseDatabaseWrapper, "ensure_connection", refuse)
+    return tried
+
+
+def run_checks_of(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The system checks ``manage.py NAME`` runs before its work (its work left out)."""
+    command = load_command_class(get_commands()[name], name)
+    if name == "runserver":  # it runs them inside its server loop, with these arguments
+        options = {"skip_checks": False}
+        command.check(**BaseCommand.get_check_kwargs(command, options), display_num_errors=True)
+        return
+    out = {"stdout": io.StringIO(), "stderr": io.StringIO()}
+    if name == "check":  # its work is the checks
+        call_command(command, **out)
+        return
+    monkeypatch.setattr(type(command), "handle", lambda self, *args, **options: None)
+    call_command(command, skip_checks=False, **out)
+
+
+@pytest.mark.parametrize("name", ["check", "runcleaner", "movebuckets", "runserver"])
+def test_only_the_commands_that_name_databases_connect_for_the_checks(monkeypatch, name):
+    """An unreachable store database costs these commands nothing (no connect_timeout): the
+    checks they run connect to no database. ``check --database``, ``migrate`` and
+    ``migrateall`` do (below)."""
+    tried = unreachable(monkeypatch)
+    run_checks_of(name, monkeypatch)
+    assert tried == []
+
+
+@pytest.mark.mariadb_only
+def test_check_database_connects_to_the_server_it_names(monkeypatch):
+    """The other side of the reach: named with ``--database``, the server is read, and one
+    that cannot be reached raises, as in Django's own database checks."""
+    tried = unreachable(monkeypatch)
+    with pytest.raises(OperationalError, match="shard_1: cannot connect"):
+        call_command("check", databases=["shard_1"], stdout=io.StringIO())
+    assert tried == ["shard_1"]
 
 
 @pytest.mark.parametrize(
@@ -169,7 +226,7 @@ def test_the_test_servers_pass():
 @pytest.mark.django_db(transaction=True, databases="__all__")
 def test_a_real_connection_is_refused_when_the_server_is_too_old(monkeypatch):
     """The receiver is connected: with the oldest supported version raised above the test
-    server's, a new connection of the store is refused, and so is a plain check."""
+    server's, a new connection of the store is refused, and ``check --database`` says so."""
     monkeypatch.setattr(server_support, "OLDEST_MARIADB", (99, 0))
     connections["shard_1"].close()
     try:
@@ -177,7 +234,7 @@ def test_a_real_connection_is_refused_when_the_server_is_too_old(monkeypatch):
             server_support.UnsupportedServer, match=re.escape("needs MariaDB >= 99.0")
         ):
             connections["shard_1"].ensure_connection()
-        refused = [e for e in checks.check_servers(databases=None) if e.id == "schemaless.E007"]
+        refused = checks.check_servers(databases=["shard_1"])
         assert "database 'shard_1' is MariaDB" in " ".join(e.msg for e in refused)
     finally:
         monkeypatch.undo()
@@ -187,16 +244,20 @@ def test_a_real_connection_is_refused_when_the_server_is_too_old(monkeypatch):
 
 @pytest.mark.mariadb_only
 @pytest.mark.django_db(transaction=True, databases="__all__")
-def test_a_plain_check_passes_over_a_server_it_cannot_reach():
-    """Being down is not a configuration error: a plain check says nothing of an unreachable
-    server (naming it with ``--database`` raises, as Django's own checks do)."""
+def test_check_database_fails_on_a_real_server_nobody_can_reach():
+    """A real server that does not answer (a port nothing listens on): a plain check passes
+    (it never asks, test_only_the_commands_that_name_databases_connect_for_the_checks);
+    ``check --database`` asks, and fails."""
     connection = connections["shard_1"]
     port = connection.settings_dict["PORT"]
     connection.close()
     connection.settings_dict["PORT"] = 1  # nothing listens there
-    connection.__dict__.pop("mysql_server_data", None)
+    for cached in SERVER_FACTS:
+        connection.__dict__.pop(cached, None)
     try:
-        assert checks.check_servers(databases=None) == []
+        call_command("check", stdout=io.StringIO())
+        with pytest.raises(OperationalError):
+            call_command("check", databases=["shard_1"], stdout=io.StringIO())
     finally:
         connection.settings_dict["PORT"] = port
         connection.close()

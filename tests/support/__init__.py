@@ -2,7 +2,8 @@
 
 - ``STORE``: the mark of a test that uses the store's databases (every alias, in transactions).
 - ``factories``: factory-boy factories for what tests store when the values are incidental.
-- ``raw``: raw looks at the shards, bypassing the store (index rows, reads counted).
+- ``raw``: raw looks at the shards, bypassing the store (index rows, reads counted; a row
+  deleted or a body overwritten by hand).
 - ``invariants``: the invariants I1-I3 checked from outside (docs/design.md#invariants).
 - ``values``: a property of every supported type, equality that minds types (``same``, and
   ``deep_same`` with NaN equal to NaN), and hypothesis strategies for the values the admin's
@@ -18,6 +19,10 @@
 - ``reliability_report``: the reliability suite's record of what each class ran.
 - ``crashes``: the crash tests' starting store (``BEFORE``, ``reset_store``) and the indexes a
   mixed writer's entities touch (``touched_indexes``).
+- ``cleaner``: the cleaner tests' index to backfill (``PUBLISHED``), its state, the passes
+  recorded, a stale row planted by hand.
+- ``hostile_input``: the hostile-input tests' strings (``INJECTIONS``) and raw snapshots of
+  every row of the shards (``snapshot``, ``check_unchanged``, ``rows_by_entity``).
 - ``queries``: the query property tests' raw ``wipe`` and each lookup's comparison (``COMPARE``).
 - ``mapfuncs``: functions the mapentities tests apply by dotted path.
 - Child processes, each run as ``python -m tests.support.<name>``: ``child`` (writers killed or

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 
 from schemaless_store.topology import shards
+
+if TYPE_CHECKING:
+    from schemaless_store.models import Entity
 
 
 def entity_rows(alias: str) -> list[bytes]:
@@ -49,6 +52,22 @@ def insert_index_row(table: str, alias: str, values: tuple) -> None:
     marks = ", ".join(["%s"] * len(values))
     with conn.cursor() as cursor:
         cursor.execute(f"INSERT INTO {conn.ops.quote_name(table)} VALUES ({marks})", list(values))
+
+
+def raw_delete(table: str, entity_id: bytes) -> None:
+    """Every row of ``entity_id`` in ``table``, on every shard, gone."""
+    for alias in shards.shard_aliases():
+        conn = connections[alias]
+        with conn.cursor() as cursor:
+            cursor.execute(
+                f"DELETE FROM {conn.ops.quote_name(table)} WHERE entity_id = %s", [entity_id]
+            )
+
+
+def raw_set_body(entity: Entity, body: bytes) -> None:
+    """The entity's stored body overwritten with ``body`` (corrupt bytes, or another bag)."""
+    with connections[entity.shard].cursor() as cursor:
+        cursor.execute("UPDATE entities SET body = %s WHERE id = %s", [body, entity.id.bytes])
 
 
 @dataclass

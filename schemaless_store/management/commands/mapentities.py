@@ -16,7 +16,7 @@ from schemaless_store import jsonview
 from schemaless_store.exceptions import ConfigurationError, SchemalessError
 from schemaless_store.mapping import DEFAULT_BATCH_SIZE, map_entities
 
-from ..arguments import milliseconds, seconds, share, whole_number
+from ..arguments import add_throttle_arguments, throttle_options, whole_number
 from ..progress import progress_stream
 
 
@@ -63,22 +63,7 @@ class Command(BaseCommand):
             default=DEFAULT_BATCH_SIZE,
             help=f"Entities per batch and transaction (default {DEFAULT_BATCH_SIZE}).",
         )
-        parser.add_argument(
-            "--sleep", type=seconds, default=0.0, help="Seconds to pause after each batch."
-        )
-        parser.add_argument(
-            "--duty",
-            type=share,
-            default=1.0,
-            help="Most share of wall time spent working, e.g. 0.5 (default 1). Adds to --sleep.",
-        )
-        parser.add_argument(
-            "--max-latency",
-            type=milliseconds,
-            default=None,
-            help="Milliseconds: after each batch, hold while a probe of the shard servers "
-            "(SELECT 1) takes longer than this.",
-        )
+        add_throttle_arguments(parser, worker="the run")
         parser.add_argument(
             "--dry-run",
             action="store_true",
@@ -100,11 +85,7 @@ class Command(BaseCommand):
                 where=where or None,
                 shards=options["shards"],
                 batch_size=options["batch_size"],
-                sleep=options["sleep"],
-                duty=options["duty"],
-                max_latency=None
-                if options["max_latency"] is None
-                else options["max_latency"] / 1000,
+                **throttle_options(options),
                 dry_run=options["dry_run"],
                 restart=options["restart"],
                 progress=verbosity >= 1 and self.stderr.isatty(),

@@ -16,10 +16,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from schemaless_store.exceptions import MoveRefused
 from schemaless_store.management.arguments import (
-    milliseconds,
+    add_throttle_arguments,
     niceness,
-    seconds,
-    share,
+    throttle_options,
     whole_number,
 )
 from schemaless_store.management.progress import progress_stream
@@ -66,25 +65,11 @@ class Command(BaseCommand):
             help=f"Tables copied at the same time, on MySQL (default {COPY_WORKERS}).",
         )
         # The cleaner's throttle (schemaless_store.throttle), with runcleaner's options.
-        parser.add_argument(
-            "--sleep",
-            type=seconds,
-            default=0.0,
-            help="Seconds to pause after each copy or delete batch (default 0).",
-        )
-        parser.add_argument(
-            "--duty",
-            type=share,
-            default=1.0,
-            help="Most share of wall time the copy works, e.g. 0.5: after a batch that took t "
-            "seconds it pauses t seconds (default 1: no pause). Adds to --sleep.",
-        )
-        parser.add_argument(
-            "--max-latency",
-            type=milliseconds,
-            default=None,
-            help="Milliseconds: after each copy or delete batch, hold while a probe of the "
-            "sources and the target (SELECT 1) takes longer than this (default: no probe).",
+        add_throttle_arguments(
+            parser,
+            worker="the copy",
+            batch="each copy or delete batch",
+            probed="the sources and the target",
         )
         parser.add_argument(
             "--nice",
@@ -113,8 +98,7 @@ class Command(BaseCommand):
         if not options["target"] or not options["buckets"]:
             raise CommandError("give --to ALIAS and --buckets RANGES (or --status, --abort)")
         numbers = plan.parse_buckets(options["buckets"])
-        latency = options["max_latency"]
-        throttle = Throttle(options["sleep"], options["duty"], latency and latency / 1000)
+        throttle = Throttle(**throttle_options(options))
         target = options["target"]
         decision = decide(target, numbers, dry_run=options["dry_run"])
         if decision.resume is not None:

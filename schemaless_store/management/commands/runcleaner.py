@@ -18,7 +18,14 @@ from django.core.management.base import BaseCommand, CommandError
 from schemaless_store.cleaner.worker import DEFAULT_BATCH_SIZE, DEFAULT_INTERVAL, Cleaner
 from schemaless_store.exceptions import ConfigurationError
 
-from ..arguments import milliseconds, niceness, seconds, shard_alias, share, whole_number
+from ..arguments import (
+    add_throttle_arguments,
+    niceness,
+    seconds,
+    shard_alias,
+    throttle_options,
+    whole_number,
+)
 from ..progress import progress_stream
 
 LOGGER = "schemaless_store.cleaner"
@@ -63,26 +70,7 @@ class Command(BaseCommand):
             default=DEFAULT_BATCH_SIZE,
             help=f"Entities or index rows per batch (default {DEFAULT_BATCH_SIZE}).",
         )
-        parser.add_argument(
-            "--sleep",
-            type=seconds,
-            default=0.0,
-            help="Seconds to pause after each batch, to throttle the load (default 0).",
-        )
-        parser.add_argument(
-            "--duty",
-            type=share,
-            default=1.0,
-            help="Most share of wall time the cleaner works, e.g. 0.5: after a batch that took "
-            "t seconds it pauses t seconds (default 1: no pause). Adds to --sleep.",
-        )
-        parser.add_argument(
-            "--max-latency",
-            type=milliseconds,
-            default=None,
-            help="Milliseconds: after each batch, hold while a probe of the shard servers "
-            "(SELECT 1) takes longer than this, so writers go first (default: no probe).",
-        )
+        add_throttle_arguments(parser, worker="the cleaner")
         parser.add_argument(
             "--nice",
             type=niceness,
@@ -129,9 +117,7 @@ class Command(BaseCommand):
                     shards=options["shards"],
                     once=options["once"],
                     batch_size=options["batch_size"],
-                    sleep=options["sleep"],
-                    duty=options["duty"],
-                    max_latency=_seconds(options["max_latency"]),
+                    **throttle_options(options),
                     interval=options["interval"],
                     lock_wait=options["lock_wait"],
                     progress=verbosity >= 1 and self.stderr.isatty(),
@@ -211,7 +197,3 @@ def _console_handlers(logger: logging.Logger, command: BaseCommand) -> list[logg
                 found.append(handler)
         current = current.parent if current.propagate else None
     return found
-
-
-def _seconds(ms: float | None) -> float | None:
-    return None if ms is None else ms / 1000
