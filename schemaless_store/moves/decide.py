@@ -60,6 +60,12 @@ def decide(target: str, numbers: list[int], *, dry_run: bool) -> Decision:
     :class:`MoveRefused` for another move in progress, or input :func:`.plan.plan` refuses."""
     current = plan.unfinished()
     if current is not None:
+        if current.phase == "held":
+            raise MoveRefused(
+                f"move #{current.pk} of buckets {shown(current.buckets)} to {current.target} "
+                f"is held: writes escaped its fence ({current.message}); deal with them, then "
+                f"run movebuckets --release {current.pk}"
+            )
         if current.target != target or plan.from_ranges(current.buckets) != numbers:
             raise MoveRefused(
                 f"move #{current.pk} of buckets {shown(current.buckets)} to "
