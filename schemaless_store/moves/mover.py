@@ -99,6 +99,7 @@ class Mover:
         self.sources = {a: set(from_ranges(s)) for a, s in move.sources.items()}
         self.tables = moved_tables()
         self.pause = 0.0
+        self._fenced = False  # this mover ended the sources' sessions (one fence per move)
         self._saved = 0.0  # when the record was last saved (time.monotonic())
         # The target as it was at the flip, for the verification (None after a resume).
         self.snapshot: BaseDatabaseWrapper | None = None
@@ -173,7 +174,8 @@ class Mover:
         """Replay what is left (writes to the buckets are refused now), then hand them over."""
         self.phase("flip")
         started = time.monotonic()
-        self._fence()  # again, after a resume: idempotent
+        if not self._fenced:  # a mover resumed after the fence: it may not have happened
+            self._fence()
         while any(self._replay(source) for source in self.sources):
             pass
         buckets = sorted(self.buckets)
@@ -401,9 +403,11 @@ class Mover:
         """Mark the buckets fenced on every source and end the connections there that may
         still take them for served (:func:`..fence.withdraw`): from then on every write to
         them is refused, and a transaction begun before cannot commit. Run again after a
-        resume, it ends the connections again (the kill may not have happened)."""
+        resume, it ends the connections again (the kill may not have happened); otherwise
+        once per move: each round kills every session on the sources and holds the writers."""
         for source, numbers in self.sources.items():
             fence.withdraw(source, sorted(numbers), bucket_table.FENCED, end_connections=True)
+        self._fenced = True
 
     def _purge(self, alias: str, what: str) -> None:
         """Delete every row of the moving buckets on ``alias`` (a walk of each table)."""
