@@ -14,6 +14,7 @@ from django.db import DEFAULT_DB_ALIAS
 
 from ..exceptions import MoveRefused
 from ..metadata import BucketMove
+from ..topology import fence, shards
 from ..topology.server_lock import ServerLock
 from . import plan
 
@@ -85,4 +86,9 @@ def decide(target: str, numbers: list[int], *, dry_run: bool) -> Decision:
     found = plan.plan(target, numbers)
     if dry_run:
         return Decision(counted=plan.count_rows(found))
+    for source in found.sources:
+        if shards.vendor(source) == "mysql":
+            problem = fence.unready(source)
+            if problem is not None:
+                raise MoveRefused(f"the move cannot fence {source}, nothing was changed: {problem}")
     return Decision(started=(plan.start(found), found))

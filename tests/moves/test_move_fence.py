@@ -4,8 +4,16 @@ sessions per source and move, a resumed mover's included.
 
 from __future__ import annotations
 
-import pytest
+import contextlib
+from collections.abc import Iterator
+from typing import Any
 
+import MySQLdb
+import pytest
+from django.core.management import CommandError
+from django.db import connections
+
+from schemaless_store import checks
 from schemaless_store.metadata import BucketMove
 from schemaless_store.moves.mover import Mover
 from schemaless_store.topology import fence
@@ -58,3 +66,121 @@ def test_a_mover_resumed_after_the_fence_fences_once_more(monkeypatch):
     assert "Resuming move" in run("--to", target, "--buckets", MOVED)
     assert calls == [source]
     assert_moved_and_exact(made, target)
+
+
+# --- every session, whatever its user (MySQL) ---------------------------------------------------
+
+
+def root(alias: str) -> Any:
+    """A session of the server's root (the suite's servers), outside the store."""
+    settings = connections[alias].settings_dict
+    return MySQLdb.connect(
+        host=settings["HOST"], port=int(settings["PORT"]), user="root", connect_timeout=5
+    )
+
+
+@contextlib.contextmanager
+def other_user(alias: str, name: str, *grants: str) -> Iterator[tuple[str, str]]:
+    """A database user ``name`` with every privilege on ``alias``'s database, and ``grants``;
+    dropped afterwards."""
+    database = connections[alias].settings_dict["NAME"]
+    admin = root(alias)
+    cursor = admin.cursor()
+    cursor.execute(f"CREATE USER '{name}'@'%' IDENTIFIED BY 'pw-{name}'")
+    try:
+        cursor.execute(f"GRANT ALL PRIVILEGES ON `{database}`.* TO '{name}'@'%'")
+        for grant in grants:
+            cursor.execute(f"GRANT {grant} ON *.* TO '{name}'@'%'")
+        yield name, f"pw-{name}"
+    finally:
+        cursor.execute(f"DROP USER IF EXISTS '{name}'@'%'")
+        admin.close()
+
+
+def session_as(alias: str, user: str, password: str) -> Any:
+    settings = connections[alias].settings_dict
+    connection = MySQLdb.connect(
+        host=settings["HOST"],
+        port=int(settings["PORT"]),
+        user=user,
+        passwd=password,
+        db=settings["NAME"],
+        connect_timeout=5,
+    )
+    connection.autocommit(False)
+    return connection
+
+
+def alive(connection: Any) -> bool:
+    try:
+        cursor = connection.cursor()
+        cursor.execute("SELECT 1")
+        cursor.fetchall()
+        return True
+    except MySQLdb.OperationalError:
+        return False
+
+
+@pytest.mark.mariadb_only
+def test_the_fence_ends_a_session_of_another_user_on_the_source():
+    """An application that writes as another database user than the mover's: its session on
+    the source's database is ended too, its open transaction rolled back."""
+    source, _target = source_and_target()
+    with other_user(source, "moves34_app") as (user, password):
+        app = session_as(source, user, password)
+        try:
+            app.cursor().execute("SELECT COUNT(*) FROM entities FOR UPDATE")
+            elsewhere = session_as(source, user, password)
+            elsewhere.select_db("information_schema")  # not on the store's database: kept
+            fence.end_other_connections(source)
+            assert not alive(app)
+            assert alive(elsewhere)
+            elsewhere.close()
+        finally:
+            app.close()
+
+
+@contextlib.contextmanager
+def connecting_as(alias: str, user: str, password: str) -> Iterator[None]:
+    """The store reaches ``alias`` as ``user`` meanwhile (every connection opened since)."""
+    dicts = [connections[alias].settings_dict, connections.settings[alias]]
+    saved = [(d, d.get("USER"), d.get("PASSWORD")) for d in dicts]
+    connections[alias].close()
+    for settings in dicts:
+        settings.update(USER=user, PASSWORD=password)
+    try:
+        yield
+    finally:
+        connections[alias].close()
+        for settings, old_user, old_password in saved:
+            settings.update(USER=old_user, PASSWORD=old_password)
+
+
+@pytest.mark.mariadb_only
+def test_a_mover_whose_user_may_not_end_other_users_sessions_refuses_to_start():
+    """Without PROCESS and CONNECTION ADMIN the fence could not see or end the sessions of
+    other users: the move refuses before it records or changes anything, and says which
+    grant fixes it; check E008 says the same. With the grants the move may start."""
+    populate(10)
+    source, target = source_and_target()
+    with (
+        other_user(source, "moves34_weak") as (user, password),
+        connecting_as(source, user, password),
+    ):
+        with pytest.raises(CommandError) as info:
+            run("--to", target, "--buckets", MOVED)
+        said = str(info.value)
+        assert "nothing was changed" in said
+        assert "lacks PROCESS and CONNECTION ADMIN or SUPER" in said
+        assert "GRANT PROCESS, CONNECTION ADMIN ON *.* TO 'moves34_weak'" in said
+        assert not BucketMove.objects.exists()
+        found = checks.check_fence_privileges(databases=[source])
+        assert [e.id for e in found] == ["schemaless.E008"]
+        assert "lacks PROCESS and CONNECTION ADMIN or SUPER" in found[0].msg
+        assert "GRANT PROCESS, CONNECTION ADMIN" in found[0].hint
+    with (
+        other_user(source, "moves34_fencer", "PROCESS, CONNECTION ADMIN") as (user, password),
+        connecting_as(source, user, password),
+    ):
+        assert fence.unready(source) is None
+        assert checks.check_fence_privileges(databases=[source]) == []

@@ -21,8 +21,10 @@ import pytest
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from schemaless_store.dburls import database_from_url
+from schemaless_store.exceptions import MoveRefused
 from schemaless_store.tables import move_log as capture
 from schemaless_store.testing.galera import GaleraCluster, GaleraNode
+from schemaless_store.topology import fence
 
 pytestmark = [pytest.mark.mariadb_only, pytest.mark.slow]
 
@@ -97,3 +99,21 @@ def test_the_move_log_is_read_with_the_node_caught_up(cluster, aliases):
         time.sleep(1.2)
         holder.close()
         capture.remove("galera_node1", [])
+
+
+def test_the_fence_refuses_a_node_list_that_misses_a_member(cluster, aliases):
+    """The cluster has three members; a shard that lists two (or names one node as a plain
+    server) would have its fence visit only those. It refuses before it changes anything."""
+    assert fence.unready("galera_all") is None
+    problem = fence.unready("galera_two")
+    assert problem is not None
+    assert "lists 2 Galera node(s)" in problem and "3 member(s)" in problem
+    assert "List every node" in problem
+    assert "lists 1 Galera node(s)" in (fence.unready("galera_node1") or "")
+    session = connect(cluster.nodes[0], DATABASE)
+    try:
+        with pytest.raises(MoveRefused, match="lists 2 Galera node"):
+            fence.withdraw("galera_two", [0], 2, end_connections=True)
+        session.cursor().execute("SELECT 1")  # not ended
+    finally:
+        session.close()

@@ -47,8 +47,7 @@ def test_a_rerun_maps_the_entities_that_moved_onto_the_shard_it_walked(where):
         for n in range(4)
     ]
     moving = [
-        Entity.objects.create(id=buckets.id_in_bucket(n * 7), n=n, tags=["t"]).id
-        for n in range(6)
+        Entity.objects.create(id=buckets.id_in_bucket(n * 7), n=n, tags=["t"]).id for n in range(6)
     ]
     assert all(bucket_map.bucket_for(i.bytes) in MOVED_SET for i in moving)
     first = map_entities(ADD_ONE, shards=[target], where=where)
