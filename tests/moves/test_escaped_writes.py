@@ -31,6 +31,7 @@ from tests.support.moving import (
     run,
     source_and_target,
 )
+from tests.testapp.indexes import user_id_index
 
 pytestmark = [STORE, pytest.mark.usefixtures("buckets_restored")]
 
@@ -63,6 +64,28 @@ def add_a_cell(source: str, entity_id: uuid.UUID) -> str:
     return "cell"
 
 
+def moved_user_id() -> tuple[bytes, object]:
+    """A ``user_id`` whose index rows are in a moved bucket, and its index column value."""
+    number = 0
+    while True:
+        user_id = number.to_bytes(16, "big")
+        value = user_id_index.column_value("user_id", user_id)
+        if bucket_map.bucket_for(user_id_index.routing_key(value)) in MOVED_SET:
+            return user_id, value
+        number += 1
+
+
+def add_an_index_row(source: str, entity_id: uuid.UUID) -> str:
+    """An index row of the entity, in a moved bucket (by its value), that the target lacks."""
+    _user_id, value = moved_user_id()
+    with connections[source].cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO index_user_id (user_id, entity_id) VALUES (%s, %s)",
+            [value, entity_id.bytes],
+        )
+    return "index_user_id"
+
+
 def escape_after_the_flip(monkeypatch, change, entity_id: uuid.UUID, source: str) -> list[str]:
     """Run ``change`` on the source as the verification starts (after the flip)."""
     real_verify = Mover.verify
@@ -76,7 +99,7 @@ def escape_after_the_flip(monkeypatch, change, entity_id: uuid.UUID, source: str
     return tables
 
 
-@pytest.mark.parametrize("change", [update_a_body, delete_an_entity, add_a_cell])
+@pytest.mark.parametrize("change", [update_a_body, delete_an_entity, add_a_cell, add_an_index_row])
 def test_a_change_on_the_source_after_the_flip_holds_the_move_and_keeps_the_copies(
     monkeypatch, change
 ):
@@ -122,12 +145,17 @@ def test_a_stale_index_row_removed_on_the_source_after_the_flip_is_no_escaped_wr
     (a stale row's removal) leaves the target a row more, never a write less."""
     made = populate(40)
     source, target = source_and_target()
-    entity_id = moved_ids(made)[0]
+    user_id, value = moved_user_id()
+    entity_id = Entity.objects.create(user_id=user_id, title="indexed in a moved bucket").id
+    made[entity_id] = {"user_id": user_id, "title": "indexed in a moved bucket"}
+    key = entity_id.bytes
 
-    def drop_index_rows(alias: str, key: uuid.UUID) -> str:
+    def drop_index_rows(alias: str, _key: uuid.UUID) -> str:
         with connections[alias].cursor() as cursor:
-            cursor.execute("DELETE FROM index_user_id WHERE entity_id = %s", [key.bytes])
-            assert cursor.rowcount >= 1
+            cursor.execute(
+                "DELETE FROM index_user_id WHERE user_id = %s AND entity_id = %s", [value, key]
+            )
+            assert cursor.rowcount == 1
         return "index_user_id"
 
     escape_after_the_flip(monkeypatch, drop_index_rows, entity_id, source)
