@@ -11,13 +11,16 @@ starts, and each safe to run again, so a killed mover resumes where it was:
 2. **catching up**: the logged changes are replayed (the target's rows of each changed key
    made what the source's are) until a pass finds few.
 3. **fenced**: each source marks the buckets ``fenced`` and, on MySQL, ends every other
-   connection of the store there (:mod:`..fence`): a transaction begun before cannot commit,
-   and every later write to the buckets is refused (writers wait for the flip); the last
-   changes are replayed.
+   session on its database, of any user (:mod:`..topology.fence`; once per move): a
+   transaction begun before cannot commit, and every later write to the buckets is refused
+   (writers wait for the flip); the last changes are replayed.
 4. **flipped**: the sources mark the buckets ``gone``, the target ``owned``, and a new map
    version names the target. Writers waiting since the fence go on, on the target.
-5. **cleaning**: rows and checksums of the moved buckets are compared between the sources and
-   the target as it was at the flip; then the sources' copies are deleted.
+5. **verify** (:mod:`.verification`): a change logged on a source since the final replay
+   escaped the fence: the move is **held**, the sources' copies kept, until the operator
+   releases it (:meth:`Mover.release`). Otherwise rows and checksums of the moved buckets are
+   compared between the sources and the target as it was at the flip.
+6. **cleaning**: the sources' copies are deleted.
 """
 
 from __future__ import annotations

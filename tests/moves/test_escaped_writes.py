@@ -176,3 +176,31 @@ def test_release_refuses_a_move_that_is_not_held():
         run("--release", str(move.pk))
     with pytest.raises(CommandError, match="no move #999"):
         run("--release", "999")
+
+
+def test_a_mover_resumed_after_the_flip_still_holds_for_an_escaped_write(monkeypatch):
+    """The mover dies between the flip and its verification (its snapshot of the target dies
+    with it); a write escapes meanwhile. The resumed mover cannot compare the copies, but it
+    still judges the logged change, and holds."""
+    made = populate(40)
+    source, target = source_and_target()
+    entity_id = moved_ids(made)[0]
+
+    class Died(Exception):
+        pass
+
+    def escape_then_die(self: Mover) -> None:
+        update_a_body(source, entity_id)
+        raise Died
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Mover, "verify", escape_then_die)
+        with pytest.raises(Died):
+            run("--to", target, "--buckets", MOVED)
+    assert BucketMove.objects.get().phase == "flipped"
+    with pytest.raises(CommandError, match="escaped the fence"):
+        run("--to", target, "--buckets", MOVED)
+    move = BucketMove.objects.get()
+    assert move.phase == "held"
+    assert move.counts["escaped"] == {"entities": [entity_id.bytes.hex()]}
+    assert sorted(ids_per_shard()[entity_id.bytes]) == sorted([source, target])
