@@ -184,3 +184,24 @@ def test_a_mover_whose_user_may_not_end_other_users_sessions_refuses_to_start():
     ):
         assert fence.unready(source) is None
         assert checks.check_fence_privileges(databases=[source]) == []
+
+
+@pytest.mark.mariadb_only
+def test_a_cluster_member_whose_address_is_not_listed_refuses_the_fence(monkeypatch):
+    """The cluster's own list of members' addresses (``wsrep_incoming_addresses``) against the
+    shard's configured nodes, names resolved: a member not listed refuses, even when the sizes
+    agree. (The suite's Galera nodes report ``AUTO``; the answers are given here.)"""
+    from schemaless_store.tables import sessions
+
+    source, _target = source_and_target()
+    port = int(connections[source].settings_dict["PORT"])
+    reported = {"addresses": [f"localhost:{port}"]}
+    monkeypatch.setattr(sessions, "galera_members", lambda cursor: len(reported["addresses"]))
+    monkeypatch.setattr(sessions, "galera_addresses", lambda cursor: reported["addresses"])
+    assert fence.unready(source) is None  # localhost is the listed 127.0.0.1
+    reported["addresses"] = [f"127.0.0.1:{port}", "10.255.0.9:3306"]
+    problem = fence.unready(source)
+    assert problem is not None and "10.255.0.9:3306" in problem and "2 member(s)" in problem
+    reported["addresses"] = ["10.255.0.9:3306"]  # as many members as nodes, but another one
+    problem = fence.unready(source)
+    assert problem is not None and "lists 1 Galera node(s)" in problem
