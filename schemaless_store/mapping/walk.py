@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
-from django.db import connections
+from django.db import DEFAULT_DB_ALIAS, connections
 from tqdm import tqdm
 
 from .. import conf
@@ -99,7 +99,8 @@ def arrived(alias: str, since: int) -> set[int]:
     """The buckets ``alias`` owns in the stored map now that some version from ``since`` on
     gave to another shard: their rows reached ``alias`` (again) by a move since then, with new
     ``added_id``s."""
-    versions = list(ShardMap.objects.filter(version__gte=since).order_by("version"))
+    stored = ShardMap.objects.using(DEFAULT_DB_ALIAS).filter(version__gte=since)
+    versions = list(stored.order_by("version"))
     if len(versions) < 2:
         return set()
     count = conf.get().buckets

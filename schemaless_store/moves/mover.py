@@ -117,13 +117,13 @@ class Mover:
             "flipped": self.verify,
             "cleaning": self.clean,
         }
+        if self.move.phase == "held":  # writes escaped its fence: the operator releases it
+            raise MoveRefused(self.move.message)
         if self.throttle.max_latency is not None:
             aliases = [*self.sources, self.move.target]
             self._latency = LatencyProbe(
                 lambda: servers.probe_latency(aliases), on_exit=connections.close_all
             ).start()
-        if self.move.phase == "held":
-            raise MoveRefused(self.move.message)
         try:
             while self.move.phase in steps:
                 steps[self.move.phase]()
