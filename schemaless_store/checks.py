@@ -230,8 +230,9 @@ def check_servers(app_configs: Any = None, databases: Any = None, **kwargs: Any)
 def check_fence_privileges(
     app_configs: Any = None, databases: Any = None, **kwargs: Any
 ) -> list[Any]:
-    """A MySQL shard's user must be able to end the store's other connections: a move's fence
-    does (docs/design.md#the-fence). Run with ``--database``, as ``migrate`` does."""
+    """A MySQL shard's user must be able to see and end every other session on the shard's
+    database, whatever user opened it: a move's fence does (docs/design.md#the-fence). Run
+    with ``--database``, as ``migrate`` does."""
     errors = []
     for alias in conf.get().shards if databases else ():
         if alias not in databases or connections[alias].vendor != "mysql":
@@ -244,10 +245,11 @@ def check_fence_privileges(
             errors.append(
                 Error(
                     f"the database user of shard {alias!r} may not end the store's other "
-                    f"connections, which a bucket move's fence must do ({refused})",
-                    hint="grant it CONNECTION ADMIN (MariaDB 10.5.2 and later; SUPER before), "
-                    "or run the store and movebuckets as one database user; "
-                    "docs/resharding.md#the-fence",
+                    f"connections, which a bucket move's fence must do, whatever user opened "
+                    f"them ({refused})",
+                    hint="GRANT PROCESS, CONNECTION ADMIN ON *.* TO the user (SUPER instead of "
+                    "CONNECTION ADMIN before MariaDB 10.5.2), or run movebuckets as a user that "
+                    "has them; docs/resharding.md#the-fence",
                     id="schemaless.E008",
                 )
             )

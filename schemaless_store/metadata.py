@@ -115,6 +115,7 @@ class BucketMove(models.Model):
         ("catching up", "catching up"),
         ("fenced", "fenced"),
         ("flipped", "flipped"),
+        ("held", "held"),  # writes escaped the fence: the sources' copies kept (--release)
         ("cleaning", "cleaning"),
         ("done", "done"),
         ("aborted", "aborted"),

@@ -25,8 +25,9 @@ CHANGED_MEANWHILE = (
 
 def loaded_version(entity: Entity) -> str:
     """The stored state the form was loaded from (:func:`..expected.token`): the save checks,
-    under the row lock, that it is still the stored one."""
-    return expected.token(bytes(entity.row_body), entity.added_id)
+    under the row lock, that it is still the stored one (a move of its bucket, which gives the
+    row a new ``added_id`` but keeps its body and ``updated``, is no change)."""
+    return expected.token(bytes(entity.row_body), entity.added_id, entity.row_updated)
 
 
 class EntityBodyForm(forms.Form):

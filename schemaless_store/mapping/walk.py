@@ -3,7 +3,13 @@ in batches, each checkpointed, throttled and counted on a progress bar.
 
 The walk reads the shard's ``entities`` by ``added_id`` up to the end it noted when it began
 (entities created later were written by code that already writes the new shape), or, with
-``--where``, the ids the ``filter_index`` query found on this shard, in id order. After each
+``--where``, the ids the ``filter_index`` query found on this shard, in id order.
+
+A bucket move onto the shard since its checkpoint's map version brought rows the walk has not
+seen, with the shard's new ``added_id``s, above the noted end: a rerun walks on past it, to
+the shard's end now, taking only the rows of the buckets that arrived (:func:`arrived`), and
+then notes the new end and map version (the run's "saved" marks keep an entity it had saved
+on its old shard from being mapped twice). After each
 read it reads the stored shard map's version again: a bucket move that began since the run
 started could have copied rows the walk would skip, or move rows it has not reached yet, so
 the worker stops there, with a clear message, before it uses the batch.
@@ -18,10 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
-from django.db import connections
+from django.db import DEFAULT_DB_ALIAS, connections
 from tqdm import tqdm
 
+from .. import conf
 from ..indexes import ENTITIES
+from ..metadata import ShardMap
 from ..query.fetch import fetch_by_ids
 from ..tables import entities as entity_table
 from ..tables.map_runs import (
@@ -87,6 +95,24 @@ class MapRun(Protocol):
     def probe(self) -> float: ...
 
 
+def arrived(alias: str, since: int) -> set[int]:
+    """The buckets ``alias`` owns in the stored map now that some version from ``since`` on
+    gave to another shard: their rows reached ``alias`` (again) by a move since then, with new
+    ``added_id``s."""
+    stored = ShardMap.objects.using(DEFAULT_DB_ALIAS).filter(version__gte=since)
+    versions = list(stored.order_by("version"))
+    if len(versions) < 2:
+        return set()
+    count = conf.get().buckets
+    owners = [conf.bucket_aliases(v.owners, count)[1] for v in versions]
+    now = owners[-1]
+    return {
+        number
+        for number in range(count)
+        if now[number] == alias and any(o[number] != alias for o in owners[:-1])
+    }
+
+
 class ShardWalk:
     """The worker of one shard (``alias``) of a :class:`~.runner.Mapper`'s run."""
 
@@ -95,6 +121,10 @@ class ShardWalk:
         self.alias = alias
         self.applier = Applier(mapper.model, mapper.fn, mapper.run, dry_run=mapper.dry_run)
         self.outcome = ShardOutcome(alias)
+        # Buckets that moved onto the shard since the checkpoint's map version, and where the
+        # walk ends for them (None: no move since, the walk ends at the checkpoint's ``upto``).
+        self.arrived: set[int] | None = None
+        self.end = 0
 
     def run(self, position: int = 0) -> ShardOutcome:
         mapper, alias = self.mapper, self.alias
@@ -122,6 +152,12 @@ class ShardWalk:
             self.outcome.before = {name: getattr(point, name) for name in COUNTS}
             if not mapper.dry_run:
                 self._retry_failures(point)
+            self.end = point.upto
+            if point.map_version != mapper.map_version:
+                self.arrived = arrived(alias, point.map_version)
+                if self.arrived:
+                    self.end = max(point.upto, entity_table.max_added_id(ENTITIES, alias))
+                    point.done = False
             if not point.done:
                 self._walk(point, position)
         except MoveBegan as exc:
@@ -143,12 +179,15 @@ class ShardWalk:
         mapper, alias = self.mapper, self.alias
         where_ids = None
         if mapper.where is not None:
-            where_ids = sorted(mapper.where_ids.get(alias, []))
-            if point.last_id is not None:
-                where_ids = [key for key in where_ids if key > point.last_id]
+            found = sorted(mapper.where_ids.get(alias, []))
+            where_ids = [k for k in found if point.last_id is None or k > point.last_id]
+            if self.arrived:  # ids behind the checkpoint whose bucket moved here since
+                count = conf.get().buckets
+                came = {k for k in found if bucket_of(k, count) in self.arrived}
+                where_ids = sorted(came.union(where_ids))
             total = len(where_ids)
         else:
-            total = entity_table.count(ENTITIES, alias, point.upto) - entity_table.count(
+            total = entity_table.count(ENTITIES, alias, self.end) - entity_table.count(
                 ENTITIES, alias, point.last_added_id
             )
         bar = tqdm(
@@ -174,6 +213,7 @@ class ShardWalk:
                     entities, last = self._next_ids(where_ids)
                 if last is None:
                     point.done = True
+                    point.upto, point.map_version = self.end, mapper.map_version
                     self._save(point)
                     return
                 self._apply(point, entities)
@@ -193,7 +233,7 @@ class ShardWalk:
         alias, mapper = self.alias, self.mapper
         with shards.errors_named(alias):
             rows = entity_table.by_added_id(alias, point.last_added_id, mapper.batch_size)
-        rows = [row for row in rows if row[0] <= point.upto]
+        rows = [row for row in rows if row[0] <= self.end]
         used = self._map_unchanged()
         if not rows:
             return [], None
@@ -203,6 +243,12 @@ class ShardWalk:
             build(alias, added_id, bytes(key), convert(updated), bytes(body))
             for added_id, key, updated, body in rows
             if used.owners[bucket_of(bytes(key), used.buckets)] == alias
+            and (
+                added_id <= point.upto  # past it, only rows that a move brought here
+                or (
+                    self.arrived is not None and bucket_of(bytes(key), used.buckets) in self.arrived
+                )
+            )
         ]
         return entities, rows[-1][0]
 

@@ -14,6 +14,7 @@ from django.db import DEFAULT_DB_ALIAS
 
 from ..exceptions import MoveRefused
 from ..metadata import BucketMove
+from ..topology import fence, shards
 from ..topology.server_lock import ServerLock
 from . import plan
 
@@ -60,6 +61,12 @@ def decide(target: str, numbers: list[int], *, dry_run: bool) -> Decision:
     :class:`MoveRefused` for another move in progress, or input :func:`.plan.plan` refuses."""
     current = plan.unfinished()
     if current is not None:
+        if current.phase == "held":
+            raise MoveRefused(
+                f"move #{current.pk} of buckets {shown(current.buckets)} to {current.target} "
+                f"is held: writes escaped its fence ({current.message}); deal with them, then "
+                f"run movebuckets --release {current.pk}"
+            )
         if current.target != target or plan.from_ranges(current.buckets) != numbers:
             raise MoveRefused(
                 f"move #{current.pk} of buckets {shown(current.buckets)} to "
@@ -79,4 +86,9 @@ def decide(target: str, numbers: list[int], *, dry_run: bool) -> Decision:
     found = plan.plan(target, numbers)
     if dry_run:
         return Decision(counted=plan.count_rows(found))
+    for source in found.sources:
+        if shards.vendor(source) == "mysql":
+            problem = fence.unready(source)
+            if problem is not None:
+                raise MoveRefused(f"the move cannot fence {source}, nothing was changed: {problem}")
     return Decision(started=(plan.start(found), found))

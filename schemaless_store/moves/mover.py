@@ -11,13 +11,16 @@ starts, and each safe to run again, so a killed mover resumes where it was:
 2. **catching up**: the logged changes are replayed (the target's rows of each changed key
    made what the source's are) until a pass finds few.
 3. **fenced**: each source marks the buckets ``fenced`` and, on MySQL, ends every other
-   connection of the store there (:mod:`..fence`): a transaction begun before cannot commit,
-   and every later write to the buckets is refused (writers wait for the flip); the last
-   changes are replayed.
+   session on its database, of any user (:mod:`..topology.fence`; once per move): a
+   transaction begun before cannot commit, and every later write to the buckets is refused
+   (writers wait for the flip); the last changes are replayed.
 4. **flipped**: the sources mark the buckets ``gone``, the target ``owned``, and a new map
    version names the target. Writers waiting since the fence go on, on the target.
-5. **cleaning**: rows and checksums of the moved buckets are compared between the sources and
-   the target as it was at the flip; then the sources' copies are deleted.
+5. **verify** (:mod:`.verification`): a change logged on a source since the final replay
+   escaped the fence: the move is **held**, the sources' copies kept, until the operator
+   releases it (:meth:`Mover.release`). Otherwise rows and checksums of the moved buckets are
+   compared between the sources and the target as it was at the flip.
+6. **cleaning**: the sources' copies are deleted.
 """
 
 from __future__ import annotations
@@ -43,7 +46,6 @@ from ..tables.moved_rows import (
     MovedTable,
     decode_key,
     delete,
-    digest,
     encode_key,
     moved_tables,
     page,
@@ -55,6 +57,7 @@ from ..throttle import LatencyProbe, Throttle
 from ..topology import bucket_map, fence, servers, shards
 from ..topology.write_lock import write_lock
 from .plan import COPY_BATCH, from_ranges
+from .verification import Verdict, Verification
 
 logger = logging.getLogger("schemaless_store.moves")
 
@@ -99,6 +102,7 @@ class Mover:
         self.sources = {a: set(from_ranges(s)) for a, s in move.sources.items()}
         self.tables = moved_tables()
         self.pause = 0.0
+        self._fenced = False  # this mover ended the sources' sessions (one fence per move)
         self._saved = 0.0  # when the record was last saved (time.monotonic())
         # The target as it was at the flip, for the verification (None after a resume).
         self.snapshot: BaseDatabaseWrapper | None = None
@@ -113,6 +117,8 @@ class Mover:
             "flipped": self.verify,
             "cleaning": self.clean,
         }
+        if self.move.phase == "held":  # writes escaped its fence: the operator releases it
+            raise MoveRefused(self.move.message)
         if self.throttle.max_latency is not None:
             aliases = [*self.sources, self.move.target]
             self._latency = LatencyProbe(
@@ -171,7 +177,8 @@ class Mover:
         """Replay what is left (writes to the buckets are refused now), then hand them over."""
         self.phase("flip")
         started = time.monotonic()
-        self._fence()  # again, after a resume: idempotent
+        if not self._fenced:  # a mover resumed after the fence: it may not have happened
+            self._fence()
         while any(self._replay(source) for source in self.sources):
             pass
         buckets = sorted(self.buckets)
@@ -201,66 +208,68 @@ class Mover:
         )
 
     def verify(self) -> None:
-        """Compare the moved rows on the sources (which serve them no more) with the target's
-        as they were at the flip (a snapshot taken then). A mover resumed after the flip has
-        no snapshot, and says the move was not verified.
-
-        Rows whose key the sources' change log names after the flip are left out: a process
-        still routing by the old map may delete an index row it finds stale on the old copy
-        (deletions are not fenced); what that leaves on the target is an extra row, which
-        queries ignore and the cleaner removes. The log is read after each comparison, with
-        the triggers still on, so no such deletion can slip between the two."""
+        """Judge the changes logged on the sources since the final replay, and compare the
+        moved rows on the sources (which serve them no more) with the target's as they were
+        at the flip (:mod:`.verification`). A write that escaped the fence holds the move:
+        the sources' copies are kept, the keys named, and the operator told what to do. A
+        mover resumed after the flip has no snapshot: it still judges the changes, but says
+        the copies were not compared."""
         self.phase("verify")
         snapshot, self.snapshot = self.snapshot, None
-        problems: list[str] = []
-        late: dict[str, set[bytes]] = {}
-        if snapshot is not None:
-            try:
-                for _attempt in range(3):
-                    problems = self._compare(snapshot, late)
-                    seen = self._late_keys()
-                    if not problems or seen == late:
-                        break
-                    late = seen
-            finally:
+        check = Verification(self.tables, self.sources, self.move.target, self.buckets, self.batch)
+        try:
+            verdict = check.run(snapshot)
+        finally:
+            if snapshot is not None:
                 snapshot.close()
         for source in self.sources:
             capture.remove(source, self.tables)
+        counts = {**self.move.counts, "changed after the flip": verdict.changed}
+        if verdict.escaped:
+            self._hold(verdict, counts)
         if snapshot is None:
-            self._save(phase="cleaning", counts={**self.move.counts, "verified": None})
+            self._save(phase="cleaning", counts={**counts, "verified": None})
             return
-        if problems:
-            self._save(phase="failed", message="verification failed: " + "; ".join(problems))
+        if verdict.problems:
+            problems = "; ".join(verdict.problems)
+            self._save(phase="failed", message="verification failed: " + problems)
             raise MoveRefused(
-                f"move #{self.move.pk}: the copies differ after the flip ({'; '.join(problems)});"
+                f"move #{self.move.pk}: the copies differ after the flip ({problems});"
                 " the sources' copies are kept"
             )
-        changed = len(set().union(*late.values())) if late else 0
-        counts = {**self.move.counts, "verified": True, "changed after the flip": changed}
-        self._save(phase="cleaning", counts=counts)
+        self._save(phase="cleaning", counts={**counts, "verified": True})
 
-    def _compare(self, snapshot: BaseDatabaseWrapper, late: dict[str, set[bytes]]) -> list[str]:
-        problems = []
-        for table in self.tables:
-            skip = late.get(table.name, set())
-            sources = [(a, n, None) for a, n in self.sources.items()]
-            ours = digest(table, sources, skip, self.batch)
-            theirs = digest(table, [(self.move.target, self.buckets, snapshot)], skip, self.batch)
-            if ours != theirs:
-                problems.append(
-                    f"{table.name}: sources {ours[0]} rows, target {theirs[0]} rows"
-                    + ("" if ours[0] != theirs[0] else " (contents differ)")
-                )
-        return problems
+    def _hold(self, verdict: Verdict, counts: dict[str, Any]) -> None:
+        """Record the escaped writes and stop: the sources' copies are kept."""
+        pk, sources = self.move.pk, ", ".join(self.sources)
+        writes = "write" if verdict.escaped_count == 1 else "writes"
+        message = (
+            f"move #{pk}: {verdict.escaped_count} {writes} reached {sources} after the flip "
+            f"(they escaped the fence): {verdict.named()}. The move is held and the sources' "
+            f"copies are kept. Next: compare these keys' rows on {sources} with the owner's "
+            f"on {self.move.target}, write through the store what must be kept (it goes to "
+            f"{self.move.target}), then run `manage.py movebuckets --release {pk}` to delete "
+            "the sources' copies (docs/resharding.md#escaped-writes)"
+        )
+        if verdict.problems:
+            message += "; the copies also differ: " + "; ".join(verdict.problems)
+        self._save(
+            phase="held",
+            message=message,
+            counts={**counts, "verified": False, "escaped": verdict.escaped},
+        )
+        raise MoveRefused(message)
 
-    def _late_keys(self) -> dict[str, set[bytes]]:
-        """The keys the sources' change logs name now (changes since the last replay)."""
-        found: dict[str, set[bytes]] = defaultdict(set)
-        for source in self.sources:
-            if capture.installed(source):
-                for _seq, name, key in capture.read(source, 1_000_000):
-                    found[name].add(key)
-        return dict(found)
+    def release(self) -> BucketMove:
+        """Finish a held move once the operator has dealt with its escaped writes: delete the
+        sources' copies (the cleaning phase)."""
+        if self.move.phase != "held":
+            raise MoveRefused(
+                f"move #{self.move.pk} is {self.move.phase}, not held: only a held move "
+                "(writes escaped its fence) is released"
+            )
+        self._save(phase="cleaning", message=self.move.message + " [released by the operator]")
+        return self.run()
 
     def clean(self) -> None:
         """Delete the sources' copies once no process can still read them by an old map."""
@@ -397,9 +406,11 @@ class Mover:
         """Mark the buckets fenced on every source and end the connections there that may
         still take them for served (:func:`..fence.withdraw`): from then on every write to
         them is refused, and a transaction begun before cannot commit. Run again after a
-        resume, it ends the connections again (the kill may not have happened)."""
+        resume, it ends the connections again (the kill may not have happened); otherwise
+        once per move: each round kills every session on the sources and holds the writers."""
         for source, numbers in self.sources.items():
             fence.withdraw(source, sorted(numbers), bucket_table.FENCED, end_connections=True)
+        self._fenced = True
 
     def _purge(self, alias: str, what: str) -> None:
         """Delete every row of the moving buckets on ``alias`` (a walk of each table)."""

@@ -96,6 +96,10 @@ class MoveRecord:
 def _verified(move: BucketMove) -> str:
     if move.phase == "failed" and move.message.startswith("verification failed"):
         return "no (the copies differ)"
+    escaped = move.counts.get("escaped")
+    if escaped:
+        count = sum(len(keys) for keys in escaped.values())
+        return f"no ({count} escaped write{'' if count == 1 else 's'})"
     if "verified" not in move.counts:
         return ""
     if move.counts["verified"] is True:

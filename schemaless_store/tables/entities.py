@@ -41,6 +41,9 @@ class Locked(NamedTuple):
     added_id: int
     body: bytes | None
     version: int | None  # cell_head's ref_key; None for entities
+    # When the row was last written, as text (``UPDATED_TEXT``): a move keeps it, where it
+    # gives the row a new added_id (:mod:`..expected`).
+    updated: str | None = None
 
 
 def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
@@ -110,12 +113,15 @@ def lock(
         for chunk in chunks(keys, CHUNK):
             marks = ", ".join(["%s"] * len(chunk))
             cursor.execute(
-                f"SELECT {source.id_column}, added_id, body, {version} FROM {source.table} "
+                f"SELECT {source.id_column}, added_id, body, {version}, {UPDATED_TEXT} "
+                f"FROM {source.table} "
                 f"WHERE {source.id_column} IN ({marks}){extra}{suffix}",
                 [*chunk, *extra_params],
             )
-            for key, added_id, body, ref_key in cursor.fetchall():
-                found[bytes(key)] = Locked(added_id, None if body is None else bytes(body), ref_key)
+            for key, added_id, body, ref_key, updated in cursor.fetchall():
+                found[bytes(key)] = Locked(
+                    added_id, None if body is None else bytes(body), ref_key, updated
+                )
     return found
 
 

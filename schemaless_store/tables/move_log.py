@@ -21,7 +21,7 @@ from django.db import connections
 
 from ..exceptions import ConfigurationError
 from ..indexes import is_identifier
-from ..topology import shards
+from ..topology import servers, shards
 from .moved_rows import MovedTable
 
 LOG = "schemaless_move_log"
@@ -87,8 +87,16 @@ def installed(alias: str) -> bool:
 
 
 def read(alias: str, limit: int) -> list[tuple[int, str, bytes]]:
-    """The oldest ``limit`` entries ``(seq, table, key)`` still in the log."""
-    rows = shards.read(alias, f"SELECT seq, tbl, row_key FROM {LOG} ORDER BY seq LIMIT %s", [limit])
+    """The oldest ``limit`` entries ``(seq, table, key)`` still in the log.
+
+    On Galera the read waits until this node has applied what the cluster committed before it
+    (``wsrep_sync_wait``): an entry a writer committed through another node just before the
+    fence ended its session is read too, by the final replay and by the verification (a node
+    applies other nodes' writes a moment after they commit)."""
+    sql = f"SELECT seq, tbl, row_key FROM {LOG} ORDER BY seq LIMIT %s"
+    if servers.is_galera(alias):
+        sql = f"SET STATEMENT wsrep_sync_wait = 1 FOR {sql}"
+    rows = shards.read(alias, sql, [limit])
     return [(int(seq), str(tbl), bytes(key)) for seq, tbl, key in rows]
 
 

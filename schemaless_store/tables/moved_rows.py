@@ -185,9 +185,15 @@ def rows_at(
     return found
 
 
-def rows_of_keys(alias: str, table: MovedTable, keys: Sequence[bytes]) -> list[tuple[Any, ...]]:
-    """Rows (``columns``) of ``table`` on ``alias`` whose log key is one of ``keys``."""
-    conn = shards.connection(alias)
+def rows_of_keys(
+    alias: str,
+    table: MovedTable,
+    keys: Sequence[bytes],
+    conn: BaseDatabaseWrapper | None = None,
+) -> list[tuple[Any, ...]]:
+    """Rows (``columns``) of ``table`` on ``alias`` whose log key is one of ``keys`` (read on
+    ``conn``, if given: a snapshot's)."""
+    conn = conn or shards.connection(alias)
     quote = conn.ops.quote_name
     found: list[tuple[Any, ...]] = []
     for chunk in chunks(list(keys), WRITE_CHUNK):
@@ -196,6 +202,7 @@ def rows_of_keys(alias: str, table: MovedTable, keys: Sequence[bytes]) -> list[t
             f"SELECT {', '.join(quote(c) for c in table.columns)} FROM {quote(table.name)} "
             f"WHERE {quote(table.log_key())} IN ({', '.join(['%s'] * len(chunk))})",
             list(chunk),
+            conn,
         )
         found.extend(plain_row(row) for row in rows)
     return found

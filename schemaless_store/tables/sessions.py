@@ -4,12 +4,14 @@ for the fence's kill of the connections that may still believe a withdrawn bucke
 (:mod:`..fence`; docs/design.md#the-fence).
 
 A user sees its own sessions without any privilege; another user's need ``PROCESS`` to be seen
-and ``CONNECTION ADMIN`` (or ``SUPER``) to be killed.
+and ``CONNECTION ADMIN`` (or ``SUPER``) to be killed. The fence ends every session on the
+shard's database, whatever its user, so the mover's user needs both (:data:`FENCE_GRANTS`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -73,14 +75,52 @@ def apply_first(cursor: Any) -> None:
     cursor.execute("SET SESSION wsrep_sync_wait = 1")
 
 
-def others(cursor: Any, user: str, database: str) -> list[int]:
-    """The ids of the other sessions of ``user`` whose current database is ``database``."""
+# The server's own threads (a Galera applier, the event scheduler, replication), which may show
+# the database they work on: never a client's session, never ended.
+_SERVER_USERS = ("system user", "event_scheduler")
+_SERVER_COMMANDS = ("Daemon", "Binlog Dump", "Slave_IO", "Slave_SQL", "Slave_worker")
+# What seeing and ending every session needs: each entry one privilege of the alternatives.
+FENCE_GRANTS = (("PROCESS",), ("CONNECTION ADMIN", "SUPER"))
+_GLOBAL_GRANT = re.compile(r"^GRANT (.+?) ON \*\.\* TO ")
+
+
+def others(cursor: Any, database: str, user: str | None = None) -> list[int]:
+    """The ids of the other client sessions whose current database is ``database`` (of
+    ``user`` only, if given), whatever user opened them: those this session can see."""
+    users = ", ".join(["%s"] * len(_SERVER_USERS))
+    commands = ", ".join(["%s"] * len(_SERVER_COMMANDS))
     cursor.execute(
-        "SELECT ID FROM information_schema.PROCESSLIST "
-        "WHERE USER = %s AND DB = %s AND ID <> CONNECTION_ID()",
-        [user, database],
+        "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = %s AND ID <> CONNECTION_ID() "
+        f"AND USER NOT IN ({users}) AND COMMAND NOT IN ({commands})"
+        + (" AND USER = %s" if user is not None else ""),
+        [database, *_SERVER_USERS, *_SERVER_COMMANDS, *([user] if user is not None else [])],
     )
     return [int(row[0]) for row in cursor.fetchall()]
+
+
+def missing_fence_grants(cursor: Any) -> list[str]:
+    """Which of :data:`FENCE_GRANTS` this session's user lacks (with its default role's),
+    as ``SHOW GRANTS`` lists the global privileges: ``["PROCESS", "CONNECTION ADMIN or
+    SUPER"]`` at most."""
+    cursor.execute("SHOW GRANTS")
+    held: set[str] = set()
+    for (line,) in cursor.fetchall():
+        found = _GLOBAL_GRANT.match(str(line))
+        if found:
+            held.update(p.strip().upper() for p in found.group(1).split(","))
+    if "ALL PRIVILEGES" in held:
+        return []
+    return [" or ".join(options) for options in FENCE_GRANTS if not held & set(options)]
+
+
+def galera_addresses(cursor: Any) -> list[str]:
+    """The members' client addresses (``wsrep_incoming_addresses``: ``host:port`` each, as
+    the nodes report them; ``AUTO`` or empty where a node does not know its own)."""
+    cursor.execute("SHOW STATUS LIKE 'wsrep_incoming_addresses'")
+    row = cursor.fetchone()
+    if row is None or not row[1]:
+        return []
+    return [address.strip() for address in str(row[1]).split(",") if address.strip()]
 
 
 def kill(cursor: Any, ids: Iterable[int]) -> None:

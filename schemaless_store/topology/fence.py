@@ -5,9 +5,11 @@ On MySQL/MariaDB the check costs no statement. Each connection learns once which
 shard serves (:class:`Snapshot`: one primary-key read of the shard's generation, the served set
 itself cached per process and generation) and every write checks its buckets against that in
 the client (:func:`refused`). Taking a bucket away from a shard (:func:`withdraw`, a move's
-fence) changes the table and its generation, then ends every other connection of the store's
-user on that shard's database, on every node of a Galera cluster, and waits until they are
-gone. It needs no clock:
+fence) changes the table and its generation, then ends every other session on that shard's
+database, whatever user opened it, on every node of a Galera cluster, and waits until they are
+gone. Before it changes anything it checks that it can (:func:`unready`): the mover's user
+may see and end other users' sessions, and the nodes configured for the shard are all the
+members the cluster reports. It needs no clock:
 
 - a connection that read its snapshot before the change committed existed before the kill, so
   it is killed, and a transaction it had open is rolled back: it cannot commit any more;
@@ -27,6 +29,7 @@ read costs microseconds in process.
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from collections.abc import Collection, Sequence
 from typing import Any
@@ -36,7 +39,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.mysql.base import DatabaseWrapper as MySQLWrapper
 
 from ..dburls import parse_nodes
-from ..exceptions import ShardUnavailable
+from ..exceptions import MoveRefused, ShardUnavailable
 from ..tables import buckets as bucket_table
 from ..tables import sessions
 from . import shards
@@ -114,7 +117,12 @@ def withdraw(
 ) -> set[int]:
     """Give ``buckets`` on ``alias`` the state ``state``; if that takes a served bucket away
     from the shard (or ``end_connections``, a resumed fence), end the connections that may
-    still believe it is served (MySQL). Returns the buckets withdrawn."""
+    still believe it is served (MySQL). Returns the buckets withdrawn. :class:`MoveRefused`,
+    with nothing changed, when the fence could not end every session (:func:`unready`)."""
+    if end_connections and shards.vendor(alias) == "mysql":
+        problem = unready(alias)
+        if problem is not None:
+            raise MoveRefused(problem)
     with write_lock():
         withdrawn = bucket_table.set_states(alias, buckets, state)
     if (withdrawn or end_connections) and shards.vendor(alias) == "mysql":
@@ -123,7 +131,7 @@ def withdraw(
 
 
 def end_other_connections(alias: str) -> int:
-    """Kill every other session of the store's user on ``alias``'s database, on each node of
+    """Kill every other session on ``alias``'s database, whatever its user, on each node of
     its server (each node of a Galera cluster, once it has applied what was committed), and
     wait until they are gone. This thread's own connections are kept (its snapshots are read
     again: :data:`..tables.buckets.epoch`). Returns the number killed.
@@ -150,9 +158,8 @@ def end_other_connections(alias: str) -> int:
                     # the kill below then reads it.
                     sessions.apply_first(cursor)
                     bucket_table.generation(cursor)
-                user, _own = sessions.whoami(cursor)
                 server = sessions.where(cursor)[:2]
-                found = sessions.others(cursor, user, database)
+                found = sessions.others(cursor, database)
                 victims = [n for n in found if (*server, n) not in keep]
                 sessions.kill(cursor, victims)
                 killed += len(victims)
@@ -171,10 +178,86 @@ def end_other_connections(alias: str) -> int:
     return killed
 
 
+def unready(alias: str) -> str | None:
+    """Why a fence on ``alias`` (MySQL) could not end every session on its database, or None:
+    the mover's user lacks a privilege it needs, or the Galera nodes configured for the shard
+    are not all the cluster's members (a node left out would never be visited). Each reason
+    says what fixes it."""
+    conn = connections[alias]
+    with shards.errors_named(alias), conn.cursor() as cursor:
+        user = sessions.whoami(cursor)[0]
+        missing = sessions.missing_fence_grants(cursor)
+    if missing:
+        return (
+            f"the database user {user!r} of shard {alias!r} lacks {' and '.join(missing)}: a "
+            "move's fence must see and end every session on the shard's database, whatever "
+            "user opened it (docs/design.md#the-fence). Grant it: GRANT PROCESS, CONNECTION "
+            f"ADMIN ON *.* TO '{user}'@'<host>' (SUPER instead of CONNECTION ADMIN before "
+            "MariaDB 10.5.2), or run movebuckets as a user that has them"
+        )
+    return _membership_problem(alias, conn)
+
+
+def _membership_problem(alias: str, conn: BaseDatabaseWrapper) -> str | None:
+    """A Galera cluster's own membership (its size and its members' addresses), read on the
+    first configured node that answers, against the nodes configured for ``alias``."""
+    listed = _nodes(conn)
+    for host, port in listed:
+        try:
+            node = _connect(alias, host, port)
+        except DatabaseError:
+            continue
+        try:
+            with node.cursor() as cursor:
+                size = sessions.galera_members(cursor)
+                addresses = sessions.galera_addresses(cursor) if size is not None else []
+        finally:
+            node.close()
+        break
+    else:
+        return None  # none answers: the fence itself says so (ShardUnavailable)
+    if size is None:
+        return None
+    shown = ", ".join(f"{h}:{p}" for h, p in listed)
+    unlisted = [a for a in addresses if a.upper() != "AUTO" and not _listed(a, listed)]
+    if size <= len(listed) and not unlisted:
+        return None
+    named = [a for a in addresses if a.upper() != "AUTO"]
+    members = ", ".join(named) if named else "their addresses not reported"
+    return (
+        f"shard {alias!r} lists {len(listed)} Galera node(s) ({shown}) but its cluster has "
+        f"{size} member(s) ({members}): the fence ends sessions only on the listed nodes, so a "
+        "write through another could escape it. List every node in the shard's galera:// URL "
+        "(docs/replicas.md), or take the extra node out of the cluster"
+    )
+
+
+def _listed(address: str, listed: Sequence[tuple[str, int]]) -> bool:
+    """Whether a member's ``host:port`` is one of the configured nodes (names resolved)."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return True  # an address it cannot read: the size comparison still applies
+    ours = _addresses(host.strip("[]"))
+    return any(int(port) == p and ours & _addresses(h) for h, p in listed)
+
+
+def _addresses(host: str) -> set[str]:
+    try:
+        return {str(info[4][0]) for info in socket.getaddrinfo(host, None)} | {host}
+    except OSError:
+        return {host}
+
+
 def kill_refused(alias: str) -> str | None:
-    """Whether ``alias``'s database user may end the store's other connections, as a move's
-    fence must: a probe connection is opened, found in the process list and killed. None if
-    it may; otherwise what the server said (a system check reports it, :mod:`..checks`)."""
+    """Whether ``alias``'s database user may end every other session on the shard's
+    database, as a move's fence must: it holds the grants (:data:`..tables.sessions.
+    FENCE_GRANTS`), and a probe connection is opened, found in the process list and killed.
+    None if it may; otherwise why not (a system check reports it, :mod:`..checks`)."""
+    conn = connections[alias]
+    with conn.cursor() as cursor:
+        missing = sessions.missing_fence_grants(cursor)
+    if missing:
+        return f"it lacks {' and '.join(missing)}"
     probe = connections.create_connection(alias)
     try:
         with probe.cursor() as cursor:
@@ -182,7 +265,8 @@ def kill_refused(alias: str) -> str | None:
         conn = connections[alias]
         with conn.cursor() as cursor:
             user, _own = sessions.whoami(cursor)
-            if target not in sessions.others(cursor, user, str(conn.settings_dict["NAME"])):
+            database = str(conn.settings_dict["NAME"])
+            if target not in sessions.others(cursor, database, user):
                 return "it cannot see its own other connections in the process list"
             try:
                 sessions.kill(cursor, [target])

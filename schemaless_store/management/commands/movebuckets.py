@@ -2,7 +2,8 @@
 store serves traffic (docs/resharding.md).
 
 ``--dry-run`` prints the plan (buckets and rows per source shard and table) and changes
-nothing; ``--status`` lists the moves; ``--abort`` undoes a move that has not flipped. Run the
+nothing; ``--status`` lists the moves; ``--abort`` undoes a move that has not flipped;
+``--release MOVE`` finishes a move held because writes escaped its fence. Run the
 same command again after a crash: the move resumes from its recorded phase and checkpoints.
 """
 
@@ -53,6 +54,13 @@ class Command(BaseCommand):
             "--abort", action="store_true", help="Undo the move in progress (before its flip)."
         )
         parser.add_argument(
+            "--release",
+            type=whole_number,
+            metavar="MOVE",
+            help="Finish a held move (writes escaped its fence) once its keys are dealt with: "
+            "delete the sources' copies.",
+        )
+        parser.add_argument(
             "--batch",
             type=whole_number,
             default=plan.COPY_BATCH,
@@ -86,6 +94,9 @@ class Command(BaseCommand):
             elif options["abort"]:
                 with one_mover():
                     self._abort()
+            elif options["release"] is not None:
+                with one_mover():
+                    self._release(options["release"])
             elif options["dry_run"]:
                 self._move(options)
             else:
@@ -182,6 +193,16 @@ class Command(BaseCommand):
             f"Move #{done.pk} aborted: {shown(done.buckets)} stay with "
             + ", ".join(done.sources)
             + "."
+        )
+
+    def _release(self, pk: int) -> None:
+        move = BucketMove.objects.filter(pk=pk).first()
+        if move is None:
+            raise CommandError(f"no move #{pk}")
+        done = Mover(move).release()
+        self.stdout.write(
+            f"Move #{done.pk} released: the sources' copies of {shown(done.buckets)} are "
+            f"deleted; {done.target} owns them."
         )
 
     def _status(self) -> None:

@@ -1,0 +1,155 @@
+"""A move's verification after the flip (docs/design.md#moves, docs/resharding.md#escaped-writes).
+
+Two questions, answered from the sources' change logs (:mod:`..tables.move_log`, whose
+triggers stay on until the verification ends) and the target as it was at the flip (a
+snapshot):
+
+- **Did a write escape the fence?** The final replay, under the fence, emptied the logs; so
+  every entry logged since is a change to a source after it stopped taking writes. Any such
+  change to a row of the moved buckets in ``entities``, ``cell`` or ``cell_head`` is an
+  escaped write, whatever it changed; so is an index row of the moved buckets that a source
+  has and the target had not. Those keys are named and the move is held: the sources' copies
+  are kept. One change only is let pass: an index row a source *lost* (a stale row's removal),
+  because index rows are hints every read checks against its entity (the proof is in
+  docs/design.md#moves).
+- **Do the copies agree?** Rows and checksums of every table in the moved buckets, on the
+  sources and on the target's snapshot, but for the keys logged after the flip (their rows
+  differ by the change, which the first question judged).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ..tables import move_log as capture
+from ..tables.moved_rows import MovedTable, digest, rows_of_keys
+
+# Keys of one table kept in the move's record (the message names fewer).
+RECORDED = 1000
+NAMED = 10
+
+
+@dataclass
+class Verdict:
+    """What the verification found."""
+
+    problems: list[str] = field(default_factory=list)  # how the copies differ
+    escaped: dict[str, list[str]] = field(default_factory=dict)  # table: keys (hex), sorted
+    changed: int = 0  # keys logged on the sources after the flip, escaped or not
+    escaped_count: int = 0  # keys escaped, in every table (``escaped`` keeps RECORDED each)
+
+    def named(self) -> str:
+        """``entities 0a1b..., cell 0a1b...`` and how many more."""
+        pairs = [(table, key) for table, keys in self.escaped.items() for key in keys]
+        text = ", ".join(f"{table} {key}" for table, key in pairs[:NAMED])
+        more = self.escaped_count - min(len(pairs), NAMED)
+        return text + (f" and {more} more" if more > 0 else "")
+
+
+class Verification:
+    """The verification of one move's copies (see the module docs)."""
+
+    def __init__(
+        self,
+        tables: Sequence[MovedTable],
+        sources: dict[str, set[int]],
+        target: str,
+        buckets: set[int],
+        batch: int,
+    ) -> None:
+        self.tables = tables
+        self.sources = sources
+        self.target = target
+        self.buckets = buckets
+        self.batch = batch
+
+    def run(self, snapshot: BaseDatabaseWrapper | None) -> Verdict:
+        """The verdict, against the target's ``snapshot`` (None, a mover resumed after the
+        flip: no comparison, and the target as it is now stands for it in the escape check,
+        which errs towards holding)."""
+        problems: list[str] = []
+        late: dict[str, set[bytes]] = {}
+        if snapshot is not None:
+            for _attempt in range(3):
+                problems = self.compare(snapshot, late)
+                seen = self.late_keys()
+                if not problems or seen == late:
+                    break
+                late = seen
+        # Read last, after every comparison and with the triggers still on: a change made
+        # while the copies were compared is judged too.
+        late = self.late_keys()
+        escaped = self.escaped(late, snapshot)
+        return Verdict(
+            problems=problems,
+            escaped={t: sorted(k.hex() for k in keys)[:RECORDED] for t, keys in escaped.items()},
+            changed=len(set().union(*late.values())) if late else 0,
+            escaped_count=sum(len(keys) for keys in escaped.values()),
+        )
+
+    def compare(self, snapshot: BaseDatabaseWrapper, late: dict[str, set[bytes]]) -> list[str]:
+        problems = []
+        for table in self.tables:
+            skip = late.get(table.name, set())
+            sources = [(a, n, None) for a, n in self.sources.items()]
+            ours = digest(table, sources, skip, self.batch)
+            theirs = digest(table, [(self.target, self.buckets, snapshot)], skip, self.batch)
+            if ours != theirs:
+                problems.append(
+                    f"{table.name}: sources {ours[0]} rows, target {theirs[0]} rows"
+                    + ("" if ours[0] != theirs[0] else " (contents differ)")
+                )
+        return problems
+
+    def late_keys(self) -> dict[str, set[bytes]]:
+        """The keys the sources' change logs name now (changes since the final replay)."""
+        found: dict[str, set[bytes]] = defaultdict(set)
+        for source in self.sources:
+            if capture.installed(source):
+                for _seq, name, key in capture.read(source, 1_000_000):
+                    found[name].add(key)
+        return dict(found)
+
+    def escaped(
+        self, late: dict[str, set[bytes]], snapshot: BaseDatabaseWrapper | None
+    ) -> dict[str, set[bytes]]:
+        """Of the ``late`` keys, those of writes that escaped the fence, by table."""
+        found: dict[str, set[bytes]] = {}
+        for table in self.tables:
+            keys = sorted(late.get(table.name, ()))
+            if not keys:
+                continue
+            if table.index is None:
+                # The key places the row: any change to a moved one is an escaped write.
+                hits = {
+                    key
+                    for key, number in zip(keys, table.buckets_of(keys), strict=True)
+                    if number in self.buckets
+                }
+            else:
+                hits = self._added_index_rows(table, keys, snapshot)
+            if hits:
+                found[table.name] = hits
+        return found
+
+    def _added_index_rows(
+        self, table: MovedTable, keys: list[bytes], snapshot: BaseDatabaseWrapper | None
+    ) -> set[bytes]:
+        """Entity ids with an index row of the moved buckets on a source that the target had
+        not at the flip (a row the source lost is no escaped write)."""
+        keyed = table.columns.index(table.log_key())
+        theirs = {
+            r
+            for r in rows_of_keys(self.target, table, keys, snapshot)
+            if table.bucket(r) in self.buckets
+        }
+        hits: set[bytes] = set()
+        for source, numbers in self.sources.items():
+            for row in rows_of_keys(source, table, keys):
+                if table.bucket(row) in numbers and row not in theirs:
+                    hits.add(bytes(row[keyed]))
+        return hits

@@ -1,0 +1,206 @@
+"""A write that escaped the fence (issue 34, item 7; docs/resharding.md#escaped-writes): a
+change to a moved row on a source after the flip is never passed over. The move keeps the
+sources' copies, is held, names the keys and says what to do next; ``--release`` finishes it
+once the operator has dealt with them. A stale index row removed on a source is no escaped
+write (docs/design.md#moves): the move goes on.
+
+The escape is made by hand: a statement run on the source's own connection after the flip (the
+fence stops the store's writes; what these tests stand for is a session it missed).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.core.management import CommandError
+from django.db import connections
+
+from schemaless_store.metadata import BucketMove
+from schemaless_store.models import Entity
+from schemaless_store.moves.mover import Mover
+from schemaless_store.tables import move_log as capture
+from schemaless_store.topology import bucket_map
+from tests.support import STORE
+from tests.support.moving import (
+    MOVED,
+    MOVED_SET,
+    assert_moved_and_exact,
+    ids_per_shard,
+    populate,
+    run,
+    source_and_target,
+)
+from tests.testapp.indexes import user_id_index
+
+pytestmark = [STORE, pytest.mark.usefixtures("buckets_restored")]
+
+
+def moved_ids(made: dict[uuid.UUID, dict]) -> list[uuid.UUID]:
+    return [i for i in made if bucket_map.bucket_for(i.bytes) in MOVED_SET]
+
+
+def update_a_body(source: str, entity_id: uuid.UUID) -> str:
+    with connections[source].cursor() as cursor:
+        cursor.execute("UPDATE entities SET body = body WHERE id = %s", [entity_id.bytes])
+    return "entities"
+
+
+def delete_an_entity(source: str, entity_id: uuid.UUID) -> str:
+    with connections[source].cursor() as cursor:
+        cursor.execute("DELETE FROM entities WHERE id = %s", [entity_id.bytes])
+    return "entities"
+
+
+def add_a_cell(source: str, entity_id: uuid.UUID) -> str:
+    with connections[source].cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO cell (row_key, column_name, ref_key, body, created_at) "
+            "SELECT row_key, column_name, ref_key + 100, body, created_at FROM cell "
+            "WHERE row_key = %s AND ref_key = 1",
+            [entity_id.bytes],
+        )
+        assert cursor.rowcount == 1
+    return "cell"
+
+
+def moved_user_id() -> tuple[bytes, object]:
+    """A ``user_id`` whose index rows are in a moved bucket, and its index column value."""
+    number = 0
+    while True:
+        user_id = number.to_bytes(16, "big")
+        value = user_id_index.column_value("user_id", user_id)
+        if bucket_map.bucket_for(user_id_index.routing_key(value)) in MOVED_SET:
+            return user_id, value
+        number += 1
+
+
+def add_an_index_row(source: str, entity_id: uuid.UUID) -> str:
+    """An index row of the entity, in a moved bucket (by its value), that the target lacks."""
+    _user_id, value = moved_user_id()
+    with connections[source].cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO index_user_id (user_id, entity_id) VALUES (%s, %s)",
+            [value, entity_id.bytes],
+        )
+    return "index_user_id"
+
+
+def escape_after_the_flip(monkeypatch, change, entity_id: uuid.UUID, source: str) -> list[str]:
+    """Run ``change`` on the source as the verification starts (after the flip)."""
+    real_verify = Mover.verify
+    tables: list[str] = []
+
+    def verify(self: Mover) -> None:
+        tables.append(change(source, entity_id))
+        real_verify(self)
+
+    monkeypatch.setattr(Mover, "verify", verify)
+    return tables
+
+
+@pytest.mark.parametrize("change", [update_a_body, delete_an_entity, add_a_cell, add_an_index_row])
+def test_a_change_on_the_source_after_the_flip_holds_the_move_and_keeps_the_copies(
+    monkeypatch, change
+):
+    made = populate(40)
+    source, target = source_and_target()
+    # The first ten have cells (populate): an entity with cells, in the moving buckets.
+    entity_id = next(i for i in list(made)[:10] if bucket_map.bucket_for(i.bytes) in MOVED_SET)
+    tables = escape_after_the_flip(monkeypatch, change, entity_id, source)
+    with pytest.raises(CommandError, match="escaped the fence") as info:
+        run("--to", target, "--buckets", MOVED)
+    said = str(info.value)
+    assert f"{tables[0]} {entity_id.bytes.hex()}" in said
+    assert "the sources' copies are kept" in said and "--release" in said
+    move = BucketMove.objects.get()
+    assert move.phase == "held"
+    assert move.finished is None
+    assert move.counts["escaped"] == {tables[0]: [entity_id.bytes.hex()]}
+    assert "--release" in move.message
+    # Nothing was deleted on the source: every moved entity is still there (but the one the
+    # escaped write deleted), and on the target.
+    placed = ids_per_shard()
+    for moved in moved_ids(made):
+        want = [target] if change is delete_an_entity and moved == entity_id else [source, target]
+        assert sorted(placed[moved.bytes]) == sorted(want)
+    assert not capture.installed(source)
+    status = run("--status")
+    assert "held" in status and "no (1 escaped write)" in status
+    # Another move waits for this one to be released.
+    with pytest.raises(CommandError, match="held"):
+        run("--to", source, "--buckets", "300-310")
+    # The operator deals with the key (here: nothing to keep), then releases the move.
+    out = run("--release", str(move.pk))
+    assert f"Move #{move.pk} released" in out
+    move.refresh_from_db()
+    assert move.phase == "done"
+    assert_moved_and_exact(made, target)
+
+
+def test_a_stale_index_row_removed_on_the_source_after_the_flip_is_no_escaped_write(
+    monkeypatch,
+):
+    """Index rows are hints read through their entity: one the source drops after the flip
+    (a stale row's removal) leaves the target a row more, never a write less."""
+    made = populate(40)
+    source, target = source_and_target()
+    user_id, value = moved_user_id()
+    entity_id = Entity.objects.create(user_id=user_id, title="indexed in a moved bucket").id
+    made[entity_id] = {"user_id": user_id, "title": "indexed in a moved bucket"}
+    key = entity_id.bytes
+
+    def drop_index_rows(alias: str, _key: uuid.UUID) -> str:
+        with connections[alias].cursor() as cursor:
+            cursor.execute(
+                "DELETE FROM index_user_id WHERE user_id = %s AND entity_id = %s", [value, key]
+            )
+            assert cursor.rowcount == 1
+        return "index_user_id"
+
+    escape_after_the_flip(monkeypatch, drop_index_rows, entity_id, source)
+    run("--to", target, "--buckets", MOVED)
+    move = BucketMove.objects.get()
+    assert move.phase == "done"
+    assert move.counts["verified"] is True
+    assert move.counts["changed after the flip"] == 1
+    assert Entity.objects.get(id=entity_id)["title"] == made[entity_id]["title"]
+
+
+def test_release_refuses_a_move_that_is_not_held():
+    populate(10)
+    _source, target = source_and_target()
+    run("--to", target, "--buckets", MOVED)
+    move = BucketMove.objects.get()
+    with pytest.raises(CommandError, match="is done, not held"):
+        run("--release", str(move.pk))
+    with pytest.raises(CommandError, match="no move #999"):
+        run("--release", "999")
+
+
+def test_a_mover_resumed_after_the_flip_still_holds_for_an_escaped_write(monkeypatch):
+    """The mover dies between the flip and its verification (its snapshot of the target dies
+    with it); a write escapes meanwhile. The resumed mover cannot compare the copies, but it
+    still judges the logged change, and holds."""
+    made = populate(40)
+    source, target = source_and_target()
+    entity_id = moved_ids(made)[0]
+
+    class Died(Exception):
+        pass
+
+    def escape_then_die(self: Mover) -> None:
+        update_a_body(source, entity_id)
+        raise Died
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Mover, "verify", escape_then_die)
+        with pytest.raises(Died):
+            run("--to", target, "--buckets", MOVED)
+    assert BucketMove.objects.get().phase == "flipped"
+    with pytest.raises(CommandError, match="escaped the fence"):
+        run("--to", target, "--buckets", MOVED)
+    move = BucketMove.objects.get()
+    assert move.phase == "held"
+    assert move.counts["escaped"] == {"entities": [entity_id.bytes.hex()]}
+    assert sorted(ids_per_shard()[entity_id.bytes]) == sorted([source, target])

@@ -1,0 +1,71 @@
+"""``mapentities`` after a bucket move (issue 34, item 9; docs/mapping.md): a run over one
+shard, then a move of buckets onto that shard, then the same run again: the rerun maps every
+entity that moved there (their rows have the target's new ``added_id``s, above the walk's saved
+end), once, and still passes over entities created since the run (written in the new shape).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.db import connections
+
+from schemaless_store.mapping import map_entities
+from schemaless_store.models import Entity
+from schemaless_store.tables import map_runs
+from schemaless_store.topology import bucket_map, shards
+from tests.support import STORE, buckets, mapfuncs
+from tests.support.moving import MOVED, MOVED_SET, run, source_and_target
+
+pytestmark = [STORE, pytest.mark.usefixtures("buckets_restored")]
+
+ADD_ONE = "tests.support.mapfuncs.add_one"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_runs():
+    mapfuncs.CALLS.clear()
+    yield
+    for alias in shards.shard_aliases():
+        map_runs.create_tables(alias)
+        with connections[alias].cursor() as cursor:
+            for table in (map_runs.RUNS, map_runs.SAVED, map_runs.FAILURES):
+                cursor.execute(f"DELETE FROM {table}")
+
+
+def mapped() -> dict[uuid.UUID, int | None]:
+    return {e.id: e.get("mapped") for e in Entity.objects.all()}
+
+
+@pytest.mark.parametrize("where", [None, {"tags": "t"}])
+def test_a_rerun_maps_the_entities_that_moved_onto_the_shard_it_walked(where):
+    _source, target = source_and_target()
+    on_target = bucket_map.current().owners.index(target)
+    stay = [
+        Entity.objects.create(id=buckets.id_in_bucket(on_target), n=n, tags=["t"]).id
+        for n in range(4)
+    ]
+    moving = [
+        Entity.objects.create(id=buckets.id_in_bucket(n * 7), n=n, tags=["t"]).id for n in range(6)
+    ]
+    assert all(bucket_map.bucket_for(i.bytes) in MOVED_SET for i in moving)
+    first = map_entities(ADD_ONE, shards=[target], where=where)
+    assert first.ok, first.problems
+    assert first.changed == len(stay)
+    run("--to", target, "--buckets", MOVED)
+    # Created after the first run, on the target, in a bucket it owned: the new shape already
+    # (it is not mapped by a rerun of the same run).
+    later = Entity.objects.create(id=buckets.id_in_bucket(on_target), n=99, tags=["t"]).id
+    again = map_entities(ADD_ONE, shards=[target], where=where)
+    assert again.ok, again.problems
+    now = mapped()
+    assert {now[i] for i in stay} == {1}
+    assert {now[i] for i in moving} == {1}  # they are on the shard the run walks now
+    assert again.changed == len(moving)
+    if where is None:
+        assert now[later] is None
+    # A third run finds nothing more to do.
+    third = map_entities(ADD_ONE, shards=[target], where=where)
+    assert third.ok and third.changed == 0
+    assert {v for k, v in mapped().items() if k != later} == {1}
