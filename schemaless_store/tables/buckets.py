@@ -255,15 +255,24 @@ def confirm_read(alias: str, used: bucket_map.BucketMap) -> None:
     flips them, so a read routed by a map without the mark finished before the flip. A read of
     a bucket marked moving is confirmed by the shard's own table afterwards: a bucket it
     still owns (or holds fenced) was its own while the read ran. A map older than the bound is
-    read again first."""
-    if not used.moving and time.monotonic() - used.fetched_at < used.read_bound:
+    read again first. A map kept because the stored one could not be read (``unverified``: the
+    metadata database is unreachable) vouches for nothing, since a move may have finished
+    meanwhile: every bucket it gives ``alias`` is confirmed by the shard's table."""
+    if (
+        not used.moving
+        and not used.unverified
+        and time.monotonic() - used.fetched_at < (used.read_bound)
+    ):
         return
     if time.monotonic() - used.fetched_at >= used.read_bound:
         fresh = bucket_map.refresh()
         if fresh.owners != used.owners:
             raise bucket_map.StaleRead()
         used = fresh
-    wanted = sorted(n for n in used.moving if used.owners[n] == alias)
+    if used.unverified:
+        wanted = used.buckets_of(alias)
+    else:
+        wanted = sorted(n for n in used.moving if used.owners[n] == alias)
     if not wanted:
         return
     found = states(alias, wanted)

@@ -13,11 +13,11 @@ transaction, and a write refused there is retried on the owner after the map is 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from django.core.signals import setting_changed
@@ -31,7 +31,7 @@ from .bucket_hash import bucket_of
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class BucketMap:
     """One version of the map. ``version`` 0 is the seed from the settings (nothing stored)."""
 
@@ -41,6 +41,9 @@ class BucketMap:
     fetched_at: float  # time.monotonic() before the read that found it
     max_age: float
     moving: frozenset[int] = frozenset()  # buckets a move is copying (their reads are confirmed)
+    # Kept after the stored map could not be read: it still routes (shards refuse writes they do
+    # not own), but it vouches for no read: each is confirmed by the shard's own bucket table.
+    unverified: bool = False
 
     @property
     def read_bound(self) -> float:
@@ -105,10 +108,17 @@ def refresh() -> BucketMap:
                     "reading the shard map failed (%s); keeping version %s", exc, previous.version
                 )
                 found = BucketMap(
-                    previous.version, previous.buckets, previous.owners, started, previous.max_age
+                    previous.version,
+                    previous.buckets,
+                    previous.owners,
+                    started,
+                    previous.max_age,
+                    previous.moving,
+                    unverified=True,
                 )
             else:
-                found = seed(started)
+                # The settings' map, which moves may have changed since: it vouches for no read.
+                found = dataclasses.replace(seed(started), unverified=True)
         _cached = found
         return found
 
