@@ -121,11 +121,11 @@ def lost_commit_answers(
         connection.close()
         raise MySQLdb.OperationalError(CR_SERVER_LOST, "Lost connection to server during query")
 
-    MySQLdb.connections.Connection.commit = commit  # type: ignore[method-assign]
+    MySQLdb.connections.Connection.commit = commit
     try:
         yield record
     finally:
-        MySQLdb.connections.Connection.commit = original  # type: ignore[method-assign]
+        MySQLdb.connections.Connection.commit = original
     if record.errors:
         raise record.errors[0]
 
