@@ -35,6 +35,12 @@ DEFAULTS: dict[str, Any] = {
     "MAX_BODY_BYTES": 16 * 1024 * 1024 - 1,
     # How often a write is retried after a deadlock or lock wait timeout before it raises.
     "WRITE_RETRIES": 5,
+    # Seconds a write's receipt is kept on its shard (docs/design.md#receipts): longer than any
+    # retry of the write can come after its commit. Writers remove older ones in batches.
+    "RECEIPT_RETENTION": 3600.0,
+    # Seconds a write whose commit answer was lost keeps asking its unreachable shard for the
+    # receipt before it raises OutcomeUnknown.
+    "RECEIPT_WAIT": 10.0,
     # Entities fetched per IN (...) query when reading many ids from one shard.
     "FETCH_BATCH": 500,
     # Keep every version of every entity as a cell (entity.history(), the change feed).
@@ -101,6 +107,8 @@ class StoreSettings:
     index_module: str
     max_body_bytes: int
     write_retries: int
+    receipt_retention: float
+    receipt_wait: float
     fetch_batch: int
     history: bool
     feed_gap_grace: float
@@ -272,6 +280,15 @@ def bucket_aliases(shards: Any, buckets: int) -> tuple[tuple[str, ...], tuple[st
     return aliases, tuple(aliases[n * len(aliases) // buckets] for n in range(buckets))
 
 
+def _seconds(raw: dict[str, Any], key: str) -> float:
+    value = raw[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ConfigurationError(
+            f"SCHEMALESS[{key!r}] must be a number of seconds >= 0, not {value!r}"
+        )
+    return float(value)
+
+
 @cache
 def get() -> StoreSettings:
     """The resolved settings (cached until a setting changes)."""
@@ -292,14 +309,14 @@ def get() -> StoreSettings:
         raise ConfigurationError(
             f"SCHEMALESS['FEED_GAP_GRACE'] must be a number of seconds >= 0, not {grace!r}"
         )
-    seconds = {}
-    for key in ("MAP_MAX_AGE", "MOVE_WAIT"):
-        value = raw[key]
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-            raise ConfigurationError(
-                f"SCHEMALESS[{key!r}] must be a number of seconds >= 0, not {value!r}"
-            )
-        seconds[key] = float(value)
+    seconds = {key: _seconds(raw, key) for key in ("MAP_MAX_AGE", "MOVE_WAIT")}
+    retention = raw["RECEIPT_RETENTION"]
+    if isinstance(retention, bool) or not isinstance(retention, int | float) or not retention >= 60:
+        raise ConfigurationError(
+            "SCHEMALESS['RECEIPT_RETENTION'] must be a number of seconds >= 60 (a retry of a "
+            f"write asks for its receipt after its commit), not {retention!r}"
+        )
+    seconds["RECEIPT_WAIT"] = _seconds(raw, "RECEIPT_WAIT")
     cache_alias = raw["CACHE"]
     if cache_alias is not None and cache_alias not in settings.CACHES:
         raise ConfigurationError(
@@ -318,12 +335,7 @@ def get() -> StoreSettings:
             f"not {raw['READ_FROM_REPLICAS']!r}"
         )
     for key in ("REPLICA_MAX_LAG", "REPLICA_WAIT", "REPLICA_CHECK_INTERVAL"):
-        value = raw[key]
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-            raise ConfigurationError(
-                f"SCHEMALESS[{key!r}] must be a number of seconds >= 0, not {value!r}"
-            )
-        seconds[key] = float(value)
+        seconds[key] = _seconds(raw, key)
     return StoreSettings(
         shards=aliases,
         buckets=raw["BUCKETS"],
@@ -332,6 +344,8 @@ def get() -> StoreSettings:
         index_module=raw["INDEX_MODULE"],
         max_body_bytes=int(raw["MAX_BODY_BYTES"]),
         write_retries=int(raw["WRITE_RETRIES"]),
+        receipt_retention=float(retention),
+        receipt_wait=seconds["RECEIPT_WAIT"],
         fetch_batch=int(raw["FETCH_BATCH"]),
         history=bool(raw["HISTORY"]),
         feed_gap_grace=float(raw["FEED_GAP_GRACE"]),

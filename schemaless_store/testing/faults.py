@@ -8,7 +8,7 @@ write caught at its commit, and it is the fault that write receipts exist for
 
 Both commit routes of the write protocol go through the driver's ``Connection.commit()``:
 Django's ``atomic()`` (its ``_commit``) and the plain ``BEGIN`` ... ``COMMIT`` of
-``writes.protocol._DriverTransaction``; the injector replaces that one method while the block
+``writes.transaction._DriverTransaction``; the injector replaces that one method while the block
 runs, so it covers both. MySQL/MariaDB only (SQLite never loses an answer).
 
 Usage::
