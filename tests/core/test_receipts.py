@@ -229,6 +229,7 @@ def refusing_connections(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
     return lambda: monkeypatch.setattr(DatabaseWrapper, "get_new_connection", refuse)
 
 
+@override_settings(SCHEMALESS={"BUCKETS": 4096, "RECEIPT_WAIT": 0.5})
 def test_a_lost_answer_on_a_server_that_stays_down_is_an_unknown_outcome(monkeypatch):
     entity = Entity.objects.create(user_id="u1", n=1)
     entity["n"] = 2
