@@ -20,6 +20,10 @@ Usage::
         entity.save()
     assert faults.lost == 1
 
+    # The commit does not land (the connection dies first); the client sees the same error:
+    with lost_commit_answers(land=False):
+        entity.save()
+
     # Another client writes the same entity between the landed commit and the error:
     def meanwhile():
         Entity.objects.modify(entity.id, bump)  # runs in a thread of its own (own connections)
@@ -72,6 +76,7 @@ def lost_commit_answers(
     seed: int | None = None,
     after_commit: Callable[[], Any] | None = None,
     aliases: Iterable[str] | None = None,
+    land: bool = True,
 ) -> Iterator[LostAnswers]:
     """While the block runs, commits on the store's shard connections land and then fail on
     the client with error 2013, the connection closed.
@@ -83,6 +88,8 @@ def lost_commit_answers(
     calls use connections of their own, as another client's would), and waited for; what it
     raises is re-raised when the block ends. ``aliases``: the shards whose commits count
     (default: every shard of ``SCHEMALESS["SHARDS"]``); commits on other databases pass.
+    ``land=False``: the chosen commits do *not* land (the connection dies before the server
+    takes the ``COMMIT``: it rolls the transaction back); the client sees the same error.
     """
     if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
         raise ValueError(f"count is a whole number of at least 0 or None, not {count!r}")
@@ -104,22 +111,32 @@ def lost_commit_answers(
         return None
 
     def commit(connection: MySQLdb.connections.Connection) -> None:
-        original(connection)  # it lands
         alias = alias_of(connection)
         if alias is None:
+            original(connection)
             return
+        if land:
+            original(connection)  # it lands (a failing commit raises here, uncounted)
+        if not _chosen(alias):
+            if not land:
+                original(connection)
+            return
+        if after_commit is not None:
+            _run_as_another_client(after_commit, record)
+        # Closed without a COMMIT when not landed: the server rolls the transaction back.
+        connection.close()
+        raise MySQLdb.OperationalError(CR_SERVER_LOST, "Lost connection to server during query")
+
+    def _chosen(alias: str) -> bool:
         with guard:
             record.commits += 1
             if count is not None and record.lost >= count:
-                return
+                return False
             if probability is not None and chooser.random() >= probability:
-                return
+                return False
             record.lost += 1
             record.aliases.append(alias)
-        if after_commit is not None:
-            _run_as_another_client(after_commit, record)
-        connection.close()
-        raise MySQLdb.OperationalError(CR_SERVER_LOST, "Lost connection to server during query")
+            return True
 
     MySQLdb.connections.Connection.commit = commit
     try:

@@ -216,6 +216,34 @@ def test_a_cell_version_that_landed_is_returned_and_stored_once():
     assert [c.body for c in Cell.objects.versions(row, "profile")] == [{"name": "a"}]
 
 
+# --- a commit that did not land runs again --------------------------------------------------
+
+
+def test_a_save_whose_commit_did_not_land_runs_again():
+    entity = Entity.objects.create(user_id="u1", n=1)
+    entity["n"] = 2
+    with lost_commit_answers(land=False) as faults:
+        entity.save()
+    assert faults.lost == 1
+    assert Entity.objects.get(id=entity.id)["n"] == 2
+
+
+def test_a_delete_whose_commit_did_not_land_runs_again_and_says_one():
+    entity = Entity.objects.create(user_id="u1")
+    with lost_commit_answers(land=False):
+        deleted, _by_model = entity.delete()
+    assert deleted == 1
+    assert stored(entity.id) is None
+
+
+def test_a_cell_put_whose_commit_did_not_land_runs_again():
+    row = uuid.uuid4()
+    with lost_commit_answers(land=False):
+        cell = Cell.objects.put(row, "profile", {"name": "a"})
+    assert cell.ref_key == 1
+    assert [c.body for c in Cell.objects.versions(row, "profile")] == [{"name": "a"}]
+
+
 # --- the outcome unknown -------------------------------------------------------------------
 
 
