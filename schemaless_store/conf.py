@@ -37,7 +37,7 @@ DEFAULTS: dict[str, Any] = {
     "WRITE_RETRIES": 5,
     # Seconds a write's receipt is kept on its shard (docs/design.md#receipts): longer than any
     # retry of the write can come after its commit. Writers remove older ones in batches.
-    "RECEIPT_RETENTION": 3600.0,
+    "RECEIPT_RETENTION": 600.0,
     # Seconds a write whose commit answer was lost keeps asking its unreachable shard for the
     # receipt before it raises OutcomeUnknown.
     "RECEIPT_WAIT": 10.0,

@@ -39,6 +39,9 @@ _SQLITE_DDL = (
     f"CREATE INDEX IF NOT EXISTS {CREATED_KEY} ON {TABLE} (created)",
 )
 INSERT = f"INSERT INTO {TABLE} (write_id, created, result) VALUES (%s, %s, %s)"
+# The receipt and the commit in one round trip (a multi-statement query; the driver's
+# connections allow them): a receipt costs a write no extra round trip.
+_INSERT_AND_COMMIT = INSERT + "; COMMIT"
 # A locking read: a commit of this very write still under way on the server (its answer lost
 # on the way, its session not yet ended) holds the row's insert lock, so the read waits for
 # its outcome instead of seeing "absent" too early.
@@ -67,6 +70,19 @@ def encode(result: dict[str, int]) -> str:
 def record(cursor: Any, write_id: bytes, created: int, result: dict[str, int]) -> None:
     """Insert a write's receipt (inside the write's own transaction)."""
     cursor.execute(INSERT, [write_id, created, encode(result)])
+
+
+def record_and_commit(driver: Any, write_id: bytes, created: int, result: dict[str, int]) -> None:
+    """Insert a write's receipt and commit its transaction, in one round trip on the driver's
+    connection ``driver`` (MySQL's ``BEGIN`` ... ``COMMIT`` route of the protocol). An error
+    of either statement raises (the ``COMMIT`` is not run after a failed ``INSERT``)."""
+    cursor = driver.cursor()
+    try:
+        cursor.execute(_INSERT_AND_COMMIT, [write_id, created, encode(result)])
+        while cursor.nextset() is not None:  # the COMMIT's answer (its error, if any)
+            pass
+    finally:
+        cursor.close()
 
 
 def find(alias: str, write_id: bytes, *, galera: bool) -> dict[str, int] | None:

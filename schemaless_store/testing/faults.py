@@ -6,10 +6,11 @@ with the connection closed. That is what a move's fence (its ``KILL``) or a fail
 write caught at its commit, and it is the fault that write receipts exist for
 (docs/design.md#receipts).
 
-Both commit routes of the write protocol go through the driver's ``Connection.commit()``:
-Django's ``atomic()`` (its ``_commit``) and the plain ``BEGIN`` ... ``COMMIT`` of
-``writes.transaction._DriverTransaction``; the injector replaces that one method while the block
-runs, so it covers both. MySQL/MariaDB only (SQLite never loses an answer).
+Both commit routes of the write protocol are covered: Django's ``atomic()`` commits through the
+driver's ``Connection.commit()``, and the plain ``BEGIN`` ... ``COMMIT`` of
+``writes.transaction._DriverTransaction`` through ``Connection.commit()`` or, with the write's
+receipt in the same round trip, ``tables.receipts.record_and_commit()``; the injector replaces
+both while the block runs. MySQL/MariaDB only (SQLite never loses an answer).
 
 Usage::
 
@@ -54,6 +55,7 @@ from django.db import connections
 
 from .. import conf
 from ..server_errors import CR_SERVER_LOST
+from ..tables import receipts as receipt_table
 
 
 @dataclass
@@ -102,6 +104,7 @@ def lost_commit_answers(
     watched = list(conf.get().shards if aliases is None else aliases)
     guard = threading.Lock()
     original = MySQLdb.connections.Connection.commit
+    original_with_receipt = receipt_table.record_and_commit
 
     def alias_of(connection: Any) -> str | None:
         # connections[...] is per thread: the committing thread's own wrappers.
@@ -111,15 +114,23 @@ def lost_commit_answers(
         return None
 
     def commit(connection: MySQLdb.connections.Connection) -> None:
+        lose(connection, lambda: original(connection))
+
+    def record_and_commit(
+        driver: Any, write_id: bytes, created: int, result: dict[str, int]
+    ) -> None:
+        lose(driver, lambda: original_with_receipt(driver, write_id, created, result))
+
+    def lose(connection: Any, send: Callable[[], None]) -> None:
         alias = alias_of(connection)
         if alias is None:
-            original(connection)
+            send()
             return
         if land:
-            original(connection)  # it lands (a failing commit raises here, uncounted)
+            send()  # it lands (a failing commit raises here, uncounted)
         if not _chosen(alias):
             if not land:
-                original(connection)
+                send()
             return
         if after_commit is not None:
             _run_as_another_client(after_commit, record)
@@ -139,10 +150,12 @@ def lost_commit_answers(
             return True
 
     MySQLdb.connections.Connection.commit = commit
+    receipt_table.record_and_commit = record_and_commit
     try:
         yield record
     finally:
         MySQLdb.connections.Connection.commit = original
+        receipt_table.record_and_commit = original_with_receipt
     if record.errors:
         raise record.errors[0]
 

@@ -255,13 +255,13 @@ def _run_here(write: Write, store: Callable[[Write], None], cached: list[bytes])
 
     def attempt() -> None:
         write.committing = False
-        with shard_transaction(write, conn):
+        with shard_transaction(write, conn) as shard_tx:
             write.fence()  # 0
             write.lock()  # 1
             store(write)  # 2
             write.add_index_rows()  # 3
             if not caller_atomic:
-                receipts.record(write)  # 4
+                receipts.record(write, shard_tx)  # 4
             write.committing = True
         # 4: the commit, leaving the block
 

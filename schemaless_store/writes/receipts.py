@@ -3,7 +3,8 @@ answer was lost learns, rather than guesses, whether it landed.
 
 Every write transaction of the protocol (:mod:`.protocol`) carries a random write id and, as its
 last statement before the commit, inserts its receipt: the id, the time, and the result its
-caller returns (:func:`record`). A commit that lands therefore leaves a receipt, and one that
+caller returns (:func:`record`; on the driver's ``BEGIN`` ... ``COMMIT`` route it is sent
+with the ``COMMIT`` in one round trip). A commit that lands therefore leaves a receipt, and one that
 does not leaves none. When the answer of the commit is lost (error 2013, 2006, a ``KILL``),
 :func:`recall` asks the same shard on a fresh connection: a receipt means the write landed, and
 the protocol returns its recorded result without running the write again; no receipt means it
@@ -46,12 +47,19 @@ _writes: Counter[str] = Counter()
 _writes_lock = threading.Lock()
 
 
-def record(write: Any) -> None:
-    """Step 4a, inside the write's transaction: insert its receipt (``write.result``)."""
+def record(write: Any, transaction: Any) -> None:
+    """Step 4, inside the write's transaction: its receipt (``write.result``). On the driver's
+    ``BEGIN`` ... ``COMMIT`` route (``transaction``, a ``_DriverTransaction``) it goes with
+    the ``COMMIT``, in the same round trip; under ``atomic()`` it is inserted now."""
     if not RECORD:
         return
+    created = int(time.time())
+    defer = getattr(transaction, "defer_receipt", None)
+    if defer is not None:
+        defer(write.write_id, created, write.result)
+        return
     with shards.statement_cursor(write.conn) as cursor:
-        receipt_table.record(cursor, write.write_id, int(time.time()), write.result)
+        receipt_table.record(cursor, write.write_id, created, write.result)
 
 
 def recall(write: Any, lost: ShardUnavailable) -> dict[str, int] | None:

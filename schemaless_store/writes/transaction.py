@@ -1,7 +1,8 @@
 """The shard transaction of a write (docs/architecture.md, "The transaction"): Django's
 ``atomic()``, or, where nothing but the store's own statements run inside, a plain ``BEGIN``
-... ``COMMIT`` on the driver's connection. Both commit through the driver's
-``Connection.commit()`` (which :mod:`..testing.faults` intercepts)."""
+... ``COMMIT`` on the driver's connection. They commit through the driver's
+``Connection.commit()``, or, with a write's receipt, :func:`..tables.receipts.record_and_commit`
+(both of which :mod:`..testing.faults` intercepts)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Any
 
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ..tables import receipts as receipt_table
 
 
 def shard_transaction(write: Any, conn: BaseDatabaseWrapper) -> Any:
@@ -39,13 +42,19 @@ class _DriverTransaction:
 
     def __init__(self, conn: BaseDatabaseWrapper) -> None:
         self.conn = conn
+        self.receipt: tuple[bytes, int, dict[str, int]] | None = None
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> _DriverTransaction:
         conn = self.conn
         conn.validate_thread_sharing()
         conn.ensure_connection()
         with conn.wrap_database_errors:
             conn.connection.begin()
+        return self
+
+    def defer_receipt(self, write_id: bytes, created: int, result: dict[str, int]) -> None:
+        """Send the write's receipt with the ``COMMIT``, in its round trip."""
+        self.receipt = (write_id, created, result)
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         driver = self.conn.connection
@@ -54,4 +63,12 @@ class _DriverTransaction:
                 driver.rollback()
             return
         with self.conn.wrap_database_errors:
-            driver.commit()
+            if self.receipt is None:
+                driver.commit()
+                return
+            try:
+                receipt_table.record_and_commit(driver, *self.receipt)
+            except Exception:
+                with contextlib.suppress(Exception):
+                    driver.rollback()  # a failed INSERT left the transaction open
+                raise
