@@ -1,10 +1,14 @@
 """Write receipts (docs/design.md#receipts): one row per write transaction of the store, on the
 shard that ran it, inserted *in that transaction*::
 
-    schemaless_receipts(write_id BINARY(16) PRIMARY KEY,  -- the write's random id
-                        created BIGINT,                   -- Unix seconds, for the retention
-                        result VARCHAR(255),              -- what a retry returns (JSON)
-                        KEY (created))
+    schemaless_receipts(created BIGINT,          -- Unix seconds, chosen by the writer
+                        write_id BINARY(16),     -- the write's random id
+                        result VARCHAR(255),     -- what a retry returns (JSON)
+                        PRIMARY KEY (created, write_id))
+
+Clustered by time: inserts land at the right edge of the one B-tree (no secondary index to
+keep), the retention's removal walks its left edge, and a lookup, which knows the ``created``
+its write chose, is one primary-key descent.
 
 A row exists exactly when the write committed. After a commit whose answer was lost, the retry
 reads the row (:func:`find`) on the same shard: present, the write landed and its recorded
@@ -25,18 +29,16 @@ from ..topology import shards
 from . import sessions
 
 TABLE = "schemaless_receipts"
-CREATED_KEY = "schemaless_receipts_created"
 # The most rows one removal deletes: a short statement however far behind the removal is.
 REMOVE_BATCH = 1000
 _MYSQL_DDL = (
-    f"CREATE TABLE IF NOT EXISTS {TABLE} (write_id BINARY(16) NOT NULL PRIMARY KEY, "
-    "created BIGINT NOT NULL, result VARCHAR(255) NOT NULL, "
-    f"KEY {CREATED_KEY} (created)) ENGINE=InnoDB"
+    f"CREATE TABLE IF NOT EXISTS {TABLE} (created BIGINT NOT NULL, "
+    "write_id BINARY(16) NOT NULL, result VARCHAR(255) NOT NULL, "
+    "PRIMARY KEY (created, write_id)) ENGINE=InnoDB"
 )
 _SQLITE_DDL = (
-    f"CREATE TABLE IF NOT EXISTS {TABLE} (write_id BLOB NOT NULL PRIMARY KEY, "
-    "created BIGINT NOT NULL, result TEXT NOT NULL) WITHOUT ROWID",
-    f"CREATE INDEX IF NOT EXISTS {CREATED_KEY} ON {TABLE} (created)",
+    f"CREATE TABLE IF NOT EXISTS {TABLE} (created BIGINT NOT NULL, write_id BLOB NOT NULL, "
+    "result TEXT NOT NULL, PRIMARY KEY (created, write_id)) WITHOUT ROWID",
 )
 INSERT = f"INSERT INTO {TABLE} (write_id, created, result) VALUES (%s, %s, %s)"
 # The receipt and the commit in one round trip (a multi-statement query; the driver's
@@ -45,12 +47,12 @@ _INSERT_AND_COMMIT = INSERT + "; COMMIT"
 # A locking read: a commit of this very write still under way on the server (its answer lost
 # on the way, its session not yet ended) holds the row's insert lock, so the read waits for
 # its outcome instead of seeing "absent" too early.
-_FIND_LOCKED = f"SELECT result FROM {TABLE} WHERE write_id = %s LOCK IN SHARE MODE"
-_FIND = f"SELECT result FROM {TABLE} WHERE write_id = %s"
+_FIND = f"SELECT result FROM {TABLE} WHERE created = %s AND write_id = %s"
+_FIND_LOCKED = _FIND + " LOCK IN SHARE MODE"
 _REMOVE_MYSQL = f"DELETE FROM {TABLE} WHERE created < %s ORDER BY created LIMIT %s"
 _REMOVE_SQLITE = (
-    f"DELETE FROM {TABLE} WHERE write_id IN "
-    f"(SELECT write_id FROM {TABLE} WHERE created < %s ORDER BY created LIMIT %s)"
+    f"DELETE FROM {TABLE} WHERE (created, write_id) IN "
+    f"(SELECT created, write_id FROM {TABLE} WHERE created < %s ORDER BY created LIMIT %s)"
 )
 
 
@@ -85,17 +87,18 @@ def record_and_commit(driver: Any, write_id: bytes, created: int, result: dict[s
         cursor.close()
 
 
-def find(alias: str, write_id: bytes, *, galera: bool) -> dict[str, int] | None:
-    """The recorded result of write ``write_id`` on ``alias``, or None if it did not commit
-    there. Reads on the connection of ``alias`` (a fresh one after a loss), in a transaction of
-    its own; on Galera with the node caught up with the cluster (``wsrep_sync_wait``) first."""
+def find(alias: str, write_id: bytes, created: int, *, galera: bool) -> dict[str, int] | None:
+    """The recorded result of write ``write_id`` (whose receipt said ``created``) on
+    ``alias``, or None if it did not commit there. Reads on the connection of ``alias`` (a
+    fresh one after a loss), in a transaction of its own; on Galera with the node caught up
+    with the cluster (``wsrep_sync_wait``) first."""
     conn = shards.connection(alias)
     locked = conn.vendor == "mysql"
     with shards.errors_named(alias), transaction.atomic(using=alias), conn.cursor() as cursor:
         if galera:
             sessions.apply_first(cursor)
         try:
-            cursor.execute(_FIND_LOCKED if locked else _FIND, [write_id])
+            cursor.execute(_FIND_LOCKED if locked else _FIND, [created, write_id])
             row = cursor.fetchone()
         finally:
             if galera:

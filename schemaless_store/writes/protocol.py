@@ -115,6 +115,7 @@ class Write:
         self.stale: dict[bytes, RowSet] = {}  # keys that went away: removed after the commit
         self.committing = False  # the commit was sent (a lost answer leaves it unknown)
         self.write_id = os.urandom(16)  # its receipt's key: one per write, whatever the tries
+        self.receipt_created = 0  # the time the last try's receipt says (the key's other half)
         # What the caller returns (the store step sets it; the receipt keeps it): e.g. an
         # entity's added_id, the rows written, the number deleted.
         self.result: dict[str, int] = {}

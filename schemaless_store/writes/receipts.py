@@ -53,7 +53,7 @@ def record(write: Any, transaction: Any) -> None:
     the ``COMMIT``, in the same round trip; under ``atomic()`` it is inserted now."""
     if not RECORD:
         return
-    created = int(time.time())
+    created = write.receipt_created = int(time.time())
     defer = getattr(transaction, "defer_receipt", None)
     if defer is not None:
         defer(write.write_id, created, write.result)
@@ -72,7 +72,10 @@ def recall(write: Any, lost: ShardUnavailable) -> dict[str, int] | None:
     while True:
         try:
             found = receipt_table.find(
-                write.alias, write.write_id, galera=servers.is_galera(write.alias)
+                write.alias,
+                write.write_id,
+                write.receipt_created,
+                galera=servers.is_galera(write.alias),
             )
         except ShardUnavailable as unreachable:
             if time.monotonic() + pause > deadline:
