@@ -19,14 +19,25 @@ the table bounded.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 from . import plan as plans
 
 PUTS_PER_BLOCK = 20
+_lines: list[str] = []
+
+
+def emit(line: str) -> None:
+    """Print a line of the result, and keep it for the file in ``--out``."""
+    print(line, flush=True)
+    _lines.append(line)
+
+
 BATCH = 500
 
 
@@ -63,12 +74,12 @@ def cost(blocks: int) -> None:
         if (block + 1) % 10 == 0:
             print(f"bench.receipts: block {block + 1} of {blocks}", flush=True)
     receipts.RECORD = True
-    print("| leg | p50 off ms | p50 on ms | on / off (p50) | CPU us/op off | on | on / off |")
-    print("|---|---|---|---|---|---|---|")
+    emit("| leg | p50 off ms | p50 on ms | on / off (p50) | CPU us/op off | on | on / off |")
+    emit("|---|---|---|---|---|---|---|")
     for leg in legs:
         p50 = {on: statistics.median(latencies[(leg, on)]) * 1000 for on in (False, True)}
         per_op = {on: cpu[(leg, on)] / ops[(leg, on)] * 1e6 for on in (False, True)}
-        print(
+        emit(
             f"| {leg} | {p50[False]:.3f} | {p50[True]:.3f} | {p50[True] / p50[False]:.3f}x | "
             f"{per_op[False]:,.0f} | {per_op[True]:,.0f} | {per_op[True] / per_op[False]:.3f}x |"
         )
@@ -80,7 +91,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blocks", type=int, default=60, help="cost: blocks of each mode")
     parser.add_argument("--seconds", type=float, default=150.0, help="size: seconds of writes")
     parser.add_argument("--retention", type=float, default=60.0, help="size: RECEIPT_RETENTION")
+    parser.add_argument("--out", type=Path, default=Path("bench/results"))
     args = parser.parse_args(argv)
+    started = dt.datetime.now(dt.UTC)
+    try:
+        return run(args)
+    finally:
+        if _lines:
+            args.out.mkdir(parents=True, exist_ok=True)
+            path = args.out / f"receipts-{args.what}-{started.strftime('%Y%m%dT%H%M%SZ')}.md"
+            title = (
+                f"# Write receipts: {args.what}, "
+                + (
+                    f"{args.blocks} blocks"
+                    if args.what == "cost"
+                    else f"{args.seconds:.0f} s, RECEIPT_RETENTION={args.retention:.0f}"
+                )
+                + f", load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+            )
+            path.write_text("\n".join([title, "", *_lines]) + "\n")
+            print(f"bench.receipts: wrote {path}")
+
+
+def run(args: argparse.Namespace) -> int:
     from .run import start_databases
 
     servers = start_databases(plans.FULL.buffer_pool)
@@ -129,10 +162,9 @@ def main(argv: list[str] | None = None) -> int:
                         f"{alias}: {rows:,} rows, {size / 2**20:.1f} MiB"
                         for alias, rows, size in sizes()
                     )
-                    print(
+                    emit(
                         f"{shown - start:5.0f} s  {written:,} writes "
                         f"({written / (shown - start):.0f}/s)  {report}",
-                        flush=True,
                     )
     finally:
         for server in servers:
