@@ -3,6 +3,7 @@
 
     .venv/bin/python -m bench.receipts cost --blocks 60        # put and bulk_put, on vs off
     .venv/bin/python -m bench.receipts size --seconds 150 --retention 60
+    .venv/bin/python -m bench.receipts raw                      # the row alone, no store
 
 Two throwaway MariaDB servers (the bench's), migrated. ``cost``: one process alternates blocks
 of ``create()`` (20 per block) and of ``bulk_put`` (one batch of 500) with receipts on and off
@@ -13,7 +14,10 @@ each, and their ratios. ``size``: one process writes entities with ``create()`` 
 writes so far and each shard's receipts (rows, and the table's data and index bytes from
 ``information_schema``, after ``ANALYZE TABLE``). With the writes running longer than the
 retention, the rows stop growing near retention x write rate: the writers' own removals keep
-the table bounded.
+the table bounded. ``raw``: the receipt alone, without the store: plain mysqlclient
+transactions of one ``INSERT`` and a ``COMMIT``, against the same with the receipt's
+``INSERT`` sent with the ``COMMIT``, alternating blocks of 25 (what a receipt costs
+whatever the store around it does).
 """
 
 from __future__ import annotations
@@ -85,9 +89,58 @@ def cost(blocks: int) -> None:
         )
 
 
+def raw(blocks: int) -> None:
+    import MySQLdb
+
+    from schemaless_store.tables import receipts as receipt_table
+    from schemaless_store.testing.mariadb import start_servers
+
+    server = start_servers(1)[0]
+    try:
+        conn = MySQLdb.connect(host=server.host, port=server.port, user="root")
+        cursor = conn.cursor()
+        cursor.execute("CREATE DATABASE receipts_raw")
+        cursor.execute("USE receipts_raw")
+        cursor.execute(
+            "CREATE TABLE entities (id BINARY(16) PRIMARY KEY, "
+            "added_id BIGINT AUTO_INCREMENT UNIQUE, body MEDIUMBLOB)"
+        )
+        cursor.execute(receipt_table._MYSQL_DDL)
+
+        def transaction(receipt: bool) -> None:
+            conn.begin()
+            cursor.execute(
+                "INSERT INTO entities (id, body) VALUES (%s, %s)", [os.urandom(16), b"x" * 120]
+            )
+            if receipt:
+                result = {"added_id": 1, "created": 1}
+                receipt_table.record_and_commit(conn, os.urandom(16), int(time.time()), result)
+            else:
+                conn.commit()
+
+        latencies: dict[bool, list[float]] = {False: [], True: []}
+        cpu = {False: 0.0, True: 0.0}
+        for block in range(blocks):
+            for on in (True, False) if block % 2 else (False, True):
+                started = time.process_time()
+                for _ in range(25):
+                    begun = time.perf_counter()
+                    transaction(on)
+                    latencies[on].append(time.perf_counter() - begun)
+                cpu[on] += time.process_time() - started
+        emit("| transaction | p50 us | client CPU us |")
+        emit("|---|---:|---:|")
+        for on in (False, True):
+            name = "INSERT + receipt with the COMMIT" if on else "INSERT + COMMIT"
+            per_op = cpu[on] / len(latencies[on]) * 1e6
+            emit(f"| {name} | {statistics.median(latencies[on]) * 1e6:.0f} | {per_op:.0f} |")
+    finally:
+        server.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.receipts")
-    parser.add_argument("what", choices=("cost", "size"))
+    parser.add_argument("what", choices=("cost", "size", "raw"))
     parser.add_argument("--blocks", type=int, default=60, help="cost: blocks of each mode")
     parser.add_argument("--seconds", type=float, default=150.0, help="size: seconds of writes")
     parser.add_argument("--retention", type=float, default=60.0, help="size: RECEIPT_RETENTION")
@@ -114,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.what == "raw":
+        raw(args.blocks)
+        return 0
     from .run import start_databases
 
     servers = start_databases(plans.FULL.buffer_pool)
@@ -149,8 +205,8 @@ def run(args: argparse.Namespace) -> int:
                 found.append((alias, receipts.count(alias), int(size)))
             return found
 
-        raw = {**conf.get().raw, "RECEIPT_RETENTION": args.retention}
-        with override_settings(SCHEMALESS=raw):
+        settings = {**conf.get().raw, "RECEIPT_RETENTION": args.retention}
+        with override_settings(SCHEMALESS=settings):
             start = time.monotonic()
             written, shown = 0, start
             while time.monotonic() - start < args.seconds:
