@@ -3,6 +3,10 @@ one run, on the same servers and the same data.
 
     .venv/bin/python -m bench.ab --before 6aba70e                  # 100k entities, 9 rounds
     .venv/bin/python -m bench.ab --before 6aba70e --entities 20000 --rounds 3   # a quick look
+    .venv/bin/python -m bench.ab --before receipts-off --legs put,bulk_put   # receipts cost
+
+``--before receipts-off``: both children run the working tree's code, the "before" one with
+write receipts switched off (``writes.receipts.RECORD``, for this measurement only).
 
 Two throwaway MariaDB servers are started and loaded once (with the working tree's code). Then
 two long-lived child processes serve timing requests: one imports ``schemaless_store`` as it
@@ -41,6 +45,8 @@ from .data import stages
 
 ROOT = Path(__file__).resolve().parent.parent
 LEGS = ("put", "bulk_put", "get", "get_many", "query_page", "query_all")
+# ``--before`` this: the working tree without write receipts against it with them.
+RECEIPTS_OFF = "receipts-off"
 # Ops per leg and round (a bulk_put op is a batch of 500 entities).
 OPS = {"put": 200, "bulk_put": 2, "get": 600, "get_many": 40, "query_page": 150, "query_all": 60}
 
@@ -56,6 +62,11 @@ def child(size: int) -> int:
     from django.conf import settings
 
     import schemaless_store
+
+    if os.environ.get("BENCH_AB_RECEIPTS") == "off":
+        from schemaless_store.writes import receipts
+
+        receipts.RECORD = False
 
     from . import peer
     from .context import Bench
@@ -137,9 +148,10 @@ def child(size: int) -> int:
 class Version:
     """A child process running one version of the store."""
 
-    def __init__(self, name: str, cwd: Path, size: int) -> None:
+    def __init__(self, name: str, cwd: Path, size: int, *, receipts: bool = True) -> None:
         self.name = name
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+        env["BENCH_AB_RECEIPTS"] = "on" if receipts else "off"
         # ``python -m`` puts the working directory first on sys.path: its schemaless_store wins.
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bench.ab", "--child", "--entities", str(size)],
@@ -234,9 +246,14 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(legs) - set(LEGS)
     if unknown:
         parser.error(f"unknown legs {sorted(unknown)}; legs: {','.join(LEGS)}")
-    rev = subprocess.run(
-        ["git", "rev-parse", "--short", args.before], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
+    receipts_off = args.before == RECEIPTS_OFF
+    rev = (
+        "receipts off"
+        if receipts_off
+        else subprocess.run(
+            ["git", "rev-parse", "--short", args.before], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+    )
     after = subprocess.run(
         ["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()
@@ -245,14 +262,14 @@ def main(argv: list[str] | None = None) -> int:
     servers = start_databases(plans.FULL.buffer_pool)
     started = dt.datetime.now(dt.UTC).replace(microsecond=0)
     with tempfile.TemporaryDirectory(prefix="bench-ab-") as tmp:
-        before_dir = old_tree(args.before, Path(tmp))
+        before_dir = ROOT if receipts_off else old_tree(args.before, Path(tmp))
         print(f"bench.ab: loading {args.entities:,} entities", flush=True)
         load(args.entities)
         versions = {
-            "before": Version("before", before_dir, args.entities),
+            "before": Version("before", before_dir, args.entities, receipts=not receipts_off),
             "after": Version("after", ROOT, args.entities),
         }
-        if versions["before"].package == versions["after"].package:
+        if versions["before"].package == versions["after"].package and not receipts_off:
             raise RuntimeError("both children import the same schemaless_store")
         names = ["before", "after", "raw"] if args.raw else ["before", "after"]
         samples: dict[str, dict[str, list[list[float]]]] = {

@@ -71,11 +71,11 @@ def put(
         created = timezone.now()
     elif created.utcoffset() is None:
         raise InvalidCell(f"created must be an aware datetime, not {created!r}")
-    stored: dict[str, int] = {}
 
     def store(write: Write) -> None:
-        """Step 2: the head row (when this version is the latest) and the cell."""
-        stored.clear()
+        """Step 2: the head row (when this version is the latest) and the cell; its result
+        (kept by the receipt): the version and ``added_at`` stored, or none if it existed."""
+        write.result = {}
         change = write.changes[0]
         change.rows = rows  # (a retry starts again from the new version's rows)
         head = None if change.found is None else change.found.version
@@ -91,14 +91,12 @@ def put(
                 cell_table.insert_head(cursor, key, column_name, version, stamp, encoded)
             else:
                 cell_table.update_head(cursor, key, column_name, version, stamp, encoded)
-            stored["version"] = version
-            stored["added_at"] = cell_table.append(
-                cursor, key, column_name, version, encoded, stamp
-            )
+            added_at = cell_table.append(cursor, key, column_name, version, encoded, stamp)
+            write.result = {"version": version, "added_at": added_at}
 
     write = Write(alias, [Change(key, rows)], cell_source(column_name))
     run(write, store)
-    alias = write.alias
+    alias, stored = write.alias, write.result
     if not stored:
         existing = get(model, key, column_name, ref_key)
         if not _same_body(existing.body_bytes, encoded):

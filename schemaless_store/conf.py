@@ -40,6 +40,12 @@ DEFAULTS: dict[str, Any] = {
     "MAX_BODY_BYTES": MEDIUMBLOB_BYTES,
     # How often a write is retried after a deadlock or lock wait timeout before it raises.
     "WRITE_RETRIES": 5,
+    # Seconds a write's receipt is kept on its shard (docs/design.md#receipts): longer than any
+    # retry of the write can come after its commit. Writers remove older ones in batches.
+    "RECEIPT_RETENTION": 600.0,
+    # Seconds a write whose commit answer was lost keeps asking its unreachable shard for the
+    # receipt before it raises OutcomeUnknown.
+    "RECEIPT_WAIT": 10.0,
     # Entities fetched per IN (...) query when reading many ids from one shard.
     "FETCH_BATCH": 500,
     # Keep every version of every entity as a cell (entity.history(), the change feed).
@@ -141,6 +147,9 @@ RULES: dict[str, Rule] = {
     "FEED_GAP_GRACE": SECONDS,
     "MAP_MAX_AGE": SECONDS,
     "MOVE_WAIT": SECONDS,
+    # A retry of a write asks for its receipt after its commit: never less than a minute.
+    "RECEIPT_RETENTION": Rule(low=60, unit="seconds"),
+    "RECEIPT_WAIT": SECONDS,
     "CACHE_TIMEOUT": Rule(low=1, whole=True, unit="seconds"),
     "READ_FROM_REPLICAS": FLAG,
     "REPLICA_MAX_LAG": SECONDS,
@@ -170,6 +179,8 @@ class StoreSettings:
     index_module: str
     max_body_bytes: int
     write_retries: int
+    receipt_retention: float
+    receipt_wait: float
     fetch_batch: int
     history: bool
     feed_gap_grace: float
@@ -360,6 +371,8 @@ def get() -> StoreSettings:
         index_module=raw["INDEX_MODULE"],
         max_body_bytes=raw["MAX_BODY_BYTES"],
         write_retries=raw["WRITE_RETRIES"],
+        receipt_retention=float(raw["RECEIPT_RETENTION"]),
+        receipt_wait=float(raw["RECEIPT_WAIT"]),
         fetch_batch=raw["FETCH_BATCH"],
         history=raw["HISTORY"],
         feed_gap_grace=float(raw["FEED_GAP_GRACE"]),

@@ -86,6 +86,22 @@ class ShardUnavailable(SchemalessError, ConnectionError):
         self.lost = lost
 
 
+class OutcomeUnknown(ShardUnavailable):
+    """A write's commit was sent and its answer lost, and the shard stayed unreachable while
+    the store asked it for the write's receipt (docs/design.md#receipts): the write may have
+    landed or not, and the store does not guess. ``write_id``: the write's id (hex), which
+    the shard's ``schemaless_receipts`` table holds if it landed.
+
+    A subclass of :class:`ShardUnavailable`, so existing handlers still catch it; a caller
+    that must not apply a write twice catches it first and reads the entity again before
+    deciding. A connection refused before anything was sent is a plain
+    :class:`ShardUnavailable` (the write did not happen)."""
+
+    def __init__(self, alias: str, write_id: str, message: str) -> None:
+        super().__init__(alias, f"the outcome of write {write_id} is unknown: {message}", lost=True)
+        self.write_id = write_id
+
+
 class BulkWriteNotSupported(SchemalessError, NotImplementedError):
     """A Django bulk API that would bypass index maintenance was called."""
 

@@ -5,6 +5,11 @@ lag and would only cost a conflict), calls ``fn(entity)``, which changes it in p
 it with ``if_unchanged=True`` (:mod:`.expected`). A :class:`Conflict` (another writer got in
 between) means: read again, call ``fn`` again. ``fn`` may return :data:`schemaless_store.DELETE`
 to delete the entity instead, under the same check.
+
+``fn`` runs again only after a :class:`Conflict`, which a write that landed never raises: when
+the answer to a save's commit is lost, its receipt on the shard says whether it landed
+(docs/design.md#receipts), and a landed save returns. If the shard cannot be asked,
+:class:`~.exceptions.OutcomeUnknown` reaches the caller and ``fn`` is not called again.
 """
 
 from __future__ import annotations

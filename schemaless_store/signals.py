@@ -1,5 +1,5 @@
 """The store's receivers, connected in ``AppConfig.ready()``: ``post_migrate`` creates index
-tables and the bucket table on shards and records index states on ``default``;
+tables, the bucket table and the receipts table on shards and records index states on ``default``;
 ``connection_created`` refuses a server the store does not run on (:mod:`.server_support`).
 
 Index maintenance is not a receiver: every write runs the write protocol
@@ -18,7 +18,7 @@ from django.db.backends.signals import connection_created
 from django.db.models.signals import post_migrate
 
 from . import conf, lifecycle
-from .tables import buckets
+from .tables import buckets, receipts
 from .tables.ddl import create_tables
 from .topology import bucket_map, server_support
 
@@ -26,6 +26,7 @@ from .topology import bucket_map, server_support
 def _after_migrate(sender: Any, using: str, **kwargs: Any) -> None:
     if using in conf.get().shards:
         create_tables(using)
+        receipts.create_table(using)  # the write receipts (docs/design.md#receipts)
         # The shard's own bucket table, given the buckets the map in force gives it (a bucket
         # that has a row already, one that moved away for one, keeps it).
         buckets.create(using, bucket_map.refresh().buckets_of(using))

@@ -11,7 +11,9 @@ function always sees the stored state it changes. An entity the function deletes
 
 The transaction that saves an entity also notes it in ``schemaless_map_saved``
 (:mod:`..tables.map_runs`), so no rerun applies the function to it again. Like ``bulk_put``,
-the batch sends no ``pre_save``/``post_save`` signals.
+the batch sends no ``pre_save``/``post_save`` signals. A batch whose commit answer was lost
+is decided by its receipt (docs/design.md#receipts): one that landed is never written, nor its
+entities' function applied, again.
 """
 
 from __future__ import annotations

@@ -87,6 +87,12 @@ def save(
         quiet=not _heard(pre_save, post_save, cls),
     )
     run(write, partial(_store_one, entity=entity))
+    if write.recalled:
+        # The commit of a try whose answer was lost landed: its receipt is the answer (what
+        # that try set on the instance stands; the stored row may have changed since).
+        entity.added_id = write.result["added_id"]
+        entity._state.adding = False
+        entity._state.db = write.alias
     entity.has_generated_id = False
 
 
@@ -94,12 +100,6 @@ def _store_one(write: Write, entity: EntityRecord) -> None:
     """Step 2 of a save: ``pre_save``, the row, its version in the history, ``post_save``."""
     change = write.changes[0]
     if change.found is not None and write.insert_only:
-        if write.maybe_landed and change.found.body == change.body:
-            # An earlier try's commit landed, though its answer was lost: this create is done.
-            entity.added_id = change.found.added_id
-            entity._state.adding = False
-            entity._state.db = write.alias
-            return
         raise EntityExists(f"an entity with id {entity.id} already exists")
     alias, conn = write.alias, write.conn
     now = timezone.now()
@@ -123,6 +123,7 @@ def _store_one(write: Write, entity: EntityRecord) -> None:
             entity_table.update_one(cursor, change.key, stamp, change.body)
         if conf.get().history:
             cell_table.append_entity_versions(cursor, [(change.key, change.body)], stamp)
+    write.result = {"added_id": int(entity.added_id), "created": int(change.found is None)}
     entity._state.adding = False
     entity._state.db = alias
     post_save.send(
@@ -187,13 +188,11 @@ def put_prepared(
         for start in range(0, len(batch), batch_size):
             chunk = batch[start : start + batch_size]
             write = Write(alias, [change for _entity, change in chunk])
-            count = [0]  # set by the batch's last (committed) try
             store = partial(
                 store_batch,
                 entities=[entity for entity, _change in chunk],
                 skip_unchanged=skip_unchanged,
                 history=history,
-                count=count,
             )
             try:
                 run(write, store)
@@ -208,9 +207,10 @@ def put_prepared(
                     written=written,
                 )
                 continue
-            total += count[0]
+            # Set by the batch's committed try, or recorded by its receipt.
+            total += write.result["written"]
             if written is not None:
-                written[0] += count[0]
+                written[0] += write.result["written"]
     return total
 
 
@@ -219,7 +219,6 @@ def store_batch(
     entities: list[EntityRecord],
     skip_unchanged: bool = False,
     history: bool = True,
-    count: list[int] | None = None,
 ) -> None:
     """Step 2 of a batch: its inserts and updates, and their versions in the history (a
     caller with statements of its own in the same transaction wraps it: mapentities)."""
@@ -241,8 +240,7 @@ def store_batch(
         entity_table.write_many(cursor, inserts, updates)
         if history and versions and conf.get().history:
             cell_table.append_entity_versions(cursor, versions, stamp)
-    if count is not None:
-        count[0] = len(versions)
+    write.result = {"written": len(versions)}
     for entity, change in zip(entities, write.changes, strict=True):
         if change.key not in unchanged:
             entity.row_updated = now
@@ -265,15 +263,15 @@ def delete(entity: EntityRecord, *, if_unchanged: bool = False) -> int:
         [Change(key, rows=set(), expected=expected.of(entity) if if_unchanged else None)],
         quiet=not _heard(pre_delete, post_delete, cls),
     )
-    deleted: list[int] = []
-    run(write, partial(_delete_one, entity=entity, deleted=deleted))
+    run(write, partial(_delete_one, entity=entity))
+    deleted = write.result["deleted"]
     if deleted:
         entity.added_id = None  # as Django's delete leaves an instance
-    return len(deleted)
+    return deleted
 
 
-def _delete_one(write: Write, entity: EntityRecord, deleted: list[int]) -> None:
-    deleted.clear()
+def _delete_one(write: Write, entity: EntityRecord) -> None:
+    write.result = {"deleted": 0}
     change = write.changes[0]
     if change.found is None:
         return
@@ -289,4 +287,4 @@ def _delete_one(write: Write, entity: EntityRecord, deleted: list[int]) -> None:
             stamp = db_datetime(conn, timezone.now())
             cell_table.append_entity_versions(cursor, [(change.key, None)], stamp)
     post_delete.send(sender=cls, instance=entity, using=alias, origin=entity)
-    deleted.append(1)
+    write.result = {"deleted": 1}

@@ -16,13 +16,20 @@ source (entities, or the latest version of a cell column). :func:`run` takes it 
    connections (unique indexes claim theirs first), so every row the new state needs exists
    before it commits; a unique claim that collides checks the holder under *its* row lock,
    which is why the rows are written (step 2) before this step;
-4. **commit**, then invalidate the changed entities in the entity cache, if there is one
-   (:mod:`..entity_cache`; inside a caller's ``transaction.atomic()``, once it commits);
+4. **receipt and commit**: insert the write's receipt (its id and the result its caller
+   returns) as the transaction's last statement (:mod:`.receipts`), commit, then invalidate
+   the changed entities in the entity cache, if there is one (:mod:`..entity_cache`; inside
+   a caller's ``transaction.atomic()``, once it commits; no receipt there);
 5. **remove stale**: lock each changed row again, re-check which of the keys that went away it
    still lacks (a later writer may have put one back), and delete only those index rows; inside
    a caller's ``transaction.atomic()`` this waits for the caller's commit;
 6. **undo**, if anything failed: remove the index rows this write added that the stored state
    does not imply (best effort: the cleaner removes whatever is left).
+
+A commit whose answer is lost (the connection ended by a move's fence, a failover) is not
+guessed at: the write asks the shard for its receipt (:func:`.receipts.recall`). Present, the
+write landed and returns the recorded result; absent, it did not, and it runs again; the shard
+unreachable, :class:`~..exceptions.OutcomeUnknown`.
 
 A crash between any two steps leaves at worst an index row that its entity does not imply,
 which queries ignore (they re-check every entity) and the cleaner removes.
@@ -30,8 +37,8 @@ which queries ignore (they re-check every entity) and the cleaner removes.
 
 from __future__ import annotations
 
-import contextlib
 import logging
+import os
 import random
 import time
 import uuid
@@ -42,9 +49,8 @@ from functools import partial
 from typing import Any, TypeVar
 
 from django.db import IntegrityError, transaction
-from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .. import entity_cache, expected
+from .. import entity_cache
 from ..exceptions import Conflict, EntityExists, NotOwner, ShardUnavailable
 from ..expected import Expected
 from ..indexes import ENTITIES, Source
@@ -53,8 +59,9 @@ from ..tables.entities import Locked
 from ..tables.index_rows import Row
 from ..topology import bucket_map, fence, replicas, retries, servers, shards
 from ..topology.write_lock import write_lock
-from . import index_writes
+from . import index_writes, receipts
 from .rows import RowSet, stored_rows
+from .transaction import shard_transaction
 
 logger = logging.getLogger("schemaless_store.writes")
 T = TypeVar("T")
@@ -107,8 +114,12 @@ class Write:
         self.added: dict[bytes, RowSet] = defaultdict(set)  # by any try: undone on failure
         self.stale: dict[bytes, RowSet] = {}  # keys that went away: removed after the commit
         self.committing = False  # the commit was sent (a lost answer leaves it unknown)
-        # A try lost its connection while committing: the rows found now may be this write's.
-        self.maybe_landed = False
+        self.write_id = os.urandom(16)  # its receipt's key: one per write, whatever the tries
+        self.receipt_created = 0  # the time the last try's receipt says (the key's other half)
+        # What the caller returns (the store step sets it; the receipt keeps it): e.g. an
+        # entity's added_id, the rows written, the number deleted.
+        self.result: dict[str, int] = {}
+        self.recalled = False  # a lost answer's receipt said the write had landed
 
     @property
     def fenced_by_insert(self) -> bool:
@@ -145,19 +156,27 @@ class Write:
         changed = [
             uuid.UUID(bytes=c.key)
             for c in self.changes
-            if c.expected is not None
-            and not c.expected.matches(c.found)
-            and not (self.maybe_landed and expected.landed(c.found, c.body))
+            if c.expected is not None and not c.expected.matches(c.found)
         ]
         if changed:
             raise Conflict(changed)
 
-    def after_loss(self, *, committing: bool) -> None:
-        """Before a try on a fresh connection: the keys may exist now (a commit whose answer
-        was lost may have landed), so they are locked and read like any other."""
-        self.maybe_landed = self.maybe_landed or committing
+    def after_loss(self) -> None:
+        """Before a try on a fresh connection (the last one did not land: no receipt): the
+        keys may exist now (a concurrent writer), so they are locked and read like any
+        other."""
         for change in self.changes:
             change.fresh = False
+
+    def after_recall(self, recorded: dict[str, int]) -> None:
+        """The receipt of a lost answer says the write landed: take its result, and do what
+        follows a commit (step 5; the position for read-your-writes is not known)."""
+        self.result = recorded
+        self.recalled = True
+        if replicas.replicas_of(self.alias):
+            replicas.set_positions({**replicas.positions(), self.alias: replicas.UNKNOWN})
+        if self.stale:
+            self.remove_stale()
 
     def add_index_rows(self) -> None:
         """Step 3: add the rows whose keys are new; note the ones that went away (the stale
@@ -207,12 +226,18 @@ def run(write: Write, store: Callable[[Write], None]) -> None:
         except ShardUnavailable as unavailable:
             # A connection lost (killed by a move's fence, or its node failed over): the next
             # try opens a fresh one, which reads the shard's state anew.
-            if caller_atomic or not _retry_after_loss(unavailable, write.alias, losses):
+            if caller_atomic:
                 raise
-            if write.committing and write.source is not ENTITIES:
-                raise  # a cell version may have landed: only the caller can tell
+            if write.committing:
+                # The commit was sent: its receipt, on that shard, says whether it landed.
+                recorded = receipts.recall(write, unavailable)
+                if recorded is not None:
+                    write.after_recall(recorded)
+                    return
+            if not _retry_after_loss(unavailable, write.alias, losses):
+                raise
             losses += 1
-            write.after_loss(committing=write.committing)
+            write.after_loss()
             time.sleep(random.uniform(0, 0.005 * losses))
         except NotOwner as refused:
             if caller_atomic:
@@ -231,11 +256,13 @@ def _run_here(write: Write, store: Callable[[Write], None], cached: list[bytes])
 
     def attempt() -> None:
         write.committing = False
-        with _transaction(write, conn):
+        with shard_transaction(write, conn) as shard_tx:
             write.fence()  # 0
             write.lock()  # 1
             store(write)  # 2
             write.add_index_rows()  # 3
+            if not caller_atomic:
+                receipts.record(write, shard_tx)  # 4
             write.committing = True
         # 4: the commit, leaving the block
 
@@ -259,6 +286,7 @@ def _run_here(write: Write, store: Callable[[Write], None], cached: list[bytes])
         transaction.on_commit(partial(replicas.note_write, alias, conn), using=alias)
     elif not caller_atomic:
         replicas.note_write(alias, conn)
+        receipts.prune_now(alias)
     if write.stale:  # 5
         if caller_atomic:
             transaction.on_commit(write.remove_stale, using=alias, robust=True)
@@ -385,48 +413,3 @@ def _retrying_duplicates(write: Write, operation: Callable[[], Any]) -> None:
         for change in write.changes:
             change.fresh = False  # lock them all: some exist now
         time.sleep(random.uniform(0, 0.002 * (attempt + 1)))
-
-
-def _transaction(write: Write, conn: BaseDatabaseWrapper) -> Any:
-    """The shard transaction: Django's ``atomic()``, or where nothing but the store's own
-    statements run inside, a plain ``BEGIN`` ... ``COMMIT`` on MySQL."""
-    if not (
-        write.quiet
-        and conn.vendor == "mysql"
-        and not conn.in_atomic_block
-        and not conn.queries_logged
-    ):
-        return transaction.atomic(using=write.alias)
-    for change in write.changes:
-        for index, _values in change.rows:
-            if index.unique:
-                # A unique claim may check its holder under atomic() on this very connection.
-                return transaction.atomic(using=write.alias)
-    return _DriverTransaction(conn)
-
-
-class _DriverTransaction:
-    """``BEGIN`` ... ``COMMIT`` on the driver's connection: what ``atomic()`` does for a
-    transaction of the store's own statements, without its two extra round trips (``SET
-    autocommit=0``, then ``=1``). The statements inside run on the driver's cursor too
-    (:class:`~schemaless_store.topology.shards.statement_cursor`); Django's view of the connection
-    (autocommit on, no atomic block) stays true once the block ends."""
-
-    def __init__(self, conn: BaseDatabaseWrapper) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> None:
-        conn = self.conn
-        conn.validate_thread_sharing()
-        conn.ensure_connection()
-        with conn.wrap_database_errors:
-            conn.connection.begin()
-
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        driver = self.conn.connection
-        if exc_type is not None:
-            with contextlib.suppress(Exception):
-                driver.rollback()
-            return
-        with self.conn.wrap_database_errors:
-            driver.commit()

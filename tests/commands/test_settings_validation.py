@@ -26,6 +26,8 @@ WANTED = {
     "FEED_GAP_GRACE": "a number of seconds >= 0",
     "MAP_MAX_AGE": "a number of seconds >= 0",
     "MOVE_WAIT": "a number of seconds >= 0",
+    "RECEIPT_RETENTION": "a number of seconds >= 60",
+    "RECEIPT_WAIT": "a number of seconds >= 0",
     "CACHE_TIMEOUT": "a whole number of seconds >= 1",
     "READ_FROM_REPLICAS": "True or False",
     "REPLICA_MAX_LAG": "a number of seconds >= 0",
@@ -41,6 +43,7 @@ EDGES = {
     "WRITE_RETRIES": [0, 10],
     "FETCH_BATCH": [1, 32_766],
     "CACHE_TIMEOUT": [1, 86_400],
+    "RECEIPT_RETENTION": [60, 86_400],
     "NEAR_CACHE.MAX_ENTRIES": [1, 10**9],
     "NEAR_CACHE.DROP_TIMEOUT": [0.01, 3600],
 }

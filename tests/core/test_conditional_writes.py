@@ -197,29 +197,5 @@ def test_the_check_costs_no_statement_of_its_own():
     assert counts[0] == counts[1] == counts[2] == counts[3]
 
 
-def test_a_retry_after_a_lost_commit_answer_takes_its_own_landed_write_for_no_conflict():
-    """The protocol runs a write again on a fresh connection when the answer to its commit was
-    lost; if that commit landed, the retry finds the write's own body, which is no conflict."""
-    from django.db import transaction
-
-    from schemaless_store import expected
-    from schemaless_store.writes import entity_writes
-    from schemaless_store.writes.protocol import Change, Write
-
-    entity = Entity.objects.create(n=1)
-    mine = Entity.objects.get(id=entity.id)
-    mine["n"] = 2
-    change = entity_writes.prepare(mine)
-    change.expected = expected.of(mine)
-    landed = Entity.objects.get(id=entity.id)  # what the first try's commit left
-    landed["n"] = 2
-    landed.save()
-    gone = Change(bytes(mine.row_id), rows=set(), expected=expected.of(mine))
-    for write in (Write(entity.shard, [change]), Write(entity.shard, [gone])):
-        with transaction.atomic(using=entity.shard):
-            if not write.changes[0].body:
-                Entity.objects.get(id=entity.id).delete()  # the first try's deletion landed
-            with pytest.raises(Conflict):
-                write.lock()
-            write.maybe_landed = True
-            write.lock()
+# A retry after a lost commit answer no longer compares bodies: its receipt decides
+# (tests/core/test_receipts.py).

@@ -80,6 +80,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tables.map_runs",
             "tables.move_log",
             "tables.moved_rows",
+            "tables.receipts",
             "tables.scans",
             "lifecycle",
             "near_cache",

@@ -311,3 +311,22 @@ def test_clusterentities_converts_a_galera_shard_only_when_told(cluster, tmp_pat
         checked_census(store, [acks])
     finally:
         store.close()
+
+
+def test_a_lost_commit_answer_is_decided_by_the_receipt_on_galera(cluster, tmp_path: Path):
+    """Issue 34 on a Galera shard: an update's commit lands, another client deletes the
+    entity, then the answer is lost. The retry reads the receipt (with ``wsrep_sync_wait``:
+    docs/design.md#receipts) and does not write the entity back."""
+    from schemaless_store.topology import bucket_hash
+
+    store = GrownStore(tmp_path, GaleraHome(cluster), layout=LAYOUT)
+    try:
+        key = uuid.uuid4()
+        while bucket_hash.bucket_of(key.bytes, 4096) < 2048:  # on the cluster
+            key = uuid.uuid4()
+        done = store.run("tests.support.grown", "lostanswer", key.hex, timeout=120)
+        assert done.returncode == 0, done.stderr[-3000:]
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+        assert found == {"lost": 1, "galera": True, "shard": "shard_2", "left": None}
+    finally:
+        store.close()

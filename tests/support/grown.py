@@ -383,6 +383,34 @@ def _fence_every_node(buckets: str) -> None:
     print(json.dumps({"alive": alive, "nodes": [n for n, _s in sessions]}), flush=True)
 
 
+def _lost_answer(key: str) -> None:
+    """On the Galera shard: an update whose commit lands and whose answer is lost, after
+    another client deleted the entity; print what the retry left (the receipt, read with
+    ``wsrep_sync_wait``, must say it landed: the entity stays deleted)."""
+    from schemaless_store.models import Entity
+    from schemaless_store.testing.faults import lost_commit_answers
+    from schemaless_store.topology import servers
+
+    entity = Entity.objects.create(id=uuid.UUID(key), n=1)
+    entity["n"] = 2
+    with lost_commit_answers(
+        after_commit=lambda: Entity.objects.get(id=entity.id).delete()
+    ) as faults:
+        entity.save()
+    left = Entity.objects.get_many([entity.id]).get(entity.id)
+    print(
+        json.dumps(
+            {
+                "lost": faults.lost,
+                "galera": servers.is_galera(entity._state.db),
+                "shard": entity._state.db,
+                "left": None if left is None else left["n"],
+            }
+        ),
+        flush=True,
+    )
+
+
 if __name__ == "__main__":
     child._setup()
     mode, args = sys.argv[1], sys.argv[2:]
@@ -396,6 +424,8 @@ if __name__ == "__main__":
         _step_five(args[0], args[1], args[2])
     elif mode == "fenceeverynode":
         _fence_every_node(args[0])
+    elif mode == "lostanswer":
+        _lost_answer(args[0])
     elif mode == "nodekillingmover":
         _node_killing_mover(int(args[0]), args[1:])
     else:
