@@ -1,0 +1,221 @@
+"""The checker: reads a history (:mod:`.records`) and nothing else, and names every anomaly it
+proves. Every value a client writes is unique (``"<process>-<index>"``), so each one seen by a
+read names the one operation that wrote it.
+
+List keys (appends through ``modify``, reads of the whole list) and register keys (plain saves,
+creates, modifies that set the value or delete, reads) are checked for:
+
+- ``lost``: an acknowledged write missing. On a list, an element appended with ``ok`` (or seen
+  by a read that had completed) is absent from a read that began after. On a register, a read
+  returns a value that an acknowledged write, begun after that value's write was acknowledged
+  and finished before the read began, should have replaced; or a read finds nothing although an
+  acknowledged write finished before it began and no delete could come after that write; or a
+  value a ``modify`` replaced is read again after that ``modify`` was acknowledged.
+- ``duplicated``: an element twice in one read of a list (a write applied twice).
+- ``phantom``: a value no operation ever wrote to that key.
+- ``failed_present``: a value whose write ended in a definite failure, seen by a read.
+- ``not_prefix``: two reads of one list where neither is a prefix of the other.
+- ``resurrected``: a value an acknowledged delete removed, read again after that delete.
+
+Each needs only that the store is linearizable per key, as its reads from the primary are.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .records import WRITES, History, Op
+
+KINDS = ("lost", "duplicated", "phantom", "failed_present", "not_prefix", "resurrected")
+EXAMPLES = 5
+
+
+@dataclass
+class Report:
+    """Each anomaly kind: the distinct findings (a key and value, or a pair of reads)."""
+
+    found: dict[str, dict[Any, dict[str, Any]]] = field(
+        default_factory=lambda: {kind: {} for kind in KINDS}
+    )
+    ops: dict[str, int] = field(default_factory=dict)
+
+    def add(self, kind: str, identity: Any, **example: Any) -> None:
+        self.found[kind].setdefault(identity, example)
+
+    def counts(self) -> dict[str, int]:
+        return {kind: len(found) for kind, found in self.found.items()}
+
+    @property
+    def anomalies(self) -> int:
+        return sum(self.counts().values())
+
+    def text(self, examples: int = EXAMPLES) -> str:
+        """The report a run prints: op counts, then each kind's count and first examples."""
+        lines = [
+            "operations: "
+            + ", ".join(f"{name} {count}" for name, count in sorted(self.ops.items()))
+        ]
+        for kind in KINDS:
+            found = self.found[kind]
+            lines.append(f"{kind}: {len(found)}")
+            lines += [f"    {example}" for example in list(found.values())[:examples]]
+        lines.append(f"anomalies: {self.anomalies}")
+        return "\n".join(lines)
+
+
+def check(history: History) -> Report:
+    report = Report()
+    for op in history.ops:
+        name = f"{op.f} {op.outcome}"
+        report.ops[name] = report.ops.get(name, 0) + 1
+    by_key: dict[str, list[Op]] = defaultdict(list)
+    for op in history.ops:
+        by_key[op.key].append(op)
+    for key, ops in by_key.items():
+        writers = {op.value: op for op in ops if op.f in WRITES and op.value is not None}
+        reads = [op for op in ops if op.f == "read" and op.outcome == "ok"]
+        if any(isinstance(read.result, list) for read in reads):
+            check_list(report, key, writers, reads)
+        else:
+            check_register(report, key, ops, writers, reads)
+    return report
+
+
+def seen_values(read: Op) -> list[Any]:
+    if read.result is None:
+        return []
+    return list(read.result) if isinstance(read.result, list) else [read.result]
+
+
+def check_values(report: Report, key: str, writers: dict[Any, Op], reads: list[Op]) -> None:
+    """Phantoms and definite failures, on either kind of key."""
+    for read in reads:
+        for value in seen_values(read):
+            writer = writers.get(value)
+            if writer is None:
+                report.add("phantom", (key, value), key=key, value=value, read=read.brief())
+            elif writer.outcome == "fail":
+                report.add(
+                    "failed_present",
+                    (key, value),
+                    key=key,
+                    value=value,
+                    write=writer.brief(),
+                    read=read.brief(),
+                )
+
+
+def check_list(report: Report, key: str, writers: dict[Any, Op], reads: list[Op]) -> None:
+    check_values(report, key, writers, reads)
+    lists = [read for read in reads if isinstance(read.result, list)]
+    for read in lists:
+        counted: dict[Any, int] = defaultdict(int)
+        for element in read.result:
+            counted[element] += 1
+        for element, times in counted.items():
+            if times > 1:
+                writer = writers.get(element)
+                report.add(
+                    "duplicated",
+                    (key, element),
+                    key=key,
+                    element=element,
+                    times=times,
+                    write=writer.brief() if writer else None,
+                )
+    # What must be there from a moment on: an acknowledged append from its completion, an
+    # element a completed read saw from that read's completion.
+    earliest: dict[Any, tuple[float, Op]] = {}
+    sources = [(op, [op.value]) for op in writers.values() if op.outcome == "ok"]
+    for op, elements in sources + [(read, read.result) for read in lists]:
+        for element in elements:
+            if element not in earliest or op.end < earliest[element][0]:
+                earliest[element] = (op.end, op)
+    musts = sorted(
+        ((since, element, why) for element, (since, why) in earliest.items()),
+        key=lambda must: must[0],
+    )
+    for read in sorted(lists, key=lambda op: op.start):
+        present = set(read.result)
+        for since, element, why in musts:
+            if since >= read.start:
+                break
+            if element not in present:
+                report.add(
+                    "lost",
+                    (key, element),
+                    key=key,
+                    element=element,
+                    known_from=why.brief(),
+                    read=read.brief(),
+                )
+    shapes = sorted({tuple(read.result) for read in lists}, key=len)
+    for shorter, longer in zip(shapes, shapes[1:], strict=False):
+        if longer[: len(shorter)] != shorter:
+            report.add(
+                "not_prefix",
+                (key, shorter, longer),
+                key=key,
+                one=list(shorter),
+                other=list(longer),
+            )
+
+
+def check_register(
+    report: Report, key: str, ops: list[Op], writers: dict[Any, Op], reads: list[Op]
+) -> None:
+    check_values(report, key, writers, reads)
+    acknowledged = [op for op in ops if op.f in WRITES and op.outcome == "ok"]
+    # A delete that may have happened (ok or unknown), for reads that find nothing.
+    deletes = [op for op in ops if op.f == "delete" and op.outcome != "fail"]
+    for read in reads:
+        if read.result is None:
+            missing = next(
+                (
+                    write
+                    for write in acknowledged
+                    if write.f != "delete"
+                    and write.end < read.start
+                    and not any(delete.end > write.start for delete in deletes)
+                ),
+                None,
+            )
+            if missing is not None:
+                report.add(
+                    "lost",
+                    (key, missing.value),
+                    key=key,
+                    value=missing.value,
+                    write=missing.brief(),
+                    read=read.brief(),
+                )
+            continue
+        writer = writers.get(read.result)
+        if writer is None:
+            continue  # a phantom, reported above
+        for later in _superseding(writer, read, acknowledged):
+            kind = "resurrected" if later.f == "delete" else "lost"
+            lost = later.value if kind == "lost" else read.result
+            report.add(
+                kind,
+                (key, lost),
+                key=key,
+                value=lost,
+                write=later.brief(),
+                read=read.brief(),
+            )
+
+
+def _superseding(writer: Op, read: Op, acknowledged: Iterable[Op]) -> list[Op]:
+    """The acknowledged writes that must have replaced ``writer``'s value before ``read``
+    began: begun after it was acknowledged, or a ``modify`` that saw and replaced it."""
+    return [
+        later
+        for later in acknowledged
+        if later is not writer
+        and later.end < read.start
+        and (later.start > writer.end or later.prev == writer.value)
+    ]
