@@ -1,0 +1,182 @@
+"""One client process of a history run (``python -m schemaless_store.testing.history.client``,
+started by the runner with the store's settings, :mod:`.settings`): a seeded random sequence of
+operations on a few keys until a deadline, each recorded (:mod:`.records`) as invoked, then as
+completed ``ok``, ``fail`` (definitely not applied) or ``info`` (may have been applied).
+
+- List keys (``list-<generation>-<slot>``; a new generation every :data:`GENERATION` seconds,
+  so that no list grows without bound): ``append`` adds a unique element through
+  ``Entity.objects.modify`` (the first append creates the entity); ``read`` records the list.
+- Register keys (``reg-<slot>``): ``save`` (a plain save of a unique value, no read first),
+  ``create``, ``write`` (a ``modify`` that sets a unique value), ``delete`` (a ``modify`` that
+  deletes), each ``modify`` recording the value it replaced (``prev``); ``read``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+LIST_SLOTS = 4
+REGISTER_SLOTS = 4
+GENERATION = 30.0  # seconds a generation of list keys takes appends
+KEYS = uuid.UUID("5c4e0a1e-55a7-4b1c-9a3e-34c0ffee0034")  # the namespace of the keys' ids
+
+
+def entity_id(key: str) -> uuid.UUID:
+    """A key's entity id: fixed, and spread over the buckets like any id."""
+    return uuid.uuid5(KEYS, key)
+
+
+def classify(exc: BaseException) -> str:
+    """``fail`` for the answers that say nothing was written, ``info`` for anything else: an
+    exception that may come after a commit landed (a lost connection, an unknown outcome)."""
+    from django.core.exceptions import ObjectDoesNotExist
+
+    from ...exceptions import Conflict, EntityExists, ShardUnavailable, UniqueViolation
+
+    if isinstance(exc, ShardUnavailable):
+        return "info" if exc.lost else "fail"
+    if isinstance(exc, Conflict | EntityExists | ObjectDoesNotExist | UniqueViolation):
+        return "fail"
+    return "info"
+
+
+class Client:
+    def __init__(self, process: str, seed: int, epoch: float, out: Path) -> None:
+        from .records import Recorder
+
+        self.process = process
+        self.rng = random.Random(seed)
+        self.epoch = epoch
+        self.recorder = Recorder(out)
+        self.index = 0
+
+    def list_key(self) -> str:
+        generation = int((time.monotonic() - self.epoch) / GENERATION)
+        return f"list-{generation}-{self.rng.randrange(LIST_SLOTS)}"
+
+    def step(self) -> None:
+        rng = self.rng
+        if rng.random() < 0.5:
+            f = "append" if rng.random() < 0.75 else "read"
+            key = self.list_key()
+        else:
+            f = rng.choices(("save", "create", "write", "delete", "read"), (25, 15, 20, 15, 25))[0]
+            key = f"reg-{rng.randrange(REGISTER_SLOTS)}"
+        value = f"{self.process}-{self.index}" if f not in ("read", "delete") else None
+        self.run(f, key, value)
+
+    def run(self, f: str, key: str, value: Any) -> None:
+        from django.db import connections
+
+        index, self.index = self.index, self.index + 1
+        self.recorder.invoke(self.process, index, f, key, value)
+        try:
+            details = getattr(self, f"do_{f}")(key, value)
+        except Exception as exc:
+            outcome = "fail" if f == "read" else classify(exc)
+            error = f"{type(exc).__name__}: {exc}"[:300]
+            self.recorder.complete(self.process, index, outcome, error=error)
+            # As a request's end does: a connection the fault broke is not used again.
+            for connection in connections.all():
+                connection.close_if_unusable_or_obsolete()
+            return
+        self.recorder.complete(self.process, index, "ok", **details)
+
+    # --- the operations: each returns what its completion records ------------------------
+
+    def do_read(self, key: str, value: Any) -> dict[str, Any]:
+        from ...models import Entity
+
+        try:
+            entity = Entity.objects.get(id=entity_id(key))
+        except Entity.DoesNotExist:
+            return {"result": [] if key.startswith("list-") else None}
+        if key.startswith("list-"):
+            return {"result": list(entity.get("items", []))}
+        return {"result": entity.get("value")}
+
+    def do_append(self, key: str, value: Any) -> dict[str, Any]:
+        from ...exceptions import EntityExists
+        from ...models import Entity
+
+        def append(entity: Any) -> None:
+            entity["items"] = [*entity.get("items", []), value]
+
+        for _attempt in range(3):
+            try:
+                Entity.objects.modify(entity_id(key), append)
+                return {}
+            except Entity.DoesNotExist:
+                try:
+                    Entity.objects.create(id=entity_id(key), items=[value])
+                    return {}
+                except EntityExists:
+                    continue  # another client's first append: append to it
+        raise EntityExists(f"{key}: created and gone again three times")
+
+    def do_save(self, key: str, value: Any) -> dict[str, Any]:
+        from ...models import Entity
+
+        Entity(id=entity_id(key), value=value).save()
+        return {}
+
+    def do_create(self, key: str, value: Any) -> dict[str, Any]:
+        from ...models import Entity
+
+        Entity.objects.create(id=entity_id(key), value=value)
+        return {}
+
+    def do_write(self, key: str, value: Any) -> dict[str, Any]:
+        return self.modify(key, value)
+
+    def do_delete(self, key: str, value: Any) -> dict[str, Any]:
+        from ... import DELETE
+
+        return self.modify(key, DELETE)
+
+    def modify(self, key: str, value: Any) -> dict[str, Any]:
+        from ... import DELETE
+        from ...models import Entity
+
+        seen: list[Any] = []
+
+        def change(entity: Any) -> Any:
+            seen.append(entity.get("value"))
+            if value is DELETE:
+                return DELETE
+            entity["value"] = value
+            return None
+
+        Entity.objects.modify(entity_id(key), change)
+        return {"prev": seen[-1]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--process", required=True)
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--epoch", type=float, required=True, help="The run's start (monotonic).")
+    parser.add_argument("--until", type=float, required=True, help="Its end (monotonic).")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--lose-commit", type=float, default=0.0, help="Share of commits.")
+    args = parser.parse_args(argv)
+    import django
+
+    django.setup()
+    from . import lost_answers
+
+    client = Client(args.process, args.seed, args.epoch, args.out)
+    with lost_answers.injected(args.lose_commit, args.seed, client.recorder):
+        while time.monotonic() < args.until:
+            client.step()
+    client.recorder.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
