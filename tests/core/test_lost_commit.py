@@ -16,55 +16,35 @@ from django.db import connections, transaction
 
 from schemaless_store.exceptions import ShardUnavailable
 from schemaless_store.models import Cell, Entity
+from schemaless_store.testing.faults import lost_commit_answers
 from tests.support import STORE
 
 pytestmark = [STORE, pytest.mark.mariadb_only]
 
 
-@contextlib.contextmanager
-def answer_of_next_commit_lost() -> Iterator[list[int]]:
-    """The next commit lands on the server, then its connection dies before the answer
-    arrives: the client sees error 2013, as when a fence's KILL or a failover hits a commit."""
-    original = MySQLdb.connections.Connection.commit
-    lost: list[int] = []
-
-    def commit(connection: MySQLdb.connections.Connection) -> None:
-        original(connection)
-        if not lost:
-            lost.append(connection.thread_id())
-            connection.close()
-            raise MySQLdb.OperationalError(2013, "Lost connection to server during query")
-
-    MySQLdb.connections.Connection.commit = commit  # type: ignore[method-assign]
-    try:
-        yield lost
-    finally:
-        MySQLdb.connections.Connection.commit = original  # type: ignore[method-assign]
-
-
 def test_a_create_whose_commit_answer_was_lost_returns_and_is_stored_once():
     key = uuid.uuid4()
-    with answer_of_next_commit_lost() as lost:
+    with lost_commit_answers() as lost:
         made = Entity.objects.create(id=key, user_id="u1", link="https://lost")
-    assert lost, "no commit was sent"
+    assert lost.lost == 1, "no commit was sent"
     assert made.id == key
     assert Entity.objects.get(id=key)["link"] == "https://lost"
     assert [e.id for e in Entity.objects.filter_index(link="https://lost")] == [key]
 
 
 def test_a_create_of_a_generated_id_whose_commit_answer_was_lost_returns():
-    with answer_of_next_commit_lost() as lost:
+    with lost_commit_answers() as lost:
         made = Entity.objects.create(user_id="u1", link="https://generated")
-    assert lost
+    assert lost.lost == 1
     assert Entity.objects.get(id=made.id)["link"] == "https://generated"
 
 
 def test_an_update_whose_commit_answer_was_lost_returns_with_its_index_rows_exact():
     entity = Entity.objects.create(user_id="u1", link="https://old")
     entity["link"] = "https://new"
-    with answer_of_next_commit_lost() as lost:
+    with lost_commit_answers() as lost:
         entity.save()
-    assert lost
+    assert lost.lost == 1
     assert Entity.objects.get(id=entity.id)["link"] == "https://new"
     assert [e.id for e in Entity.objects.filter_index(link="https://new")] == [entity.id]
     assert list(Entity.objects.filter_index(link="https://old")) == []
@@ -74,9 +54,9 @@ def test_a_cell_version_whose_commit_answer_was_lost_is_left_to_the_caller():
     """A cell version is appended, not replaced: a second try could add a second version, so
     the caller hears of the lost answer (and can read what landed)."""
     row = uuid.uuid4()
-    with answer_of_next_commit_lost() as lost, pytest.raises(ShardUnavailable):
+    with lost_commit_answers() as lost, pytest.raises(ShardUnavailable):
         Cell.objects.put(row, "profile", {"name": "a"})
-    assert lost
+    assert lost.lost == 1
     assert [c.body for c in Cell.objects.versions(row, "profile")] == [{"name": "a"}]
 
 

@@ -1,0 +1,144 @@
+"""Faults the store must survive, injected in-process for tests and histories.
+
+:func:`lost_commit_answers` makes commits of the store's shard connections *land on the server*
+and then fail on the client as if the answer had been lost: ``MySQLdb.OperationalError(2013)``
+with the connection closed. That is what a move's fence (its ``KILL``) or a failover does to a
+write caught at its commit, and it is the fault that write receipts exist for
+(docs/design.md#receipts).
+
+Both commit routes of the write protocol go through the driver's ``Connection.commit()``:
+Django's ``atomic()`` (its ``_commit``) and the plain ``BEGIN`` ... ``COMMIT`` of
+``writes.protocol._DriverTransaction``; the injector replaces that one method while the block
+runs, so it covers both. MySQL/MariaDB only (SQLite never loses an answer).
+
+Usage::
+
+    from schemaless_store.testing.faults import lost_commit_answers
+
+    # The next commit on a shard lands, then its answer is lost:
+    with lost_commit_answers() as faults:
+        entity.save()
+    assert faults.lost == 1
+
+    # Another client writes the same entity between the landed commit and the error:
+    def meanwhile():
+        Entity.objects.modify(entity.id, bump)  # runs in a thread of its own (own connections)
+
+    with lost_commit_answers(after_commit=meanwhile):
+        entity.save()
+
+    # Each shard commit with probability 0.03 (seeded: a failing run replays), any number:
+    with lost_commit_answers(None, probability=0.03, seed=1234) as faults:
+        run_workload()
+    print(faults.seed, faults.lost, faults.commits)
+
+The API (the arguments, and :class:`LostAnswers`' fields) is stable: other test helpers use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import MySQLdb
+import MySQLdb.connections
+from django.db import connections
+
+from .. import conf
+from ..server_errors import CR_SERVER_LOST
+
+
+@dataclass
+class LostAnswers:
+    """What :func:`lost_commit_answers` did so far (read it inside or after the block)."""
+
+    seed: int | None  # the seed of the random choice (probability mode), printed by callers
+    commits: int = 0  # shard commits seen
+    lost: int = 0  # of those, answers lost (each commit landed first)
+    aliases: list[str] = field(default_factory=list)  # the shard of each lost answer, in order
+    # What the ``after_commit`` callback raised, if anything (re-raised at the block's end).
+    errors: list[BaseException] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def lost_commit_answers(
+    count: int | None = 1,
+    *,
+    probability: float | None = None,
+    seed: int | None = None,
+    after_commit: Callable[[], Any] | None = None,
+    aliases: Iterable[str] | None = None,
+) -> Iterator[LostAnswers]:
+    """While the block runs, commits on the store's shard connections land and then fail on
+    the client with error 2013, the connection closed.
+
+    ``count``: how many answers to lose at most (None: no limit). ``probability``: lose each
+    commit's answer with this probability (default: every one, up to ``count``), drawn from
+    ``random.Random(seed)``; a seed is chosen and recorded when none is given. ``after_commit``:
+    called after the commit landed and before the error, in a thread of its own (so its store
+    calls use connections of their own, as another client's would), and waited for; what it
+    raises is re-raised when the block ends. ``aliases``: the shards whose commits count
+    (default: every shard of ``SCHEMALESS["SHARDS"]``); commits on other databases pass.
+    """
+    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
+        raise ValueError(f"count is a whole number of at least 0 or None, not {count!r}")
+    if probability is not None and not 0.0 <= probability <= 1.0:
+        raise ValueError(f"probability is between 0 and 1, not {probability!r}")
+    if probability is not None and seed is None:
+        seed = random.SystemRandom().randrange(2**32)
+    chooser = random.Random(seed)
+    record = LostAnswers(seed=seed)
+    watched = list(conf.get().shards if aliases is None else aliases)
+    guard = threading.Lock()
+    original = MySQLdb.connections.Connection.commit
+
+    def alias_of(connection: Any) -> str | None:
+        # connections[...] is per thread: the committing thread's own wrappers.
+        for alias in watched:
+            if getattr(connections[alias], "connection", None) is connection:
+                return alias
+        return None
+
+    def commit(connection: MySQLdb.connections.Connection) -> None:
+        original(connection)  # it lands
+        alias = alias_of(connection)
+        if alias is None:
+            return
+        with guard:
+            record.commits += 1
+            if count is not None and record.lost >= count:
+                return
+            if probability is not None and chooser.random() >= probability:
+                return
+            record.lost += 1
+            record.aliases.append(alias)
+        if after_commit is not None:
+            _run_as_another_client(after_commit, record)
+        connection.close()
+        raise MySQLdb.OperationalError(CR_SERVER_LOST, "Lost connection to server during query")
+
+    MySQLdb.connections.Connection.commit = commit
+    try:
+        yield record
+    finally:
+        MySQLdb.connections.Connection.commit = original
+    if record.errors:
+        raise record.errors[0]
+
+
+def _run_as_another_client(callback: Callable[[], Any], record: LostAnswers) -> None:
+    def run() -> None:
+        try:
+            callback()
+        except BaseException as exc:  # handed to the test at the block's end
+            record.errors.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run, name="another-client", daemon=True)
+    thread.start()
+    thread.join()
