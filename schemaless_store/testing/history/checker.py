@@ -22,6 +22,7 @@ Each needs only that the store is linearizable per key, as its reads from the pr
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -153,7 +154,7 @@ def check_list(report: Report, key: str, writers: dict[Any, Op], reads: list[Op]
                     read=read.brief(),
                 )
     shapes = sorted({tuple(read.result) for read in lists}, key=len)
-    for shorter, longer in zip(shapes, shapes[1:], strict=False):
+    for shorter, longer in itertools.pairwise(shapes):
         if longer[: len(shorter)] != shorter:
             report.add(
                 "not_prefix",

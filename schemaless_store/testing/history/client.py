@@ -14,9 +14,11 @@ completed ``ok``, ``fail`` (definitely not applied) or ``info`` (may have been a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,7 @@ class Client:
         from .records import Recorder
 
         self.process = process
+        self.seed = seed
         self.rng = random.Random(seed)
         self.epoch = epoch
         self.recorder = Recorder(out)
@@ -122,7 +125,7 @@ class Client:
     def do_save(self, key: str, value: Any) -> dict[str, Any]:
         from ...models import Entity
 
-        Entity(id=entity_id(key), value=value).save()
+        Entity.from_properties({"id": entity_id(key), "value": value}).save()
         return {}
 
     def do_create(self, key: str, value: Any) -> dict[str, Any]:
@@ -156,6 +159,23 @@ class Client:
         return {"prev": seen[-1]}
 
 
+@contextlib.contextmanager
+def lost_answers(client: Client, share: float) -> Iterator[None]:
+    """The ``lose-commit`` nemesis, inside the client: that share of its shard commits land,
+    then their answers are lost (:func:`schemaless_store.testing.faults.lost_commit_answers`,
+    seeded by the client's seed); each is recorded as a fault, with the operation it hit."""
+    if not share:
+        yield
+        return
+    from ..faults import lost_commit_answers
+
+    def record() -> None:
+        client.recorder.fault("lose-commit", process=client.process, op=client.index - 1)
+
+    with lost_commit_answers(None, probability=share, seed=client.seed, after_commit=record):
+        yield
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--process", required=True)
@@ -168,10 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     import django
 
     django.setup()
-    from . import lost_answers
-
     client = Client(args.process, args.seed, args.epoch, args.out)
-    with lost_answers.injected(args.lose_commit, args.seed, client.recorder):
+    with lost_answers(client, args.lose_commit):
         while time.monotonic() < args.until:
             client.step()
     client.recorder.close()

@@ -48,7 +48,8 @@ class Op:
 
     def brief(self) -> dict[str, Any]:
         """What a report shows of it."""
-        shown = {"process": self.process, "f": self.f, "key": self.key, "outcome": self.outcome}
+        shown: dict[str, Any] = {"process": self.process, "f": self.f, "key": self.key}
+        shown["outcome"] = self.outcome
         if self.value is not None:
             shown["value"] = self.value
         if self.f == "read":
@@ -91,7 +92,14 @@ class Recorder:
 
     def invoke(self, process: str, index: int, f: str, key: str, value: Any = None) -> None:
         self.write(
-            {"type": "invoke", "process": process, "index": index, "f": f, "key": key, "value": value}
+            {
+                "type": "invoke",
+                "process": process,
+                "index": index,
+                "f": f,
+                "key": key,
+                "value": value,
+            }
         )
 
     def complete(self, process: str, index: int, outcome: str, **details: Any) -> None:

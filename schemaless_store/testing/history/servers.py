@@ -45,7 +45,9 @@ class HistoryStore:
             homes += rest
         for home, name in zip(homes, DATABASE_NAMES, strict=True):
             home.query(f"CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-        urls = [home.url(name, **TIMEOUTS) for home, name in zip(homes, DATABASE_NAMES, strict=True)]
+        urls = [
+            home.url(name, **TIMEOUTS) for home, name in zip(homes, DATABASE_NAMES, strict=True)
+        ]
         if self.cluster is not None:
             nodes = ",".join(f"127.0.0.1:{node.port}" for node in self.cluster.nodes)
             query = "&".join(f"{k}={v}" for k, v in {**TIMEOUTS, "connect_timeout": "1"}.items())

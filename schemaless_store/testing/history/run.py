@@ -1,0 +1,215 @@
+"""The soak command: ``python -m schemaless_store.testing.history --minutes N --seed S
+[--galera] [--nemesis kill,lose-commit,move,sigkill,galera-node] [--clients 4]``.
+
+It starts its own throwaway store (:mod:`.servers`), migrates it, runs ``--clients`` client
+processes (:mod:`.client`) and the chosen nemeses (:mod:`.nemesis`) for ``--minutes``, prints
+progress every ten seconds, then stops the faults, heals the store, reads every key once more
+(the final reads, process ``final``), and prints the checker's report (:mod:`.checker`): the
+operations by outcome, the faults injected, each anomaly kind's count and examples. Exit
+status 1 on any anomaly. Every seed derives from ``--seed``, printed first, so a failing run
+replays with the same faults drawn (their timing against the clients still varies).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from .checker import check
+from .nemesis import KINDS, NAMES, Nemesis
+from .records import Recorder, load
+from .servers import HistoryStore
+
+DEFAULT_NEMESES = ("kill", "lose-commit", "move", "sigkill")
+LOSE_COMMIT_SHARE = 0.03  # of each client's shard commits, with lose-commit on
+PROGRESS_EVERY = 10.0
+FINAL_READ_TIMEOUT = 120.0
+
+
+def nemesis_list(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip() not in ("", "none")]
+    unknown = [name for name in names if name not in NAMES]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown nemesis {', '.join(unknown)}; choose among {', '.join(NAMES)}"
+        )
+    return names
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m schemaless_store.testing.history",
+        description="Run clients and faults against a throwaway store; check the history.",
+    )
+    parser.add_argument("--minutes", type=float, default=1.0, help="How long the clients run.")
+    parser.add_argument("--seed", type=int, help="Replays a run (default: a new one, printed).")
+    parser.add_argument("--galera", action="store_true", help="shard_1 is a Galera cluster.")
+    parser.add_argument(
+        "--nemesis",
+        type=nemesis_list,
+        help=f"Faults, comma-separated, among {','.join(NAMES)} (default: "
+        f"{','.join(DEFAULT_NEMESES)}, and galera-node with --galera); 'none' for none.",
+    )
+    parser.add_argument("--clients", type=int, default=4, help="Client processes (default 4).")
+    parser.add_argument("--out", type=Path, help="Where the history goes (default: a temp dir).")
+    return parser
+
+
+class Run:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+        self.rng = random.Random(self.seed)
+        if args.nemesis is None:
+            args.nemesis = [*DEFAULT_NEMESES, *(["galera-node"] if args.galera else [])]
+        if "galera-node" in args.nemesis and not args.galera:
+            raise SystemExit("the galera-node nemesis needs --galera")
+        if args.clients < 1 or args.minutes <= 0:
+            raise SystemExit("--clients and --minutes must be positive")
+        self.out = args.out or Path(tempfile.mkdtemp(prefix="schemaless-history-"))
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.store = HistoryStore(galera=args.galera)
+        self.stopping = threading.Event()
+        self.nemeses: list[Nemesis] = []
+
+    def say(self, text: str) -> None:
+        print(f"history: {text}", flush=True)
+
+    def replay(self) -> str:
+        flags = [f"--minutes {self.args.minutes:g}", f"--seed {self.seed}"]
+        flags += ["--galera"] if self.args.galera else []
+        flags += [f"--nemesis {','.join(self.args.nemesis) or 'none'}"]
+        flags += [f"--clients {self.args.clients}"]
+        return "python -m schemaless_store.testing.history " + " ".join(flags)
+
+    def main(self) -> int:
+        self.say(f"seed {self.seed}; replay: {self.replay()}")
+        self.say(f"history files in {self.out}")
+        started = time.monotonic()
+        self.store.start()
+        os.environ.update(self.store.env())
+        import django
+        from django.core.management import call_command
+
+        django.setup()
+        call_command("migrateall", verbosity=0)
+        self.say(f"store ready in {time.monotonic() - started:.0f} s ({self.layout()})")
+        try:
+            self.run_clients()
+            self.final_reads()
+        finally:
+            self.store.stop()
+        return self.report()
+
+    def layout(self) -> str:
+        shard_1 = "a 3-node Galera cluster" if self.store.galera else "server1"
+        return f"meta and shard_0 on server0, shard_1 on {shard_1}, shard_2 (moves) on the last"
+
+    def run_clients(self) -> None:
+        epoch = time.monotonic()
+        until = epoch + self.args.minutes * 60
+        share = LOSE_COMMIT_SHARE if "lose-commit" in self.args.nemesis else 0.0
+        clients = [
+            self.store.spawn(
+                "schemaless_store.testing.history.client",
+                *("--process", f"p{number}", "--seed", str(self.rng.randrange(2**32))),
+                *("--epoch", repr(epoch), "--until", repr(until)),
+                *("--out", str(self.out / f"p{number}.jsonl"), "--lose-commit", str(share)),
+            )
+            for number in range(self.args.clients)
+        ]
+        recorder = Recorder(self.out / "nemesis.jsonl")
+        for name in self.args.nemesis:
+            if name in KINDS:
+                nemesis = KINDS[name](
+                    self.store, recorder, self.rng.randrange(2**32), self.stopping
+                )
+                self.nemeses.append(nemesis)
+                nemesis.start()
+        try:
+            while any(client.poll() is None for client in clients):
+                if time.monotonic() > until + 300:
+                    for client in clients:
+                        client.kill()  # stuck: its last operation stays unknown
+                    break
+                time.sleep(1.0)
+                if int(time.monotonic() - epoch) % int(PROGRESS_EVERY) == 0:
+                    self.progress(epoch, until)
+        finally:
+            self.stopping.set()
+            for nemesis in self.nemeses:
+                nemesis.join(timeout=600)
+                nemesis.heal()
+            recorder.close()
+        failed = [client.returncode for client in clients if client.returncode != 0]
+        if failed:
+            self.say(f"{len(failed)} client(s) ended badly: exit codes {failed}")
+
+    def counts(self) -> tuple[Counter[str], Counter[str]]:
+        ops: Counter[str] = Counter()
+        faults: Counter[str] = Counter()
+        history = load(sorted(self.out.glob("*.jsonl")))
+        for op in history.ops:
+            ops[op.outcome] += 1
+        for fault in history.faults:
+            faults[fault.nemesis] += 1
+        return ops, faults
+
+    def progress(self, epoch: float, until: float) -> None:
+        ops, faults = self.counts()
+        shown = ", ".join(f"{name} {count}" for name, count in sorted(faults.items()))
+        self.say(
+            f"{time.monotonic() - epoch:.0f} s of {until - epoch:.0f}: {sum(ops.values())} ops "
+            f"(ok {ops['ok']}, fail {ops['fail']}, info {ops['info']}); faults: {shown or 'none'}"
+        )
+
+    def final_reads(self) -> None:
+        """Every key read once more, retried until the healed store answers."""
+        from .client import Client
+
+        keys = sorted({op.key for op in load(sorted(self.out.glob("p*.jsonl"))).ops})
+        reader = Client("final", 0, 0.0, self.out / "final.jsonl")
+        deadline = time.monotonic() + FINAL_READ_TIMEOUT
+        for key in keys:
+            while True:
+                index = reader.index
+                reader.run("read", key, None)
+                if self.last_outcome(index) == "ok" or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+        reader.recorder.close()
+        self.say(f"final reads of {len(keys)} keys done")
+
+    def last_outcome(self, index: int) -> str:
+        history = load([self.out / "final.jsonl"])
+        found = [op for op in history.ops if op.index == index]
+        return found[0].outcome if found else "info"
+
+    def report(self) -> int:
+        history = load(sorted(self.out.glob("*.jsonl")))
+        result = check(history)
+        faults = Counter(fault.nemesis for fault in history.faults)
+        lines: list[Any] = [
+            f"seed {self.seed}; replay: {self.replay()}",
+            "faults injected: "
+            + (", ".join(f"{name} {count}" for name, count in sorted(faults.items())) or "none"),
+        ]
+        for nemesis in self.nemeses:
+            if nemesis.errors:
+                lines.append(f"nemesis {nemesis.name} could not inject {len(nemesis.errors)}:")
+                lines += [f"    {error}" for error in nemesis.errors[:3]]
+        lines.append(result.text())
+        for line in lines:
+            self.say(str(line))
+        return 1 if result.anomalies else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return Run(parser().parse_args(argv)).main()
