@@ -84,11 +84,15 @@ class Client:
             outcome = "fail" if f == "read" else classify(exc)
             error = f"{type(exc).__name__}: {exc}"[:300]
             self.recorder.complete(self.process, index, outcome, error=error)
-            # As a request's end does: a connection the fault broke is not used again.
+        else:
+            self.recorder.complete(self.process, index, "ok", **details)
+        finally:
+            # What a request's end does in a Django app: a connection a fault broke is not
+            # used again. (The store swallows a failed read of the shard map and keeps its
+            # copy; without this, a process would keep a broken metadata connection, and so
+            # that copy, for ever.)
             for connection in connections.all():
                 connection.close_if_unusable_or_obsolete()
-            return
-        self.recorder.complete(self.process, index, "ok", **details)
 
     # --- the operations: each returns what its completion records ------------------------
 

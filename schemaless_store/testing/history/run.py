@@ -24,7 +24,7 @@ from typing import Any
 
 from .checker import check
 from .nemesis import KINDS, NAMES, Nemesis
-from .records import Recorder, load
+from .records import Fault, Recorder, load
 from .servers import HistoryStore
 
 DEFAULT_NEMESES = ("kill", "lose-commit", "move", "sigkill")
@@ -116,14 +116,18 @@ class Run:
         epoch = time.monotonic()
         until = epoch + self.args.minutes * 60
         share = LOSE_COMMIT_SHARE if "lose-commit" in self.args.nemesis else 0.0
+        # A client's warnings (the store logs each map read a fault broke) go to its log file.
+        logs = [(self.out / f"p{number}.log").open("w") for number in range(self.args.clients)]
         clients = [
             self.store.spawn(
                 "schemaless_store.testing.history.client",
                 *("--process", f"p{number}", "--seed", str(self.rng.randrange(2**32))),
                 *("--epoch", repr(epoch), "--until", repr(until)),
                 *("--out", str(self.out / f"p{number}.jsonl"), "--lose-commit", str(share)),
+                stdout=log,
+                stderr=log,
             )
-            for number in range(self.args.clients)
+            for number, log in enumerate(logs)
         ]
         recorder = Recorder(self.out / "nemesis.jsonl")
         for name in self.args.nemesis:
@@ -148,6 +152,8 @@ class Run:
                 nemesis.join(timeout=600)
                 nemesis.heal()
             recorder.close()
+            for log in logs:
+                log.close()
         failed = [client.returncode for client in clients if client.returncode != 0]
         if failed:
             self.say(f"{len(failed)} client(s) ended badly: exit codes {failed}")
@@ -158,7 +164,7 @@ class Run:
         history = load(sorted(self.out.glob("*.jsonl")))
         for op in history.ops:
             ops[op.outcome] += 1
-        for fault in history.faults:
+        for fault in injected(history.faults):
             faults[fault.nemesis] += 1
         return ops, faults
 
@@ -172,8 +178,13 @@ class Run:
 
     def final_reads(self) -> None:
         """Every key read once more, retried until the healed store answers."""
+        from django.db import connections
+
+        from ...topology import bucket_map
         from .client import Client
 
+        connections.close_all()  # the runner's own, perhaps broken by a nemesis
+        bucket_map.forget()
         keys = sorted({op.key for op in load(sorted(self.out.glob("p*.jsonl"))).ops})
         reader = Client("final", 0, 0.0, self.out / "final.jsonl")
         deadline = time.monotonic() + FINAL_READ_TIMEOUT
@@ -195,7 +206,7 @@ class Run:
     def report(self) -> int:
         history = load(sorted(self.out.glob("*.jsonl")))
         result = check(history)
-        faults = Counter(fault.nemesis for fault in history.faults)
+        faults = Counter(fault.nemesis for fault in injected(history.faults))
         lines: list[Any] = [
             f"seed {self.seed}; replay: {self.replay()}",
             "faults injected: "
@@ -209,6 +220,11 @@ class Run:
         for line in lines:
             self.say(str(line))
         return 1 if result.anomalies else 0
+
+
+def injected(faults: list[Fault]) -> list[Fault]:
+    """The faults themselves, not their ends (a move's end, a server's restart)."""
+    return [fault for fault in faults if fault.detail.get("phase") not in ("end", "restarted")]
 
 
 def main(argv: list[str] | None = None) -> int:
