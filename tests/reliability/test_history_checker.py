@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 
 from schemaless_store.testing.history.checker import KINDS, check
-from schemaless_store.testing.history.records import History, Op, Recorder, load, parse
+from schemaless_store.testing.history.records import (
+    Fault,
+    History,
+    Op,
+    Recorder,
+    load,
+    parse,
+)
 
 
 def op(
@@ -223,6 +230,18 @@ def test_the_report_counts_each_kind_and_shows_examples():
     for kind in KINDS:
         assert f"{kind}: " in text
     assert "'zz'" in text and "anomalies: 2" in text
+
+
+def test_the_report_tells_the_findings_a_lost_commit_answer_is_behind():
+    appended = op("append", "L", 0, 1, value="a", process="p1")
+    history = History(
+        [appended, op("read", "L", 2, 3, result=["a", "a"])],
+        [Fault("lose-commit", 0.5, {"process": "p1", "op": appended.index})],
+    )
+    report = check(history)
+    assert report.after_lost_answer("duplicated") == 1
+    assert "duplicated: 1 (1 by a write that lost its commit answer)" in report.text()
+    assert check(History(history.ops, [])).after_lost_answer("duplicated") == 0
 
 
 def test_records_written_by_a_recorder_load_back_as_paired_ops(tmp_path: Path):

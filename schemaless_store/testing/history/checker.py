@@ -42,9 +42,23 @@ class Report:
         default_factory=lambda: {kind: {} for kind in KINDS}
     )
     ops: dict[str, int] = field(default_factory=dict)
+    # The operation whose write shows twice or comes back, per finding; and the operations a
+    # ``lose-commit`` fault hit (process, index): a finding is told apart when they meet.
+    suspects: dict[Any, tuple[str, int]] = field(default_factory=dict)
+    lost_answers: set[tuple[str, int]] = field(default_factory=set)
 
-    def add(self, kind: str, identity: Any, **example: Any) -> None:
-        self.found[kind].setdefault(identity, example)
+    def add(self, kind: str, identity: Any, suspect: Op | None = None, **example: Any) -> None:
+        if identity in self.found[kind]:
+            return
+        self.found[kind][identity] = example
+        if suspect is not None:
+            self.suspects[(kind, identity)] = (suspect.process, suspect.index)
+            if self.suspects[(kind, identity)] in self.lost_answers:
+                example["writer_lost_an_answer"] = True
+
+    def after_lost_answer(self, kind: str) -> int:
+        """How many findings of ``kind`` a write that lost its commit answer is behind."""
+        return sum(1 for found in self.found[kind].values() if found.get("writer_lost_an_answer"))
 
     def counts(self) -> dict[str, int]:
         return {kind: len(found) for kind, found in self.found.items()}
@@ -61,7 +75,9 @@ class Report:
         ]
         for kind in KINDS:
             found = self.found[kind]
-            lines.append(f"{kind}: {len(found)}")
+            behind = self.after_lost_answer(kind)
+            why = f" ({behind} by a write that lost its commit answer)" if behind else ""
+            lines.append(f"{kind}: {len(found)}{why}")
             lines += [f"    {example}" for example in list(found.values())[:examples]]
         lines.append(f"anomalies: {self.anomalies}")
         return "\n".join(lines)
@@ -69,6 +85,11 @@ class Report:
 
 def check(history: History) -> Report:
     report = Report()
+    report.lost_answers = {
+        (str(fault.detail.get("process")), int(fault.detail.get("op", -1)))
+        for fault in history.faults
+        if fault.nemesis == "lose-commit"
+    }
     for op in history.ops:
         name = f"{op.f} {op.outcome}"
         report.ops[name] = report.ops.get(name, 0) + 1
@@ -102,6 +123,7 @@ def check_values(report: Report, key: str, writers: dict[Any, Op], reads: list[O
                 report.add(
                     "failed_present",
                     (key, value),
+                    writer,
                     key=key,
                     value=value,
                     write=writer.brief(),
@@ -122,6 +144,7 @@ def check_list(report: Report, key: str, writers: dict[Any, Op], reads: list[Op]
                 report.add(
                     "duplicated",
                     (key, element),
+                    writer,
                     key=key,
                     element=element,
                     times=times,
@@ -203,10 +226,12 @@ def check_register(
             report.add(
                 kind,
                 (key, lost),
+                writer,
                 key=key,
                 value=lost,
                 write=later.brief(),
                 read=read.brief(),
+                came_back=writer.brief(),
             )
 
 

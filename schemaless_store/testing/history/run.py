@@ -216,7 +216,7 @@ class Run:
             if nemesis.errors:
                 lines.append(f"nemesis {nemesis.name} could not inject {len(nemesis.errors)}:")
                 lines += [f"    {error}" for error in nemesis.errors[:3]]
-        lines.append(result.text())
+        lines += result.text().splitlines()
         for line in lines:
             self.say(str(line))
         return 1 if result.anomalies else 0
