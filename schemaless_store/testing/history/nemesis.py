@@ -77,10 +77,14 @@ class KillSessions(Nemesis):
         if server.process is None or server.process.poll() is not None:
             return  # down at the moment (another nemesis)
         names = ", ".join(f"'{name}'" for name in DATABASE_NAMES)
-        sessions = server.query(
-            "SELECT ID, DB, COMMAND, LEFT(INFO, 80) AS INFO FROM information_schema.PROCESSLIST "
-            f"WHERE DB IN ({names}) AND ID <> CONNECTION_ID()"
-        )
+        try:
+            sessions = server.query(
+                "SELECT ID, DB, COMMAND, LEFT(INFO, 80) AS INFO "
+                f"FROM information_schema.PROCESSLIST WHERE DB IN ({names}) "
+                "AND ID <> CONNECTION_ID()"
+            )
+        except Exception:
+            return  # still starting after a restart (another nemesis)
         if not sessions:
             return
         victim = self.rng.choice(sorted(sessions, key=lambda row: row["ID"]))
