@@ -22,9 +22,10 @@ Each needs only that the store is linearizable per key, as its reads from the pr
 
 from __future__ import annotations
 
+import bisect
 import itertools
+import math
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,55 +194,69 @@ def check_register(
 ) -> None:
     check_values(report, key, writers, reads)
     acknowledged = [op for op in ops if op.f in WRITES and op.outcome == "ok"]
-    # A delete that may have happened (ok or unknown), for reads that find nothing.
-    deletes = [op for op in ops if op.f == "delete" and op.outcome != "fail"]
+    superseding = Superseding(acknowledged)
+    # Nothing read: an acknowledged write that no delete (ok or unknown) can follow, finished
+    # before the read began, is lost. The first such write is the one to name.
+    horizon = max(
+        (op.end for op in ops if op.f == "delete" and op.outcome != "fail"), default=-math.inf
+    )
+    kept = [op for op in acknowledged if op.f != "delete" and op.start >= horizon]
+    first_kept = min(kept, key=lambda op: op.end, default=None)
     for read in reads:
         if read.result is None:
-            missing = next(
-                (
-                    write
-                    for write in acknowledged
-                    if write.f != "delete"
-                    and write.end < read.start
-                    and not any(delete.end > write.start for delete in deletes)
-                ),
-                None,
-            )
-            if missing is not None:
+            if first_kept is not None and first_kept.end < read.start:
                 report.add(
                     "lost",
-                    (key, missing.value),
+                    (key, first_kept.value),
                     key=key,
-                    value=missing.value,
-                    write=missing.brief(),
+                    value=first_kept.value,
+                    write=first_kept.brief(),
                     read=read.brief(),
                 )
             continue
         writer = writers.get(read.result)
         if writer is None:
             continue  # a phantom, reported above
-        for later in _superseding(writer, read, acknowledged):
-            kind = "resurrected" if later.f == "delete" else "lost"
-            lost = later.value if kind == "lost" else read.result
-            report.add(
-                kind,
-                (key, lost),
-                writer,
-                key=key,
-                value=lost,
-                write=later.brief(),
-                read=read.brief(),
-                came_back=writer.brief(),
-            )
+        later = superseding.of(writer, read)
+        if later is None:
+            continue
+        kind = "resurrected" if later.f == "delete" else "lost"
+        lost = later.value if kind == "lost" else read.result
+        report.add(
+            kind,
+            (key, lost),
+            writer,
+            key=key,
+            value=lost,
+            write=later.brief(),
+            read=read.brief(),
+            came_back=writer.brief(),
+        )
 
 
-def _superseding(writer: Op, read: Op, acknowledged: Iterable[Op]) -> list[Op]:
-    """The acknowledged writes that must have replaced ``writer``'s value before ``read``
-    began: begun after it was acknowledged, or a ``modify`` that saw and replaced it."""
-    return [
-        later
-        for later in acknowledged
-        if later is not writer
-        and later.end < read.start
-        and (later.start > writer.end or later.prev == writer.value)
-    ]
+class Superseding:
+    """Which acknowledged write must have replaced a value before a read began: a ``modify``
+    that saw the value and replaced it, or any write begun after the value's write was
+    acknowledged. Indexed by completion time, so that a long history is checked in
+    ``n log n``."""
+
+    def __init__(self, acknowledged: list[Op]) -> None:
+        self.by_end = sorted(acknowledged, key=lambda op: op.end)
+        self.ends = [op.end for op in self.by_end]
+        # by_end[:i + 1]'s write begun last; the first write (by completion) to replace a value.
+        self.latest_start: list[Op] = []
+        self.replacing: dict[Any, Op] = {}
+        for op in self.by_end:
+            latest = self.latest_start[-1] if self.latest_start else op
+            self.latest_start.append(op if op.start >= latest.start else latest)
+            if op.prev is not None:
+                self.replacing.setdefault(op.prev, op)
+
+    def of(self, writer: Op, read: Op) -> Op | None:
+        replaced = self.replacing.get(writer.value)
+        if replaced is not None and replaced.end < read.start:
+            return replaced
+        finished = bisect.bisect_left(self.ends, read.start)  # those that ended before it
+        if finished and self.latest_start[finished - 1].start > writer.end:
+            return self.latest_start[finished - 1]
+        return None

@@ -13,6 +13,7 @@ replays with the same faults drawn (their timing against the clients still varie
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import tempfile
@@ -30,6 +31,7 @@ from .servers import HistoryStore
 DEFAULT_NEMESES = ("kill", "lose-commit", "move", "sigkill")
 LOSE_COMMIT_SHARE = 0.03  # of each client's shard commits, with lose-commit on
 PROGRESS_EVERY = 10.0
+ENDS = ("end", "restarted")  # a fault's phases that end it (a move's end, a server's restart)
 FINAL_READ_TIMEOUT = 120.0
 
 
@@ -137,6 +139,8 @@ class Run:
                 )
                 self.nemeses.append(nemesis)
                 nemesis.start()
+        tally = Tally(self.out)
+        next_progress = epoch + PROGRESS_EVERY
         try:
             while any(client.poll() is None for client in clients):
                 if time.monotonic() > until + 300:
@@ -144,8 +148,9 @@ class Run:
                         client.kill()  # stuck: its last operation stays unknown
                     break
                 time.sleep(1.0)
-                if int(time.monotonic() - epoch) % int(PROGRESS_EVERY) == 0:
-                    self.progress(epoch, until)
+                if time.monotonic() >= next_progress:
+                    next_progress += PROGRESS_EVERY
+                    self.say(tally.line(epoch, until))
         finally:
             self.stopping.set()
             for nemesis in self.nemeses:
@@ -157,24 +162,6 @@ class Run:
         failed = [client.returncode for client in clients if client.returncode != 0]
         if failed:
             self.say(f"{len(failed)} client(s) ended badly: exit codes {failed}")
-
-    def counts(self) -> tuple[Counter[str], Counter[str]]:
-        ops: Counter[str] = Counter()
-        faults: Counter[str] = Counter()
-        history = load(sorted(self.out.glob("*.jsonl")))
-        for op in history.ops:
-            ops[op.outcome] += 1
-        for fault in injected(history.faults):
-            faults[fault.nemesis] += 1
-        return ops, faults
-
-    def progress(self, epoch: float, until: float) -> None:
-        ops, faults = self.counts()
-        shown = ", ".join(f"{name} {count}" for name, count in sorted(faults.items()))
-        self.say(
-            f"{time.monotonic() - epoch:.0f} s of {until - epoch:.0f}: {sum(ops.values())} ops "
-            f"(ok {ops['ok']}, fail {ops['fail']}, info {ops['info']}); faults: {shown or 'none'}"
-        )
 
     def final_reads(self) -> None:
         """Every key read once more, retried until the healed store answers."""
@@ -222,9 +209,44 @@ class Run:
         return 1 if result.anomalies else 0
 
 
+class Tally:
+    """The records written so far, counted from where the last count stopped (a soak's files
+    grow large; a progress line must not read them whole)."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.offsets: dict[Path, int] = {}
+        self.records: Counter[str] = Counter()
+        self.faults: Counter[str] = Counter()
+
+    def update(self) -> None:
+        for path in sorted(self.out.glob("*.jsonl")):
+            with path.open("rb") as records:
+                records.seek(self.offsets.get(path, 0))
+                data = records.read()
+            whole = data.rfind(b"\n") + 1  # a line still being written waits for next time
+            self.offsets[path] = self.offsets.get(path, 0) + whole
+            for line in data[:whole].splitlines():
+                record = json.loads(line)
+                if record["type"] != "fault":
+                    self.records[record["type"]] += 1
+                elif record["detail"].get("phase") not in ENDS:
+                    self.faults[record["nemesis"]] += 1
+
+    def line(self, epoch: float, until: float) -> str:
+        self.update()
+        done = self.records
+        faults = ", ".join(f"{name} {count}" for name, count in sorted(self.faults.items()))
+        return (
+            f"{time.monotonic() - epoch:.0f} s of {until - epoch:.0f}: {done['invoke']} ops "
+            f"(ok {done['ok']}, fail {done['fail']}, info {done['info']}); "
+            f"faults: {faults or 'none'}"
+        )
+
+
 def injected(faults: list[Fault]) -> list[Fault]:
     """The faults themselves, not their ends (a move's end, a server's restart)."""
-    return [fault for fault in faults if fault.detail.get("phase") not in ("end", "restarted")]
+    return [fault for fault in faults if fault.detail.get("phase") not in ENDS]
 
 
 def main(argv: list[str] | None = None) -> int:
