@@ -19,12 +19,16 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.mariadb_only, pytest.mark.reliability]
+from schemaless_store.testing.history.run import Run, parser
+
+pytestmark = pytest.mark.reliability
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = os.environ.get("SCHEMALESS_HISTORY_SEED", "34")
 
 
+@pytest.mark.slow
+@pytest.mark.mariadb_only
 def test_a_history_under_every_single_server_nemesis_has_no_anomaly(tmp_path):
     command = [
         sys.executable,
@@ -42,3 +46,15 @@ def test_a_history_under_every_single_server_nemesis_has_no_anomaly(tmp_path):
     for fault in ("kill", "lose-commit", "move", "sigkill"):
         assert f" {fault} " in output.split("faults injected:")[1].splitlines()[0] + " ", output
     assert done.returncode == 0 and "anomalies: 0" in output, output
+
+
+def test_the_soak_command_refuses_bad_flags_before_starting_anything(capsys):
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--nemesis", "kill,flood"])
+    assert "unknown nemesis flood; choose among kill, lose-commit" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="galera-node nemesis needs --galera"):
+        Run(parser().parse_args(["--nemesis", "galera-node"]))
+    with pytest.raises(SystemExit, match="must be positive"):
+        Run(parser().parse_args(["--clients", "0"]))
+    run = Run(parser().parse_args(["--seed", "7", "--nemesis", "none", "--out", "/dev/null/x"]))
+    assert run.args.nemesis == [] and run.replay().endswith("--seed 7 --nemesis none --clients 4")

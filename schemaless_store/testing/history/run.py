@@ -75,8 +75,7 @@ class Run:
             raise SystemExit("the galera-node nemesis needs --galera")
         if args.clients < 1 or args.minutes <= 0:
             raise SystemExit("--clients and --minutes must be positive")
-        self.out = args.out or Path(tempfile.mkdtemp(prefix="schemaless-history-"))
-        self.out.mkdir(parents=True, exist_ok=True)
+        self.out: Path = args.out or Path(tempfile.gettempdir())  # made by main()
         self.store = HistoryStore(galera=args.galera)
         self.stopping = threading.Event()
         self.nemeses: list[Nemesis] = []
@@ -93,6 +92,9 @@ class Run:
 
     def main(self) -> int:
         self.say(f"seed {self.seed}; replay: {self.replay()}")
+        if self.args.out is None:
+            self.out = Path(tempfile.mkdtemp(prefix="schemaless-history-"))
+        self.out.mkdir(parents=True, exist_ok=True)
         self.say(f"history files in {self.out}")
         started = time.monotonic()
         self.store.start()
