@@ -6,8 +6,9 @@ restarted. The checker must find no anomaly (docs/reliability.md#the-history-che
 
 The run starts throwaway servers of its own (the suite's are not touched) and takes about two
 minutes. ``SCHEMALESS_HISTORY_SEED`` replays another seed; a failure prints the seed and the
-replay command with the checker's report. The checker's own tests, on hand-made histories, are
-in test_history_checker.py.
+replay command with the checker's report. Beside it, fast on both backends: the soak command's
+bad flags, and which exceptions a client records as a definite failure. The checker's own
+tests, on hand-made histories, are in test_history_checker.py.
 """
 
 from __future__ import annotations
@@ -58,3 +59,25 @@ def test_the_soak_command_refuses_bad_flags_before_starting_anything(capsys):
         Run(parser().parse_args(["--clients", "0"]))
     run = Run(parser().parse_args(["--seed", "7", "--nemesis", "none", "--out", "/dev/null/x"]))
     assert run.args.nemesis == [] and run.replay().endswith("--seed 7 --nemesis none --clients 4")
+
+
+def test_a_client_tells_definite_failures_from_unknown_outcomes():
+    from django.db import OperationalError
+
+    from schemaless_store.exceptions import Conflict, EntityExists, ShardUnavailable
+    from schemaless_store.models import Entity
+    from schemaless_store.testing.history.client import classify
+
+    definite = [
+        Conflict([]),
+        EntityExists("exists"),
+        Entity.DoesNotExist("gone"),
+        ShardUnavailable("shard_0", "refused"),  # a new connection refused: nothing sent
+    ]
+    unknown = [
+        ShardUnavailable("shard_0", "lost", lost=True),  # it may have committed
+        OperationalError(2013, "Lost connection to server during query"),
+        RuntimeError("anything else"),
+    ]
+    assert [classify(exc) for exc in definite] == ["fail"] * len(definite)
+    assert [classify(exc) for exc in unknown] == ["info"] * len(unknown)
