@@ -73,7 +73,8 @@ class Client:
         value = f"{self.process}-{self.index}" if f not in ("read", "delete") else None
         self.run(f, key, value)
 
-    def run(self, f: str, key: str, value: Any) -> None:
+    def run(self, f: str, key: str, value: Any) -> str:
+        """Run one operation, recorded; its outcome."""
         from django.db import connections
 
         index, self.index = self.index, self.index + 1
@@ -85,7 +86,8 @@ class Client:
             error = f"{type(exc).__name__}: {exc}"[:300]
             self.recorder.complete(self.process, index, outcome, error=error)
         else:
-            self.recorder.complete(self.process, index, "ok", **details)
+            outcome = "ok"
+            self.recorder.complete(self.process, index, outcome, **details)
         finally:
             # What a request's end does in a Django app: a connection a fault broke is not
             # used again. (The store swallows a failed read of the shard map and keeps its
@@ -93,6 +95,7 @@ class Client:
             # that copy, for ever.)
             for connection in connections.all():
                 connection.close_if_unusable_or_obsolete()
+        return outcome
 
     # --- the operations: each returns what its completion records ------------------------
 
