@@ -4,6 +4,7 @@ outcomes and definite failures reports nothing. No database: fast, on both backe
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from schemaless_store.testing.history.records import (
     parse,
 )
 
+NUMBERS = itertools.count()  # each hand-made operation's index
+
 
 def op(
     f: str,
@@ -32,8 +35,7 @@ def op(
     prev: Any = None,
     process: str = "p0",
 ) -> Op:
-    op.counter = getattr(op, "counter", 0) + 1  # type: ignore[attr-defined]
-    return Op(process, op.counter, f, key, value, start, end, outcome, result, prev)  # type: ignore[attr-defined]
+    return Op(process, next(NUMBERS), f, key, value, start, end, outcome, result, prev)
 
 
 def found(*ops: Op) -> dict[str, int]:
