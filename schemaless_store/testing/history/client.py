@@ -38,8 +38,13 @@ def classify(exc: BaseException) -> str:
     exception that may come after a commit landed (a lost connection, an unknown outcome)."""
     from django.core.exceptions import ObjectDoesNotExist
 
+    from ... import exceptions
     from ...exceptions import Conflict, EntityExists, ShardUnavailable, UniqueViolation
 
+    # The receipts' "outcome unknown" (issue 34), named so even if it stops being lost=True.
+    outcome_unknown = getattr(exceptions, "OutcomeUnknown", None)
+    if outcome_unknown is not None and isinstance(exc, outcome_unknown):
+        return "info"
     if isinstance(exc, ShardUnavailable):
         return "info" if exc.lost else "fail"
     if isinstance(exc, Conflict | EntityExists | ObjectDoesNotExist | UniqueViolation):
