@@ -1,0 +1,262 @@
+"""The checker: reads a history (:mod:`.records`) and nothing else, and names every anomaly it
+proves. Every value a client writes is unique (``"<process>-<index>"``), so each one seen by a
+read names the one operation that wrote it.
+
+List keys (appends through ``modify``, reads of the whole list) and register keys (plain saves,
+creates, modifies that set the value or delete, reads) are checked for:
+
+- ``lost``: an acknowledged write missing. On a list, an element appended with ``ok`` (or seen
+  by a read that had completed) is absent from a read that began after. On a register, a read
+  returns a value that an acknowledged write, begun after that value's write was acknowledged
+  and finished before the read began, should have replaced; or a read finds nothing although an
+  acknowledged write finished before it began and no delete could come after that write; or a
+  value a ``modify`` replaced is read again after that ``modify`` was acknowledged.
+- ``duplicated``: an element twice in one read of a list (a write applied twice).
+- ``phantom``: a value no operation ever wrote to that key.
+- ``failed_present``: a value whose write ended in a definite failure, seen by a read.
+- ``not_prefix``: two reads of one list where neither is a prefix of the other.
+- ``resurrected``: a value an acknowledged delete removed, read again after that delete.
+
+Each needs only that the store is linearizable per key, as its reads from the primary are.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from .records import WRITES, History, Op
+
+KINDS = ("lost", "duplicated", "phantom", "failed_present", "not_prefix", "resurrected")
+EXAMPLES = 5
+
+
+@dataclass
+class Report:
+    """Each anomaly kind: the distinct findings (a key and value, or a pair of reads)."""
+
+    found: dict[str, dict[Any, dict[str, Any]]] = field(
+        default_factory=lambda: {kind: {} for kind in KINDS}
+    )
+    ops: dict[str, int] = field(default_factory=dict)
+    # The operation whose write shows twice or comes back, per finding; and the operations a
+    # ``lose-commit`` fault hit (process, index): a finding is told apart when they meet.
+    suspects: dict[Any, tuple[str, int]] = field(default_factory=dict)
+    lost_answers: set[tuple[str, int]] = field(default_factory=set)
+
+    def add(self, kind: str, identity: Any, suspect: Op | None = None, **example: Any) -> None:
+        if identity in self.found[kind]:
+            return
+        self.found[kind][identity] = example
+        if suspect is not None:
+            self.suspects[(kind, identity)] = (suspect.process, suspect.index)
+            if self.suspects[(kind, identity)] in self.lost_answers:
+                example["writer_lost_an_answer"] = True
+
+    def after_lost_answer(self, kind: str) -> int:
+        """How many findings of ``kind`` a write that lost its commit answer is behind."""
+        return sum(1 for found in self.found[kind].values() if found.get("writer_lost_an_answer"))
+
+    def counts(self) -> dict[str, int]:
+        return {kind: len(found) for kind, found in self.found.items()}
+
+    @property
+    def anomalies(self) -> int:
+        return sum(self.counts().values())
+
+    def text(self, examples: int = EXAMPLES) -> str:
+        """The report a run prints: op counts, then each kind's count and first examples."""
+        lines = [
+            "operations: "
+            + ", ".join(f"{name} {count}" for name, count in sorted(self.ops.items()))
+        ]
+        for kind in KINDS:
+            found = self.found[kind]
+            behind = self.after_lost_answer(kind)
+            why = f" ({behind} by a write that lost its commit answer)" if behind else ""
+            lines.append(f"{kind}: {len(found)}{why}")
+            lines += [f"    {example}" for example in list(found.values())[:examples]]
+        lines.append(f"anomalies: {self.anomalies}")
+        return "\n".join(lines)
+
+
+def check(history: History) -> Report:
+    report = Report()
+    report.lost_answers = {
+        (str(fault.detail.get("process")), int(fault.detail.get("op", -1)))
+        for fault in history.faults
+        if fault.nemesis == "lose-commit"
+    }
+    for op in history.ops:
+        name = f"{op.f} {op.outcome}"
+        report.ops[name] = report.ops.get(name, 0) + 1
+    by_key: dict[str, list[Op]] = defaultdict(list)
+    for op in history.ops:
+        by_key[op.key].append(op)
+    for key, ops in by_key.items():
+        writers = {op.value: op for op in ops if op.f in WRITES and op.value is not None}
+        reads = [op for op in ops if op.f == "read" and op.outcome == "ok"]
+        if any(isinstance(read.result, list) for read in reads):
+            check_list(report, key, writers, reads)
+        else:
+            check_register(report, key, ops, writers, reads)
+    return report
+
+
+def seen_values(read: Op) -> list[Any]:
+    if read.result is None:
+        return []
+    return list(read.result) if isinstance(read.result, list) else [read.result]
+
+
+def check_values(report: Report, key: str, writers: dict[Any, Op], reads: list[Op]) -> None:
+    """Phantoms and definite failures, on either kind of key."""
+    for read in reads:
+        for value in seen_values(read):
+            writer = writers.get(value)
+            if writer is None:
+                report.add("phantom", (key, value), key=key, value=value, read=read.brief())
+            elif writer.outcome == "fail":
+                report.add(
+                    "failed_present",
+                    (key, value),
+                    writer,
+                    key=key,
+                    value=value,
+                    write=writer.brief(),
+                    read=read.brief(),
+                )
+
+
+def check_list(report: Report, key: str, writers: dict[Any, Op], reads: list[Op]) -> None:
+    check_values(report, key, writers, reads)
+    lists = [read for read in reads if isinstance(read.result, list)]
+    for read in lists:
+        counted: dict[Any, int] = defaultdict(int)
+        for element in read.result:
+            counted[element] += 1
+        for element, times in counted.items():
+            if times > 1:
+                writer = writers.get(element)
+                report.add(
+                    "duplicated",
+                    (key, element),
+                    writer,
+                    key=key,
+                    element=element,
+                    times=times,
+                    write=writer.brief() if writer else None,
+                )
+    # What must be there from a moment on: an acknowledged append from its completion, an
+    # element a completed read saw from that read's completion.
+    earliest: dict[Any, tuple[float, Op]] = {}
+    sources = [(op, [op.value]) for op in writers.values() if op.outcome == "ok"]
+    for op, elements in sources + [(read, read.result) for read in lists]:
+        for element in elements:
+            if element not in earliest or op.end < earliest[element][0]:
+                earliest[element] = (op.end, op)
+    musts = sorted(
+        ((since, element, why) for element, (since, why) in earliest.items()),
+        key=lambda must: must[0],
+    )
+    for read in sorted(lists, key=lambda op: op.start):
+        present = set(read.result)
+        for since, element, why in musts:
+            if since >= read.start:
+                break
+            if element not in present:
+                report.add(
+                    "lost",
+                    (key, element),
+                    key=key,
+                    element=element,
+                    known_from=why.brief(),
+                    read=read.brief(),
+                )
+    shapes = sorted({tuple(read.result) for read in lists}, key=len)
+    for shorter, longer in itertools.pairwise(shapes):
+        if longer[: len(shorter)] != shorter:
+            report.add(
+                "not_prefix",
+                (key, shorter, longer),
+                key=key,
+                one=list(shorter),
+                other=list(longer),
+            )
+
+
+def check_register(
+    report: Report, key: str, ops: list[Op], writers: dict[Any, Op], reads: list[Op]
+) -> None:
+    check_values(report, key, writers, reads)
+    acknowledged = [op for op in ops if op.f in WRITES and op.outcome == "ok"]
+    superseding = Superseding(acknowledged)
+    # Nothing read: an acknowledged write that no delete (ok or unknown) can follow, finished
+    # before the read began, is lost. The first such write is the one to name.
+    horizon = max(
+        (op.end for op in ops if op.f == "delete" and op.outcome != "fail"), default=-math.inf
+    )
+    kept = [op for op in acknowledged if op.f != "delete" and op.start >= horizon]
+    first_kept = min(kept, key=lambda op: op.end, default=None)
+    for read in reads:
+        if read.result is None:
+            if first_kept is not None and first_kept.end < read.start:
+                report.add(
+                    "lost",
+                    (key, first_kept.value),
+                    key=key,
+                    value=first_kept.value,
+                    write=first_kept.brief(),
+                    read=read.brief(),
+                )
+            continue
+        writer = writers.get(read.result)
+        if writer is None:
+            continue  # a phantom, reported above
+        later = superseding.of(writer, read)
+        if later is None:
+            continue
+        kind = "resurrected" if later.f == "delete" else "lost"
+        lost = later.value if kind == "lost" else read.result
+        report.add(
+            kind,
+            (key, lost),
+            writer,
+            key=key,
+            value=lost,
+            write=later.brief(),
+            read=read.brief(),
+            came_back=writer.brief(),
+        )
+
+
+class Superseding:
+    """Which acknowledged write must have replaced a value before a read began: a ``modify``
+    that saw the value and replaced it, or any write begun after the value's write was
+    acknowledged. Indexed by completion time, so that a long history is checked in
+    ``n log n``."""
+
+    def __init__(self, acknowledged: list[Op]) -> None:
+        self.by_end = sorted(acknowledged, key=lambda op: op.end)
+        self.ends = [op.end for op in self.by_end]
+        # by_end[:i + 1]'s write begun last; the first write (by completion) to replace a value.
+        self.latest_start: list[Op] = []
+        self.replacing: dict[Any, Op] = {}
+        for op in self.by_end:
+            latest = self.latest_start[-1] if self.latest_start else op
+            self.latest_start.append(op if op.start >= latest.start else latest)
+            if op.prev is not None:
+                self.replacing.setdefault(op.prev, op)
+
+    def of(self, writer: Op, read: Op) -> Op | None:
+        replaced = self.replacing.get(writer.value)
+        if replaced is not None and replaced.end < read.start:
+            return replaced
+        finished = bisect.bisect_left(self.ends, read.start)  # those that ended before it
+        if finished and self.latest_start[finished - 1].start > writer.end:
+            return self.latest_start[finished - 1]
+        return None

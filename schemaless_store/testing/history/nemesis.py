@@ -1,0 +1,207 @@
+"""The nemeses of a history run: each a thread of the runner that injects one kind of fault
+into the store from outside, at seeded random moments, records every fault with its time
+(:class:`.records.Recorder`), and heals what it broke when the run stops.
+
+- ``kill``: ``KILL CONNECTION`` of a random session of the store's databases on a random
+  server, every 0.2-1 s;
+- ``move``: a random half of shard_0's or shard_1's buckets moved to shard_2 with
+  ``movebuckets`` (in a process of its own), then back; a move that fails is run again, which
+  resumes it (docs/resharding.md);
+- ``sigkill``: a random plain server SIGKILLed and restarted 1-3 s later, every 8-16 s;
+- ``galera-node``: a random node of the Galera shard SIGKILLed and restarted (it rejoins by
+  IST), every 10-20 s.
+
+``lose-commit`` runs inside the clients (:func:`.client.lost_answers`).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .records import Recorder
+from .servers import DATABASE_NAMES, LAYOUT, HistoryStore
+
+NAMES = ("kill", "lose-commit", "move", "sigkill", "galera-node")
+MOVE_ATTEMPTS = 20  # a move is run again until it finishes, at most this many times
+
+
+class Nemesis(threading.Thread):
+    """One kind of fault, injected until ``stopping`` is set; :meth:`heal` then undoes it."""
+
+    name = "nemesis"
+
+    def __init__(
+        self, store: HistoryStore, recorder: Recorder, seed: int, stopping: threading.Event
+    ) -> None:
+        super().__init__(name=f"nemesis-{self.name}", daemon=True)
+        self.store = store
+        self.recorder = recorder
+        self.rng = random.Random(seed)
+        self.stopping = stopping
+        self.injected = 0
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                self.once()
+            except Exception as exc:  # a fault that could not be injected: say so, go on
+                self.errors.append(f"{type(exc).__name__}: {exc}"[:300])
+
+    def pause(self, low: float, high: float) -> bool:
+        """Wait a random while; False once the run is stopping."""
+        return not self.stopping.wait(self.rng.uniform(low, high))
+
+    def record(self, **detail: Any) -> None:
+        self.injected += 1
+        self.recorder.fault(self.name, **detail)
+
+    def once(self) -> None:
+        raise NotImplementedError
+
+    def heal(self) -> None:
+        """After the thread ended: leave the store whole (every server up, no move half done)."""
+
+
+class KillSessions(Nemesis):
+    name = "kill"
+
+    def once(self) -> None:
+        if not self.pause(0.2, 1.0):
+            return
+        server = self.rng.choice(self.store.every_server())
+        if server.process is None or server.process.poll() is not None:
+            return  # down at the moment (another nemesis)
+        names = ", ".join(f"'{name}'" for name in DATABASE_NAMES)
+        try:
+            sessions = server.query(
+                "SELECT ID, DB, COMMAND, LEFT(INFO, 80) AS INFO "
+                f"FROM information_schema.PROCESSLIST WHERE DB IN ({names}) "
+                "AND ID <> CONNECTION_ID()"
+            )
+        except Exception:
+            return  # still starting after a restart (another nemesis)
+        if not sessions:
+            return
+        victim = self.rng.choice(sorted(sessions, key=lambda row: row["ID"]))
+        try:
+            server.query(f"KILL CONNECTION {int(victim['ID'])}")
+        except Exception:
+            return  # it ended by itself meanwhile
+        self.record(
+            server=server.name,
+            session=victim["ID"],
+            db=victim["DB"],
+            command=victim["COMMAND"],
+            statement=victim["INFO"],
+        )
+
+
+class MoveBuckets(Nemesis):
+    name = "move"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.unfinished: tuple[str, str] | None = None  # (target, buckets) of a failed move
+
+    def once(self) -> None:
+        if not self.pause(1.0, 3.0):
+            return
+        source = self.rng.choice(["shard_0", "shard_1"])
+        low, high = (int(n) for n in LAYOUT[source].split("-"))
+        half = (high - low + 1) // 2
+        first = self.rng.randint(low, high + 1 - half)
+        buckets = f"{first}-{first + half - 1}"
+        if self.move("shard_2", buckets) and not self.stopping.is_set():
+            self.pause(0.5, 2.0)
+            self.move(source, buckets)
+
+    def move(self, target: str, buckets: str, attempts: int = MOVE_ATTEMPTS) -> bool:
+        """Run the move until it finishes (a rerun resumes it); False if it never did."""
+        self.unfinished = (target, buckets)
+        for attempt in range(attempts):
+            started = time.monotonic()
+            self.record(phase="start", to=target, buckets=buckets, attempt=attempt)
+            done = self.store.manage("movebuckets", "--to", target, "--buckets", buckets)
+            self.record(
+                phase="end",
+                to=target,
+                buckets=buckets,
+                returncode=done.returncode,
+                seconds=round(time.monotonic() - started, 2),
+                output=(done.stdout + done.stderr)[-300:],
+            )
+            if done.returncode == 0:
+                self.unfinished = None
+                return True
+            time.sleep(1.0)
+        self.errors.append(f"move of {buckets} to {target} failed {attempts} times")
+        return False
+
+    def heal(self) -> None:
+        if self.unfinished is not None:
+            self.move(*self.unfinished)
+
+
+class KillServer(Nemesis):
+    """SIGKILL a server and start it again on the same port and data."""
+
+    name = "sigkill"
+    every = (8.0, 16.0)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.down: list[Any] = []
+
+    def victims(self) -> list[Any]:
+        return list(self.store.servers)
+
+    def once(self) -> None:
+        if not self.pause(*self.every):
+            return
+        server = self.rng.choice(self.victims())
+        self.down.append(server)
+        server.kill()
+        self.record(phase="killed", server=server.name)
+        self.stopping.wait(self.rng.uniform(1.0, 3.0))
+        self.restart(server)
+
+    def restart(self, server: Any) -> None:
+        started = time.monotonic()
+        self.bring_back(server)
+        self.down.remove(server)
+        self.record(
+            phase="restarted", server=server.name, seconds=round(time.monotonic() - started, 2)
+        )
+
+    def bring_back(self, server: Any) -> None:
+        server.start()
+
+    def heal(self) -> None:
+        for server in list(self.down):
+            self.restart(server)
+
+
+class KillGaleraNode(KillServer):
+    name = "galera-node"
+    every = (10.0, 20.0)
+
+    def victims(self) -> list[Any]:
+        if self.store.cluster is None:
+            raise ValueError("the galera-node nemesis needs --galera")
+        return list(self.store.cluster.nodes)
+
+    def bring_back(self, server: Any) -> None:
+        server.restart()  # rejoins, and waits until the cluster is Synced
+
+
+KINDS: dict[str, Callable[..., Nemesis]] = {
+    "kill": KillSessions,
+    "move": MoveBuckets,
+    "sigkill": KillServer,
+    "galera-node": KillGaleraNode,
+}

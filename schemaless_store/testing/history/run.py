@@ -1,0 +1,251 @@
+"""The soak command: ``python -m schemaless_store.testing.history --minutes N --seed S
+[--galera] [--nemesis kill,lose-commit,move,sigkill,galera-node] [--clients 4]``.
+
+It starts its own throwaway store (:mod:`.servers`), migrates it, runs ``--clients`` client
+processes (:mod:`.client`) and the chosen nemeses (:mod:`.nemesis`) for ``--minutes``, prints
+progress every ten seconds, then stops the faults, heals the store, reads every key once more
+(the final reads, process ``final``), and prints the checker's report (:mod:`.checker`): the
+operations by outcome, the faults injected, each anomaly kind's count and examples. Exit
+status 1 on any anomaly. Every seed derives from ``--seed``, printed first, so a failing run
+replays with the same faults drawn (their timing against the clients still varies).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from .checker import check
+from .nemesis import KINDS, NAMES, Nemesis
+from .records import Fault, Recorder, load
+from .servers import HistoryStore
+
+DEFAULT_NEMESES = ("kill", "lose-commit", "move", "sigkill")
+LOSE_COMMIT_SHARE = 0.03  # of each client's shard commits, with lose-commit on
+PROGRESS_EVERY = 10.0
+ENDS = ("end", "restarted")  # a fault's phases that end it (a move's end, a server's restart)
+FINAL_READ_TIMEOUT = 120.0
+
+
+def nemesis_list(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip() not in ("", "none")]
+    unknown = [name for name in names if name not in NAMES]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown nemesis {', '.join(unknown)}; choose among {', '.join(NAMES)}"
+        )
+    return names
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m schemaless_store.testing.history",
+        description="Run clients and faults against a throwaway store; check the history.",
+    )
+    parser.add_argument("--minutes", type=float, default=1.0, help="How long the clients run.")
+    parser.add_argument("--seed", type=int, help="Replays a run (default: a new one, printed).")
+    parser.add_argument("--galera", action="store_true", help="shard_1 is a Galera cluster.")
+    parser.add_argument(
+        "--nemesis",
+        type=nemesis_list,
+        help=f"Faults, comma-separated, among {','.join(NAMES)} (default: "
+        f"{','.join(DEFAULT_NEMESES)}, and galera-node with --galera); 'none' for none.",
+    )
+    parser.add_argument("--clients", type=int, default=4, help="Client processes (default 4).")
+    parser.add_argument("--out", type=Path, help="Where the history goes (default: a temp dir).")
+    return parser
+
+
+class Run:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+        self.rng = random.Random(self.seed)
+        if args.nemesis is None:
+            args.nemesis = [*DEFAULT_NEMESES, *(["galera-node"] if args.galera else [])]
+        if "galera-node" in args.nemesis and not args.galera:
+            raise SystemExit("the galera-node nemesis needs --galera")
+        if args.clients < 1 or args.minutes <= 0:
+            raise SystemExit("--clients and --minutes must be positive")
+        self.out: Path = args.out or Path(tempfile.gettempdir())  # made by main()
+        self.store = HistoryStore(galera=args.galera)
+        self.stopping = threading.Event()
+        self.nemeses: list[Nemesis] = []
+        self.failed_clients: list[int] = []
+
+    def say(self, text: str) -> None:
+        print(f"history: {text}", flush=True)
+
+    def replay(self) -> str:
+        flags = [f"--minutes {self.args.minutes:g}", f"--seed {self.seed}"]
+        flags += ["--galera"] if self.args.galera else []
+        flags += [f"--nemesis {','.join(self.args.nemesis) or 'none'}"]
+        flags += [f"--clients {self.args.clients}"]
+        return "python -m schemaless_store.testing.history " + " ".join(flags)
+
+    def main(self) -> int:
+        self.say(f"seed {self.seed}; replay: {self.replay()}")
+        if self.args.out is None:
+            self.out = Path(tempfile.mkdtemp(prefix="schemaless-history-"))
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.say(f"history files in {self.out}")
+        started = time.monotonic()
+        self.store.start()
+        os.environ.update(self.store.env())
+        import django
+        from django.core.management import call_command
+
+        django.setup()
+        call_command("migrateall", verbosity=0)
+        self.say(f"store ready in {time.monotonic() - started:.0f} s ({self.layout()})")
+        try:
+            self.run_clients()
+            self.final_reads()
+        finally:
+            self.store.stop()
+        return self.report()
+
+    def layout(self) -> str:
+        shard_1 = "a 3-node Galera cluster" if self.store.galera else "server1"
+        return f"meta and shard_0 on server0, shard_1 on {shard_1}, shard_2 (moves) on the last"
+
+    def run_clients(self) -> None:
+        epoch = time.monotonic()
+        until = epoch + self.args.minutes * 60
+        share = LOSE_COMMIT_SHARE if "lose-commit" in self.args.nemesis else 0.0
+        # A client's warnings (the store logs each map read a fault broke) go to its log file.
+        logs = [(self.out / f"p{number}.log").open("w") for number in range(self.args.clients)]
+        clients = [
+            self.store.spawn(
+                "schemaless_store.testing.history.client",
+                *("--process", f"p{number}", "--seed", str(self.rng.randrange(2**32))),
+                *("--epoch", repr(epoch), "--until", repr(until)),
+                *("--out", str(self.out / f"p{number}.jsonl"), "--lose-commit", str(share)),
+                stdout=log,
+                stderr=log,
+            )
+            for number, log in enumerate(logs)
+        ]
+        recorder = Recorder(self.out / "nemesis.jsonl")
+        for name in self.args.nemesis:
+            if name in KINDS:
+                nemesis = KINDS[name](
+                    self.store, recorder, self.rng.randrange(2**32), self.stopping
+                )
+                self.nemeses.append(nemesis)
+                nemesis.start()
+        tally = Tally(self.out)
+        next_progress = epoch + PROGRESS_EVERY
+        try:
+            while any(client.poll() is None for client in clients):
+                if time.monotonic() > until + 300:
+                    for client in clients:
+                        client.kill()  # stuck: its last operation stays unknown
+                    break
+                time.sleep(1.0)
+                if time.monotonic() >= next_progress:
+                    next_progress += PROGRESS_EVERY
+                    self.say(tally.line(epoch, until))
+        finally:
+            self.stopping.set()
+            for nemesis in self.nemeses:
+                nemesis.join(timeout=600)
+                nemesis.heal()
+            recorder.close()
+            for log in logs:
+                log.close()
+        self.failed_clients = [client.returncode for client in clients if client.returncode]
+        if self.failed_clients:
+            self.say(f"client(s) ended badly, exit codes {self.failed_clients}: see p*.log")
+
+    def final_reads(self) -> None:
+        """Every key read once more, retried until the healed store answers."""
+        from django.db import connections
+
+        from ...topology import bucket_map
+        from .client import Client
+
+        connections.close_all()  # the runner's own, perhaps broken by a nemesis
+        bucket_map.forget()
+        keys = sorted({op.key for op in load(sorted(self.out.glob("p*.jsonl"))).ops})
+        reader = Client("final", 0, 0.0, self.out / "final.jsonl")
+        deadline = time.monotonic() + FINAL_READ_TIMEOUT
+        for key in keys:
+            while reader.run("read", key, None) != "ok" and time.monotonic() < deadline:
+                time.sleep(0.5)
+        reader.recorder.close()
+        self.say(f"final reads of {len(keys)} keys done")
+
+    def report(self) -> int:
+        history = load(sorted(self.out.glob("*.jsonl")))
+        result = check(history)
+        faults = Counter(fault.nemesis for fault in injected(history.faults))
+        lines: list[Any] = [
+            f"seed {self.seed}; replay: {self.replay()}",
+            "faults injected: "
+            + (", ".join(f"{name} {count}" for name, count in sorted(faults.items())) or "none"),
+        ]
+        for nemesis in self.nemeses:
+            if nemesis.errors:
+                lines.append(f"nemesis {nemesis.name} could not inject {len(nemesis.errors)}:")
+                lines += [f"    {error}" for error in nemesis.errors[:3]]
+        lines += result.text().splitlines()
+        for line in lines:
+            self.say(str(line))
+        if self.failed_clients:
+            # A client that died early proves nothing by finding nothing.
+            self.say(f"the run is void: {len(self.failed_clients)} client(s) ended badly")
+            return 2
+        return 1 if result.anomalies else 0
+
+
+class Tally:
+    """The records written so far, counted from where the last count stopped (a soak's files
+    grow large; a progress line must not read them whole)."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.offsets: dict[Path, int] = {}
+        self.records: Counter[str] = Counter()
+        self.faults: Counter[str] = Counter()
+
+    def update(self) -> None:
+        for path in sorted(self.out.glob("*.jsonl")):
+            with path.open("rb") as records:
+                records.seek(self.offsets.get(path, 0))
+                data = records.read()
+            whole = data.rfind(b"\n") + 1  # a line still being written waits for next time
+            self.offsets[path] = self.offsets.get(path, 0) + whole
+            for line in data[:whole].splitlines():
+                record = json.loads(line)
+                if record["type"] != "fault":
+                    self.records[record["type"]] += 1
+                elif record["detail"].get("phase") not in ENDS:
+                    self.faults[record["nemesis"]] += 1
+
+    def line(self, epoch: float, until: float) -> str:
+        self.update()
+        done = self.records
+        faults = ", ".join(f"{name} {count}" for name, count in sorted(self.faults.items()))
+        return (
+            f"{time.monotonic() - epoch:.0f} s of {until - epoch:.0f}: {done['invoke']} ops "
+            f"(ok {done['ok']}, fail {done['fail']}, info {done['info']}); "
+            f"faults: {faults or 'none'}"
+        )
+
+
+def injected(faults: list[Fault]) -> list[Fault]:
+    """The faults themselves, not their ends (a move's end, a server's restart)."""
+    return [fault for fault in faults if fault.detail.get("phase") not in ENDS]
+
+
+def main(argv: list[str] | None = None) -> int:
+    return Run(parser().parse_args(argv)).main()

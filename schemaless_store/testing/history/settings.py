@@ -1,0 +1,32 @@
+"""Django settings of a history run's processes (the runner, its clients, its movers): the
+databases and the bucket layout come from the environment, which :mod:`.servers` fills in
+after starting the throwaway servers, so every process works on the very same store.
+
+- ``SCHEMALESS_HISTORY_DATABASES``: a JSON ``DATABASES`` dict (``default`` and the shards);
+- ``SCHEMALESS_HISTORY_SHARDS``: a JSON ``SCHEMALESS["SHARDS"]`` layout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+DATABASES = json.loads(os.environ["SCHEMALESS_HISTORY_DATABASES"])
+for _database in DATABASES.values():
+    # Persistent connections, as a deployment keeps them: a fault finds sessions mid-use and
+    # idle; the clients close a broken one after each operation, as a request's end does.
+    _database["CONN_MAX_AGE"] = 600
+DATABASE_ROUTERS = ["schemaless_store.topology.router.ShardRouter"]
+SCHEMALESS = {
+    "BUCKETS": 4096,
+    "SHARDS": json.loads(os.environ["SCHEMALESS_HISTORY_SHARDS"]),
+    # Maps read again often: a move waits for every process to see its mark (7 x this).
+    "MAP_MAX_AGE": 0.1,
+}
+INSTALLED_APPS = ["schemaless_store"]
+SECRET_KEY = "history-only"
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+LOGGING_CONFIG = None

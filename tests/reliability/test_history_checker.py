@@ -1,0 +1,277 @@
+"""The history checker (schemaless_store/testing/history/checker.py) on hand-made histories:
+each anomaly kind fires on a history that has it, and a clean history with concurrency, unknown
+outcomes and definite failures reports nothing. No database: fast, on both backends."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from schemaless_store.testing.history.checker import KINDS, check
+from schemaless_store.testing.history.records import (
+    Fault,
+    History,
+    Op,
+    Recorder,
+    load,
+    parse,
+)
+
+NUMBERS = itertools.count()  # each hand-made operation's index
+
+
+def op(
+    f: str,
+    key: str,
+    start: float,
+    end: float,
+    outcome: str = "ok",
+    value: Any = None,
+    result: Any = None,
+    prev: Any = None,
+    process: str = "p0",
+) -> Op:
+    return Op(process, next(NUMBERS), f, key, value, start, end, outcome, result, prev)
+
+
+def found(*ops: Op) -> dict[str, int]:
+    counts = check(History(list(ops), [])).counts()
+    return {kind: count for kind, count in counts.items() if count}
+
+
+# --- list keys ---------------------------------------------------------------------------
+
+
+def test_a_clean_list_history_with_unknowns_and_failures_reports_nothing():
+    assert (
+        found(
+            op("append", "L", 0, 1, value="a"),
+            op("append", "L", 0.5, 3, value="b"),  # concurrent with the first read
+            op("read", "L", 1.5, 2, result=["a"]),
+            op("append", "L", 2, 9, "info", value="c"),  # unknown: may or may not appear
+            op("append", "L", 2, 2.5, "fail", value="d"),  # failed: never seen
+            op("read", "L", 4, 5, result=["a", "b"]),
+            op("read", "L", 6, 7, result=["a", "b", "c"]),
+            op("read", "L", 10, 11, result=["a", "b", "c"]),
+        )
+        == {}
+    )
+
+
+def test_an_acknowledged_append_missing_from_a_later_read_is_lost():
+    assert found(
+        op("append", "L", 0, 1, value="a"),
+        op("read", "L", 2, 3, result=[]),
+    ) == {"lost": 1}
+
+
+def test_an_element_a_completed_read_saw_and_a_later_read_misses_is_lost():
+    # The append's outcome is unknown, but a read saw it land: it must stay.
+    assert found(
+        op("append", "L", 0, 10, "info", value="a"),
+        op("read", "L", 1, 2, result=["a"]),
+        op("read", "L", 3, 4, result=[]),
+    ) == {"lost": 1}
+
+
+def test_a_read_concurrent_with_an_acknowledged_append_may_miss_it():
+    assert found(op("append", "L", 0, 2, value="a"), op("read", "L", 1, 3, result=[])) == {}
+
+
+def test_an_element_twice_in_a_list_is_duplicated():
+    assert found(
+        op("append", "L", 0, 1, "info", value="a"),
+        op("append", "L", 0, 1, value="b"),
+        op("read", "L", 2, 3, result=["a", "b", "a"]),
+    ) == {"duplicated": 1}
+
+
+def test_a_value_never_written_is_a_phantom():
+    assert found(
+        op("append", "L", 0, 1, value="a"),
+        op("read", "L", 2, 3, result=["a", "zz"]),
+    ) == {"phantom": 1}
+    assert found(op("read", "R", 0, 1, result="zz")) == {"phantom": 1}
+
+
+def test_a_phantom_is_a_value_written_to_another_key():
+    assert found(
+        op("append", "L1", 0, 1, value="a"),
+        op("append", "L2", 0, 1, value="b"),
+        op("read", "L1", 2, 3, result=["a", "b"]),
+    ) == {"phantom": 1}
+
+
+def test_a_definite_failure_seen_by_a_read_is_failed_present():
+    assert found(
+        op("append", "L", 0, 1, "fail", value="a"),
+        op("read", "L", 2, 3, result=["a"]),
+    ) == {"failed_present": 1}
+    # On a register: a create told EntityExists, yet its value is there.
+    assert found(
+        op("create", "R", 0, 1, "fail", value="c"),
+        op("read", "R", 2, 3, result="c"),
+    ) == {"failed_present": 1}
+
+
+def test_two_reads_neither_a_prefix_of_the_other():
+    assert found(
+        op("append", "L", 0, 9, "info", value="a"),
+        op("append", "L", 0, 9, "info", value="b"),
+        op("read", "L", 1, 2, result=["a"]),
+        op("read", "L", 1, 2, result=["b"]),
+    ) == {"not_prefix": 1}
+    assert found(
+        op("append", "L", 0, 9, "info", value="a"),
+        op("append", "L", 0, 9, "info", value="b"),
+        op("read", "L", 1, 2, result=["a", "b"]),
+        op("read", "L", 1, 2, result=["b", "a"]),
+    ) == {"not_prefix": 1}
+
+
+# --- register keys -----------------------------------------------------------------------
+
+
+def test_a_clean_register_history_reports_nothing():
+    assert (
+        found(
+            op("create", "R", 0, 1, value="a"),
+            op("save", "R", 0.5, 3, value="b"),  # concurrent with the read of a
+            op("read", "R", 1.5, 2, result="a"),
+            op("read", "R", 4, 5, result="b"),
+            op("write", "R", 6, 7, value="c", prev="b"),
+            op("create", "R", 7, 8, "fail", value="x"),  # EntityExists: never seen
+            op("delete", "R", 8, 9, prev="c"),
+            op("read", "R", 10, 11, result=None),
+            op("save", "R", 12, 20, "info", value="d"),
+            op("read", "R", 13, 14, result="d"),
+            op("read", "R", 21, 22, result="d"),
+        )
+        == {}
+    )
+
+
+def test_a_value_read_after_a_later_acknowledged_write_means_that_write_was_lost():
+    assert found(
+        op("save", "R", 0, 1, value="a"),
+        op("save", "R", 2, 3, value="b"),
+        op("read", "R", 4, 5, result="a"),
+    ) == {"lost": 1}
+
+
+def test_a_value_a_modify_replaced_read_again_means_the_modify_was_lost():
+    # The save and the modify overlap (the save's retry after a lost answer), but the modify
+    # saw the save's value and replaced it: reading it again after is a lost update.
+    assert found(
+        op("save", "R", 0, 5, value="a"),
+        op("write", "R", 1, 2, value="b", prev="a"),
+        op("read", "R", 6, 7, result="a"),
+    ) == {"lost": 1}
+
+
+def test_nothing_read_after_an_acknowledged_write_with_no_delete_after_is_lost():
+    assert found(op("save", "R", 0, 1, value="a"), op("read", "R", 2, 3, result=None)) == {
+        "lost": 1
+    }
+    # A delete of unknown outcome that may come after the write explains the absence.
+    assert (
+        found(
+            op("save", "R", 0, 1, value="a"),
+            op("delete", "R", 0.5, 9, "info"),
+            op("read", "R", 2, 3, result=None),
+        )
+        == {}
+    )
+
+
+def test_a_deleted_value_read_again_after_the_delete_is_resurrected():
+    # The create's retry overlapped the delete (issue 34, item 1), but the delete removed the
+    # create's value and was acknowledged: the value must not come back.
+    assert found(
+        op("create", "R", 0, 5, value="a"),
+        op("delete", "R", 1, 2, prev="a"),
+        op("read", "R", 6, 7, result="a"),
+    ) == {"resurrected": 1}
+    assert found(
+        op("save", "R", 0, 1, value="a"),
+        op("delete", "R", 2, 3, prev="a"),
+        op("read", "R", 4, 5, result="a"),
+    ) == {"resurrected": 1}
+
+
+def test_a_failed_delete_resurrects_nothing():
+    assert (
+        found(
+            op("save", "R", 0, 1, value="a"),
+            op("delete", "R", 2, 3, "fail", prev="a"),
+            op("read", "R", 4, 5, result="a"),
+        )
+        == {}
+    )
+
+
+# --- the report and the records ----------------------------------------------------------
+
+
+def test_the_report_counts_each_kind_and_shows_examples():
+    report = check(
+        History(
+            [
+                op("append", "L", 0, 1, value="a"),
+                op("read", "L", 2, 3, result=["zz"]),
+            ],
+            [],
+        )
+    )
+    text = report.text()
+    assert report.anomalies == 2  # "a" lost, "zz" a phantom
+    for kind in KINDS:
+        assert f"{kind}: " in text
+    assert "'zz'" in text and "anomalies: 2" in text
+
+
+def test_the_report_tells_the_findings_a_lost_commit_answer_is_behind():
+    appended = op("append", "L", 0, 1, value="a", process="p1")
+    history = History(
+        [appended, op("read", "L", 2, 3, result=["a", "a"])],
+        [Fault("lose-commit", 0.5, {"process": "p1", "op": appended.index})],
+    )
+    report = check(history)
+    assert report.after_lost_answer("duplicated") == 1
+    assert "duplicated: 1 (1 by a write that lost its commit answer)" in report.text()
+    assert check(History(history.ops, [])).after_lost_answer("duplicated") == 0
+
+
+def test_records_written_by_a_recorder_load_back_as_paired_ops(tmp_path: Path):
+    recorder = Recorder(tmp_path / "p1.jsonl")
+    recorder.invoke("p1", 0, "append", "L", "p1-0")
+    recorder.complete("p1", 0, "ok")
+    recorder.invoke("p1", 1, "read", "L")
+    recorder.complete("p1", 1, "ok", result=["p1-0"])
+    recorder.invoke("p1", 2, "delete", "R")  # the process died here
+    recorder.fault("kill", server="server1", session=7)
+    recorder.close()
+    with (tmp_path / "p1.jsonl").open("a") as cut:
+        cut.write('{"type": "ok", "proc')  # a line a SIGKILL cut short
+    history = load([tmp_path / "p1.jsonl"])
+    assert [(o.f, o.outcome) for o in history.ops] == [
+        ("append", "ok"),
+        ("read", "ok"),
+        ("delete", "info"),
+    ]
+    assert history.ops[1].result == ["p1-0"] and history.ops[2].end == float("inf")
+    assert history.faults[0].nemesis == "kill" and history.faults[0].detail["session"] == 7
+    assert check(history).anomalies == 0
+
+
+def test_bad_records_are_refused():
+    with pytest.raises(ValueError, match="no invocation"):
+        parse([json.dumps({"type": "ok", "process": "p", "index": 1, "time": 0})])
+    with pytest.raises(ValueError, match="unknown operation"):
+        parse([json.dumps({"type": "invoke", "process": "p", "index": 1, "f": "x", "key": "k"})])
+    with pytest.raises(ValueError, match="outcome"):
+        Recorder(Path("/dev/null")).complete("p", 1, "maybe")
