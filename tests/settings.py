@@ -89,6 +89,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "schemaless_store",
     "tests.testapp",
+    "tests.kindsapp",
     "project.feed",
 ]
 MIDDLEWARE = [

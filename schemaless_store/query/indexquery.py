@@ -61,13 +61,21 @@ class IndexQuery(AsyncResults, CachedResults):
     ``page`` or ``explain``.
 
     ``fetcher`` turns entity ids into results (it has ``fetch(ids)`` and ``join_entities``);
-    ``column`` is None for a query over entities, or the cell column whose indexes it uses.
+    ``column`` is None for a query over entities, or the cell column whose indexes it uses;
+    ``kind`` the kind whose indexes it uses (None: the indexes declared on no kind).
     """
 
-    def __init__(self, conditions: dict[str, Any], fetcher: Any, column: str | None = None) -> None:
+    def __init__(
+        self,
+        conditions: dict[str, Any],
+        fetcher: Any,
+        column: str | None = None,
+        kind: str | None = None,
+    ) -> None:
         self._raw = dict(conditions)
         self.fetcher = fetcher
         self.column = column
+        self.kind = kind
         self.conditions = parse_conditions(conditions)
         self.order: str | None = None
         self.descending = False
@@ -149,7 +157,12 @@ class IndexQuery(AsyncResults, CachedResults):
         if none can (see :mod:`.planner`), :class:`IndexNotReady` if it is still building."""
         if self._index is None:
             self._index = choose_index(
-                self.conditions, self.order, self.building_ok, self.column, self.descending
+                self.conditions,
+                self.order,
+                self.building_ok,
+                self.column,
+                self.descending,
+                kind=self.kind,
             )
         return self._index
 
@@ -170,6 +183,7 @@ class IndexQuery(AsyncResults, CachedResults):
             descending=self.descending,
             allow_building=self.building_ok,
             column=self.column,
+            kind=self.kind,
         )
 
     def explain(self) -> str:

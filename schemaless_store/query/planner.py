@@ -261,17 +261,20 @@ def plan(
     descending: bool = False,
     allow_building: bool = False,
     column: str | None = None,
+    kind: str | None = None,
 ) -> Plan:
     """Judge every declared index over the query's source and choose one (see the module docs).
 
     Never raises for want of an index: :attr:`Plan.index` is then None and
     :attr:`Plan.problem` says why. Only ``ready`` indexes are chosen, unless ``allow_building``.
+    ``kind``: a kind's query (docs/kinds.md) is served only by the indexes declared on it, and
+    a plain query only by indexes declared on no kind.
     """
     states = lifecycle.states()
     verdicts = [
         Verdict(index, states.get(index.name), check_index(index, conditions, order))
         for index in sorted(maintained_indexes(), key=lambda i: i.name)
-        if index.column == column
+        if index.column == column and index.kind == kind
     ]
     serving = [v for v in verdicts if v.serves]
     # A pinned shard first (one shard read), then the name (already sorted by it).
@@ -293,6 +296,7 @@ def choose_index(
     allow_building: bool = False,
     column: str | None = None,
     descending: bool = False,
+    kind: str | None = None,
 ) -> Index:
     """The index that answers a query: :class:`NoIndexForQuery` if no declared index serves
     it (with :func:`plan`'s verdicts in the message), :class:`IndexNotReady` if only one still
@@ -303,12 +307,13 @@ def choose_index(
         index
         for index in maintained_indexes()
         if index.column == column
+        and index.kind == kind
         and index.property_set == named
         and _seek_problem(index, conditions, order) is None
     ]
     if not serving:
         raise NoIndexForQuery(
-            refusal(plan(conditions, order, descending=descending, column=column))
+            refusal(plan(conditions, order, descending=descending, column=column, kind=kind))
         )
     serving.sort(key=lambda index: (not _pins(index, conditions), index.name))
     if allow_building:

@@ -23,3 +23,4 @@ class LegacyPost(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
