@@ -16,7 +16,6 @@ class _Delete:
 DELETE = _Delete()
 
 
-
 def __getattr__(name: str) -> object:
     # ``schemaless_store.Kind`` lazily: importing it loads the models, which an app's package
     # must not do before Django's app registry is ready.

@@ -48,7 +48,7 @@ _MISSING = object()
 class KindBase(ModelBase):
     """The metaclass of kinds: a proxy of ``Entity`` with the declared fields in ``_meta``."""
 
-    def __new__(mcs, name: str, bases: tuple[type, ...], attrs: dict[str, Any], **kwargs: Any):  # type: ignore[no-untyped-def] # noqa: N804
+    def __new__(mcs, name: str, bases: tuple[type, ...], attrs: dict[str, Any], **kwargs: Any):  # type: ignore[no-untyped-def]
         if not any(isinstance(base, KindBase) for base in bases):  # Kind itself: abstract
             return super().__new__(mcs, name, bases, attrs, **kwargs)
         fields: dict[str, Any] = {}

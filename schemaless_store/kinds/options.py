@@ -155,7 +155,9 @@ def kind_indexes(name: str, kind: str, declared: Any) -> list[Index]:
                 f"{index!r}"
             )
         if index.kind is not None and index.kind != kind:
-            raise ConfigurationError(f"kind {name}: index {index.name!r} is declared on another kind")
+            raise ConfigurationError(
+                f"kind {name}: index {index.name!r} is declared on another kind"
+            )
         index.kind = kind
         registry.register(index)
     return indexes

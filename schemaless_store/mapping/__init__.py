@@ -24,6 +24,7 @@ def map_entities(
     function: Callable[[Any], Any] | str,
     *,
     where: Mapping[str, Any] | None = None,
+    kind: str | None = None,
     shards: Sequence[str] | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     sleep: float = 0.0,
@@ -37,6 +38,9 @@ def map_entities(
     """Apply ``function`` (a callable, or its dotted path) to every stored entity, or to those
     ``filter_index(**where)`` finds, and save what it changed; see the module docs.
 
+    ``kind``: only the entities of that kind (docs/kinds.md), given to ``function`` as
+    instances of the kind's class (saved without the kind's validation: this is how stored
+    values that no longer fit are mended); ``where`` then uses the kind's indexes.
     ``shards``: walk only these shards. ``sleep``, ``duty``, ``max_latency`` (seconds): the
     cleaner's throttle. ``dry_run``: write nothing; the summary counts what would change and
     holds 3 examples. ``restart``: forget an earlier run of the same function and ``where``
@@ -47,6 +51,7 @@ def map_entities(
     return Mapper(
         function,
         where=where,
+        kind=kind,
         shards_=shards,
         batch_size=batch_size,
         sleep=sleep,

@@ -16,6 +16,7 @@ from django.db import connections
 from django.utils.module_loading import import_string
 
 from ..exceptions import ConfigurationError
+from ..indexes import KIND_PROPERTY
 from ..tables.map_runs import Checkpoint, create_tables, forget_run, has_saved, load, run_key
 from ..throttle import LatencyProbe, Throttle
 from ..topology import bucket_map, servers, shards
@@ -86,6 +87,7 @@ class Mapper:
         function: Callable[[Any], Any] | str,
         *,
         where: Mapping[str, Any] | None = None,
+        kind: str | None = None,
         shards_: Sequence[str] | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         sleep: float = 0.0,
@@ -101,10 +103,14 @@ class Mapper:
         self.fn, path = _function(function)
         self.where = dict(where) if where else None
         self.name = path + (f" --where {_where_text(self.where)}" if self.where else "")
+        self.name += f" --kind {kind}" if kind is not None else ""
         self.short_name = path.rsplit(".", 1)[-1]
         self.run = run_key(self.name)
         # The model by name: the paths never import the Django face above them.
         self.model = apps.get_model("schemaless_store", "Entity")
+        if kind is not None:
+            self.model = _kind_model(kind)
+            self.fn = _of_kind(self.fn, kind)
         self.aliases = list(shards.shard_aliases())
         self.walked = shards.resolve_aliases(shards_)
         self.batch_size = batch_size
@@ -195,6 +201,26 @@ def _function(function: Callable[[Any], Any] | str) -> tuple[Callable[[Any], Any
     if not callable(function):
         raise ConfigurationError(f"{function!r} is not a function")
     return function, f"{function.__module__}.{function.__qualname__}"
+
+
+def _kind_model(kind: str) -> Any:
+    """The kind's class, found by its stored name among the installed models."""
+    for model in apps.get_models():
+        options = getattr(model, "_kind", None)
+        if options is not None and options.name == kind:
+            return model
+    raise ConfigurationError(f"no kind is named {kind!r} (a Kind's Meta.kind_name)")
+
+
+def _of_kind(fn: Callable[[Any], Any], kind: str) -> Callable[[Any], Any]:
+    """``fn`` for the entities of ``kind``; every other entity is left as it is."""
+
+    def of_kind(entity: Any) -> Any:
+        if entity.get(KIND_PROPERTY) != kind:
+            return None
+        return fn(entity)
+
+    return of_kind
 
 
 def _where_text(where: Mapping[str, Any]) -> str:

@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from django.db import models
-
 from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
 
 from schemaless_store import Index
 from schemaless_store.kinds import Kind
@@ -17,7 +16,7 @@ class Note(Kind):
     title = models.CharField(max_length=50)
     body = models.TextField(blank=True)
     link = models.URLField(blank=True)
-    email = models.EmailField(blank=True)
+    contact = models.EmailField(blank=True)
     stars = models.IntegerField(default=3, validators=[MinValueValidator(1), MaxValueValidator(5)])
     score = models.FloatField(null=True, blank=True)
     public = models.BooleanField(default=False)

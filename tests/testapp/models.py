@@ -23,4 +23,3 @@ class LegacyPost(models.Model):
 
     def __str__(self) -> str:
         return self.title
-
