@@ -26,8 +26,10 @@ from django.db.models.base import ModelBase
 
 from ..asyncapi import sync_only
 from ..exceptions import ConfigurationError, InvalidEntityError
+from ..expected import Expected
 from ..indexes import KIND_PROPERTY
 from ..models.entity import Entity
+from ..writes import entity_writes
 from .manager import KindManager
 from .options import (
     FORBID,
@@ -48,7 +50,9 @@ _MISSING = object()
 class KindBase(ModelBase):
     """The metaclass of kinds: a proxy of ``Entity`` with the declared fields in ``_meta``."""
 
-    def __new__(mcs, name: str, bases: tuple[type, ...], attrs: dict[str, Any], **kwargs: Any):  # type: ignore[no-untyped-def]
+    def __new__(
+        mcs, name: str, bases: tuple[type, ...], attrs: dict[str, Any], **kwargs: Any
+    ) -> Any:
         if not any(isinstance(base, KindBase) for base in bases):  # Kind itself: abstract
             return super().__new__(mcs, name, bases, attrs, **kwargs)
         fields: dict[str, Any] = {}
@@ -61,7 +65,7 @@ class KindBase(ModelBase):
         attrs.setdefault("objects", KindManager())
         if not any(issubclass(base, Entity) for base in bases):
             bases = (*bases, Entity)
-        cls = super().__new__(mcs, name, bases, attrs, **kwargs)
+        cls: Any = super().__new__(mcs, name, bases, attrs, **kwargs)
         options = kind_options(name, meta, cls._meta.model_name)
         other = KINDS.get(options.name)
         if other is not None and other.__qualname__ != cls.__qualname__:
@@ -195,13 +199,18 @@ class Kind(_Base, metaclass=KindBase):
         update_fields: Iterable[str] | None = None,
         if_unchanged: bool = False,
         validate: bool = True,
+        expect: Expected | None = None,
     ) -> None:
         """``full_clean()``, then the entity's save: an invalid instance raises Django's
         ``ValidationError`` (naming the fields) and nothing is written. ``validate=False``
-        skips the check, for values already cleaned (a ModelForm's ``save()``)."""
+        skips the check, for values just cleaned. ``expect``: the stored state the write
+        requires (:mod:`schemaless_store.expected`; the admin's token of the page it loaded)."""
         if validate:
             self.full_clean()
         self._properties()[KIND_PROPERTY] = self._kind.name
+        if expect is not None:
+            entity_writes.save(self, force_insert=bool(force_insert), expect=expect)
+            return
         super().save(force_insert=force_insert, if_unchanged=if_unchanged)
 
     save.alters_data = True  # type: ignore[attr-defined]

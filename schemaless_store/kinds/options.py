@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import models
-from django.db.models.base import ModelBase
 from django.utils import timezone
 
 from ..exceptions import ConfigurationError
@@ -37,7 +36,7 @@ class KindOptions:
 
     name: str
     extra: str
-    fields: dict[str, models.Field] = field(default_factory=dict)  # type: ignore[type-arg]
+    fields: dict[str, models.Field] = field(default_factory=dict)
     indexes: list[Index] = field(default_factory=list)
     # The fields read back through ``to_python`` (stored as text).
     converted: frozenset[str] = frozenset()
@@ -50,7 +49,7 @@ class Property:
     it): a property the entity lacks reads as the field's default, a stored value as stored
     (dates and the like converted back from text when they can be)."""
 
-    def __init__(self, model_field: models.Field) -> None:  # type: ignore[type-arg]
+    def __init__(self, model_field: models.Field) -> None:
         self.field = model_field
         self.name = model_field.name
         self.converted = isinstance(model_field, TEXT_STORED) and not isinstance(
@@ -74,7 +73,7 @@ class Property:
         instance._properties()[self.name] = value
 
 
-def stored_value(model_field: models.Field, value: Any) -> Any:  # type: ignore[type-arg]
+def stored_value(model_field: models.Field, value: Any) -> Any:
     """A cleaned value as the body stores it: aware datetimes, text for dates and decimals."""
     if isinstance(value, dt.datetime):
         if timezone.is_naive(value):
@@ -111,7 +110,7 @@ def split_meta(attrs: dict[str, Any]) -> dict[str, Any]:
     return own
 
 
-def take_fields(name: str, attrs: dict[str, Any]) -> dict[str, models.Field]:  # type: ignore[type-arg]
+def take_fields(name: str, attrs: dict[str, Any]) -> dict[str, models.Field]:
     """The Django fields declared in the class body, removed from ``attrs`` (ModelBase would
     make them columns)."""
     fields = {}
@@ -132,7 +131,7 @@ def take_fields(name: str, attrs: dict[str, Any]) -> dict[str, models.Field]:  #
     return fields
 
 
-def add_fields(cls: ModelBase, fields: dict[str, models.Field]) -> None:  # type: ignore[type-arg]
+def add_fields(cls: Any, fields: dict[str, models.Field]) -> None:
     """Add the declared fields to ``cls._meta`` as private, column-less fields."""
     for attr, model_field in fields.items():
         model_field.contribute_to_class(cls, attr, private_only=True)
@@ -140,7 +139,7 @@ def add_fields(cls: ModelBase, fields: dict[str, models.Field]) -> None:  # type
         model_field.column = None  # type: ignore[assignment]
         model_field.concrete = False
         setattr(cls, attr, Property(model_field))
-    cls._meta._expire_cache()  # type: ignore[attr-defined]
+    cls._meta._expire_cache()
 
 
 def kind_indexes(name: str, kind: str, declared: Any) -> list[Index]:

@@ -429,4 +429,4 @@ MutableMapping.register(Entity)
 # The row's own columns are the store's to write, never a form's: a kind's ModelForm with
 # ``fields = "__all__"`` lists the kind's declared fields only.
 for _column in ("row_id", "row_updated", "row_body"):
-    Entity._meta.get_field(_column).formfield = lambda **kwargs: None  # type: ignore[method-assign]
+    Entity._meta.get_field(_column).formfield = lambda **kwargs: None  # type: ignore[method-assign,union-attr]

@@ -107,6 +107,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "django face",
         (
             "models",
+            "kinds",
             "topology.router",
             "middleware",
             "backends",
