@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "schemaless_store",
     "tests.testapp",
     "tests.kindsapp",
+    "rest_framework",
     "project.feed",
 ]
 MIDDLEWARE = [
