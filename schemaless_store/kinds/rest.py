@@ -68,7 +68,7 @@ class KindSerializer(serializers.ModelSerializer):
         if declared is not None:
             built: tuple[Any, dict[str, Any]] = self.build_standard_field(field_name, declared)
             return built
-        return super().build_field(field_name, info, model_class, nested_depth)  # type: ignore[no-any-return]
+        return super().build_field(field_name, info, model_class, nested_depth)
 
     def get_validators(self) -> list[Any]:
         return []  # uniqueness is the unique indexes' (a 400 from the write)
