@@ -14,6 +14,7 @@ import factory
 import factory.random
 
 from . import entities
+from .models import now_us
 
 # Seeded data spans the last 30 days, so the pages read like a feed that has been running a while.
 SPAN_US = 30 * 24 * 3600 * 1_000_000
@@ -59,7 +60,7 @@ class UserFactory(factory.DictFactory):
     email = factory.LazyAttribute(lambda o: f"{o.username}@example.com")
     name = factory.LazyAttribute(lambda o: f"{o.first} {o.last}")
     joined = factory.LazyFunction(
-        lambda: entities.now_us() - factory.random.randgen.randrange(SPAN_US)
+        lambda: now_us() - factory.random.randgen.randrange(SPAN_US)
     )
 
 
@@ -77,13 +78,13 @@ class EntryFactory(factory.DictFactory):
     title = factory.Faker("sentence", nb_words=6)
     link = factory.LazyAttributeSequence(lambda o, n: _link(o.domain, o.path, n))
     published = factory.LazyFunction(
-        lambda: entities.now_us() - factory.random.randgen.randrange(SPAN_US)
+        lambda: now_us() - factory.random.randgen.randrange(SPAN_US)
     )
 
 
 def _after(published: int) -> int:
     """A time after ``published`` and not in the future."""
-    now = entities.now_us()
+    now = now_us()
     return published + factory.random.randgen.randrange(max(1, now - published))
 
 

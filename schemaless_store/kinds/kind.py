@@ -17,6 +17,7 @@ seeing only entries (:mod:`.manager`), and indexes pinned to the kind.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,9 @@ from .options import (
 # Every kind by its stored name: two kinds with one name would read each other's entities.
 KINDS: dict[str, type[Any]] = {}
 _MISSING = object()
+# Values whose cleaning a field remembers (immutable scalars), and how many per field.
+MEMO_TYPES = frozenset((str, int, float, bool, uuid.UUID, type(None)))
+MEMO_LIMIT = 4096
 
 
 class KindBase(ModelBase):
@@ -77,6 +81,7 @@ class KindBase(ModelBase):
         add_fields(cls, own)
         fields.update(own)
         options.fields = {attr: cls._meta.get_field(attr) for attr in fields}
+        options.accepted = {attr: {} for attr in fields}
         options.converted = frozenset(
             attr for attr, prop in vars(cls).items() if getattr(prop, "converted", False)
         )
@@ -139,9 +144,14 @@ class Kind(_Base, metaclass=KindBase):
 
     def clean_fields(self, exclude: Iterable[str] | None = None) -> None:
         """Clean every declared field (``exclude``: those not to check), keeping the cleaned
-        values; a ``forbid`` kind also refuses undeclared properties."""
+        values; a ``forbid`` kind also refuses undeclared properties.
+
+        A field's validators are taken to be functions of the value (Django's own are): a
+        scalar value a field accepted is remembered (:data:`MEMO_LIMIT` per field) and not
+        checked again, so saving an entity again checks only what changed."""
         skip = set(exclude or ())
         props = self._properties()
+        accepted = self._kind.accepted
         errors: dict[str, Any] = {}
         for attr, model_field in self._kind.fields.items():
             if attr in skip:
@@ -154,10 +164,19 @@ class Kind(_Base, metaclass=KindBase):
             if model_field.blank and raw in model_field.empty_values:
                 props[attr] = raw
                 continue
+            memo = accepted[attr]
+            key = (type(raw), raw) if type(raw) in MEMO_TYPES else None
+            cleaned = _MISSING if key is None else memo.get(key, _MISSING)
+            if cleaned is not _MISSING:
+                props[attr] = cleaned
+                continue
             try:
-                props[attr] = stored_value(model_field, model_field.clean(raw, self))
+                props[attr] = cleaned = stored_value(model_field, model_field.clean(raw, self))
             except ValidationError as exc:
                 errors[attr] = exc.error_list
+                continue
+            if key is not None and len(memo) < MEMO_LIMIT:
+                memo[key] = cleaned
         if self._kind.extra == FORBID:
             extra = sorted(set(props) - set(self._kind.fields) - {KIND_PROPERTY})
             if extra:

@@ -40,6 +40,8 @@ class KindOptions:
     indexes: list[Index] = field(default_factory=list)
     # The fields read back through ``to_python`` (stored as text).
     converted: frozenset[str] = frozenset()
+    # Per field, the scalar values it accepted and what they were cleaned to (kind.clean_fields).
+    accepted: dict[str, dict[Any, Any]] = field(default_factory=dict)
 
 
 class Property:

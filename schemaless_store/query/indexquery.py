@@ -76,7 +76,9 @@ class IndexQuery(AsyncResults, CachedResults):
         self.fetcher = fetcher
         self.column = column
         self.kind = kind
-        self.conditions = parse_conditions(conditions)
+        # A kind's query may have none: ``Entry.objects.filter_index().order_by("published")``
+        # (the kind is pinned by its indexes).
+        self.conditions = parse_conditions(conditions) if conditions or kind is None else []
         self.order: str | None = None
         self.descending = False
         self.offset = 0
