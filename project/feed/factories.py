@@ -59,9 +59,7 @@ class UserFactory(factory.DictFactory):
     username = factory.LazyAttributeSequence(lambda o, n: _username(o.first, o.last, n))
     email = factory.LazyAttribute(lambda o: f"{o.username}@example.com")
     name = factory.LazyAttribute(lambda o: f"{o.first} {o.last}")
-    joined = factory.LazyFunction(
-        lambda: now_us() - factory.random.randgen.randrange(SPAN_US)
-    )
+    joined = factory.LazyFunction(lambda: now_us() - factory.random.randgen.randrange(SPAN_US))
 
 
 class EntryFactory(factory.DictFactory):
@@ -77,9 +75,7 @@ class EntryFactory(factory.DictFactory):
     user_id = factory.LazyAttribute(lambda o: o.user["id"])
     title = factory.Faker("sentence", nb_words=6)
     link = factory.LazyAttributeSequence(lambda o, n: _link(o.domain, o.path, n))
-    published = factory.LazyFunction(
-        lambda: now_us() - factory.random.randgen.randrange(SPAN_US)
-    )
+    published = factory.LazyFunction(lambda: now_us() - factory.random.randgen.randrange(SPAN_US))
 
 
 def _after(published: int) -> int:

@@ -1,6 +1,6 @@
 """The feed's small JSON API, through the REST extra (``schemaless_store.kinds.rest``):
-``/api/entries/`` lists everyone's entries by the store's signed cursors (``?user_id=`` for one
-user's, through the kind's index), ``/api/entries/<id>/`` reads one. Read only, and open to
+``/api/entries/`` lists everyone's entries, newest first, by the store's signed cursors
+(``?user_id=`` for one user's, through the kind's index), ``/api/entries/<id>/`` reads one. Read only, and open to
 anyone, as the site's pages are: the app says so here, since a kind's viewset otherwise asks for
 the kind's model permissions."""
 
@@ -22,6 +22,7 @@ class EntrySerializer(KindSerializer):
 
 class EntryViewSet(KindViewSet):
     serializer_class = EntrySerializer
+    ordering = "-published"
     permission_classes = [permissions.AllowAny]
     http_method_names = ["get", "head", "options"]
 

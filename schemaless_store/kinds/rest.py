@@ -156,6 +156,9 @@ class KindViewSet(viewsets.ModelViewSet):
 
     permission_classes = [KindPermissions]
     pagination_class = StoreCursorPagination
+    # An indexed property to list by (``"-published"``: newest first), through the kind's
+    # indexes; None: ``all()``'s order, and filters only on an index of exactly their fields.
+    ordering: str | None = None
     # Query parameters that are never filters.
     reserved_params = frozenset({"cursor", "size", "format"})
 
@@ -177,9 +180,11 @@ class KindViewSet(viewsets.ModelViewSet):
                 conditions[name] = field.to_python(value)
             except DjangoValidationError as exc:
                 raise ValidationError({name: exc.messages}) from None
-        if not conditions:
+        if not conditions and self.ordering is None:
             return model.objects.all()
         query = model.objects.filter_index(**conditions)
+        if self.ordering is not None:
+            query = query.order_by(self.ordering)
         try:
             query.index  # noqa: B018 (choose the index now: a query none serves is a 400)
         except InvalidQuery as exc:
