@@ -1,8 +1,8 @@
 """The feed's small JSON API, through the REST extra (``schemaless_store.kinds.rest``):
 ``/api/entries/`` lists everyone's entries, newest first, by the store's signed cursors
-(``?user_id=`` for one user's, through the kind's index), ``/api/entries/<id>/`` reads one. Read only, and open to
-anyone, as the site's pages are: the app says so here, since a kind's viewset otherwise asks for
-the kind's model permissions."""
+(``?user_id=`` for one user's, through the kind's index), ``/api/entries/<id>/`` reads one.
+Read only, and open to anyone, as the site's pages are: the app says so here, since a kind's
+viewset otherwise asks for the kind's model permissions."""
 
 from __future__ import annotations
 
