@@ -17,6 +17,11 @@ from tests.support import STORE
 pytestmark = STORE
 
 
+DEEP: list = []
+for _level in range(150):
+    DEEP = [DEEP]
+
+
 def client_with(*codenames: str) -> APIClient:
     user = User.objects.create_user(f"api{uuid.uuid4().hex[:8]}", password="pw")
     for codename in codenames:
@@ -85,6 +90,7 @@ def test_list_pages_by_signed_cursor_and_filters_through_indexes(api):
         {"title": "x", "user_id": "not-a-uuid"},
         {"title": "x", "mood": "sunny"},  # undeclared, on a forbid kind
         {"title": "x", "data": {"big": 2**70}},  # the body cannot hold it
+        {"title": "x", "data": DEEP},  # nor this: lists nested past the codec's 100 levels
         {"title": ["a", "list"]},
         {"title": {"a": "dict"}},
     ],
@@ -130,3 +136,12 @@ def test_an_allow_kind_ignores_undeclared_fields_in_a_body():
     response = client.post("/api/tags/", {"name": "t", "user_id": str(user), "x": 1}, format="json")
     assert response.status_code == 201
     assert "x" not in Tag.objects.get(id=response.json()["id"])
+
+
+def test_a_body_over_djangos_upload_limit_is_a_400(api):
+    huge = {"title": "x", "body": "y" * 3_000_000}  # DATA_UPLOAD_MAX_MEMORY_SIZE is 2.5 MB
+    response = api.post("/api/notes/", huge, format="json")
+    assert response.status_code == 400
+    assert Entity.objects.all().count() == 0
+    big = {"title": "x", "data": {"nested": [[[[[[[[[[[[1]]]]]]]]]]]] * 10}}
+    assert api.post("/api/notes/", big, format="json").status_code == 201
