@@ -104,6 +104,8 @@ class Plan:
         hints = []
         if self.order is None:
             for verdict in self.close_calls():
+                if verdict.reason is not None and verdict.reason.startswith("is declared on kind"):
+                    continue
                 lacking = [p for p in verdict.index.properties if p not in self.named]
                 if (
                     len(lacking) == 1
@@ -167,7 +169,16 @@ class Plan:
 
 
 def describe(index: Index) -> str:
-    return f"{index.name} ({', '.join(index.properties)}; shard_on {index.shard_on})"
+    kind = "" if index.kind is None else f"; kind {index.kind}"
+    return f"{index.name} ({', '.join(index.properties)}; shard_on {index.shard_on}{kind})"
+
+
+def other_kind(index: Index) -> str:
+    """Why an index declared on a kind serves no query of another kind, nor a plain one."""
+    return (
+        f"is declared on kind {index.kind!r}: only that kind's queries use it "
+        f"(its manager's filter_index(), or filter_index(kind={index.kind!r}, ...))"
+    )
 
 
 def _quoted(names: Sequence[str]) -> str:
@@ -272,9 +283,13 @@ def plan(
     """
     states = lifecycle.states()
     verdicts = [
-        Verdict(index, states.get(index.name), check_index(index, conditions, order))
+        Verdict(
+            index,
+            states.get(index.name),
+            check_index(index, conditions, order) if index.kind == kind else other_kind(index),
+        )
         for index in sorted(maintained_indexes(), key=lambda i: i.name)
-        if index.column == column and index.kind == kind
+        if index.column == column
     ]
     serving = [v for v in verdicts if v.serves]
     # A pinned shard first (one shard read), then the name (already sorted by it).

@@ -157,7 +157,14 @@ def test_indexes_are_pinned_to_their_kind():
     with pytest.raises(InvalidQuery, match="pins the kind"):
         Note.objects.filter_index(kind="note", user_id=user)
     plan = Note.objects.filter_index(user_id=user).explain()
-    assert "index_note_user" in plan
+    assert "index_note_user (user_id; shard_on user_id; kind note)" in plan
+    # Entity.objects with kind="note" (the operators' admin search, older code) uses them too.
+    plain = Entity.objects.filter_index(kind="note", user_id=user)
+    assert {e.id for e in plain} == {n.id for n in notes} and plain.index.name == "index_note_user"
+    refused = Entity.objects.filter_index(body="x").explain()
+    assert "index_note_user" not in refused
+    refused = Entity.objects.filter_index(user_id__gt=user).explain()
+    assert "is declared on kind 'note'" in refused
 
 
 def test_a_unique_index_on_a_kind_refuses_a_second_value():
