@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,8 @@ KIND_OPTIONS = ("kind_name", "extra", "indexes")
 # ``to_python`` (docs/kinds.md): dates, times, durations, decimals.
 TEXT_STORED = (models.DateField, models.TimeField, models.DurationField, models.DecimalField)
 _MISSING = object()
+# Cleaned values the body stores unchanged.
+STORED_AS_IS = frozenset((str, int, float, bool, type(None), uuid.UUID, list, dict))
 
 
 @dataclass
@@ -77,6 +80,8 @@ class Property:
 
 def stored_value(model_field: models.Field, value: Any) -> Any:
     """A cleaned value as the body stores it: aware datetimes, text for dates and decimals."""
+    if type(value) in STORED_AS_IS:  # the usual case, first
+        return value
     if isinstance(value, dt.datetime):
         if timezone.is_naive(value):
             value = timezone.make_aware(value, timezone.get_default_timezone())
