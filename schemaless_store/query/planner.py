@@ -60,6 +60,7 @@ class Plan:
     index: Index | None
     verdicts: list[Verdict] = field(default_factory=list)
     problem: str = ""  # why no index was chosen, when none was
+    kind: str | None = None  # the kind whose indexes the query may use (docs/kinds.md)
 
     @property
     def named(self) -> list[str]:
@@ -115,7 +116,7 @@ class Plan:
                         f".order_by({lacking[0]!r}) asks only for entities that have "
                         f"{lacking[0]!r}, which {verdict.index.name} serves"
                     )
-        hints.append(suggest(self.conditions, self.order, self.column))
+        hints.append(suggest(self.conditions, self.order, self.column, self.kind))
         return "; or ".join(hints)
 
     def explain_refusal(self) -> str:
@@ -229,7 +230,12 @@ def _seek_problem(index: Index, conditions: Sequence[Condition], order: str | No
     return None
 
 
-def suggest(conditions: Sequence[Condition], order: str | None, column: str | None) -> str:
+def suggest(
+    conditions: Sequence[Condition],
+    order: str | None,
+    column: str | None,
+    kind: str | None = None,
+) -> str:
     """The declaration of an index that would serve the query, or why none can."""
     by_prop: dict[str, list[Condition]] = defaultdict(list)
     for cond in conditions:
@@ -259,8 +265,9 @@ def suggest(conditions: Sequence[Condition], order: str | None, column: str | No
     declaration = f"Index(table={table!r}, properties={properties!r}, shard_on={shard_on!r}"
     if column is not None:
         declaration += f", column={column!r}"
+    where = "an indexes.py" if kind is None else f"the Meta.indexes of kind {kind!r}"
     return (
-        f"declare {declaration}) in an indexes.py, run `manage.py migrateall`, then "
+        f"declare {declaration}) in {where}, run `manage.py migrateall`, then "
         f"`manage.py runcleaner --index={table}`"
     )
 
@@ -294,7 +301,7 @@ def plan(
     serving = [v for v in verdicts if v.serves]
     # A pinned shard first (one shard read), then the name (already sorted by it).
     serving.sort(key=lambda v: not _pins(v.index, conditions))
-    result = Plan(conditions, order, descending, column, None, verdicts)
+    result = Plan(conditions, order, descending, column, None, verdicts, kind=kind)
     usable = serving if allow_building else [v for v in serving if v.state == lifecycle.READY]
     if usable:
         result.index = usable[0].index

@@ -165,6 +165,8 @@ def test_indexes_are_pinned_to_their_kind():
     assert "index_note_user" not in refused
     refused = Entity.objects.filter_index(user_id__gt=user).explain()
     assert "is declared on kind 'note'" in refused
+    with pytest.raises(NoIndexForQuery, match=r"in the Meta\.indexes of kind 'note'"):
+        list(Note.objects.filter_index(body="x"))
 
 
 def test_a_unique_index_on_a_kind_refuses_a_second_value():
