@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "schemaless_store",
     "project.feed",
+    "rest_framework",  # the feed's JSON API (project/feed/rest.py): the REST extra
 ]
 
 MIDDLEWARE = [

@@ -15,5 +15,16 @@ class _Delete:
 
 DELETE = _Delete()
 
-__all__ = ["DELETE", "Index"]
+
+def __getattr__(name: str) -> object:
+    # ``schemaless_store.Kind`` lazily: importing it loads the models, which an app's package
+    # must not do before Django's app registry is ready.
+    if name == "Kind":
+        from .kinds import Kind
+
+        return Kind
+    raise AttributeError(f"module 'schemaless_store' has no attribute {name!r}")
+
+
+__all__ = ["DELETE", "Index", "Kind"]
 __version__ = "0.1.0.dev0"

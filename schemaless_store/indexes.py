@@ -27,6 +27,9 @@ RESERVED_COLUMNS = frozenset({"entity_id"})
 MAX_ROWS_PER_ENTITY = 1000
 # Column values a query's re-check remembers (values shared by many entities of a page).
 MEMO_LIMIT = 4096
+# The property that names an entity's kind (docs/kinds.md): an index declared on a kind holds
+# rows only for the entities whose ``kind`` is that kind's name.
+KIND_PROPERTY = "kind"
 _MISSING = object()
 
 
@@ -78,6 +81,9 @@ class Index:
     The default, ``"key"``, accepts any scalar value. A property whose value is a list gets one
     row per element. Problems with the declaration are reported by ``manage.py check``
     (IDs ``schemaless.E1xx``); an invalid index is never used to build SQL.
+
+    ``kind``: set when the index is declared in a kind's ``Meta.indexes`` (docs/kinds.md): the
+    index then has rows only for entities of that kind, and only that kind's queries use it.
     """
 
     def __init__(
@@ -89,8 +95,10 @@ class Index:
         types: Mapping[str, str | ColumnType] | None = None,
         unique: bool = False,
         column: str | None = None,
+        kind: str | None = None,
     ) -> None:
         self.name = table
+        self.kind = kind
         # None: an index over entities; a name: over the latest version of that cell column.
         self.column = column
         self.properties: tuple[str, ...] = (
@@ -157,7 +165,8 @@ class Index:
         return (
             f"Index(table={self.name!r}, properties={list(self.properties)!r}, "
             f"shard_on={self.shard_on!r}{', unique=True' if self.unique else ''}"
-            f"{f', column={self.column!r}' if self.column is not None else ''})"
+            f"{f', column={self.column!r}' if self.column is not None else ''}"
+            f"{f', kind={self.kind!r}' if self.kind is not None else ''})"
         )
 
     def require_valid(self) -> None:
@@ -179,6 +188,8 @@ class Index:
         An entity that lacks any of the properties has no rows; a list value gives one row per
         element (so a row per combination when several properties are lists).
         """
+        if self.kind is not None and properties.get(KIND_PROPERTY) != self.kind:
+            return set()
         scalars = []
         for prop in self.properties:
             value = properties.get(prop, _MISSING)
@@ -218,6 +229,8 @@ class Index:
         every row: the query's re-check of each entity. ``memo`` caches column values of
         strings, ints and bytes across calls (a page's entities share e.g. their ``user_id``).
         """
+        if self.kind is not None and properties.get(KIND_PROPERTY) != self.kind:
+            return False
         combinations = 1
         for n, prop in enumerate(self.properties):
             value = properties.get(prop, _MISSING)

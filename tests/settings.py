@@ -89,6 +89,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "schemaless_store",
     "tests.testapp",
+    "tests.kindsapp",
+    "rest_framework",
     "project.feed",
 ]
 MIDDLEWARE = [

@@ -10,23 +10,22 @@ import uuid
 from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
-from schemaless_store.models import Entity
-
-from .entities import COMMENT, ENTRY, LIKE, as_datetime
+from .entities import as_datetime
+from .models import Comment, Entry, Like, User
 
 
 @require_GET
 async def entry_json(request: HttpRequest, entry_id: uuid.UUID) -> JsonResponse:
     """``GET /e/<id>/json``: the entry, its author's username, and its like and comment
     counts (gathered; like every store call they run in Django's one database thread)."""
-    found = await Entity.objects.aget_many([entry_id])
+    found = await Entry.objects.aget_many([entry_id])
     entry = found.get(entry_id)
-    if entry is None or entry.get("kind") != ENTRY:
+    if entry is None:
         raise Http404("no such entry")
     likes, comments, users = await asyncio.gather(
-        Entity.objects.filter_index(kind=LIKE, entry_id=entry.id).order_by("created").acount(),
-        Entity.objects.filter_index(kind=COMMENT, entry_id=entry.id).order_by("created").acount(),
-        Entity.objects.aget_many([entry["user_id"]]),
+        Like.objects.filter_index(entry_id=entry.id).order_by("created").acount(),
+        Comment.objects.filter_index(entry_id=entry.id).order_by("created").acount(),
+        User.objects.aget_many([entry["user_id"]]),
     )
     author = users.get(entry["user_id"])
     return JsonResponse(

@@ -14,6 +14,7 @@ import factory
 import factory.random
 
 from . import entities
+from .models import now_us
 
 # Seeded data spans the last 30 days, so the pages read like a feed that has been running a while.
 SPAN_US = 30 * 24 * 3600 * 1_000_000
@@ -58,9 +59,7 @@ class UserFactory(factory.DictFactory):
     username = factory.LazyAttributeSequence(lambda o, n: _username(o.first, o.last, n))
     email = factory.LazyAttribute(lambda o: f"{o.username}@example.com")
     name = factory.LazyAttribute(lambda o: f"{o.first} {o.last}")
-    joined = factory.LazyFunction(
-        lambda: entities.now_us() - factory.random.randgen.randrange(SPAN_US)
-    )
+    joined = factory.LazyFunction(lambda: now_us() - factory.random.randgen.randrange(SPAN_US))
 
 
 class EntryFactory(factory.DictFactory):
@@ -76,14 +75,12 @@ class EntryFactory(factory.DictFactory):
     user_id = factory.LazyAttribute(lambda o: o.user["id"])
     title = factory.Faker("sentence", nb_words=6)
     link = factory.LazyAttributeSequence(lambda o, n: _link(o.domain, o.path, n))
-    published = factory.LazyFunction(
-        lambda: entities.now_us() - factory.random.randgen.randrange(SPAN_US)
-    )
+    published = factory.LazyFunction(lambda: now_us() - factory.random.randgen.randrange(SPAN_US))
 
 
 def _after(published: int) -> int:
     """A time after ``published`` and not in the future."""
-    now = entities.now_us()
+    now = now_us()
     return published + factory.random.randgen.randrange(max(1, now - published))
 
 

@@ -1,19 +1,17 @@
-"""Forms of the feed. Lengths stay well inside the store's 255-byte index columns."""
+"""Forms of the feed: ``ModelForm``s of its kinds (:mod:`.models`), whose fields and validation
+come from the kinds' fields. Lengths stay well inside the store's 255-byte index columns."""
 
 from __future__ import annotations
 
 from django import forms
 
+from .models import Comment, Entry, User
 
-class SignUpForm(forms.Form):
-    username = forms.RegexField(
-        regex=r"^[A-Za-z0-9_]{2,30}$",
-        max_length=30,
-        help_text="2 to 30 letters, digits or underscores.",
-        error_messages={"invalid": "Use 2 to 30 letters, digits or underscores."},
-    )
-    email = forms.EmailField(max_length=200)
-    name = forms.CharField(max_length=80, required=False, help_text="Shown next to your entries.")
+
+class SignUpForm(forms.ModelForm):
+    class Meta:
+        model = User
+        fields = ["username", "email", "name"]
 
     def clean_username(self) -> str:
         return self.cleaned_data["username"].lower()
@@ -26,9 +24,8 @@ class ActAsForm(forms.Form):
     username = forms.CharField(max_length=30)
 
 
-class EntryForm(forms.Form):
-    # Each message names its field: shown together, "This field is required." twice did not.
-    title = forms.CharField(max_length=200, error_messages={"required": "Give the entry a title."})
+class EntryForm(forms.ModelForm):
+    # The kind's URLField, with "example.com" read as https (the model's validators still run).
     link = forms.URLField(
         max_length=200,
         assume_scheme="https",
@@ -38,8 +35,16 @@ class EntryForm(forms.Form):
         },
     )
 
+    class Meta:
+        model = Entry
+        fields = ["title", "link"]
+        # Each message names its field: shown together, "This field is required." twice did not.
+        error_messages = {"title": {"required": "Give the entry a title."}}
 
-class CommentForm(forms.Form):
-    body = forms.CharField(
-        max_length=1000, widget=forms.Textarea(attrs={"rows": 2}), label="Comment"
-    )
+
+class CommentForm(forms.ModelForm):
+    class Meta:
+        model = Comment
+        fields = ["body"]
+        widgets = {"body": forms.Textarea(attrs={"rows": 2})}
+        labels = {"body": "Comment"}

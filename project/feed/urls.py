@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.urls import path, re_path
+from django.urls import include, path, re_path
 
 from . import api, views
 
@@ -18,6 +18,7 @@ urlpatterns = [
     path("shared/", views.shared, name="shared"),
     path("e/<uuid:entry_id>/", views.entry_detail, name="entry"),
     path("e/<uuid:entry_id>/json/", api.entry_json, name="entry_json"),
+    path("api/", include("project.feed.rest")),
     path("e/<uuid:entry_id>/like/", views.like, name="like"),
     path("e/<uuid:entry_id>/comment/", views.comment, name="comment"),
     # The same characters the sign-up form allows: anything else cannot be a user.

@@ -16,6 +16,7 @@ from django.db import connections
 from django.utils.module_loading import import_string
 
 from ..exceptions import ConfigurationError
+from ..indexes import KIND_PROPERTY
 from ..tables.map_runs import Checkpoint, create_tables, forget_run, has_saved, load, run_key
 from ..throttle import LatencyProbe, Throttle
 from ..topology import bucket_map, servers, shards
@@ -83,12 +84,16 @@ class MapOptions:
     """How one run goes: :func:`~schemaless_store.mapping.map_entities`' keywords, declared
     once. ``where``: only the entities ``filter_index(**where)`` finds. ``shards``: walk only
     these. ``sleep``, ``duty``, ``max_latency`` (seconds): the cleaner's throttle.
+    ``kind``: only the entities of that kind (docs/kinds.md), given to the function as instances
+    of the kind's class (saved without the kind's validation: this is how stored values that no
+    longer fit are mended); ``where`` then uses the kind's indexes.
     ``dry_run``: write nothing; the summary counts what would change and holds 3 examples.
     ``restart``: forget an earlier run of the same function and ``where`` (its checkpoints,
     which entities it saved, its failures) and start over. ``progress``: a bar per shard on
     ``progress_file``."""
 
     where: Mapping[str, Any] | None = None
+    kind: str | None = None
     shards: Sequence[str] | None = None
     batch_size: int = DEFAULT_BATCH_SIZE
     sleep: float = 0.0
@@ -110,13 +115,17 @@ class Mapper:
 
     def __init__(self, function: Callable[[Any], Any] | str, options: MapOptions) -> None:
         self.fn, path = _function(function)
-        where = options.where
+        where, kind = options.where, options.kind
         self.where = dict(where) if where else None
         self.name = path + (f" --where {_where_text(self.where)}" if self.where else "")
+        self.name += f" --kind {kind}" if kind is not None else ""
         self.short_name = path.rsplit(".", 1)[-1]
         self.run = run_key(self.name)
         # The model by name: the paths never import the Django face above them.
         self.model = apps.get_model("schemaless_store", "Entity")
+        if kind is not None:
+            self.model = _kind_model(kind)
+            self.fn = _of_kind(self.fn, kind)
         self.aliases = list(shards.shard_aliases())
         self.walked = shards.resolve_aliases(options.shards)
         self.batch_size = options.batch_size
@@ -207,6 +216,26 @@ def _function(function: Callable[[Any], Any] | str) -> tuple[Callable[[Any], Any
     if not callable(function):
         raise ConfigurationError(f"{function!r} is not a function")
     return function, f"{function.__module__}.{function.__qualname__}"
+
+
+def _kind_model(kind: str) -> Any:
+    """The kind's class, found by its stored name among the installed models."""
+    for model in apps.get_models():
+        options = getattr(model, "_kind", None)
+        if options is not None and options.name == kind:
+            return model
+    raise ConfigurationError(f"no kind is named {kind!r} (a Kind's Meta.kind_name)")
+
+
+def _of_kind(fn: Callable[[Any], Any], kind: str) -> Callable[[Any], Any]:
+    """``fn`` for the entities of ``kind``; every other entity is left as it is."""
+
+    def of_kind(entity: Any) -> Any:
+        if entity.get(KIND_PROPERTY) != kind:
+            return None
+        return fn(entity)
+
+    return of_kind
 
 
 def _where_text(where: Mapping[str, Any]) -> str:

@@ -11,7 +11,7 @@ are attributes named ``row_*`` (plus ``added_id``), so no property name can clas
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any
 
 from django.db import models
@@ -316,6 +316,9 @@ class Entity(AsyncEntity, models.Model):
             raise InvalidEntityError("an entity's id cannot be removed")
         del self._properties()[name]
 
+    # --- the rest of collections.abc.MutableMapping (Entity is registered as one; a model
+    # cannot inherit it: ABCMeta and ModelBase are two metaclasses). ``==`` stays Django's.
+
     def keys(self) -> Iterator[str]:
         yield "id"
         yield from self._properties()
@@ -323,6 +326,41 @@ class Entity(AsyncEntity, models.Model):
     def items(self) -> Iterator[tuple[str, Any]]:
         yield "id", self.id
         yield from self._properties().items()
+
+    def values(self) -> Iterator[Any]:
+        yield self.id
+        yield from self._properties().values()
+
+    def __iter__(self) -> Iterator[str]:
+        return self.keys()
+
+    def __len__(self) -> int:
+        return 1 + len(self._properties())
+
+    def pop(self, name: str, *default: Any) -> Any:
+        if name == "id":
+            raise InvalidEntityError("an entity's id cannot be removed")
+        return self._properties().pop(name, *default)
+
+    def popitem(self) -> tuple[str, Any]:
+        if not self._properties():
+            raise KeyError("popitem(): the entity has no properties but its id")
+        return self._properties().popitem()
+
+    def clear(self) -> None:
+        """Remove every property (the id stays)."""
+        self._properties().clear()
+
+    def setdefault(self, name: str, default: Any = None) -> Any:
+        if name not in self:
+            self[name] = default
+        return self[name]
+
+    def update(self, *other: Any, **properties: Any) -> None:
+        for name, value in dict(*other, **properties).items():
+            if name == "id" and entity_ids.entity_id_bytes(value) == bytes(self.row_id):
+                continue  # its own id (e.g. from dict(entity)): nothing changes
+            self[name] = value
 
     def body_properties(self) -> dict[str, Any]:
         """The properties that go into the body (everything but ``id``)."""
@@ -385,3 +423,10 @@ class Entity(AsyncEntity, models.Model):
         :class:`~schemaless_store.cell_store.EntityVersion` (``ref_key``, ``created_at``,
         ``properties`` or ``None`` for a deletion). Needs ``SCHEMALESS["HISTORY"] = True``."""
         return cell_store.entity_history(self.row_id)
+
+
+MutableMapping.register(Entity)
+# The row's own columns are the store's to write, never a form's: a kind's ModelForm with
+# ``fields = "__all__"`` lists the kind's declared fields only.
+for _column in ("row_id", "row_updated", "row_body"):
+    Entity._meta.get_field(_column).formfield = lambda **kwargs: None  # type: ignore[method-assign,union-attr]

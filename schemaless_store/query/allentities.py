@@ -18,7 +18,7 @@ from typing import Any
 
 from ..asyncapi import AsyncChunks, AsyncResults, sync_only
 from ..exceptions import InvalidQuery
-from ..indexes import ENTITIES
+from ..indexes import ENTITIES, KIND_PROPERTY
 from ..tables import buckets
 from ..tables import entities as entity_table
 from ..tables.buckets import retrying_stale
@@ -35,12 +35,21 @@ MAX_PAGE = 1000
 
 
 class AllEntities(AsyncResults, AsyncChunks, CachedResults):
-    """Every entity, shard after shard, by ``added_id`` within a shard (see the module docs)."""
+    """Every entity, shard after shard, by ``added_id`` within a shard (see the module docs).
+
+    ``kind``: only the entities of that kind (docs/kinds.md); they are told apart by their
+    bodies, so counting and skipping then read every entity."""
 
     def __init__(
-        self, model: Any, chunk_size: int = 500, start: int = 0, stop: int | None = None
+        self,
+        model: Any,
+        chunk_size: int = 500,
+        start: int = 0,
+        stop: int | None = None,
+        kind: str | None = None,
     ) -> None:
         self.model = model
+        self.kind = kind
         self.chunk_size = chunk_size
         self._start = start
         self._stop = stop
@@ -71,7 +80,7 @@ class AllEntities(AsyncResults, AsyncChunks, CachedResults):
             stop = None if item.stop is None else self._start + item.stop
             if self._stop is not None:
                 stop = self._stop if stop is None else min(stop, self._stop)
-            sliced = AllEntities(self.model, self.chunk_size, start, stop)
+            sliced = AllEntities(self.model, self.chunk_size, start, stop, self.kind)
             return list(sliced)[:: item.step] if item.step else sliced
         at = self._start + item
         found = [] if self._stop is not None and at >= self._stop else list(self[item : item + 1])
@@ -87,8 +96,9 @@ class AllEntities(AsyncResults, AsyncChunks, CachedResults):
         """The number of entities (of this slice): ``COUNT(*)`` per shard, nothing fetched."""
         if self._cache is not None:
             return len(self._cache)
-        if bucket_map.current().moving or moves_unfinished():
-            # Copies of moving entities are on two shards: count each where it is owned.
+        if self.kind is not None or bucket_map.current().moving or moves_unfinished():
+            # Copies of moving entities are on two shards: count each where it is owned; a
+            # kind's entities are told from others by their bodies.
             return retrying_stale(lambda: sum(1 for _ in self.iterator()))
         total = sum(self._shard_counts().values())
         last = total if self._stop is None else min(total, self._stop)
@@ -114,7 +124,8 @@ class AllEntities(AsyncResults, AsyncChunks, CachedResults):
         if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_PAGE:
             raise InvalidQuery(f"page size must be an int from 1 to {MAX_PAGE}, not {size!r}")
         aliases = shards.shard_aliases()
-        fingerprint = cursors.fingerprint("all", aliases)
+        kind = () if self.kind is None else (self.kind,)
+        fingerprint = cursors.fingerprint("all", aliases, *kind)
         position, last = (0, 0) if after is None else cursors.decode(after, fingerprint, 3)[:2]
         found = retrying_stale(lambda: self._from(int(position), int(last), size + 1))
         entities = [entity for _position, entity in found[:size]]
@@ -145,7 +156,8 @@ class AllEntities(AsyncResults, AsyncChunks, CachedResults):
                     key = bytes(key)
                     if not copies or used.owners[bucket_of(key, used.buckets)] == alias:
                         entity = build(alias, added_id, key, convert(updated), bytes(body))
-                        found.append((at, entity))
+                        if self._kept(entity):
+                            found.append((at, entity))
                 if len(rows) < limit:
                     break
                 after = rows[-1][0]
@@ -169,8 +181,10 @@ class AllEntities(AsyncResults, AsyncChunks, CachedResults):
             return
         used = bucket_map.current()
         copies = bool(used.moving) or moves_unfinished()
+        # Skipping in Python: per entity, where copies or other kinds must not be counted.
+        by_entity = copies or self.kind is not None
         skip = self._start
-        counts = self._shard_counts() if skip and not copies else {}
+        counts = self._shard_counts() if skip and not by_entity else {}
         build = self.model.row_builder()
         owners, total = used.owners, used.buckets
         for alias in shards.shard_aliases():
@@ -182,21 +196,24 @@ class AllEntities(AsyncResults, AsyncChunks, CachedResults):
             while True:
                 limit = size if wanted is None else min(size, wanted)
                 with shards.errors_named(alias):
-                    rows = entity_table.by_added_id(alias, after, limit, 0 if copies else skip)
+                    rows = entity_table.by_added_id(alias, after, limit, 0 if by_entity else skip)
                 buckets.confirm_read(alias, used)
-                if not copies:
+                if not by_entity:
                     skip = 0
                 taken = 0
                 for added_id, key, updated, body in rows:
                     key = bytes(key)
-                    if copies:
-                        if owners[bucket_of(key, total)] != alias:
+                    entity = build(alias, added_id, key, convert(updated), bytes(body))
+                    if by_entity:
+                        if copies and owners[bucket_of(key, total)] != alias:
+                            continue
+                        if not self._kept(entity):
                             continue
                         if skip:
                             skip -= 1
                             continue
                     taken += 1
-                    yield build(alias, added_id, key, convert(updated), bytes(body))
+                    yield entity
                     if wanted is not None and taken >= wanted:
                         return
                 if wanted is not None:
@@ -204,6 +221,9 @@ class AllEntities(AsyncResults, AsyncChunks, CachedResults):
                 if len(rows) < limit:
                     break
                 after = rows[-1][0]
+
+    def _kept(self, entity: Any) -> bool:
+        return self.kind is None or entity.body_properties().get(KIND_PROPERTY) == self.kind
 
     def _shard_counts(self) -> dict[str, int]:
         counts = {}

@@ -22,8 +22,8 @@ from itertools import islice
 from typing import Any
 
 from ..asyncapi import AsyncResults, sync_only
-from ..exceptions import InvalidQuery
-from ..indexes import Index
+from ..exceptions import InvalidQuery, NoIndexForQuery
+from ..indexes import KIND_PROPERTY, Index
 from ..tables.buckets import retrying_stale
 from ..topology import bucket_map, shards
 from . import cursors
@@ -61,14 +61,24 @@ class IndexQuery(AsyncResults, CachedResults):
     ``page`` or ``explain``.
 
     ``fetcher`` turns entity ids into results (it has ``fetch(ids)`` and ``join_entities``);
-    ``column`` is None for a query over entities, or the cell column whose indexes it uses.
+    ``column`` is None for a query over entities, or the cell column whose indexes it uses;
+    ``kind`` the kind whose indexes it uses (None: the indexes declared on no kind).
     """
 
-    def __init__(self, conditions: dict[str, Any], fetcher: Any, column: str | None = None) -> None:
+    def __init__(
+        self,
+        conditions: dict[str, Any],
+        fetcher: Any,
+        column: str | None = None,
+        kind: str | None = None,
+    ) -> None:
         self._raw = dict(conditions)
         self.fetcher = fetcher
         self.column = column
-        self.conditions = parse_conditions(conditions)
+        self.kind = kind
+        # A kind's query may have none: ``Entry.objects.filter_index().order_by("published")``
+        # (the kind is pinned by its indexes).
+        self.conditions = parse_conditions(conditions) if conditions or kind is None else []
         self.order: str | None = None
         self.descending = False
         self.offset = 0
@@ -148,10 +158,41 @@ class IndexQuery(AsyncResults, CachedResults):
         """The index that answers the query (chosen on first use); :class:`NoIndexForQuery`
         if none can (see :mod:`.planner`), :class:`IndexNotReady` if it is still building."""
         if self._index is None:
-            self._index = choose_index(
-                self.conditions, self.order, self.building_ok, self.column, self.descending
-            )
+            try:
+                self._index = choose_index(
+                    self.conditions,
+                    self.order,
+                    self.building_ok,
+                    self.column,
+                    self.descending,
+                    kind=self.kind,
+                )
+            except NoIndexForQuery:
+                if not self._as_kind_query():
+                    raise
+                return self.index
         return self._index
+
+    def _as_kind_query(self) -> bool:
+        """``filter_index(kind="entry", ...)`` that no plain index serves, made the query of
+        kind "entry" over the rest when one of that kind's indexes serves it (the operators'
+        admin search, code written before the kind): True if it was."""
+        found = [c for c in self.conditions if c.prop == KIND_PROPERTY]
+        if self.kind is not None or self.column is not None or len(found) != 1:
+            return False
+        if found[0].lookup != "exact" or not isinstance(found[0].value, str):
+            return False
+        rest = [c for c in self.conditions if c.prop != KIND_PROPERTY]
+        if not rest and self.order is None:
+            return False
+        try:
+            choose_index(
+                rest, self.order, self.building_ok, None, self.descending, kind=found[0].value
+            )
+        except NoIndexForQuery:
+            return False
+        self.conditions, self.kind = rest, found[0].value
+        return True
 
     @property
     def bound(self) -> ColumnConditions:
@@ -164,12 +205,19 @@ class IndexQuery(AsyncResults, CachedResults):
 
     def plan(self) -> Plan:
         """The planner's verdict on every declared index, whether one serves or not."""
+        found = self._plan()
+        if found.index is None and found.problem == "no_index" and self._as_kind_query():
+            found = self._plan()
+        return found
+
+    def _plan(self) -> Plan:
         return plan(
             self.conditions,
             self.order,
             descending=self.descending,
             allow_building=self.building_ok,
             column=self.column,
+            kind=self.kind,
         )
 
     def explain(self) -> str:

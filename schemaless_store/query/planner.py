@@ -60,6 +60,7 @@ class Plan:
     index: Index | None
     verdicts: list[Verdict] = field(default_factory=list)
     problem: str = ""  # why no index was chosen, when none was
+    kind: str | None = None  # the kind whose indexes the query may use (docs/kinds.md)
 
     @property
     def named(self) -> list[str]:
@@ -104,6 +105,8 @@ class Plan:
         hints = []
         if self.order is None:
             for verdict in self.close_calls():
+                if verdict.reason is not None and verdict.reason.startswith("is declared on kind"):
+                    continue
                 lacking = [p for p in verdict.index.properties if p not in self.named]
                 if (
                     len(lacking) == 1
@@ -113,7 +116,7 @@ class Plan:
                         f".order_by({lacking[0]!r}) asks only for entities that have "
                         f"{lacking[0]!r}, which {verdict.index.name} serves"
                     )
-        hints.append(suggest(self.conditions, self.order, self.column))
+        hints.append(suggest(self.conditions, self.order, self.column, self.kind))
         return "; or ".join(hints)
 
     def explain_refusal(self) -> str:
@@ -167,7 +170,16 @@ class Plan:
 
 
 def describe(index: Index) -> str:
-    return f"{index.name} ({', '.join(index.properties)}; shard_on {index.shard_on})"
+    kind = "" if index.kind is None else f"; kind {index.kind}"
+    return f"{index.name} ({', '.join(index.properties)}; shard_on {index.shard_on}{kind})"
+
+
+def other_kind(index: Index) -> str:
+    """Why an index declared on a kind serves no query of another kind, nor a plain one."""
+    return (
+        f"is declared on kind {index.kind!r}: only that kind's queries use it "
+        f"(its manager's filter_index(), or filter_index(kind={index.kind!r}, ...))"
+    )
 
 
 def _quoted(names: Sequence[str]) -> str:
@@ -218,7 +230,12 @@ def _seek_problem(index: Index, conditions: Sequence[Condition], order: str | No
     return None
 
 
-def suggest(conditions: Sequence[Condition], order: str | None, column: str | None) -> str:
+def suggest(
+    conditions: Sequence[Condition],
+    order: str | None,
+    column: str | None,
+    kind: str | None = None,
+) -> str:
     """The declaration of an index that would serve the query, or why none can."""
     by_prop: dict[str, list[Condition]] = defaultdict(list)
     for cond in conditions:
@@ -248,8 +265,9 @@ def suggest(conditions: Sequence[Condition], order: str | None, column: str | No
     declaration = f"Index(table={table!r}, properties={properties!r}, shard_on={shard_on!r}"
     if column is not None:
         declaration += f", column={column!r}"
+    where = "an indexes.py" if kind is None else f"the Meta.indexes of kind {kind!r}"
     return (
-        f"declare {declaration}) in an indexes.py, run `manage.py migrateall`, then "
+        f"declare {declaration}) in {where}, run `manage.py migrateall`, then "
         f"`manage.py runcleaner --index={table}`"
     )
 
@@ -261,22 +279,29 @@ def plan(
     descending: bool = False,
     allow_building: bool = False,
     column: str | None = None,
+    kind: str | None = None,
 ) -> Plan:
     """Judge every declared index over the query's source and choose one (see the module docs).
 
     Never raises for want of an index: :attr:`Plan.index` is then None and
     :attr:`Plan.problem` says why. Only ``ready`` indexes are chosen, unless ``allow_building``.
+    ``kind``: a kind's query (docs/kinds.md) is served only by the indexes declared on it, and
+    a plain query only by indexes declared on no kind.
     """
     states = lifecycle.states()
     verdicts = [
-        Verdict(index, states.get(index.name), check_index(index, conditions, order))
+        Verdict(
+            index,
+            states.get(index.name),
+            check_index(index, conditions, order) if index.kind == kind else other_kind(index),
+        )
         for index in sorted(maintained_indexes(), key=lambda i: i.name)
         if index.column == column
     ]
     serving = [v for v in verdicts if v.serves]
     # A pinned shard first (one shard read), then the name (already sorted by it).
     serving.sort(key=lambda v: not _pins(v.index, conditions))
-    result = Plan(conditions, order, descending, column, None, verdicts)
+    result = Plan(conditions, order, descending, column, None, verdicts, kind=kind)
     usable = serving if allow_building else [v for v in serving if v.state == lifecycle.READY]
     if usable:
         result.index = usable[0].index
@@ -293,6 +318,7 @@ def choose_index(
     allow_building: bool = False,
     column: str | None = None,
     descending: bool = False,
+    kind: str | None = None,
 ) -> Index:
     """The index that answers a query: :class:`NoIndexForQuery` if no declared index serves
     it (with :func:`plan`'s verdicts in the message), :class:`IndexNotReady` if only one still
@@ -303,12 +329,13 @@ def choose_index(
         index
         for index in maintained_indexes()
         if index.column == column
+        and index.kind == kind
         and index.property_set == named
         and _seek_problem(index, conditions, order) is None
     ]
     if not serving:
         raise NoIndexForQuery(
-            refusal(plan(conditions, order, descending=descending, column=column))
+            refusal(plan(conditions, order, descending=descending, column=column, kind=kind))
         )
     serving.sort(key=lambda index: (not _pins(index, conditions), index.name))
     if allow_building:

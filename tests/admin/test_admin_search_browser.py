@@ -63,7 +63,9 @@ def test_a_search_no_index_serves_is_refused_and_explained(live_server, admin_us
             "index_user_published (user_id, published; shard_on user_id) [ready]: also requires"
         )
         expect(text).to_contain_text("`user_id`")
-        expect(text).to_contain_text("index_feed_published (kind, published; shard_on published)")
+        expect(text).to_contain_text(
+            "index_feed_published (published; shard_on published; kind entry)"
+        )
         # ... and a declaration that would serve the search.
         expect(text).to_contain_text("properties=['published'], shard_on='published'")
         box = text.evaluate(FITS)
@@ -100,7 +102,7 @@ def test_a_search_an_index_answers_shows_how_it_runs(live_server, admin_user):
         explain.locator("summary", has_text="How this search runs").click()
         text = explain.locator("pre")
         expect(text).to_be_visible()
-        expect(text).to_contain_text("Index: index_feed_published (kind, published;")
+        expect(text).to_contain_text("Index: index_feed_published (published; shard_on published;")
         expect(text).to_contain_text("published")
         box = text.evaluate(FITS)
         assert box["page"] <= 1280 and box["right"] <= 1280, box

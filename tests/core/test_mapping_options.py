@@ -14,6 +14,7 @@ from schemaless_store.mapping import DEFAULT_BATCH_SIZE, MapOptions, map_entitie
 def test_the_options_and_their_defaults():
     assert {f.name: f.default for f in dataclasses.fields(MapOptions)} == {
         "where": None,
+        "kind": None,
         "shards": None,
         "batch_size": DEFAULT_BATCH_SIZE,
         "sleep": 0.0,

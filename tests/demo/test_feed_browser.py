@@ -14,8 +14,8 @@ from django.core.management import call_command
 
 from project.feed import entities
 from project.feed.indexes import LINK_INDEX_NAME
+from project.feed.models import Entry, Like
 from schemaless_store.indexes import registry
-from schemaless_store.models import Entity
 from tests.support import STORE
 from tests.support.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, require_browser
 
@@ -123,11 +123,9 @@ def test_a_visitor_signs_up_posts_and_sees_the_entry_on_their_page(live_server, 
 
     assert dialogs == [], "a property value ran as script"
     ada = entities.user_by_username("ada")
-    (entry,) = Entity.objects.filter_index(kind="entry", user_id=ada.id).order_by("published")
+    (entry,) = Entry.objects.filter_index(user_id=ada.id).order_by("published")
     assert entry["title"] == TITLE
-    assert (
-        Entity.objects.filter_index(kind="like", entry_id=entry.id).order_by("created").count() == 1
-    )
+    assert Like.objects.filter_index(entry_id=entry.id).order_by("created").count() == 1
 
 
 def test_error_pages_look_like_the_site_and_the_admin(live_server, feed_site, admin_user):

@@ -142,7 +142,8 @@ def test_feed_live_indexes_declares_the_link_index(tmp_path, value, declared):
     ).stdout.split()
     feed = [
         "index_feed_email",
-        "index_feed_entry",
+        "index_feed_entry_comments",
+        "index_feed_entry_likes",
         "index_feed_published",
         "index_feed_user_published",
         "index_feed_username",

@@ -11,6 +11,7 @@ from django.core.management import CommandError, call_command
 
 from project.feed import entities
 from project.feed.factories import UserFactory
+from project.feed.models import Comment, Like
 from schemaless_store.models import Entity
 from tests.support import STORE
 
@@ -39,16 +40,12 @@ def test_seed_writes_users_and_entries_with_their_likes_and_comments():
     feed = entities.public_page(size=100).entities
     assert len(feed) == 12  # every entry is found through the feed's indexes
     assert [e["published"] for e in feed] == sorted((e["published"] for e in feed), reverse=True)
-    likes = list(
-        Entity.objects.filter_index(kind="like", entry_id__in=[e.id for e in feed]).order_by(
-            "created"
-        )
-    )
+    likes = list(Like.objects.filter_index(entry_id__in=[e.id for e in feed]).order_by("created"))
     assert len(likes) == counted["like"]
     assert len({(like["entry_id"], like["user_id"]) for like in likes}) == len(likes)
     published = {e.id: e["published"] for e in feed}
     for item in likes + list(
-        Entity.objects.filter_index(kind="comment", entry_id__in=published).order_by("created")
+        Comment.objects.filter_index(entry_id__in=published).order_by("created")
     ):
         assert item["user_id"] in users
         assert item["created"] >= published[item["entry_id"]]

@@ -12,8 +12,8 @@ from django.core.management import call_command
 
 from project.feed import entities
 from project.feed.indexes import LINK_INDEX_NAME
+from project.feed.models import Like
 from schemaless_store import lifecycle
-from schemaless_store.models import Entity
 from tests.support import STORE
 from tests.support.feed import SHARED, sign_up
 
@@ -51,7 +51,7 @@ def test_a_like_or_comment_url_opened_in_the_browser_leads_to_the_entry(client):
         response = client.get(f"/e/{entry.id}/{action}/")
         assert response.status_code == 302, action
         assert response["Location"] == f"/e/{entry.id}/"
-    assert not Entity.objects.filter_index(kind="like", entry_id=entry.id).order_by("created")
+    assert not Like.objects.filter_index(entry_id=entry.id).order_by("created")
     assert client.get(f"/e/{entry.id}/like/", follow=True).status_code == 200
 
 

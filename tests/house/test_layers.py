@@ -108,6 +108,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "django face",
         (
             "models",
+            "kinds",
             "topology.router",
             "middleware",
             "backends",

@@ -51,6 +51,13 @@ class Command(BaseCommand):
             help="Only the entities filter_index(prop=value, ...) finds; repeatable.",
         )
         parser.add_argument(
+            "--kind",
+            default=None,
+            metavar="NAME",
+            help="Only the entities of this kind (docs/kinds.md): the function gets instances "
+            "of the kind's class, and --where uses the kind's indexes.",
+        )
+        parser.add_argument(
             "--shard",
             action="append",
             dest="shards",
@@ -83,6 +90,7 @@ class Command(BaseCommand):
             summary = map_entities(
                 options["function"],
                 where=where or None,
+                kind=options["kind"],
                 shards=options["shards"],
                 batch_size=options["batch_size"],
                 **throttle_options(options),

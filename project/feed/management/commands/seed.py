@@ -24,6 +24,7 @@ from schemaless_store.models import Entity
 
 from ... import entities
 from ...factories import CommentFactory, EntryFactory, LikeFactory, UserFactory
+from ...models import User
 
 # Averages per entry: most get a few likes and a comment, a few get many (exponential counts).
 MEAN_LIKES = 2.5
@@ -84,7 +85,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         verbosity = options["verbosity"]
-        users = Entity.objects.filter_index(kind=entities.USER).order_by("username")
+        users = User.objects.filter_index().order_by("username")
         if options["if_empty"] and users.exists():
             if verbosity:
                 self.stdout.write("The store already has feed users: nothing seeded (--if-empty).")

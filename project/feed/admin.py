@@ -1,0 +1,24 @@
+"""The feed's kinds in the admin, each with its own list, search and edit pages
+(:class:`~schemaless_store.kinds.admin.KindAdmin`); the raw entity view stays for operators."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from schemaless_store.kinds.admin import KindAdmin
+
+from .models import Comment, Entry, Like, User
+
+
+@admin.register(User)
+class UserAdmin(KindAdmin):
+    list_display = ["id", "username", "email", "name"]
+
+
+@admin.register(Entry)
+class EntryAdmin(KindAdmin):
+    list_display = ["id", "title", "link", "user_id"]
+
+
+admin.site.register(Like, KindAdmin)
+admin.site.register(Comment, KindAdmin)

@@ -1,0 +1,127 @@
+"""The feed's kinds (docs/kinds.md): typed models whose instances are the store's entities.
+
+=========  ================================================================================
+kind       fields
+=========  ================================================================================
+User       username (lowercase, unique), email (lowercase, unique), name, joined
+Entry      user_id, title, link, published
+Like       entry_id, user_id, created; its id is derived from (entry, user): one per pair
+Comment    entry_id, user_id, body, created
+=========  ================================================================================
+
+Ids (``user_id``, ``entry_id``) are ``uuid.UUID`` values; times are ints, microseconds since the
+epoch, in ``int`` index columns so newest-first is exact. Each kind's indexes are declared on it
+(``Meta.indexes``) and pinned to it: a like never turns up on a user's page because it happens
+to have a ``user_id``. One index is *live*: ``index_feed_link`` ("who else shared this link") is
+declared only when the environment asks (:mod:`.indexes`, docs/demo.md).
+"""
+
+from __future__ import annotations
+
+import time
+
+from django.core.validators import RegexValidator
+from django.db import models
+
+from schemaless_store import Index
+from schemaless_store.kinds import Kind
+
+from .indexes import LINK_INDEX_NAME, live_indexes_requested, make_link_index
+
+
+def now_us() -> int:
+    """Now, in microseconds since the epoch: the feed's timestamps."""
+    return time.time_ns() // 1000
+
+
+class User(Kind):
+    username = models.CharField(
+        max_length=30,
+        validators=[
+            RegexValidator(r"^[A-Za-z0-9_]{2,30}$", "Use 2 to 30 letters, digits or underscores.")
+        ],
+        help_text="2 to 30 letters, digits or underscores.",
+    )
+    email = models.EmailField(max_length=200)
+    name = models.CharField(max_length=80, blank=True, help_text="Shown next to your entries.")
+    joined = models.BigIntegerField(default=now_us)
+
+    class Meta:
+        kind_name = "user"
+        extra = "forbid"
+        indexes = [
+            # Sign-up: a second user with the same username or email is refused (UniqueViolation).
+            Index("index_feed_username", ["username"], shard_on="username", unique=True),
+            Index("index_feed_email", ["email"], shard_on="email", unique=True),
+        ]
+
+
+class Entry(Kind):
+    user_id = models.UUIDField()
+    title = models.CharField(max_length=200)
+    link = models.URLField(max_length=200)
+    published = models.BigIntegerField(default=now_us)
+
+    class Meta:
+        kind_name = "entry"
+        extra = "forbid"
+        verbose_name_plural = "entries"
+        indexes = [
+            # A user's entries, newest first: on the shard of the user's id, so one shard answers.
+            Index(
+                "index_feed_user_published",
+                ["user_id", "published"],
+                shard_on="user_id",
+                types={"published": "int"},
+            ),
+            # The public feed: rows spread over the shards by time, read back by scatter-gather.
+            Index(
+                "index_feed_published",
+                ["published"],
+                shard_on="published",
+                types={"published": "int"},
+            ),
+            # The live index, only when FEED_LIVE_INDEXES asks for it.
+            *([make_link_index()] if "link" in live_indexes_requested() else []),
+        ]
+
+
+class Like(Kind):
+    entry_id = models.UUIDField()
+    user_id = models.UUIDField()
+    created = models.BigIntegerField(default=now_us)
+
+    class Meta:
+        kind_name = "like"
+        extra = "forbid"
+        indexes = [
+            # An entry's likes, oldest first, on the entry's shard.
+            Index(
+                "index_feed_entry_likes",
+                ["entry_id", "created"],
+                shard_on="entry_id",
+                types={"created": "int"},
+            )
+        ]
+
+
+class Comment(Kind):
+    entry_id = models.UUIDField()
+    user_id = models.UUIDField()
+    body = models.TextField(max_length=1000)
+    created = models.BigIntegerField(default=now_us)
+
+    class Meta:
+        kind_name = "comment"
+        extra = "forbid"
+        indexes = [
+            Index(
+                "index_feed_entry_comments",
+                ["entry_id", "created"],
+                shard_on="entry_id",
+                types={"created": "int"},
+            )
+        ]
+
+
+__all__ = ["LINK_INDEX_NAME", "Comment", "Entry", "Like", "User", "now_us"]

@@ -1,0 +1,14 @@
+"""Kinds: typed Django models whose instances are entities (docs/kinds.md).
+
+- :mod:`.options`: what a kind declares (its name, fields, ``extra``, indexes), collected once;
+- :mod:`.kind`: :class:`Kind` and its metaclass; validation and ``save()``;
+- :mod:`.manager`: ``Entry.objects``, with the kind pinned;
+- :mod:`.admin`: :class:`~.admin.KindAdmin`; :mod:`.rest`: the optional REST extra.
+"""
+
+from __future__ import annotations
+
+from .kind import Kind, KindBase
+from .manager import KindManager
+
+__all__ = ["Kind", "KindBase", "KindManager"]
