@@ -76,6 +76,10 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files from the app servers themselves, compressed and cached (docs/deployment.md).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    # A page that needs a shard that is down answers a 503 page, not a 500 (docs/deployment.md).
+    "schemaless_store.middleware.ShardUnavailablePage",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -111,6 +115,9 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
+# collectstatic gathers the admin's CSS and JavaScript here; WhiteNoise serves them from the
+# app servers (project/production.py adds compressed, fingerprinted names).
+STATIC_ROOT = env("STATIC_ROOT", default=str(BASE_DIR / "staticfiles"))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LOGGING = {
