@@ -25,14 +25,11 @@ from collections.abc import Callable
 from typing import Any
 
 from django.core import signing
-from django.db import OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.template import loader
 from django.utils.deprecation import MiddlewareMixin
 
-from .exceptions import ShardUnavailable
-from .server_errors import CONNECTION_LOST, code_of
-from .topology import replicas
+from .topology import replicas, shards
 
 logger = logging.getLogger("schemaless_store.middleware")
 
@@ -63,7 +60,7 @@ class ShardUnavailablePage(MiddlewareMixin):
     """
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        alias = unavailable_alias(exception)
+        alias = shards.unreachable(exception)
         if alias is None:
             return None
         logger.warning(
@@ -78,20 +75,6 @@ class ShardUnavailablePage(MiddlewareMixin):
         response["Retry-After"] = str(RETRY_AFTER)
         response[UNAVAILABLE_HEADER] = alias
         return response
-
-
-def unavailable_alias(exception: BaseException) -> str | None:
-    """The database alias ``exception`` says cannot be reached, or None if it says otherwise."""
-    found: BaseException | None = exception
-    for _depth in range(5):  # the exception, and what it was raised from
-        if found is None:
-            return None
-        if isinstance(found, ShardUnavailable):
-            return found.alias
-        if isinstance(found, OperationalError) and code_of(found) in CONNECTION_LOST:
-            return "database"
-        found = found.__cause__
-    return None
 
 
 class ReadYourWrites:

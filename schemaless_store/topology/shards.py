@@ -197,6 +197,22 @@ def read(
             logger.debug("read on %s lost its connection (%s); reading again", alias, exc)
 
 
+def unreachable(exc: BaseException) -> str | None:
+    """The alias that ``exc`` (or what it was raised from) says cannot be reached: a
+    :class:`ShardUnavailable`'s, or ``"database"`` for Django's ``OperationalError`` of a lost
+    or refused connection (any alias, ``default`` too); None if it says something else."""
+    found: BaseException | None = exc
+    for _depth in range(5):
+        if found is None:
+            return None
+        if isinstance(found, ShardUnavailable):
+            return found.alias
+        if isinstance(found, OperationalError) and code_of(found) in CONNECTION_LOST:
+            return "database"
+        found = found.__cause__
+    return None
+
+
 def _unavailable(alias: str, exc: OperationalError) -> ShardUnavailable | None:
     """:class:`ShardUnavailable` if ``exc`` means the server is not there (its connection is
     then discarded), else None."""
