@@ -74,7 +74,8 @@ def test_it_refuses_the_demo_key_and_missing_hosts(tmp_path):
 def test_every_alias_keeps_its_connections_with_health_checks(tmp_path):
     code = (
         "from django.conf import settings; "
-        "print(sorted({(d['CONN_MAX_AGE'], d['CONN_HEALTH_CHECKS']) for d in settings.DATABASES.values()}))"
+        "print(sorted({(d['CONN_MAX_AGE'], d['CONN_HEALTH_CHECKS'])"
+        " for d in settings.DATABASES.values()}))"
     )
     done = _run(tmp_path, "shell", "-c", code, SECRET_KEY=KEY, ALLOWED_HOSTS="x")
     assert done.stdout.strip().splitlines()[-1] == "[(60, True)]", done.stderr
