@@ -10,11 +10,16 @@ Configuration comes from the environment (django-environ):
   of a shard (docs/replicas.md); ``READ_FROM_REPLICAS=1`` reads them by default.
 - ``ENTITY_CACHE_URL``: a Redis URL (``redis://host:6379/0``): ``get`` and ``get_many`` read
   entities through it (docs/cache.md). Unset: no entity cache (the embedded default).
+- ``ENTITY_NEAR_CACHE=1`` (with ``ENTITY_CACHE_URL``): each process also keeps entities in
+  memory, invalidated through Redis (docs/cache.md).
+- ``SHARD_LAYOUT``: ``SCHEMALESS["SHARDS"]`` as JSON, e.g. a third shard with no buckets yet,
+  ``{"shard_0": "0-2047", "shard_1": "2048-4095", "shard_2": []}`` (the load test's).
 - ``DJANGO_DEBUG=1``: Django's ``DEBUG`` (off by default).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import environ
@@ -52,6 +57,8 @@ SCHEMALESS = {
     # page, entity changes in manage.py tailchanges (docs/cells.md).
     "HISTORY": True,
 }
+if env("SHARD_LAYOUT", default=""):
+    SCHEMALESS["SHARDS"] = json.loads(env("SHARD_LAYOUT"))
 if env.list("SHARD_REPLICA_URLS", default=[]):
     _replica_databases, SCHEMALESS["REPLICAS"] = replicas_from_urls(env.list("SHARD_REPLICA_URLS"))
     DATABASES.update(_replica_databases)
@@ -62,6 +69,8 @@ if env("ENTITY_CACHE_URL", default=""):
         "entities": cache_from_url(env("ENTITY_CACHE_URL")),
     }
     SCHEMALESS["CACHE"] = "entities"
+    if env.bool("ENTITY_NEAR_CACHE", default=False):
+        SCHEMALESS["NEAR_CACHE"] = {}
 
 INSTALLED_APPS = [
     "django.contrib.admin",
