@@ -30,9 +30,23 @@ def _append(variable: str, record: dict[str, Any]) -> None:
         out.write(json.dumps(record) + "\n")
 
 
+_times: list[str] = []
+
+
 @events.request.add_listener
-def _record_bad(name: str, response: Any, exception: Any, **kwargs: Any) -> None:
+def _record_bad(
+    request_type: str, name: str, response_time: float, response: Any, exception: Any, **kwargs: Any
+) -> None:
     status = getattr(response, "status_code", 0) if response is not None else 0
+    if os.environ.get("LOAD_TIMES_FILE"):  # (wall clock, page, ms, status): latency by phase
+        with _lock:
+            _times.append(
+                json.dumps(
+                    [round(time.time(), 3), f"{request_type} {name}", round(response_time), status]
+                )
+            )
+            if len(_times) >= 200:
+                _flush_times()
     if exception is not None and not status:
         _append(
             "LOAD_BAD_FILE",
@@ -53,6 +67,19 @@ def _record_bad(name: str, response: Any, exception: Any, **kwargs: Any) -> None
                 "at": round(time.monotonic() - _started, 2),
             },
         )
+
+
+def _flush_times() -> None:
+    with open(os.environ["LOAD_TIMES_FILE"], "a") as out:
+        out.write("".join(line + "\n" for line in _times))
+    _times.clear()
+
+
+@events.quitting.add_listener
+def _last_times(**kwargs: Any) -> None:
+    if os.environ.get("LOAD_TIMES_FILE"):
+        with _lock:
+            _flush_times()
 
 
 class Visitor(HttpUser):

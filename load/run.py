@@ -45,7 +45,9 @@ def free_port() -> int:
 class Site:
     """The servers, the environment of every process of the site, and gunicorn."""
 
-    def __init__(self, out: Path, workers: int, conn_max_age: int, live_index: bool) -> None:
+    def __init__(
+        self, out: Path, workers: int, conn_max_age: int, live_index: bool, server: str = "wsgi"
+    ) -> None:
         from schemaless_store.testing.mariadb import start_servers
         from schemaless_store.testing.redis import start_redis
 
@@ -79,6 +81,7 @@ class Site:
         }
         self.env.pop("FEED_LIVE_INDEXES", None)
         self.live_index = live_index
+        self.server = server
         self.port = free_port()
         self.gunicorn: subprocess.Popen[bytes] | None = None
 
@@ -122,7 +125,7 @@ class Site:
                 "project/gunicorn.conf.py",
                 "--bind",
                 f"127.0.0.1:{self.port}",
-                "project.wsgi:application",
+                *self._app(),
             ],
             cwd=ROOT,
             env=self.env,
@@ -142,6 +145,11 @@ class Site:
             if time.monotonic() > deadline or self.gunicorn.poll() is not None:
                 raise SystemExit("load: gunicorn did not answer within 60 s (see gunicorn.log)")
             time.sleep(0.3)
+
+    def _app(self) -> list[str]:
+        if self.server == "asgi":  # uvicorn's workers, the async views on the event loop
+            return ["-k", "uvicorn.workers.UvicornWorker", "project.asgi:application"]
+        return ["project.wsgi:application"]
 
     def stop(self) -> None:
         if self.gunicorn is not None and self.gunicorn.poll() is None:
@@ -163,11 +171,13 @@ class Fault(threading.Thread):
         super().__init__(daemon=True)
         self.site, self.kind, self.at = site, kind, at
         self.log: list[str] = []
+        self.marks: list[float] = []  # wall clock of each note: the first and last bound the fault
         self.failed = ""
         self._t0 = time.monotonic()
 
     def note(self, text: str) -> None:
         self.log.append(f"{time.monotonic() - self._t0:6.1f}s {text}")
+        self.marks.append(time.time())
 
     def run(self) -> None:
         time.sleep(self.at)
@@ -220,6 +230,7 @@ class Fault(threading.Thread):
 def run_locust(url: str, out: Path, users: int, seconds: int) -> None:
     env = {
         **os.environ,
+        "LOAD_TIMES_FILE": str(out / "times.jsonl"),
         "LOAD_ACK_FILE": str(out / "acks.jsonl"),
         "LOAD_BAD_FILE": str(out / "bad.jsonl"),
     }
@@ -300,6 +311,32 @@ def stats(out: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def percentile(values: list[int], share: float) -> int | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def by_phase(out: Path, marks: list[float], page: str = "GET /") -> dict[str, Any]:
+    """``page``'s p50/p99 before the fault, while it ran (first to last note) and after."""
+    path = out / "times.jsonl"
+    if not path.exists() or not marks:
+        return {}
+    start, end = marks[0], marks[-1]
+    phases: dict[str, list[int]] = {"before": [], "during": [], "after": []}
+    for line in path.read_text().splitlines():
+        at, name, ms, _status = json.loads(line)
+        if name != page:
+            continue
+        phase = "before" if at < start else "during" if at <= end else "after"
+        phases[phase].append(ms)
+    return {
+        phase: {"requests": len(v), "p50": percentile(v, 0.5), "p99": percentile(v, 0.99)}
+        for phase, v in phases.items()
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=int, default=40)
@@ -308,21 +345,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault", choices=FAULTS, default="none")
     parser.add_argument("--fault-at", type=float, default=0.25, help="share of --seconds")
     parser.add_argument("--conn-max-age", type=int, default=60)
+    parser.add_argument("--server", choices=("wsgi", "asgi"), default="wsgi")
     parser.add_argument("--seed-users", type=int, default=20)
     parser.add_argument("--seed-entries", type=int, default=400)
     parser.add_argument("--out", type=Path, default=ROOT / "load-results")
     args = parser.parse_args(argv)
     out: Path = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    for name in ("acks.jsonl", "bad.jsonl"):
+    for name in ("acks.jsonl", "bad.jsonl", "times.jsonl"):
         (out / name).unlink(missing_ok=True)
     started = time.monotonic()
-    site = Site(out, args.workers, args.conn_max_age, live_index=args.fault == "backfill")
+    site = Site(
+        out,
+        args.workers,
+        args.conn_max_age,
+        live_index=args.fault == "backfill",
+        server=args.server,
+    )
     try:
         site.prepare(args.seed_users, args.seed_entries)
         url = site.serve()
         print(
-            f"load: {args.workers} gunicorn workers at {url}, {args.users} users for "
+            f"load: {args.workers} gunicorn {args.server} workers at {url}, {args.users} users for "
             f"{args.seconds} s, fault: {args.fault}",
             flush=True,
         )
@@ -348,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         "users": args.users,
         "seconds": args.seconds,
         "conn_max_age": args.conn_max_age,
+        "server": args.server,
         "pages": stats(out),
         "not_2xx_3xx": [
             {"name": n, "status": s, "unavailable": u, "count": c}
@@ -356,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         "acknowledged_posts": acked,
         "lost_posts": missing,
         "fault_log": fault.log,
+        "feed_by_phase": by_phase(out, fault.marks),
         "fault_failed": fault.failed,
         "took": round(time.monotonic() - started, 1),
     }
@@ -369,6 +415,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"not 2xx/3xx: {item['count']} x {item['status']} {item['name']}{where}")
     for line in fault.log:
         print(f"fault: {line}")
+    for phase, figures in report["feed_by_phase"].items():
+        print(f"GET / {phase} the fault: {figures}")
     print(f"posts acknowledged: {acked}, missing from the site: {len(missing)}")
     ok = not failing and not missing and not fault.failed
     verdict = "OK" if ok else "FAILED"
