@@ -31,7 +31,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
-FAULTS = ("none", "move", "backfill", "kill-shard", "redis")
+FAULTS = ("none", "move", "backfill", "kill-shard", "redis", "galera-node")
 LAYOUT = {"shard_0": "0-2047", "shard_1": "2048-4095", "shard_2": []}
 QUARTER = "0-1023"  # a quarter of the 4096 buckets, from shard_0
 
@@ -46,7 +46,13 @@ class Site:
     """The servers, the environment of every process of the site, and gunicorn."""
 
     def __init__(
-        self, out: Path, workers: int, conn_max_age: int, live_index: bool, server: str = "wsgi"
+        self,
+        out: Path,
+        workers: int,
+        conn_max_age: int,
+        live_index: bool,
+        server: str = "wsgi",
+        galera: bool = False,
     ) -> None:
         from schemaless_store.testing.mariadb import start_servers
         from schemaless_store.testing.redis import start_redis
@@ -54,19 +60,28 @@ class Site:
         self.out = out
         self.servers = start_servers(3)
         self.redis = start_redis()
+        self.galera: Any = None
         for server, names in zip(
             self.servers, (("meta", "shard0"), ("shard1",), ("shard2",)), strict=True
         ):
             for name in names:
                 server.query(f"CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
         first, second, third = self.servers
+        shard1 = second.url("shard1")
+        if galera:  # shard_1 on a three-node Galera cluster instead
+            from schemaless_store.testing.galera import start_galera_cluster
+
+            self.galera = start_galera_cluster(3)
+            self.galera.nodes[0].query(
+                "CREATE DATABASE shard1 CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+            )
+            nodes = ",".join(f"127.0.0.1:{node.port}" for node in self.galera.nodes)
+            shard1 = f"galera://root@{nodes}/shard1"
         self.env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "project.production",
             "DATABASE_URL": first.url("meta"),
-            "SHARD_DATABASE_URLS": ",".join(
-                [first.url("shard0"), second.url("shard1"), third.url("shard2")]
-            ),
+            "SHARD_DATABASE_URLS": ";".join([first.url("shard0"), shard1, third.url("shard2")]),
             "SHARD_LAYOUT": json.dumps(LAYOUT),
             "ENTITY_CACHE_URL": self.redis.url,
             "ENTITY_NEAR_CACHE": "1",
@@ -161,6 +176,8 @@ class Site:
                 self.gunicorn.wait(timeout=30)
         for server in self.servers:
             server.stop()
+        if self.galera is not None:
+            self.galera.stop()
         self.redis.stop()
 
 
@@ -214,6 +231,15 @@ class Fault(threading.Thread):
         time.sleep(3)
         server.start()
         self.note("shard_1's server restarted")
+
+    def _galera_node(self) -> None:
+        node = self.site.galera.nodes[0]  # the node the store reaches first
+        self.note(f"SIGKILL Galera node {node.name} of shard_1")
+        node.kill()
+        time.sleep(3)
+        node.start(timeout=180)
+        self.site.galera.wait_synced(180)
+        self.note(f"Galera node {node.name} rejoined, synced")
 
     def _redis(self) -> None:
         redis = self.site.redis
@@ -360,6 +386,7 @@ def main(argv: list[str] | None = None) -> int:
         args.workers,
         args.conn_max_age,
         live_index=args.fault == "backfill",
+        galera=args.fault == "galera-node",
         server=args.server,
     )
     try:

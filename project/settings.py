@@ -3,7 +3,8 @@
 Configuration comes from the environment (django-environ):
 
 - ``DATABASE_URL``: the metadata database (``default``).
-- ``SHARD_DATABASE_URLS``: comma-separated URLs, one per shard (``shard_0``, ``shard_1``...).
+- ``SHARD_DATABASE_URLS``: comma-separated URLs, one per shard (``shard_0``, ``shard_1``...);
+  semicolon-separated when one is a ``galera://`` URL listing its nodes.
 - With neither set: the embedded default, SQLite files in ``SCHEMALESS_DATA_DIR`` (``./var``),
   two shards.
 - ``SHARD_REPLICA_URLS``: comma-separated ``shard_0=mysql://...`` entries, one per read replica
@@ -45,7 +46,10 @@ if _has_meta != _has_shards:
         "set both DATABASE_URL and SHARD_DATABASE_URLS (real servers), or neither (embedded SQLite)"
     )
 if _has_meta:
-    DATABASES = databases_from_urls(env("DATABASE_URL"), env.list("SHARD_DATABASE_URLS"))
+    # Separated by semicolons instead when a URL holds commas (a galera:// URL's nodes).
+    _shard_urls = env("SHARD_DATABASE_URLS")
+    _shard_list = _shard_urls.split(";") if ";" in _shard_urls else env.list("SHARD_DATABASE_URLS")
+    DATABASES = databases_from_urls(env("DATABASE_URL"), _shard_list)
 else:
     _meta, _shards = embedded_urls(DATA_DIR, shards=2)
     DATABASES = databases_from_urls(_meta, _shards)
