@@ -3,18 +3,24 @@
 Configuration comes from the environment (django-environ):
 
 - ``DATABASE_URL``: the metadata database (``default``).
-- ``SHARD_DATABASE_URLS``: comma-separated URLs, one per shard (``shard_0``, ``shard_1``...).
+- ``SHARD_DATABASE_URLS``: comma-separated URLs, one per shard (``shard_0``, ``shard_1``...);
+  semicolon-separated when one is a ``galera://`` URL listing its nodes.
 - With neither set: the embedded default, SQLite files in ``SCHEMALESS_DATA_DIR`` (``./var``),
   two shards.
 - ``SHARD_REPLICA_URLS``: comma-separated ``shard_0=mysql://...`` entries, one per read replica
   of a shard (docs/replicas.md); ``READ_FROM_REPLICAS=1`` reads them by default.
 - ``ENTITY_CACHE_URL``: a Redis URL (``redis://host:6379/0``): ``get`` and ``get_many`` read
   entities through it (docs/cache.md). Unset: no entity cache (the embedded default).
+- ``ENTITY_NEAR_CACHE=1`` (with ``ENTITY_CACHE_URL``): each process also keeps entities in
+  memory, invalidated through Redis (docs/cache.md).
+- ``SHARD_LAYOUT``: ``SCHEMALESS["SHARDS"]`` as JSON, e.g. a third shard with no buckets yet,
+  ``{"shard_0": "0-2047", "shard_1": "2048-4095", "shard_2": []}`` (the load test's).
 - ``DJANGO_DEBUG=1``: Django's ``DEBUG`` (off by default).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import environ
@@ -40,7 +46,10 @@ if _has_meta != _has_shards:
         "set both DATABASE_URL and SHARD_DATABASE_URLS (real servers), or neither (embedded SQLite)"
     )
 if _has_meta:
-    DATABASES = databases_from_urls(env("DATABASE_URL"), env.list("SHARD_DATABASE_URLS"))
+    # Separated by semicolons instead when a URL holds commas (a galera:// URL's nodes).
+    _shard_urls = env("SHARD_DATABASE_URLS")
+    _shard_list = _shard_urls.split(";") if ";" in _shard_urls else env.list("SHARD_DATABASE_URLS")
+    DATABASES = databases_from_urls(env("DATABASE_URL"), _shard_list)
 else:
     _meta, _shards = embedded_urls(DATA_DIR, shards=2)
     DATABASES = databases_from_urls(_meta, _shards)
@@ -52,6 +61,8 @@ SCHEMALESS = {
     # page, entity changes in manage.py tailchanges (docs/cells.md).
     "HISTORY": True,
 }
+if env("SHARD_LAYOUT", default=""):
+    SCHEMALESS["SHARDS"] = json.loads(env("SHARD_LAYOUT"))
 if env.list("SHARD_REPLICA_URLS", default=[]):
     _replica_databases, SCHEMALESS["REPLICAS"] = replicas_from_urls(env.list("SHARD_REPLICA_URLS"))
     DATABASES.update(_replica_databases)
@@ -62,6 +73,8 @@ if env("ENTITY_CACHE_URL", default=""):
         "entities": cache_from_url(env("ENTITY_CACHE_URL")),
     }
     SCHEMALESS["CACHE"] = "entities"
+    if env.bool("ENTITY_NEAR_CACHE", default=False):
+        SCHEMALESS["NEAR_CACHE"] = {}
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -77,6 +90,10 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files from the app servers themselves, compressed and cached (docs/deployment.md).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    # A page that needs a shard that is down answers a 503 page, not a 500 (docs/deployment.md).
+    "schemaless_store.middleware.ShardUnavailablePage",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -112,6 +129,9 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
+# collectstatic gathers the admin's CSS and JavaScript here; WhiteNoise serves them from the
+# app servers (project/production.py adds compressed, fingerprinted names).
+STATIC_ROOT = env("STATIC_ROOT", default=str(BASE_DIR / "staticfiles"))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LOGGING = {

@@ -1,4 +1,9 @@
-"""``ReadYourWrites``: a user's reads from replicas see that user's writes of earlier requests
+"""The store's middleware.
+
+``ShardUnavailablePage``: a page that needs a shard that is down answers a clear 503 page (with
+``Retry-After``), not a 500; pages that do not need it keep serving (docs/deployment.md).
+
+``ReadYourWrites``: a user's reads from replicas see that user's writes of earlier requests
 (docs/replicas.md).
 
 Within a request, each thread keeps the GTID positions of its writes on each shard
@@ -15,19 +20,61 @@ Add ``"schemaless_store.middleware.ReadYourWrites"`` to ``MIDDLEWARE``.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from django.core import signing
 from django.http import HttpRequest, HttpResponse
+from django.template import loader
+from django.utils.deprecation import MiddlewareMixin
 
-from .topology import replicas
+from .topology import replicas, shards
+
+logger = logging.getLogger("schemaless_store.middleware")
 
 COOKIE = "schemaless_positions"
 SALT = "schemaless_store.middleware.ReadYourWrites"
 # Seconds the cookie lives: a replica that has not applied a write after this long lags past
 # any sane REPLICA_MAX_LAG and is not read anyway.
 MAX_AGE = 300
+
+
+# Seconds a client is asked to wait before trying again: a restarted server or a failed-over
+# node is back in seconds; a browser does not retry on its own anyway.
+RETRY_AFTER = 5
+# The page: the project's ``503.html`` if it has one, else the store's own. Both are rendered
+# without context processors, so that nothing in them reads a database in turn.
+TEMPLATES_503 = ["503.html", "schemaless_store/503.html"]
+UNAVAILABLE_HEADER = "X-Schemaless-Unavailable"
+
+
+class ShardUnavailablePage(MiddlewareMixin):
+    """Answer 503 (``Retry-After``) for a view that failed because a database could not be
+    reached: :class:`~.exceptions.ShardUnavailable` (a shard down after the store's own
+    retries), or Django's ``OperationalError`` for a lost or refused connection (``default``
+    down). The header ``X-Schemaless-Unavailable`` names the alias for load tests and proxies;
+    the page itself does not. Every other exception is left to Django (a 500).
+
+    Add ``"schemaless_store.middleware.ShardUnavailablePage"`` to ``MIDDLEWARE``.
+    """
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        alias = shards.unreachable(exception)
+        if alias is None:
+            return None
+        logger.warning(
+            "%s %s: 503, %s is unavailable (%s)", request.method, request.path, alias, exception
+        )
+        try:
+            body = loader.select_template(TEMPLATES_503).render({"request_path": request.path})
+        except Exception:  # the page must not fail in turn
+            logger.exception("the 503 page could not be rendered")
+            body = "<h1>Service unavailable</h1><p>Try again in a few seconds.</p>"
+        response = HttpResponse(body, status=503)
+        response["Retry-After"] = str(RETRY_AFTER)
+        response[UNAVAILABLE_HEADER] = alias
+        return response
 
 
 class ReadYourWrites:

@@ -6,6 +6,8 @@
 #   HOST=0.0.0.0 bash scripts/demo.sh             # listen on every interface (docker-compose.yml)
 #   FEED_LIVE_INDEXES=link bash scripts/demo.sh   # declare the live index (docs/demo.md)
 #   DJANGO_DEBUG=1 bash scripts/demo.sh           # Django's DEBUG pages (off by default)
+#   DEMO_SERVER=gunicorn bash scripts/demo.sh     # serve with gunicorn as production does
+#                                                 # (scripts/serve.sh; docker-compose.yml)
 # With DATABASE_URL and SHARD_DATABASE_URLS set, the same site runs on MySQL/MariaDB servers.
 # SCHEMALESS_DATA_DIR moves the SQLite files; DEMO_SEED_ARGS replaces the seed's arguments.
 set -euo pipefail
@@ -31,6 +33,9 @@ $py manage.py seed --if-empty ${DEMO_SEED_ARGS:-}
 shown=$host
 if [ "$host" = 0.0.0.0 ]; then shown=127.0.0.1; fi
 echo "demo: open http://$shown:$port/ (admin at /admin/, user admin / ${DJANGO_SUPERUSER_PASSWORD:-admin})"
+if [ "${DEMO_SERVER:-runserver}" = gunicorn ]; then
+  BIND="$host:$port" DJANGO_SETTINGS_MODULE=project.production exec bash scripts/serve.sh
+fi
 # DEBUG is off unless DJANGO_DEBUG=1 (project/settings.py); --insecure has runserver serve the
 # static files (the admin's CSS and JavaScript) all the same. A development server, as ever.
 exec $py manage.py runserver "$host:$port" --noreload --insecure

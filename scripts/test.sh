@@ -13,6 +13,9 @@ results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT
 
 scripts/setup.sh .venv python3
+# The load group (locust) for the CI load job, tests/serving/test_load.py: slow and MariaDB-only,
+# so it runs once, in the MariaDB pass on Django 5.2 (about 30 s of load, 1.5 min in all).
+.venv/bin/python -m pip install -q -r requirements-load.txt
 scripts/browser-deps.sh
 # mariadb-server and redis-server, when missing: in CI a failure here fails the run.
 if ! scripts/server-deps.sh && [ "${CI:-}" = "true" ]; then exit 1; fi

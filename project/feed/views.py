@@ -44,6 +44,10 @@ UNIQUE_FIELDS = ("username", "email")
 # characters); past that the oldest are dropped (``?cut=1``) and "Newer" stops where the trail
 # ends, while "Newest" still leads to the first page.
 BACK_LIMIT = 20
+# For clients that are not browsers (the load test, docs/deployment.md): what a form post did,
+# since success and failure both redirect, and the id of an entry it created.
+OUTCOME_HEADER = "X-Feed-Outcome"
+ENTRY_HEADER = "X-Feed-Entry"
 
 
 def _unique_field(violation: UniqueViolation) -> str | None:
@@ -275,10 +279,14 @@ def act_as_view(request: HttpRequest) -> HttpResponse:
     user = entities.user_by_username(form.cleaned_data["username"]) if form.is_valid() else None
     if user is None:
         messages.error(request, "There is no such user.")
-        return redirect(_next_url(request, reverse("feed:users")))
+        response = redirect(_next_url(request, reverse("feed:users")))
+        response[OUTCOME_HEADER] = "no-such-user"
+        return response
     act_as(request, user)
     messages.success(request, f"You are now acting as {user['username']}.")
-    return redirect(_next_url(request, reverse("feed:user", args=[user["username"]])))
+    response = redirect(_next_url(request, reverse("feed:user", args=[user["username"]])))
+    response[OUTCOME_HEADER] = "acting"
+    return response
 
 
 @allow("POST")
@@ -292,12 +300,17 @@ def post_entry(request: HttpRequest) -> HttpResponse:
     viewer = current_user(request)
     if viewer is None:
         messages.error(request, "Sign up or pick a user to act as before posting.")
-        return redirect("feed:users")
+        response = redirect("feed:users")
+        response[OUTCOME_HEADER] = "not-acting"
+        return response
     form = EntryForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        entities.post_entry(viewer, form.cleaned_data["title"], form.cleaned_data["link"])
+        entry = entities.post_entry(viewer, form.cleaned_data["title"], form.cleaned_data["link"])
         messages.success(request, "Posted.")
-        return redirect("feed:user", viewer["username"])
+        response = redirect("feed:user", viewer["username"])
+        response[OUTCOME_HEADER] = "posted"
+        response[ENTRY_HEADER] = str(entry.id)
+        return response
     return render_page(request, "feed/post.html", {"entry_form": form})
 
 

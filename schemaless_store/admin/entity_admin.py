@@ -33,6 +33,7 @@ from ..exceptions import (
     ShardUnavailable,
 )
 from ..models.entity import Entity
+from ..moves.locate import locate
 from ..topology import bucket_hash, bucket_map, shards
 from ..writes import entity_writes
 from .browse import Cursor, newest_page
@@ -264,9 +265,8 @@ class EntityAdmin(admin.ModelAdmin):
             **crumbs(self.opts, ("Entities", changelist_url()), (str(entity.id), "")),
             "entity": entity,
             "entity_id": str(entity.id),
-            "entity_hex": entity.id.hex,
             "shard": entity.shard,
-            "bucket": bucket_hash.bucket_of(bytes(entity.row_id), conf.get().buckets),
+            "location": locate(entity.id),  # bucket, owner, server, move (shardmap --id)
             "body_size": len(bytes(entity.row_body)),
             "body_json": shown,
             "body_truncated": len(body_json) > EDIT_MAX_CHARS,

@@ -1,29 +1,42 @@
-"""What ``movebuckets`` decides before it moves anything (docs/resharding.md): one mover at a
-time, and, for the buckets asked, whether to resume the move in progress, say there is nothing
-to do, show the plan (a dry run) or start a new move. The command only parses its options and
-prints; this module holds the logic, as :class:`~schemaless_store.cleaner.Cleaner` does for
+"""What ``movebuckets`` decides around the move itself (docs/resharding.md): one mover at a
+time; for the buckets asked, whether to resume the move in progress, say there is nothing to
+do, show the plan (a dry run) or start a new move; and, while it runs, to reconnect and resume
+after a lost connection (:func:`run_resuming`). The command only parses its options and prints;
+this module holds the logic, as :class:`~schemaless_store.cleaner.Cleaner` does for
 ``runcleaner``."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from django.db import DEFAULT_DB_ALIAS
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError, connections
 
 from ..exceptions import MoveRefused
 from ..metadata import BucketMove
+from ..query.pool import reset_scatter_pool
 from ..topology import fence, shards
 from ..topology.server_lock import ServerLock
 from . import plan
+
+logger = logging.getLogger("schemaless_store.moves")
+
+# A run reconnects and resumes after this many lost connections at most (a move's phases and
+# checkpoints are recorded, so each resume goes on where the record says)...
+RESUMES = 5
+# ... each time waiting up to this long for every server of the move to answer again (seconds):
+# a restarted server is back within seconds, a failed-over Galera node at once.
+RECONNECT_WAIT = 60.0
 
 # The mover's lock, a ServerLock under a name no index can have (index names have no hyphen).
 MOVER_LOCK = "bucket-moves"
 
 
 @contextlib.contextmanager
-def one_mover() -> Iterator[None]:
+def one_mover() -> Iterator[ServerLock]:
     """One ``movebuckets`` (or ``--abort``) at a time in the whole store: a lock on ``default``
     (where the moves are recorded) that dies with its process (``GET_LOCK`` on MySQL, ``flock``
     on SQLite: :class:`~schemaless_store.topology.server_lock.ServerLock`), so a second mover
@@ -36,9 +49,81 @@ def one_mover() -> Iterator[None]:
             "finish, or stop it and run this again; nothing was changed"
         )
     try:
-        yield
+        yield lock
     finally:
         lock.release()
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` is a lost or refused connection (to a shard or to ``default``)."""
+    return shards.unreachable(exc) is not None or isinstance(exc, InterfaceError)
+
+
+def run_resuming(
+    move: BucketMove,
+    run: Callable[[BucketMove], BucketMove],
+    *,
+    lock: ServerLock | None = None,
+    say: Callable[[str], None] = lambda _line: None,
+    resumes: int | None = None,
+    wait: float | None = None,
+) -> BucketMove:
+    """``run(move)``; after a lost connection (a server restarted, a connection killed), drop
+    every connection, wait until the move's servers answer, take the mover's lock again (its
+    ``GET_LOCK`` went with a killed session) and run the move again from its record, up to
+    ``resumes`` times (:data:`RESUMES`). Any other error, or one loss too many, is raised."""
+    resumes = RESUMES if resumes is None else resumes
+    wait = RECONNECT_WAIT if wait is None else wait
+    for attempt in range(resumes + 1):
+        try:
+            return run(move)
+        except (DatabaseError, OSError) as exc:
+            if not connection_lost(exc) or attempt == resumes:
+                raise
+            say(
+                f"Connection lost ({exc}); reconnecting and resuming move #{move.pk} "
+                f"(resume {attempt + 1} of {resumes})."
+            )
+            logger.warning("move #%s: connection lost (%s); resuming", move.pk, exc)
+        _drop_connections()
+        _await_servers([DEFAULT_DB_ALIAS, move.target, *move.sources], wait)
+        if lock is not None and not _retake(lock, wait):
+            raise MoveRefused(
+                f"move #{move.pk}: the mover's lock was lost with its connection and another "
+                f"movebuckets holds it now ({lock.describe()}); let that one finish the move"
+            )
+        move = BucketMove.objects.get(pk=move.pk)
+    raise AssertionError("unreachable")
+
+
+def _drop_connections() -> None:
+    for conn in connections.all(initialized_only=True):
+        with contextlib.suppress(Exception):
+            conn.close()
+    shards.close_index_connections()
+    reset_scatter_pool()
+
+
+def _await_servers(aliases: Sequence[str], wait: float) -> None:
+    deadline = time.monotonic() + wait
+    for alias in dict.fromkeys(aliases):
+        while True:
+            try:
+                connections[alias].ensure_connection()
+                break
+            except DatabaseError:
+                with contextlib.suppress(Exception):
+                    connections[alias].close()
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.5)
+
+
+def _retake(lock: ServerLock, wait: float) -> bool:
+    """The lock again: its connection may be gone (and the lock with it) or still ours."""
+    with contextlib.suppress(Exception):
+        lock.release()
+    return lock.acquire(wait=min(wait, 5.0))
 
 
 def shown(spans: Sequence[Sequence[int]]) -> str:

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import random
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -140,6 +142,20 @@ class errors_named:  # lower case: used like the function it replaced
             raise unavailable from exc
 
 
+# A read that lost its connection again on a fresh one waits this long first (seconds),
+# doubling up to READ_PAUSE_MAX: a move's fence kills every session on the shard, and a
+# connection opened while it does is killed too (its "kill window").
+READ_PAUSE = 0.005
+READ_PAUSE_MAX = 0.2
+_reads_retried = 0
+_reads_retried_lock = threading.Lock()
+
+
+def reads_retried() -> int:
+    """How many times this process ran a read again after its connection was lost."""
+    return _reads_retried
+
+
 def read(
     alias: str,
     sql: str,
@@ -148,22 +164,53 @@ def read(
 ) -> list[tuple[Any, ...]]:
     """Run a read on ``alias`` (whose connection the caller may pass) and return its rows.
 
-    A connection that went stale (a server restart, ``wait_timeout``) is replaced once, outside
-    transactions: reads are safe to repeat. A server that is really down still fails with
-    :class:`ShardUnavailable`.
+    Reads are safe to repeat, so outside transactions a lost connection does not fail one: a
+    stale connection (a server restart, ``wait_timeout``, a persistent connection a move's
+    fence ended) is replaced at once, and while fresh ones are lost too (opened inside a
+    fence's kill window) the read tries again, pausing a little longer each time, for up to
+    ``SCHEMALESS["MOVE_WAIT"]`` seconds, as a write waits for a flip. A server that refuses
+    new connections (it is down) fails at once with :class:`ShardUnavailable`.
     """
+    global _reads_retried
     if conn is None:
         conn = connections[alias]
-    for attempt in (0, 1):
+    deadline: float | None = None
+    pause = READ_PAUSE
+    while True:
         try:
             return _fetch_all(conn, sql, params)
         except OperationalError as exc:
             unavailable = _unavailable(alias, exc)
             if unavailable is None:
                 raise
-            if attempt or conn.in_atomic_block:
+            if conn.in_atomic_block:
                 raise unavailable from exc
-    raise AssertionError("unreachable")
+            if deadline is None:  # the first loss: a stale connection, replaced at once
+                deadline = time.monotonic() + conf.get().move_wait
+            elif not unavailable.lost or time.monotonic() + pause > deadline:
+                raise unavailable from exc
+            else:
+                time.sleep(pause * random.uniform(0.5, 1.5))
+                pause = min(pause * 2, READ_PAUSE_MAX)
+            with _reads_retried_lock:
+                _reads_retried += 1
+            logger.debug("read on %s lost its connection (%s); reading again", alias, exc)
+
+
+def unreachable(exc: BaseException) -> str | None:
+    """The alias that ``exc`` (or what it was raised from) says cannot be reached: a
+    :class:`ShardUnavailable`'s, or ``"database"`` for Django's ``OperationalError`` of a lost
+    or refused connection (any alias, ``default`` too); None if it says something else."""
+    found: BaseException | None = exc
+    for _depth in range(5):
+        if found is None:
+            return None
+        if isinstance(found, ShardUnavailable):
+            return found.alias
+        if isinstance(found, OperationalError) and code_of(found) in CONNECTION_LOST:
+            return "database"
+        found = found.__cause__
+    return None
 
 
 def _unavailable(alias: str, exc: OperationalError) -> ShardUnavailable | None:

@@ -5,6 +5,9 @@ store serves traffic (docs/resharding.md).
 nothing; ``--status`` lists the moves; ``--abort`` undoes a move that has not flipped;
 ``--release MOVE`` finishes a move held because writes escaped its fence. Run the
 same command again after a crash: the move resumes from its recorded phase and checkpoints.
+A connection lost while it runs (a server restarted, a session killed) does not stop it: it
+reconnects and resumes within the same run (:func:`~schemaless_store.moves.decide.run_resuming`).
+A fatal error ends in one plain line.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ import os
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 
-from schemaless_store.exceptions import MoveRefused
+from schemaless_store.exceptions import MoveRefused, SchemalessError
 from schemaless_store.management.arguments import (
     add_throttle_arguments,
     niceness,
@@ -26,11 +30,12 @@ from schemaless_store.management.progress import progress_stream
 from schemaless_store.management.texttable import text_table
 from schemaless_store.metadata import BucketMove
 from schemaless_store.moves import plan
-from schemaless_store.moves.decide import decide, one_mover, shown
+from schemaless_store.moves.decide import decide, one_mover, run_resuming, shown
 from schemaless_store.moves.mover import COPY_WORKERS, Mover
 from schemaless_store.moves.phase_bars import MoveProgress
 from schemaless_store.moves.record import STATUS_HEADERS, describe, status_row
 from schemaless_store.throttle import Throttle
+from schemaless_store.topology.server_lock import ServerLock
 
 
 def plural(number: int, thing: str, things: str = "") -> str:
@@ -100,12 +105,19 @@ class Command(BaseCommand):
             elif options["dry_run"]:
                 self._move(options)
             else:
-                with one_mover():
-                    self._move(options)
+                with one_mover() as lock:
+                    self._move(options, lock)
         except MoveRefused as exc:
             raise CommandError(str(exc)) from exc
+        except (SchemalessError, DatabaseError, OSError) as exc:
+            # One plain line, never a driver's traceback: the move is recorded, so running the
+            # same command again resumes it.
+            raise CommandError(
+                f"movebuckets stopped: {exc}. Nothing is lost: run the same command again to "
+                "resume (--status shows the move)."
+            ) from exc
 
-    def _move(self, options: dict[str, Any]) -> None:
+    def _move(self, options: dict[str, Any], lock: ServerLock | None = None) -> None:
         if not options["target"] or not options["buckets"]:
             raise CommandError("give --to ALIAS and --buckets RANGES (or --status, --abort)")
         numbers = plan.parse_buckets(options["buckets"])
@@ -142,15 +154,19 @@ class Command(BaseCommand):
             file=progress_stream(self),
             enabled=options["verbosity"] >= 1 and self.stderr.isatty(),
         )
-        try:
-            done = Mover(
-                move,
+
+        def run(current: BucketMove) -> BucketMove:
+            return Mover(
+                current,
                 batch=options["batch"],
                 throttle=throttle,
                 workers=options["workers"],
                 report=progress.report,
                 phase=progress.phase,
             ).run()
+
+        try:
+            done = run_resuming(move, run, lock=lock, say=self.stdout.write)
         except BaseException:
             progress.close(failed=True)
             raise

@@ -1,4 +1,5 @@
 """``manage.py shardmap``: the bucket -> shard map in force, and what each shard holds.
+``--id UUID``: where one entity lives (its bucket, owner, server, and any move under way).
 
 For each shard: its bucket ranges in the stored map, its entities and index rows, and what its
 own bucket table says (the authority on what it serves). A shard whose table disagrees with the
@@ -7,13 +8,16 @@ map is named: writes to those buckets are refused there until it is fixed (docs/
 
 from __future__ import annotations
 
+import argparse
+import uuid
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from schemaless_store.exceptions import ShardUnavailable
 from schemaless_store.indexes import registry
 from schemaless_store.metadata import BucketMove
+from schemaless_store.moves.locate import locate
 from schemaless_store.moves.record import describe
 from schemaless_store.tables import buckets as bucket_table
 from schemaless_store.tables.counts import count_tables
@@ -26,7 +30,23 @@ class Command(BaseCommand):
         "buckets, entities, index rows and what its own bucket table serves."
     )
 
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--id",
+            dest="entity_id",
+            help="An entity id: print its bucket, the shard that owns it, that shard's server "
+            "and whether a move is under way for it.",
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["entity_id"]:
+            try:
+                entity_id = uuid.UUID(options["entity_id"].strip())
+            except ValueError:
+                raise CommandError(f"--id {options['entity_id']!r} is not a UUID") from None
+            for line in locate(entity_id).lines():
+                self.stdout.write(line)
+            return
         found = bucket_map.refresh()
         if found.version:
             self.stdout.write(f"Shard map version {found.version}, {found.buckets} buckets.")
