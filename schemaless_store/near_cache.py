@@ -33,7 +33,7 @@ import os
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,12 +88,13 @@ class NearCache:
         self.client_id: int | None = None  # the tracking connection's CLIENT ID, while live
         self._connect = connect
         self._lock = threading.Lock()
-        self._entries: OrderedDict[str, tuple[float, int, Any]] = OrderedDict()
+        # id -> (deadline, token, row, whether the next push of this id is the copier's own)
+        self._entries: OrderedDict[str, tuple[float, int, Any, bool]] = OrderedDict()
         self._epoch = 0
         self._live = False
         self._heard = 0.0  # when the last PING that was answered was sent
         self._seq = 0
-        self._recent: deque[tuple[int, str]] = deque(maxlen=RECENT)
+        self._recent: deque[tuple[int, str, bool]] = deque(maxlen=RECENT)  # (seq, id, evicted)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="schemaless-near-cache", daemon=True)
         self._thread.start()
@@ -131,36 +132,49 @@ class NearCache:
         self.stats.hits += len(found)
         return mark, found
 
-    def put(self, mark: Mark, answers: dict[str, tuple[int, Any]]) -> None:
+    def put(
+        self,
+        mark: Mark,
+        answers: dict[str, tuple[int, Any]],
+        created: Collection[str] = (),
+    ) -> None:
         """Copy Redis's answers (read after ``mark`` was taken), but none that an invalidation
-        or a reconnection since ``mark`` may have made old."""
+        or a reconnection since ``mark`` may have made old.
+
+        ``created``: ids whose token the read itself set (its script found none) and whose row
+        it then read from the database: their own token's push may come in between, so one
+        push is allowed for them, and a copy made before it came expects it
+        (docs/cache.md#a-copy-from-the-first-read)."""
         with self._lock:
             if mark.epoch != self._epoch or not self._live:
                 self.stats.refused += len(answers)
                 return
-            gone: set[str] = set()
+            pushes: dict[str, int] = {}
             if self._seq != mark.seq:
                 if self._seq - mark.seq > len(self._recent):
                     self.stats.refused += len(answers)
                     return
-                for seq, h in reversed(self._recent):
+                for seq, h, evicted in reversed(self._recent):
                     if seq <= mark.seq:
                         break
-                    gone.add(h)
+                    # This process's own eviction (a write returned): never copy over it.
+                    pushes[h] = RECENT if evicted else pushes.get(h, 0) + 1
             deadline = time.monotonic() + self.entry_timeout
             entries = self._entries
             for h, (token, value) in answers.items():
-                if h in gone:
+                seen = pushes.get(h, 0)
+                allowed = 1 if h in created else 0
+                if seen > allowed:
                     self.stats.refused += 1
                     continue
-                entries[h] = (deadline, token, value)
+                entries[h] = (deadline, token, value, seen < allowed)
                 entries.move_to_end(h)
             while len(entries) > self.max_entries:
                 entries.popitem(last=False)
 
     def evict(self, hexes: Iterable[str]) -> None:
         """Drop these ids' copies: this process's own invalidation, done (or failed)."""
-        self.stats.evicted += self._invalidate(hexes)
+        self.stats.evicted += self._invalidate(hexes, evicted=True)
 
     def discard(self, h: str) -> None:
         """Drop one copy a reader found unusable (it names another shard than the owner)."""
@@ -198,13 +212,20 @@ class NearCache:
 
     # -- the tracking connection's thread -------------------------------------------------------
 
-    def _invalidate(self, hexes: Iterable[str]) -> int:
+    def _invalidate(self, hexes: Iterable[str], evicted: bool = False) -> int:
         count = 0
+        entries = self._entries
         with self._lock:
             for h in hexes:
                 self._seq += 1
-                self._recent.append((self._seq, h))
-                self._entries.pop(h, None)
+                self._recent.append((self._seq, h, evicted))
+                entry = entries.get(h)
+                if entry is not None:
+                    if entry[3] and not evicted:
+                        # The push of the token this copy's own read set: the one it expects.
+                        entries[h] = (entry[0], entry[1], entry[2], False)
+                    else:
+                        del entries[h]
                 count += 1
         return count
 
