@@ -10,6 +10,9 @@ Configuration comes from the environment (django-environ):
   of a shard (docs/replicas.md); ``READ_FROM_REPLICAS=1`` reads them by default.
 - ``ENTITY_CACHE_URL``: a Redis URL (``redis://host:6379/0``): ``get`` and ``get_many`` read
   entities through it (docs/cache.md). Unset: no entity cache (the embedded default).
+- ``ENTITY_NEAR_CACHE=1`` (with ``ENTITY_CACHE_URL``): its hits served from process memory
+  too (docs/cache.md#the-near-cache). Off by default.
+- ``SCHEMALESS_HISTORY=0``: no entity history (on by default here: see its cost below).
 - ``DJANGO_DEBUG=1``: Django's ``DEBUG`` (off by default).
 """
 
@@ -49,8 +52,11 @@ DATABASE_ROUTERS = ["schemaless_store.topology.router.ShardRouter"]
 SCHEMALESS = {
     "BUCKETS": 4096,
     # Every version of every entity is kept as a cell: entity.history(), the admin's Versions
-    # page, entity changes in manage.py tailchanges (docs/cells.md).
-    "HISTORY": True,
+    # page, entity changes in manage.py tailchanges (docs/cells.md). Its cost: every write
+    # appends the version in its transaction, which makes writes markedly slower (measured in
+    # docs/performance.md#ycsb, store_history). The library's default is off; a site that
+    # needs no versions sets SCHEMALESS_HISTORY=0.
+    "HISTORY": env.bool("SCHEMALESS_HISTORY", default=True),
 }
 if env.list("SHARD_REPLICA_URLS", default=[]):
     _replica_databases, SCHEMALESS["REPLICAS"] = replicas_from_urls(env.list("SHARD_REPLICA_URLS"))
@@ -62,6 +68,8 @@ if env("ENTITY_CACHE_URL", default=""):
         "entities": cache_from_url(env("ENTITY_CACHE_URL")),
     }
     SCHEMALESS["CACHE"] = "entities"
+    if env.bool("ENTITY_NEAR_CACHE", default=False):
+        SCHEMALESS["NEAR_CACHE"] = {}
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -37,6 +37,8 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.signals import setting_changed
+
 logger = logging.getLogger("schemaless_store.cache")
 
 CHANNEL = "__redis__:invalidate"
@@ -54,11 +56,11 @@ class Mark:
 
 @dataclass
 class NearStats:
-    """What this process's near cache did (approximate under threads)."""
+    """What this process's near cache did (approximate under threads): read by the tests and
+    reported by the bench (its cache leg and ``bench.ycsb``). Its hits are
+    ``entity_cache.stats.near_hits``, its evictions ``entity_cache.stats.invalidated``."""
 
-    hits: int = 0
     pushed: int = 0  # ids dropped by pushes (every process's changes of token keys)
-    evicted: int = 0  # ids dropped by this process's own invalidations
     refused: int = 0  # copies refused: an invalidation or a reconnection came in between
     flushes: int = 0  # connections dropped, FLUSHDB pushes
     connections: int = 0  # tracking connections made live
@@ -129,7 +131,6 @@ class NearCache:
                     continue
                 entries.move_to_end(h)
                 found[h] = (entry[1], entry[2])
-        self.stats.hits += len(found)
         return mark, found
 
     def put(
@@ -174,7 +175,7 @@ class NearCache:
 
     def evict(self, hexes: Iterable[str]) -> None:
         """Drop these ids' copies: this process's own invalidation, done (or failed)."""
-        self.stats.evicted += self._invalidate(hexes, evicted=True)
+        self._invalidate(hexes, evicted=True)
 
     def discard(self, h: str) -> None:
         """Drop one copy a reader found unusable (it names another shard than the owner)."""
@@ -348,8 +349,7 @@ def _replace(key: Any, build: Callable[[], NearCache]) -> NearCache:
 
 
 def existing() -> NearCache | None:
-    """This process's near cache if one runs (a write evicts from it even while the setting is
-    off: it may be turned on again)."""
+    """This process's near cache if one runs."""
     near = _instance
     return near if near is not None and near.pid == os.getpid() else None
 
@@ -361,6 +361,20 @@ def shut() -> None:
         if _instance is not None and _instance.pid == os.getpid():
             _instance.close()
         _instance, _instance_key = None, None
+
+
+def _switched(*, setting: str, value: Any = None, **kwargs: Any) -> None:
+    """``SCHEMALESS`` changed (``override_settings``, a test): with ``NEAR_CACHE`` or ``CACHE``
+    off, this process's near cache is closed, its thread and connection with it (as
+    django-debug-toolbar drops what it built from its settings). Switched on again, reads build
+    a new one."""
+    if setting == "SCHEMALESS" and (
+        not isinstance(value, dict) or value.get("NEAR_CACHE") is None or not value.get("CACHE")
+    ):
+        shut()
+
+
+setting_changed.connect(_switched, dispatch_uid="schemaless_near_cache_switched")
 
 
 def _forget_in_child() -> None:

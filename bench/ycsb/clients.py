@@ -7,6 +7,7 @@
 - ``store_near``: the same with the Redis entity cache and the near cache on (another
   namespace: its own records);
 - ``store_redis``: the same with the Redis entity cache only (optional);
+- ``store_history``: the store with ``HISTORY`` on (what the demo's settings turn on);
 - ``raw``: a table with the key and ten ``VARCHAR(100)`` columns (an update sets one column);
 - ``json``: a table with the key and one ``JSON`` column (an update is ``JSON_SET`` of one
   path), the column every user of MariaDB could pick instead.
@@ -38,7 +39,7 @@ CREATE_JSON = (
     f"CREATE TABLE IF NOT EXISTS {JSON_TABLE} (ykey VARCHAR(64) NOT NULL PRIMARY KEY, "
     "doc JSON NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
 )
-NAMESPACES = {"store": "s", "store_near": "n", "store_redis": "r"}
+NAMESPACES = {"store": "s", "store_near": "n", "store_redis": "r", "store_history": "h"}
 
 
 VALUES = 512  # random field values made at start: making them is not the operation's cost

@@ -39,7 +39,7 @@ from typing import Any
 from ..stats import percentile
 from .workloads import WORKLOADS, Sequence
 
-CONTENDERS = ("store", "store_near", "store_redis", "raw", "json")
+CONTENDERS = ("store", "store_near", "store_redis", "store_history", "raw", "json")
 DEFAULT_CONTENDERS = ("store", "store_near", "raw", "json")
 ORDER = "ABCFDE"
 TARGETS = {  # issue 35: ratio to the JSON column (store, store_near)

@@ -37,9 +37,9 @@ def make(contender: str) -> Client:
         return RawClient(database_from_url(os.environ["BENCH_YCSB_RAW_URL"]))
     if contender not in NAMESPACES:
         raise SystemExit(f"unknown contender {contender!r}")
-    if contender in ("store_near", "store_redis"):
-        from django.test.utils import override_settings
+    from django.test.utils import override_settings
 
+    if contender in ("store_near", "store_redis"):
         near = {"MAX_ENTRIES": int(os.environ.get("BENCH_YCSB_NEAR_ENTRIES", "100000"))}
         override_settings(
             SCHEMALESS={
@@ -48,6 +48,8 @@ def make(contender: str) -> Client:
                 "NEAR_CACHE": near if contender == "store_near" else None,
             }
         ).enable()
+    elif contender == "store_history":
+        override_settings(SCHEMALESS={**settings.SCHEMALESS, "HISTORY": True}).enable()
     return StoreClient(NAMESPACES[contender])
 
 

@@ -235,6 +235,20 @@ def test_a_miss_is_served_from_memory_from_its_second_read_until_another_write(n
     assert Entity.objects.get(id=made.id)["n"] == 2
 
 
+def test_switching_the_near_cache_off_closes_it_and_its_thread(near):
+    """Issue 36: ``setting_changed`` with ``NEAR_CACHE`` (or ``CACHE``) off closes this
+    process's near cache; switched on again, a read builds a new one."""
+    thread = near._thread
+    assert thread.is_alive() and near_cache.existing() is near
+    for off in ({"NEAR_CACHE": None}, {"CACHE": None, "NEAR_CACHE": None}):
+        with override_settings(SCHEMALESS={**settings.SCHEMALESS, **off}):
+            assert near_cache.existing() is None
+            assert not thread.is_alive() and not near.usable()
+        again = running()  # the override left: on again, a new one
+        assert again is not near and again._thread.is_alive()
+        near, thread = again, again._thread
+
+
 def test_another_process_reads_the_write_once_the_push_arrives(near, other):
     made = Entity.objects.create(n=0)
     first = other.ask("read_near", made.id)
