@@ -66,6 +66,22 @@ def markdown(run: dict[str, Any]) -> str:
                     f"| {found['workload']} | {found['threads']} | {contender} | {rate:,.0f} | "
                     f"{ratio:.2f} | {_verdict(ratio, target)} |"
                 )
+    if run.get("round_trips"):
+        kinds = sorted({k for per in run["round_trips"].values() for k in per})
+        lines += [
+            "",
+            "Round trips per operation, MariaDB + Redis (counted, untimed; reads: a cold then a "
+            "warm pass over the same keys):",
+            "",
+            "| contender | " + " | ".join(kinds) + " |",
+            "|---|" + "---:|" * len(kinds),
+        ]
+        for contender, per in run["round_trips"].items():
+            cells = [
+                f"{per[k]['mariadb']:.1f} + {per[k]['redis']:.1f}" if k in per else "-"
+                for k in kinds
+            ]
+            lines.append(f"| {contender} | " + " | ".join(cells) + " |")
     caches = [
         (found["workload"], contender, stats)
         for found in run["workloads"]

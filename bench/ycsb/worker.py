@@ -65,6 +65,44 @@ def cache_stats() -> dict[str, Any]:
     return out
 
 
+def count(client: Client, ops: list[Any]) -> dict[str, dict[str, float]]:
+    """Round trips per operation, by kind: MariaDB's (statements, commits: every call of a
+    mysqlclient connection that talks to the server, as ``bench.profile`` counts them) and
+    Redis's (commands and pipelines this thread sends; the near cache's own thread is not
+    counted). Untimed: the spies cost time."""
+    import threading
+
+    from redis.connection import AbstractConnection
+
+    from ..profile import statements
+
+    sent_redis: list[int] = []
+    original = AbstractConnection.send_packed_command
+
+    def spy(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is threading.main_thread():
+            sent_redis.append(1)
+        return original(self, *args, **kwargs)
+
+    totals: dict[str, dict[str, float]] = {}
+    AbstractConnection.send_packed_command = spy  # type: ignore[method-assign]
+    try:
+        for op in ops:
+            sent_redis.clear()
+            with statements() as sent:
+                client.do(tuple(op))  # type: ignore[arg-type]
+            kind = totals.setdefault(op[0], {"ops": 0, "mariadb": 0, "redis": 0})
+            kind["ops"] += 1
+            kind["mariadb"] += len(sent)
+            kind["redis"] += len(sent_redis)
+    finally:
+        AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
+    return {
+        kind: {"mariadb": t["mariadb"] / t["ops"], "redis": t["redis"] / t["ops"]}
+        for kind, t in totals.items()
+    }
+
+
 def main(contender: str) -> int:
     client = make(contender)
     clock = time.perf_counter
@@ -80,6 +118,9 @@ def main(contender: str) -> int:
         command = json.loads(line)
         if command["cmd"] == "quit":
             break
+        if command["cmd"] == "count":
+            print(json.dumps({"round_trips": count(client, command["ops"])}), flush=True)
+            continue
         latencies: dict[str, list[float]] = {}
         started = clock()
         for op in command["ops"]:
