@@ -53,8 +53,8 @@ SCHEMALESS = {
     "BUCKETS": 4096,
     # Every version of every entity is kept as a cell: entity.history(), the admin's Versions
     # page, entity changes in manage.py tailchanges (docs/cells.md). Its cost: every write
-    # appends the version in its transaction, which makes writes markedly slower (measured in
-    # docs/performance.md#ycsb, store_history). The library's default is off; a site that
+    # appends the version in its transaction, two more round trips: YCSB measured writes
+    # 1.6-2.1x slower (docs/performance.md#ycsb). The library's default is off; a site that
     # needs no versions sets SCHEMALESS_HISTORY=0.
     "HISTORY": env.bool("SCHEMALESS_HISTORY", default=True),
 }
