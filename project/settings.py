@@ -11,8 +11,9 @@ Configuration comes from the environment (django-environ):
   of a shard (docs/replicas.md); ``READ_FROM_REPLICAS=1`` reads them by default.
 - ``ENTITY_CACHE_URL``: a Redis URL (``redis://host:6379/0``): ``get`` and ``get_many`` read
   entities through it (docs/cache.md). Unset: no entity cache (the embedded default).
-- ``ENTITY_NEAR_CACHE=1`` (with ``ENTITY_CACHE_URL``): each process also keeps entities in
-  memory, invalidated through Redis (docs/cache.md).
+- ``ENTITY_NEAR_CACHE=1`` (with ``ENTITY_CACHE_URL``): its hits served from process memory
+  too (docs/cache.md#the-near-cache). Off by default.
+- ``SCHEMALESS_HISTORY=0``: no entity history (on by default here: see its cost below).
 - ``SHARD_LAYOUT``: ``SCHEMALESS["SHARDS"]`` as JSON, e.g. a third shard with no buckets yet,
   ``{"shard_0": "0-2047", "shard_1": "2048-4095", "shard_2": []}`` (the load test's).
 - ``DJANGO_DEBUG=1``: Django's ``DEBUG`` (off by default).
@@ -58,8 +59,11 @@ DATABASE_ROUTERS = ["schemaless_store.topology.router.ShardRouter"]
 SCHEMALESS = {
     "BUCKETS": 4096,
     # Every version of every entity is kept as a cell: entity.history(), the admin's Versions
-    # page, entity changes in manage.py tailchanges (docs/cells.md).
-    "HISTORY": True,
+    # page, entity changes in manage.py tailchanges (docs/cells.md). Its cost: every write
+    # appends the version in its transaction, two more round trips: YCSB measured writes
+    # 1.6-2.1x slower (docs/performance.md#ycsb). The library's default is off; a site that
+    # needs no versions sets SCHEMALESS_HISTORY=0.
+    "HISTORY": env.bool("SCHEMALESS_HISTORY", default=True),
 }
 if env("SHARD_LAYOUT", default=""):
     SCHEMALESS["SHARDS"] = json.loads(env("SHARD_LAYOUT"))

@@ -46,6 +46,7 @@ from django.core.cache import BaseCache, caches
 from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 
 from . import conf, near_cache
+from .cache_script import Scripted
 from .exceptions import ConfigurationError
 from .near_cache import NearCache
 
@@ -128,15 +129,15 @@ class EntityRedisCache(RedisCache):
     def __init__(self, server: Any, params: dict[str, Any]) -> None:
         super().__init__(server, params)
         self._class = _ReusedClientRedisCacheClient
+        self.scripted = Scripted(self)  # the one-round-trip read (cache_script.py)
 
     def validate_key(self, key: str) -> None:
         pass
 
 
 def carries_near_cache(backend: type | None) -> bool:
-    """Whether a cache backend class can carry the near cache: an :class:`EntityRedisCache`
-    (its client opens the tracking connection). The one predicate of both the system check
-    (``schemaless.E009``, on ``CACHES``' ``BACKEND``) and the near cache as it is built."""
+    """Whether a cache backend class can carry the near cache (an :class:`EntityRedisCache`):
+    the one predicate of check ``schemaless.E009`` and of the near cache as it is built."""
     return isinstance(backend, type) and issubclass(backend, EntityRedisCache)
 
 
@@ -260,6 +261,8 @@ class Lookup:
         self.backend = backend
         self.near = near
         self.tokens: dict[bytes, int] = {}
+        self.created: set[bytes] = set()  # ids whose token this read set (none was there)
+        self.mark: near_cache.Mark | None = None
         self.failed = False
 
     def find(self, keys: Sequence[bytes], owner_of: Any) -> dict[bytes, Row]:
@@ -283,54 +286,85 @@ class Lookup:
         if not asked:
             stats.hits += len(hits)
             return hits
-        names = [_GEN + hexes[key] for key in asked] + [_VAL + hexes[key] for key in asked]
         try:
-            got = self.backend.get_many(names)
+            got = self._ask([hexes[key] for key in asked])
         except Exception as exc:
             self._failure(exc)
             return hits
         copies: dict[str, tuple[int, Row]] = {}
-        new_tokens: dict[str, int] = {}
         for key in asked:
             h = hexes[key]
-            token = got.get(_GEN + h)
-            value = got.get(_VAL + h)
-            if type(token) is int and type(value) is bytes:
+            token, value, created = got[h]
+            if value is not None:
                 row = _valid(token, value, owner_of(key))
                 if row is not None:
                     hits[key] = row
                     if mark is not None:
                         copies[h] = (token, row)
                     continue
-            if type(token) is not int:
-                token = random.randint(*_TOKEN_RANGE)
-                new_tokens[_GEN + h] = token
             self.tokens[key] = token
+            if created:
+                self.created.add(key)
+        self.mark = mark
         if copies:
             near.put(mark, copies)  # type: ignore[union-attr, arg-type]
         stats.hits += len(hits)
         stats.misses += len(keys) - len(hits)
-        if new_tokens:
-            try:
-                self.backend.set_many(new_tokens, conf.get().cache_timeout)
-            except Exception as exc:
-                self._failure(exc)  # the hits stand; nothing is filled
         return hits
+
+    def _ask(self, hexes: list[str]) -> dict[str, tuple[int, bytes | None, bool]]:
+        """Each id's token (made sure of: a new random one set where there was none) and value,
+        as Redis holds them now: one script on an :class:`EntityRedisCache`, else ``get_many``
+        then ``set_many`` of the new tokens."""
+        timeout = conf.get().cache_timeout
+        fresh = [random.randint(*_TOKEN_RANGE) for _ in hexes]
+        scripted = getattr(self.backend, "scripted", None)
+        if scripted is not None:
+            names = [(_GEN + h, _VAL + h) for h in hexes]
+            answers = scripted.ask(names, fresh, timeout)
+            return dict(zip(hexes, answers, strict=True))
+        got = self.backend.get_many([_GEN + h for h in hexes] + [_VAL + h for h in hexes])
+        out: dict[str, tuple[int, bytes | None, bool]] = {}
+        new_tokens: dict[str, int] = {}
+        for h, new in zip(hexes, fresh, strict=True):
+            token, value = got.get(_GEN + h), got.get(_VAL + h)
+            if type(token) is not int:
+                token = new_tokens[_GEN + h] = new
+                value = None
+            out[h] = (token, value if type(value) is bytes else None, _GEN + h in new_tokens)
+        if new_tokens:
+            self.backend.set_many(new_tokens, timeout)
+        return out
 
     def fill(self, rows: Iterable[tuple[bytes, Row]]) -> None:
         """Store rows read from the database (after :meth:`find`) under their tokens."""
         if self.failed:
             return
-        values = {
-            _VAL + key.hex(): _encode(self.tokens[key], row)
-            for key, row in rows
-            if key in self.tokens
-        }
-        if values:
-            try:
-                self.backend.set_many(values, conf.get().cache_timeout)
-            except Exception as exc:
-                self._failure(exc)
+        rows = [(key, row) for key, row in rows if key in self.tokens]
+        if self.mark is not None and rows:  # copies from the first read: docs/cache.md
+            self.near.put(  # type: ignore[union-attr]
+                self.mark,
+                {key.hex(): (self.tokens[key], row) for key, row in rows},
+                created={key.hex() for key in self.created},
+            )
+        values = {key: _encode(self.tokens[key], row) for key, row in rows}
+        if not values:
+            return
+        scripted = getattr(self.backend, "scripted", None)
+        try:
+            if scripted is not None:  # travels with this thread's next read
+                fills = [
+                    (_GEN + key.hex(), _VAL + key.hex(), self.tokens[key], value)
+                    for key, value in values.items()
+                ]
+                scripted.fill(fills, conf.get().cache_timeout)
+            else:
+                self.backend.set_many(
+                    {_VAL + key.hex(): value for key, value in values.items()},
+                    conf.get().cache_timeout,
+                )
+        except Exception as exc:
+            self._failure(exc)
 
     def _failure(self, exc: BaseException) -> dict[bytes, Row]:
         stats.failures += 1

@@ -33,9 +33,11 @@ import os
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from django.core.signals import setting_changed
 
 logger = logging.getLogger("schemaless_store.cache")
 
@@ -54,11 +56,11 @@ class Mark:
 
 @dataclass
 class NearStats:
-    """What this process's near cache did (approximate under threads)."""
+    """What this process's near cache did (approximate under threads): read by the tests and
+    reported by the bench (its cache leg and ``bench.ycsb``). Its hits are
+    ``entity_cache.stats.near_hits``, its evictions ``entity_cache.stats.invalidated``."""
 
-    hits: int = 0
     pushed: int = 0  # ids dropped by pushes (every process's changes of token keys)
-    evicted: int = 0  # ids dropped by this process's own invalidations
     refused: int = 0  # copies refused: an invalidation or a reconnection came in between
     flushes: int = 0  # connections dropped, FLUSHDB pushes
     connections: int = 0  # tracking connections made live
@@ -88,12 +90,13 @@ class NearCache:
         self.client_id: int | None = None  # the tracking connection's CLIENT ID, while live
         self._connect = connect
         self._lock = threading.Lock()
-        self._entries: OrderedDict[str, tuple[float, int, Any]] = OrderedDict()
+        # id -> (deadline, token, row, whether the next push of this id is the copier's own)
+        self._entries: OrderedDict[str, tuple[float, int, Any, bool]] = OrderedDict()
         self._epoch = 0
         self._live = False
         self._heard = 0.0  # when the last PING that was answered was sent
         self._seq = 0
-        self._recent: deque[tuple[int, str]] = deque(maxlen=RECENT)
+        self._recent: deque[tuple[int, str, bool]] = deque(maxlen=RECENT)  # (seq, id, evicted)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="schemaless-near-cache", daemon=True)
         self._thread.start()
@@ -128,39 +131,51 @@ class NearCache:
                     continue
                 entries.move_to_end(h)
                 found[h] = (entry[1], entry[2])
-        self.stats.hits += len(found)
         return mark, found
 
-    def put(self, mark: Mark, answers: dict[str, tuple[int, Any]]) -> None:
+    def put(
+        self,
+        mark: Mark,
+        answers: dict[str, tuple[int, Any]],
+        created: Collection[str] = (),
+    ) -> None:
         """Copy Redis's answers (read after ``mark`` was taken), but none that an invalidation
-        or a reconnection since ``mark`` may have made old."""
+        or a reconnection since ``mark`` may have made old.
+
+        ``created``: ids whose token the read itself set (its script found none) and whose row
+        it then read from the database: their own token's push may come in between, so one
+        push is allowed for them, and a copy made before it came expects it
+        (docs/cache.md#a-copy-from-the-first-read)."""
         with self._lock:
             if mark.epoch != self._epoch or not self._live:
                 self.stats.refused += len(answers)
                 return
-            gone: set[str] = set()
+            pushes: dict[str, int] = {}
             if self._seq != mark.seq:
                 if self._seq - mark.seq > len(self._recent):
                     self.stats.refused += len(answers)
                     return
-                for seq, h in reversed(self._recent):
+                for seq, h, evicted in reversed(self._recent):
                     if seq <= mark.seq:
                         break
-                    gone.add(h)
+                    # This process's own eviction (a write returned): never copy over it.
+                    pushes[h] = RECENT if evicted else pushes.get(h, 0) + 1
             deadline = time.monotonic() + self.entry_timeout
             entries = self._entries
             for h, (token, value) in answers.items():
-                if h in gone:
+                seen = pushes.get(h, 0)
+                allowed = 1 if h in created else 0
+                if seen > allowed:
                     self.stats.refused += 1
                     continue
-                entries[h] = (deadline, token, value)
+                entries[h] = (deadline, token, value, seen < allowed)
                 entries.move_to_end(h)
             while len(entries) > self.max_entries:
                 entries.popitem(last=False)
 
     def evict(self, hexes: Iterable[str]) -> None:
         """Drop these ids' copies: this process's own invalidation, done (or failed)."""
-        self.stats.evicted += self._invalidate(hexes)
+        self._invalidate(hexes, evicted=True)
 
     def discard(self, h: str) -> None:
         """Drop one copy a reader found unusable (it names another shard than the owner)."""
@@ -198,13 +213,20 @@ class NearCache:
 
     # -- the tracking connection's thread -------------------------------------------------------
 
-    def _invalidate(self, hexes: Iterable[str]) -> int:
+    def _invalidate(self, hexes: Iterable[str], evicted: bool = False) -> int:
         count = 0
+        entries = self._entries
         with self._lock:
             for h in hexes:
                 self._seq += 1
-                self._recent.append((self._seq, h))
-                self._entries.pop(h, None)
+                self._recent.append((self._seq, h, evicted))
+                entry = entries.get(h)
+                if entry is not None:
+                    if entry[3] and not evicted:
+                        # The push of the token this copy's own read set: the one it expects.
+                        entries[h] = (entry[0], entry[1], entry[2], False)
+                    else:
+                        del entries[h]
                 count += 1
         return count
 
@@ -327,8 +349,7 @@ def _replace(key: Any, build: Callable[[], NearCache]) -> NearCache:
 
 
 def existing() -> NearCache | None:
-    """This process's near cache if one runs (a write evicts from it even while the setting is
-    off: it may be turned on again)."""
+    """This process's near cache if one runs."""
     near = _instance
     return near if near is not None and near.pid == os.getpid() else None
 
@@ -340,6 +361,20 @@ def shut() -> None:
         if _instance is not None and _instance.pid == os.getpid():
             _instance.close()
         _instance, _instance_key = None, None
+
+
+def _switched(*, setting: str, value: Any = None, **kwargs: Any) -> None:
+    """``SCHEMALESS`` changed (``override_settings``, a test): with ``NEAR_CACHE`` or ``CACHE``
+    off, this process's near cache is closed, its thread and connection with it (as
+    django-debug-toolbar drops what it built from its settings). Switched on again, reads build
+    a new one."""
+    if setting == "SCHEMALESS" and (
+        not isinstance(value, dict) or value.get("NEAR_CACHE") is None or not value.get("CACHE")
+    ):
+        shut()
+
+
+setting_changed.connect(_switched, dispatch_uid="schemaless_near_cache_switched")
 
 
 def _forget_in_child() -> None:

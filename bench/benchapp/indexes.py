@@ -19,3 +19,6 @@ user_published_index = Index(
 
 if os.environ.get("BENCH_LINK_INDEX"):
     link_index = Index(table=os.environ["BENCH_LINK_INDEX"], properties=["link"], shard_on="link")
+
+if os.environ.get("BENCH_YCSB"):  # bench.ycsb: workload E's scans in key order
+    ycsb_key_index = Index(table="index_ycsb_key", properties=["ns", "ykey"], shard_on="ns")

@@ -165,10 +165,17 @@ def test_a_hit_is_served_from_process_memory_and_a_write_here_is_read_at_once(ne
     many = [Entity.objects.create(n=i) for i in range(4)]
     for entity in many:
         held(entity.id)
+    # made's copy went with its write; the read above copied it again unless the pushes of
+    # the write's DEL and of the read's own token came first (two: refused) or later (the
+    # second drops it): once every push so far is applied, what is held is what is served.
+    applied = time.monotonic()
+    while near.heard() <= applied:
+        time.sleep(0.005)
+    copied_again = near.holds(made.id.bytes.hex())
     entity_cache.reset_stats()
     found = Entity.objects.get_many([e.id for e in many] + [made.id])
     assert entity_cache.stats.hits == 5 and entity_cache.stats.misses == 0
-    assert entity_cache.stats.near_hits == 4  # made's copy went with its write
+    assert entity_cache.stats.near_hits == 4 + copied_again
     assert [found[e.id]["n"] for e in many] == [0, 1, 2, 3]
 
 
@@ -211,6 +218,42 @@ def test_a_copy_of_an_answer_read_before_an_invalidation_is_refused(near):
     assert mark is not None
     near.put(mark, {h: (7, "new")})
     assert near.get_many([h])[1] == {h: (7, "new")}
+
+
+def test_a_miss_is_served_from_memory_from_its_second_read_until_another_write(near):
+    """docs/cache.md#a-copy-from-the-first-read: the first read's row is copied, kept through
+    its own token's push, and dropped by the push of another process's DEL."""
+    made = Entity.objects.create(n=1)
+    h = made.id.bytes.hex()
+    assert Entity.objects.get(id=made.id)["n"] == 1  # a miss: the shard
+    applied = time.monotonic()
+    while near.heard() <= applied:  # its own token's push, whenever it came, applied
+        time.sleep(0.005)
+    assert near.holds(h)
+    sneak(made.id, n=2)
+    entity_cache.reset_stats()
+    assert Entity.objects.get(id=made.id)["n"] == 1  # the second read: from memory
+    assert entity_cache.stats.near_hits == 1
+    caches["entities"].delete("sls:g:" + h)  # another process's write's DEL (no local evict)
+    deleted = time.monotonic()
+    while near.heard() <= deleted:
+        time.sleep(0.005)
+    assert not near.holds(h)
+    assert Entity.objects.get(id=made.id)["n"] == 2
+
+
+def test_switching_the_near_cache_off_closes_it_and_its_thread(near):
+    """Issue 36: ``setting_changed`` with ``NEAR_CACHE`` (or ``CACHE``) off closes this
+    process's near cache; switched on again, a read builds a new one."""
+    thread = near._thread
+    assert thread.is_alive() and near_cache.existing() is near
+    for off in ({"NEAR_CACHE": None}, {"CACHE": None, "NEAR_CACHE": None}):
+        with override_settings(SCHEMALESS={**settings.SCHEMALESS, **off}):
+            assert near_cache.existing() is None
+            assert not thread.is_alive() and not near.usable()
+        again = running()  # the override left: on again, a new one
+        assert again is not near and again._thread.is_alive()
+        near, thread = again, again._thread
 
 
 def test_another_process_reads_the_write_once_the_push_arrives(near, other):

@@ -84,6 +84,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tables.scans",
             "lifecycle",
             "near_cache",
+            "cache_script",
             "entity_cache",
         ),
     ),
