@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from django.conf import settings
 from django.core.cache import caches
 from django.test import override_settings
@@ -69,3 +70,27 @@ def test_kinds_survive_export_and_import(tmp_path):
     assert Tag.objects.get(id=tag.id)["shade"] == 2
     assert [n.id for n in Note.objects.filter_index(user_id=user)] == [note.id]
     assert [t.id for t in Tag.objects.filter_index(user_id=user)] == [tag.id]
+
+
+@pytest.mark.usefixtures("buckets_restored")
+def test_a_kind_moves_with_its_bucket_and_its_pinned_index_rows():
+    from schemaless_store.moves import plan
+    from schemaless_store.moves.mover import Mover
+
+    user = uuid.uuid4()
+    source = bucket_map.current().owners[0]
+    target = buckets.other_alias(source)
+    note = Note.objects.create(id=buckets.id_in_bucket(5), title="moving", user_id=user)
+    tag = Tag.objects.create(id=buckets.id_in_bucket(6), name="t", user_id=user)
+    assert note.shard == source
+    Mover(plan.start(plan.plan(target, list(range(300))))).run()
+    moved = Note.objects.get(id=note.id)
+    assert moved.shard == target and moved.title == "moving"
+    assert [n.id for n in Note.objects.filter_index(user_id=user)] == [note.id]
+    with pytest.raises(Note.DoesNotExist):
+        Note.objects.get(id=tag.id)  # still a tag, on its new shard too
+    moved.title = "moved"
+    moved.full_clean()
+    moved.save(if_unchanged=True)  # read after the move: no Conflict
+    assert Note.objects.get(id=note.id).title == "moved"
+    assert Entity.objects.get(id=note.id)["kind"] == Note._kind.name
