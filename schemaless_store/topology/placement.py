@@ -20,22 +20,28 @@ from typing import Any
 
 from .. import conf
 from ..exceptions import ConfigurationError, IndexValueError, PlacementError
-from ..indexes import registry
+from ..indexes import KIND_PROPERTY, registry
 from . import bucket_hash, entity_ids
 
 
-def bucket_of_value(prop: str, value: Any) -> int:
-    """The bucket where indexes sharded on ``prop`` put the rows of ``value``.
+def bucket_of_value(prop: str, value: Any, kind: str | None = None) -> int:
+    """The bucket where indexes sharded on ``prop`` put the rows of ``value``: the indexes that
+    hold rows of an entity of ``kind`` (the plain ones, and that kind's own, docs/kinds.md).
 
-    ``PlacementError`` when no declared index is sharded on ``prop`` (a placed entity would sit
+    ``PlacementError`` when no such index is sharded on ``prop`` (a placed entity would sit
     next to nothing), when the indexes sharded on it place the value in different buckets
     (different column types), or when the value cannot be indexed by them.
     """
-    indexes = [index for index in registry.valid() if index.shard_on == prop]
+    indexes = [
+        index
+        for index in registry.valid()
+        if index.shard_on == prop and (index.kind is None or index.kind == kind)
+    ]
     if not indexes:
+        of_kind = f" for an entity of kind {kind!r}" if kind is not None else ""
         raise PlacementError(
-            f"no declared index is sharded on {prop!r}: an entity placed with it would sit "
-            "next to no index rows"
+            f"no declared index is sharded on {prop!r}{of_kind}: an entity placed with it "
+            "would sit next to no index rows"
         )
     if type(value) is list:
         raise PlacementError(
@@ -59,27 +65,30 @@ def bucket_of_value(prop: str, value: Any) -> int:
     return bucket
 
 
-def placed_id(prop: str, value: Any) -> uuid.UUID:
+def placed_id(prop: str, value: Any, kind: str | None = None) -> uuid.UUID:
     """A new entity id in the bucket of ``value`` of property ``prop``
-    (:func:`bucket_of_value`): an entity with this id lives with the index rows of that value."""
+    (:func:`bucket_of_value`): an entity (of ``kind``) with this id lives with the index rows of
+    that value."""
     if conf.get().buckets > entity_ids.PLACED_MAX_BUCKETS:
         raise ConfigurationError(
             f"placed ids hold a bucket below {entity_ids.PLACED_MAX_BUCKETS}; "
             f"SCHEMALESS['BUCKETS'] is {conf.get().buckets}"
         )
-    bucket = bucket_of_value(prop, value)
+    bucket = bucket_of_value(prop, value, kind)
     return uuid.UUID(
         bytes=entity_ids.make_placed_id(bucket, time.time_ns() // 1_000_000, os.urandom(5))
     )
 
 
 def placed_id_for(properties: Mapping[str, Any], prop: str) -> uuid.UUID:
-    """:func:`placed_id` of an entity's own ``prop`` value (which it must have)."""
+    """:func:`placed_id` of an entity's own ``prop`` value (which it must have), by the indexes
+    that hold its rows (its kind's among them)."""
     if not isinstance(prop, str):
         raise PlacementError(f"placed_with names a property, not {type(prop).__name__}")
     if prop not in properties:
         raise PlacementError(f"cannot place an entity with {prop!r}: it has no such property")
-    return placed_id(prop, properties[prop])
+    kind = properties.get(KIND_PROPERTY)
+    return placed_id(prop, properties[prop], kind if isinstance(kind, str) else None)
 
 
 def is_placed(entity_id: Any) -> bool:

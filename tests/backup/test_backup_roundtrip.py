@@ -88,7 +88,7 @@ def load(contents: list[dict[str, Any]]) -> tuple[dict[uuid.UUID, Any], dict[Any
     stored = entities()
     assert len(stored) == len(contents)
     asked = answers(stored)
-    every = {i.name for i in registry.valid() if i.column is None}
+    every = {i.name for i in registry.valid() if i.column is None and i.kind is None}
     assert {name for name, _conditions in asked} == every  # every index is compared
     return stored, asked
 

@@ -19,7 +19,7 @@ from django.db import connections
 
 from schemaless_store import lifecycle
 from schemaless_store.codec import decode_body
-from schemaless_store.indexes import Index, registry
+from schemaless_store.indexes import KIND_PROPERTY, Index, registry
 from schemaless_store.models import Entity
 from schemaless_store.topology import bucket_map, shards
 from tests.support.raw import index_rows
@@ -85,7 +85,11 @@ def ready_indexes() -> list[Index]:
 
 def conditions_for(index: Index, properties: dict[str, Any]) -> list[dict[str, Any]]:
     """Equality conditions on every property of ``index`` that the entity should match (one per
-    element combination of list values). Naming every property picks this very index."""
+    element combination of list values). Naming every property picks this very index; a
+    kind's own index (docs/kinds.md) is asked with the kind named, and only of its entities."""
+    if index.kind is not None and properties.get(KIND_PROPERTY) != index.kind:
+        return []
+    pinned = {} if index.kind is None else {KIND_PROPERTY: index.kind}
     per_property = []
     for prop in index.properties:
         if prop not in properties:
@@ -93,7 +97,7 @@ def conditions_for(index: Index, properties: dict[str, Any]) -> list[dict[str, A
         value = properties[prop]
         per_property.append(value if type(value) is list else [value])
     return [
-        dict(zip(index.properties, combo, strict=True))
+        {**pinned, **dict(zip(index.properties, combo, strict=True))}
         for combo in itertools.product(*per_property)
     ]
 
