@@ -379,23 +379,39 @@ class Entity(AsyncEntity, models.Model):
         if_unchanged: bool = False,
     ) -> None:
         """Write the entity and its index rows (docs/design.md#write-protocol). ``using`` is
-        ignored (the entity's id picks its shard), and so are ``force_update`` and
-        ``update_fields``: the whole body is written, as an insert or an update of the stored
-        row.
+        ignored (the entity's id picks its shard), and so is ``force_update``: the whole body
+        is written, as an insert or an update of the stored row.
+
+        ``update_fields=["title", ...]``: write only those properties' values (a name the
+        instance lacks is removed) over the stored body, read under the write's row lock; the
+        other stored properties stay as stored (another client's change of them is kept) and
+        the instance's other unsaved changes stay unsaved, in memory. The entity must exist
+        (else Django's ``DatabaseError``); an empty list writes nothing.
 
         ``if_unchanged=True``: write only if the stored entity is still what this instance
         read (or last wrote); else raise :class:`~schemaless_store.exceptions.Conflict` and
         write nothing. An instance never read expects no stored row. Checked under the row
         lock the write takes anyway (:mod:`schemaless_store.expected`)."""
-        entity_writes.save(self, force_insert=bool(force_insert), if_unchanged=if_unchanged)
+        entity_writes.save(
+            self,
+            force_insert=bool(force_insert),
+            if_unchanged=if_unchanged,
+            update_fields=update_fields,
+        )
 
     save.alters_data = True  # type: ignore[attr-defined]
 
     @sync_only
-    def save_base(self, *args: Any, force_insert: Any = False, **kwargs: Any) -> None:
+    def save_base(
+        self,
+        *args: Any,
+        force_insert: Any = False,
+        update_fields: Iterable[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """Where Django's own ``Model.save()`` lands (a subclass calling ``super().save()``
         unbound): the store's write path too, so the indexes follow."""
-        entity_writes.save(self, force_insert=bool(force_insert))
+        entity_writes.save(self, force_insert=bool(force_insert), update_fields=update_fields)
 
     @sync_only
     def delete(

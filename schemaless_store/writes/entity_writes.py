@@ -12,12 +12,13 @@ transaction.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from functools import partial
 from typing import Any, Protocol
 from uuid import UUID
 
+from django.db import DatabaseError
 from django.db.models.base import ModelState
 from django.db.models.signals import (
     ModelSignal,
@@ -29,7 +30,9 @@ from django.db.models.signals import (
 from django.utils import timezone
 
 from .. import conf, expected
+from ..codec import decode_body
 from ..exceptions import EntityExists, NotOwner
+from ..lifecycle import maintained_indexes
 from ..tables import cells as cell_table
 from ..tables import entities as entity_table
 from ..tables.values import db_datetime
@@ -57,10 +60,33 @@ class EntityRecord(Protocol):
 
 def prepare(entity: EntityRecord, *, fresh: bool = False) -> Change:
     """The change an entity's properties make: body and index rows, computed and validated
-    before anything is written."""
+    before anything is written (``fresh``: its id is not read first, :class:`Change`)."""
     properties = entity.body_properties()
     key = bytes(entity.row_id)
-    return Change(key=key, rows=rows_of(properties), body=encode_body(properties, key), fresh=fresh)
+    return Change(
+        key=key,
+        rows=rows_of(properties),
+        body=encode_body(properties, key),
+        fresh=fresh,
+        seen=not (fresh and entity.has_generated_id),
+    )
+
+
+def only_fields(update_fields: Iterable[str] | None) -> frozenset[str] | None:
+    """``save(update_fields=...)`` as a set of property names, checked (Django's
+    ``ValueError`` for a name that cannot be one; the id never changes)."""
+    if update_fields is None:
+        return None
+    if isinstance(update_fields, str):
+        update_fields = [update_fields]
+    names = frozenset(update_fields)
+    bad = sorted(repr(name) for name in names if not isinstance(name, str) or name == "id")
+    if bad:
+        raise ValueError(
+            f"update_fields names the properties to write; {', '.join(bad)} cannot be one "
+            "(an entity's id never changes)"
+        )
+    return names
 
 
 def save(
@@ -69,13 +95,25 @@ def save(
     force_insert: bool = False,
     if_unchanged: bool = False,
     expect: expected.Expected | None = None,
+    update_fields: Iterable[str] | None = None,
 ) -> None:
     """Insert or update one entity (``force_insert``: insert, or :class:`EntityExists`;
     ``if_unchanged``: only if the stored row is still what the instance read, or ``expect``
-    says, else :class:`~..exceptions.Conflict`)."""
-    # An id the store generated (entity_ids.new_id) cannot exist yet: nothing to lock; its INSERT
-    # locks it.
-    change = prepare(entity, fresh=force_insert and entity.has_generated_id)
+    says, else :class:`~..exceptions.Conflict`; ``update_fields``: only those properties'
+    values, over the stored body read under the lock, see :func:`_partial_change`)."""
+    only = only_fields(update_fields)
+    if only is not None and force_insert:
+        raise ValueError("save() cannot force an insert and write only some properties")
+    if only is not None and not only:
+        return  # as Django: an empty update_fields saves nothing, and sends no signal
+    # An insert is not read first: its INSERT locks the key, and a duplicate key (an id that
+    # exists) fails it, before any index row is added (EntityExists).
+    if only is None:
+        change = prepare(entity, fresh=force_insert)
+    else:
+        # Body and rows come from the stored body, in step 2 (_partial_change): the
+        # instance's other properties are neither written nor validated.
+        change = Change(key=bytes(entity.row_id), rows=set(), only=only)
     if expect is None and if_unchanged:
         expect = expected.of(entity)
     change.expected = expect
@@ -84,7 +122,10 @@ def save(
         bucket_map.alias_for(change.key),
         [change],
         insert_only=force_insert,
-        quiet=not _heard(pre_save, post_save, cls),
+        # A partial change learns its rows in step 2: a unique claim among them may check
+        # its holder under atomic() on this connection (writes.transaction).
+        quiet=not _heard(pre_save, post_save, cls)
+        and not (only is not None and any(index.unique for index in maintained_indexes())),
     )
     run(write, partial(_store_one, entity=entity))
     if write.recalled:
@@ -101,13 +142,15 @@ def _store_one(write: Write, entity: EntityRecord) -> None:
     change = write.changes[0]
     if change.found is not None and write.insert_only:
         raise EntityExists(f"an entity with id {entity.id} already exists")
+    if change.only is not None:
+        _partial_change(change, entity)
     alias, conn = write.alias, write.conn
     now = timezone.now()
     stamp = db_datetime(conn, now)
     cls = type(entity)
     entity.row_updated = now
     entity.row_body = change.body
-    pre_save.send(sender=cls, instance=entity, raw=False, using=alias, update_fields=None)
+    pre_save.send(sender=cls, instance=entity, raw=False, using=alias, update_fields=change.only)
     with shards.statement_cursor(conn) as cursor:
         if change.found is None and write.fenced_by_insert:
             added = entity_table.insert_one_fenced(
@@ -130,10 +173,32 @@ def _store_one(write: Write, entity: EntityRecord) -> None:
         sender=cls,
         instance=entity,
         created=change.found is None,
-        update_fields=None,
+        update_fields=change.only,
         raw=False,
         using=alias,
     )
+
+
+def _partial_change(change: Change, entity: EntityRecord) -> None:
+    """``save(update_fields=...)``'s step 2 before its statement: the body to write is the
+    stored one (read under the lock in step 1, so no other writer's change is lost) with the
+    named properties as the instance has them (a name it lacks is removed); its other
+    properties, stored or not, stay as they are. The rows it implies replace the ones
+    :func:`prepare` computed; a bad value raises here, before anything is written."""
+    if change.found is None:
+        # Django's answer to update_fields on a row that is not there.
+        raise DatabaseError(
+            f"save(update_fields=...) needs a stored entity; entity {entity.id} does not exist"
+        )
+    properties = dict(decode_body(bytes(change.found.body or b"")))
+    mine = entity.body_properties()
+    for name in change.only or ():
+        if name in mine:
+            properties[name] = mine[name]
+        else:
+            properties.pop(name, None)
+    change.rows = rows_of(properties)
+    change.body = encode_body(properties, change.key)
 
 
 def _heard(before: ModelSignal, after: ModelSignal, sender: type) -> bool:
