@@ -1,6 +1,7 @@
 """Issue 35's write-path items: a create with a given id reads nothing first (its ``INSERT``
 relies on the primary key), and ``save(update_fields=...)`` writes only those properties'
-change over the stored body (docs/usage.md#saving-only-some-properties, docs/design.md#write-protocol)."""
+change over the stored body (docs/usage.md#saving-only-some-properties,
+docs/design.md#write-protocol)."""
 
 from __future__ import annotations
 
