@@ -12,7 +12,7 @@ transaction.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
 from typing import Any, Protocol
@@ -183,22 +183,73 @@ def _partial_change(change: Change, entity: EntityRecord) -> None:
     """``save(update_fields=...)``'s step 2 before its statement: the body to write is the
     stored one (read under the lock in step 1, so no other writer's change is lost) with the
     named properties as the instance has them (a name it lacks is removed); its other
-    properties, stored or not, stay as they are. The rows it implies replace the ones
-    :func:`prepare` computed; a bad value raises here, before anything is written."""
+    properties, stored or not, stay as they are."""
     if change.found is None:
         # Django's answer to update_fields on a row that is not there.
         raise DatabaseError(
             f"save(update_fields=...) needs a stored entity; entity {entity.id} does not exist"
         )
-    properties = dict(decode_body(bytes(change.found.body or b"")))
     mine = entity.body_properties()
-    for name in change.only or ():
-        if name in mine:
-            properties[name] = mine[name]
-        else:
+    _merge(change, {name: mine.get(name, _ABSENT) for name in change.only or ()})
+
+
+_ABSENT = object()  # a property to remove
+
+
+def _merge(change: Change, values: Mapping[str, Any]) -> None:
+    """Set ``change``'s body and rows: its stored body (read in step 1) with ``values`` set
+    (``_ABSENT``: removed). A bad value raises here, before anything is written."""
+    properties = dict(decode_body(bytes(change.found.body or b""))) if change.found else {}
+    for name, value in values.items():
+        if value is _ABSENT:
             properties.pop(name, None)
+        else:
+            properties[name] = value
     change.rows = rows_of(properties)
     change.body = encode_body(properties, change.key)
+
+
+def update_ids(keys: Sequence[bytes], values: Mapping[str, Any], batch_size: int = 500) -> int:
+    """Set ``values`` on the stored entities among ``keys`` (``filter(id__in=...).update()``):
+    one protocol run per shard and batch, each row merged with its body read under the lock
+    in step 1, its index rows following; no signals (as Django's ``update()``). Returns the
+    number of entities changed (a missing id counts 0)."""
+    names = only_fields(values)
+    if not names:
+        return 0
+    by_alias: dict[str, list[bytes]] = defaultdict(list)
+    for key in dict.fromkeys(keys):
+        by_alias[bucket_map.alias_for(key)].append(key)
+    # Rows learned in step 2: a unique claim may check its holder under atomic() here.
+    quiet = not any(index.unique for index in maintained_indexes())
+    total = 0
+    for alias, group in by_alias.items():
+        for start in range(0, len(group), batch_size):
+            chunk = group[start : start + batch_size]
+            changes = [Change(key=key, rows=set(), only=names) for key in chunk]
+            write = Write(alias, changes, quiet=quiet)
+            try:
+                run(write, partial(_store_updates, values=values))
+            except SplitWrite:  # its buckets moved to several shards: regrouped
+                total += update_ids(chunk, values, batch_size)
+                continue
+            total += write.result["updated"]
+    return total
+
+
+def _store_updates(write: Write, values: Mapping[str, Any]) -> None:
+    """Step 2 of :func:`update_ids`: each stored row merged, then their ``UPDATE``s and
+    versions; a missing row is left out (its change implies no rows)."""
+    found = [change for change in write.changes if change.found is not None]
+    for change in found:
+        _merge(change, values)
+    now = timezone.now()
+    stamp = db_datetime(write.conn, now)
+    with shards.statement_cursor(write.conn) as cursor:
+        entity_table.write_many(cursor, [], [(stamp, c.body, c.key) for c in found])
+        if found and conf.get().history:
+            cell_table.append_entity_versions(cursor, [(c.key, c.body) for c in found], stamp)
+    write.result = {"updated": len(found)}
 
 
 def _heard(before: ModelSignal, after: ModelSignal, sender: type) -> bool:

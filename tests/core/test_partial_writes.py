@@ -294,3 +294,78 @@ async def test_asave_passes_update_fields():
     await entity.asave(update_fields=["title"])
     stored = await sync_to_async(Entity.objects.get)(id=entity.id)
     assert (stored["title"], stored["link"]) == ("b", "https://a")
+
+
+# --- filter(id=...).update(...) ---------------------------------------------------------------
+
+
+def test_update_by_id_changes_the_entity_and_its_index_rows_without_a_get():
+    mine = Entity.objects.create(title="a", link="https://a", user_id=b"1" * 16)
+    theirs = Entity.objects.get(id=mine.id)
+    theirs["user_id"] = b"2" * 16
+    theirs.save()
+    sent = _statements(
+        mine.id, lambda: Entity.objects.filter(id=mine.id).update(title="b", link="https://b")
+    )
+    # The row is read once, under its lock in the write's own transaction (no separate get).
+    reads = [s for s in sent if s.lstrip().upper().startswith("SELECT") and "entities" in s]
+    assert len(reads) <= 2, sent  # step 1, and step 5's re-check of the stale link row
+    stored = Entity.objects.get(id=mine.id)
+    assert stored.properties == {
+        "id": mine.id,
+        "title": "b",
+        "link": "https://b",
+        "user_id": b"2" * 16,  # another client's change of another property is kept
+    }
+    assert [e.id for e in Entity.objects.filter_index(link="https://b")] == [mine.id]
+    assert not list(Entity.objects.filter_index(link="https://a"))
+    assert len(index_rows("index_link")) == 1
+
+
+def test_update_by_ids_counts_what_it_changed_and_a_missing_id_as_0():
+    made = [Entity.objects.create(title=f"t{n}", link=f"https://{n}") for n in range(6)]
+    missing = uuid.uuid4()
+    changed = Entity.objects.filter(id__in=[e.id for e in made] + [missing]).update(
+        link="https://same"
+    )
+    assert changed == 6
+    assert {e.id for e in Entity.objects.filter_index(link="https://same")} == {
+        e.id for e in made
+    }
+    assert len(index_rows("index_link")) == 6
+    assert Entity.objects.filter(id=missing).update(title="x") == 0
+    assert not Entity.objects.get_many([missing])
+    assert Entity.objects.filter(id__in=[]).update(title="x") == 0
+
+
+def test_update_by_id_writes_history_and_validates_first():
+    with HISTORY:
+        entity = Entity.objects.create(title="a", user_id=b"1" * 16, published=1)
+        assert Entity.objects.filter(id=entity.id).update(published=2) == 1
+        assert [v.properties["published"] for v in entity.history()] == [1, 2]
+        before = count_everything()
+        with pytest.raises(IndexValueError):
+            Entity.objects.filter(id=entity.id).update(published="soon")
+        assert count_everything() == before
+        assert Entity.objects.get(id=entity.id)["published"] == 2
+
+
+def test_update_refuses_anything_but_ids():
+    entity = Entity.objects.create(title="a")
+    shard = entity.shard
+    from schemaless_store.exceptions import BulkWriteNotSupported
+
+    with pytest.raises(BulkWriteNotSupported, match="named by id only"):
+        Entity.objects.using(shard).update(title="x")
+    with pytest.raises(BulkWriteNotSupported, match="named by id only"):
+        Entity.objects.using(shard).filter(added_id=entity.added_id).update(title="x")
+    with pytest.raises(BulkWriteNotSupported, match="named by id only"):
+        Entity.objects.filter(id=entity.id).exclude(added_id=0).update(title="x")
+    with pytest.raises(ValueError, match="'id'"):
+        Entity.objects.filter(id=entity.id).update(id=uuid.uuid4())
+    note = Note.objects.create(title="one")
+    with pytest.raises(BulkWriteNotSupported, match="kind"):
+        Note.objects.filter(id=note.id).update(title="two")
+    assert Entity.objects.get(id=entity.id)["title"] == "a"
+    # Reading by id on a shard still works.
+    assert list(Entity.objects.using(shard).filter(id=entity.id)) == [entity]
