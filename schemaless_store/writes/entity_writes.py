@@ -122,10 +122,7 @@ def save(
         bucket_map.alias_for(change.key),
         [change],
         insert_only=force_insert,
-        # A partial change learns its rows in step 2: a unique claim among them may check
-        # its holder under atomic() on this connection (writes.transaction).
-        quiet=not _heard(pre_save, post_save, cls)
-        and not (only is not None and any(index.unique for index in maintained_indexes())),
+        quiet=not _heard(pre_save, post_save, cls) and not _may_claim(only),
     )
     run(write, partial(_store_one, entity=entity))
     if write.recalled:
@@ -196,6 +193,16 @@ def _partial_change(change: Change, entity: EntityRecord) -> None:
 _ABSENT = object()  # a property to remove
 
 
+def _may_claim(names: frozenset[str] | None) -> bool:
+    """Whether a partial change of ``names`` may claim a unique index row: it learns its rows
+    in step 2, too late for :func:`.transaction.shard_transaction` to see the claim, which
+    may check its holder under ``atomic()`` on this connection. Only a unique index over one
+    of the names can change its row."""
+    return names is not None and any(
+        index.unique and names & set(index.properties) for index in maintained_indexes()
+    )
+
+
 def _merge(change: Change, values: Mapping[str, Any]) -> None:
     """Set ``change``'s body and rows: its stored body (read in step 1) with ``values`` set
     (``_ABSENT``: removed). A bad value raises here, before anything is written."""
@@ -220,8 +227,7 @@ def update_ids(keys: Sequence[bytes], values: Mapping[str, Any], batch_size: int
     by_alias: dict[str, list[bytes]] = defaultdict(list)
     for key in dict.fromkeys(keys):
         by_alias[bucket_map.alias_for(key)].append(key)
-    # Rows learned in step 2: a unique claim may check its holder under atomic() here.
-    quiet = not any(index.unique for index in maintained_indexes())
+    quiet = not _may_claim(names)
     total = 0
     for alias, group in by_alias.items():
         for start in range(0, len(group), batch_size):
