@@ -29,7 +29,7 @@ class EntityQuerySet(models.QuerySet):
         self._entity_ids: list[bytes] | None = None  # filter(id=...) alone: the ids named
 
     def _clone(self) -> EntityQuerySet:
-        clone = super()._clone()
+        clone = super()._clone()  # type: ignore[misc]
         clone._entity_ids = self._entity_ids
         return clone
 
@@ -52,7 +52,7 @@ class EntityQuerySet(models.QuerySet):
 
     def _filter_or_exclude(self, negate: bool, args: Any, kwargs: Any) -> EntityQuerySet:
         # Any other filter or exclude: the ids alone no longer say which entities match.
-        clone: EntityQuerySet = super()._filter_or_exclude(negate, args, kwargs)
+        clone: EntityQuerySet = super()._filter_or_exclude(negate, args, kwargs)  # type: ignore[misc]
         clone._entity_ids = None
         return clone
 

@@ -364,9 +364,7 @@ def test_update_by_ids_counts_what_it_changed_and_a_missing_id_as_0():
         link="https://same"
     )
     assert changed == 6
-    assert {e.id for e in Entity.objects.filter_index(link="https://same")} == {
-        e.id for e in made
-    }
+    assert {e.id for e in Entity.objects.filter_index(link="https://same")} == {e.id for e in made}
     assert len(index_rows("index_link")) == 6
     assert Entity.objects.filter(id=missing).update(title="x") == 0
     assert not Entity.objects.get_many([missing])
