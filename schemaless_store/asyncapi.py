@@ -82,11 +82,14 @@ class AsyncEntity:
         *args: Any,
         force_insert: bool | tuple[Any, ...] = False,
         if_unchanged: bool = False,
+        update_fields: Any = None,
         **kwargs: Any,
     ) -> None:
-        """``save()``'s twin (``if_unchanged`` included); like it, ignores ``using``,
-        ``force_update`` and ``update_fields``."""
-        await sync_to_async(self.save)(force_insert=force_insert, if_unchanged=if_unchanged)
+        """``save()``'s twin (``if_unchanged`` and ``update_fields`` included); like it,
+        ignores ``using`` and ``force_update``."""
+        await sync_to_async(self.save)(
+            force_insert=force_insert, if_unchanged=if_unchanged, update_fields=update_fields
+        )
 
     async def adelete(
         self, *args: Any, if_unchanged: bool = False, **kwargs: Any

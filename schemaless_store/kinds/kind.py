@@ -228,15 +228,25 @@ class Kind(_Base, metaclass=KindBase):
             self.full_clean()
         self._properties()[KIND_PROPERTY] = self._kind.name
         if expect is not None:
-            entity_writes.save(self, force_insert=bool(force_insert), expect=expect)
+            entity_writes.save(
+                self, force_insert=bool(force_insert), expect=expect, update_fields=update_fields
+            )
             return
-        super().save(force_insert=force_insert, if_unchanged=if_unchanged)
+        super().save(
+            force_insert=force_insert, if_unchanged=if_unchanged, update_fields=update_fields
+        )
 
     save.alters_data = True  # type: ignore[attr-defined]
 
     @sync_only
-    def save_base(self, *args: Any, force_insert: Any = False, **kwargs: Any) -> None:
-        self.save(force_insert=bool(force_insert))
+    def save_base(
+        self,
+        *args: Any,
+        force_insert: Any = False,
+        update_fields: Iterable[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.save(force_insert=bool(force_insert), update_fields=update_fields)
 
     def refresh_from_db(
         self,

@@ -22,7 +22,6 @@ from .. import cell_store
 from ..asyncapi import AsyncEntity, AsyncManager, sync_only
 from ..codec import decode_body
 from ..exceptions import (
-    BulkWriteNotSupported,
     CorruptBody,
     InvalidEntityError,
     InvalidQuery,
@@ -35,52 +34,9 @@ from ..query.fetch import EntityFetcher, get_many, get_one
 from ..query.indexquery import IndexQuery
 from ..topology import bucket_map, entity_ids, placement, shards
 from ..writes import entity_writes
+from .queryset import EntityQuerySet
 
 ROW_FIELDS = ("added_id", "row_id", "row_updated", "row_body")
-
-
-class EntityQuerySet(models.QuerySet):
-    """A Django queryset over the entities of *one* shard: ``Entity.objects.using("shard_0")``.
-
-    Bulk APIs that would bypass index maintenance refuse with :class:`BulkWriteNotSupported`.
-    """
-
-    def update(self, **kwargs: Any) -> int:
-        raise BulkWriteNotSupported(
-            "QuerySet.update() would bypass index maintenance; change entities with "
-            "entity[...] = value; entity.save(), or Entity.objects.bulk_put(dicts)"
-        )
-
-    def bulk_create(self, *args: Any, **kwargs: Any) -> Any:
-        raise BulkWriteNotSupported(
-            "bulk_create() would bypass index maintenance; use Entity.objects.bulk_put(dicts)"
-        )
-
-    def bulk_update(self, *args: Any, **kwargs: Any) -> Any:
-        raise BulkWriteNotSupported(
-            "bulk_update() would bypass index maintenance; use Entity.objects.bulk_put(dicts)"
-        )
-
-    def delete(self) -> tuple[int, dict[str, int]]:
-        """Delete each entity through the write path, so its index rows go too."""
-        deleted = 0
-        for entity in self.iterator(chunk_size=500):
-            deleted += entity_writes.delete(entity)
-        return deleted, {Entity._meta.label: deleted}
-
-    delete.alters_data = True  # type: ignore[attr-defined]
-
-    @property
-    def db(self) -> str:
-        # The router has no opinion without an instance: Django's answer is then "default",
-        # where no entity lives.
-        alias = super().db
-        if alias not in shards.shard_aliases():
-            raise InvalidQuery(
-                "entities live on shards: use Entity.objects.get(id=...), get_many(), "
-                "filter_index(...), all(), or Entity.objects.using(<shard alias>)"
-            )
-        return alias
 
 
 class EntityManager(AsyncManager, models.Manager.from_queryset(EntityQuerySet)):  # type: ignore[misc]
@@ -379,23 +335,39 @@ class Entity(AsyncEntity, models.Model):
         if_unchanged: bool = False,
     ) -> None:
         """Write the entity and its index rows (docs/design.md#write-protocol). ``using`` is
-        ignored (the entity's id picks its shard), and so are ``force_update`` and
-        ``update_fields``: the whole body is written, as an insert or an update of the stored
-        row.
+        ignored (the entity's id picks its shard), and so is ``force_update``: the whole body
+        is written, as an insert or an update of the stored row.
+
+        ``update_fields=["title", ...]``: write only those properties' values (a name the
+        instance lacks is removed) over the stored body, read under the write's row lock; the
+        other stored properties stay as stored (another client's change of them is kept) and
+        the instance's other unsaved changes stay unsaved, in memory. The entity must exist
+        (else Django's ``DatabaseError``); an empty list writes nothing.
 
         ``if_unchanged=True``: write only if the stored entity is still what this instance
         read (or last wrote); else raise :class:`~schemaless_store.exceptions.Conflict` and
         write nothing. An instance never read expects no stored row. Checked under the row
         lock the write takes anyway (:mod:`schemaless_store.expected`)."""
-        entity_writes.save(self, force_insert=bool(force_insert), if_unchanged=if_unchanged)
+        entity_writes.save(
+            self,
+            force_insert=bool(force_insert),
+            if_unchanged=if_unchanged,
+            update_fields=update_fields,
+        )
 
     save.alters_data = True  # type: ignore[attr-defined]
 
     @sync_only
-    def save_base(self, *args: Any, force_insert: Any = False, **kwargs: Any) -> None:
+    def save_base(
+        self,
+        *args: Any,
+        force_insert: Any = False,
+        update_fields: Iterable[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """Where Django's own ``Model.save()`` lands (a subclass calling ``super().save()``
         unbound): the store's write path too, so the indexes follow."""
-        entity_writes.save(self, force_insert=bool(force_insert))
+        entity_writes.save(self, force_insert=bool(force_insert), update_fields=update_fields)
 
     @sync_only
     def delete(

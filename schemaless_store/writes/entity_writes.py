@@ -12,12 +12,13 @@ transaction.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
 from typing import Any, Protocol
 from uuid import UUID
 
+from django.db import DatabaseError
 from django.db.models.base import ModelState
 from django.db.models.signals import (
     ModelSignal,
@@ -29,7 +30,9 @@ from django.db.models.signals import (
 from django.utils import timezone
 
 from .. import conf, expected
+from ..codec import decode_body
 from ..exceptions import EntityExists, NotOwner
+from ..lifecycle import maintained_indexes
 from ..tables import cells as cell_table
 from ..tables import entities as entity_table
 from ..tables.values import db_datetime
@@ -57,10 +60,33 @@ class EntityRecord(Protocol):
 
 def prepare(entity: EntityRecord, *, fresh: bool = False) -> Change:
     """The change an entity's properties make: body and index rows, computed and validated
-    before anything is written."""
+    before anything is written (``fresh``: its id is not read first, :class:`Change`)."""
     properties = entity.body_properties()
     key = bytes(entity.row_id)
-    return Change(key=key, rows=rows_of(properties), body=encode_body(properties, key), fresh=fresh)
+    return Change(
+        key=key,
+        rows=rows_of(properties),
+        body=encode_body(properties, key),
+        fresh=fresh,
+        seen=not (fresh and entity.has_generated_id),
+    )
+
+
+def only_fields(update_fields: Iterable[str] | None) -> frozenset[str] | None:
+    """``save(update_fields=...)`` as a set of property names, checked (Django's
+    ``ValueError`` for a name that cannot be one; the id never changes)."""
+    if update_fields is None:
+        return None
+    if isinstance(update_fields, str):
+        update_fields = [update_fields]
+    names = frozenset(update_fields)
+    bad = sorted(repr(name) for name in names if not isinstance(name, str) or name == "id")
+    if bad:
+        raise ValueError(
+            f"update_fields names the properties to write; {', '.join(bad)} cannot be one "
+            "(an entity's id never changes)"
+        )
+    return names
 
 
 def save(
@@ -69,13 +95,25 @@ def save(
     force_insert: bool = False,
     if_unchanged: bool = False,
     expect: expected.Expected | None = None,
+    update_fields: Iterable[str] | None = None,
 ) -> None:
     """Insert or update one entity (``force_insert``: insert, or :class:`EntityExists`;
     ``if_unchanged``: only if the stored row is still what the instance read, or ``expect``
-    says, else :class:`~..exceptions.Conflict`)."""
-    # An id the store generated (entity_ids.new_id) cannot exist yet: nothing to lock; its INSERT
-    # locks it.
-    change = prepare(entity, fresh=force_insert and entity.has_generated_id)
+    says, else :class:`~..exceptions.Conflict`; ``update_fields``: only those properties'
+    values, over the stored body read under the lock, see :func:`_partial_change`)."""
+    only = only_fields(update_fields)
+    if only is not None and force_insert:
+        raise ValueError("save() cannot force an insert and write only some properties")
+    if only is not None and not only:
+        return  # as Django: an empty update_fields saves nothing, and sends no signal
+    # An insert is not read first: its INSERT locks the key, and a duplicate key (an id that
+    # exists) fails it, before any index row is added (EntityExists).
+    if only is None:
+        change = prepare(entity, fresh=force_insert)
+    else:
+        # Body and rows come from the stored body, in step 2 (_partial_change): the
+        # instance's other properties are neither written nor validated.
+        change = Change(key=bytes(entity.row_id), rows=set(), only=only)
     if expect is None and if_unchanged:
         expect = expected.of(entity)
     change.expected = expect
@@ -84,7 +122,7 @@ def save(
         bucket_map.alias_for(change.key),
         [change],
         insert_only=force_insert,
-        quiet=not _heard(pre_save, post_save, cls),
+        quiet=not _heard(pre_save, post_save, cls) and not _may_claim(only),
     )
     run(write, partial(_store_one, entity=entity))
     if write.recalled:
@@ -101,13 +139,15 @@ def _store_one(write: Write, entity: EntityRecord) -> None:
     change = write.changes[0]
     if change.found is not None and write.insert_only:
         raise EntityExists(f"an entity with id {entity.id} already exists")
+    if change.only is not None:
+        _partial_change(change, entity)
     alias, conn = write.alias, write.conn
     now = timezone.now()
     stamp = db_datetime(conn, now)
     cls = type(entity)
     entity.row_updated = now
     entity.row_body = change.body
-    pre_save.send(sender=cls, instance=entity, raw=False, using=alias, update_fields=None)
+    pre_save.send(sender=cls, instance=entity, raw=False, using=alias, update_fields=change.only)
     with shards.statement_cursor(conn) as cursor:
         if change.found is None and write.fenced_by_insert:
             added = entity_table.insert_one_fenced(
@@ -130,10 +170,92 @@ def _store_one(write: Write, entity: EntityRecord) -> None:
         sender=cls,
         instance=entity,
         created=change.found is None,
-        update_fields=None,
+        update_fields=change.only,
         raw=False,
         using=alias,
     )
+
+
+def _partial_change(change: Change, entity: EntityRecord) -> None:
+    """``save(update_fields=...)``'s step 2 before its statement: the body to write is the
+    stored one (read under the lock in step 1, so no other writer's change is lost) with the
+    named properties as the instance has them (a name it lacks is removed); its other
+    properties, stored or not, stay as they are."""
+    if change.found is None:
+        # Django's answer to update_fields on a row that is not there.
+        raise DatabaseError(
+            f"save(update_fields=...) needs a stored entity; entity {entity.id} does not exist"
+        )
+    mine = entity.body_properties()
+    _merge(change, {name: mine.get(name, _ABSENT) for name in change.only or ()})
+
+
+_ABSENT = object()  # a property to remove
+
+
+def _may_claim(names: frozenset[str] | None) -> bool:
+    """Whether a partial change of ``names`` may claim a unique index row: it learns its rows
+    in step 2, too late for :func:`.transaction.shard_transaction` to see the claim, which
+    may check its holder under ``atomic()`` on this connection. Only a unique index over one
+    of the names can change its row."""
+    return names is not None and any(
+        index.unique and names & set(index.properties) for index in maintained_indexes()
+    )
+
+
+def _merge(change: Change, values: Mapping[str, Any]) -> None:
+    """Set ``change``'s body and rows: its stored body (read in step 1) with ``values`` set
+    (``_ABSENT``: removed). A bad value raises here, before anything is written."""
+    properties = dict(decode_body(bytes(change.found.body or b""))) if change.found else {}
+    for name, value in values.items():
+        if value is _ABSENT:
+            properties.pop(name, None)
+        else:
+            properties[name] = value
+    change.rows = rows_of(properties)
+    change.body = encode_body(properties, change.key)
+
+
+def update_ids(keys: Sequence[bytes], values: Mapping[str, Any], batch_size: int = 500) -> int:
+    """Set ``values`` on the stored entities among ``keys`` (``filter(id__in=...).update()``):
+    one protocol run per shard and batch, each row merged with its body read under the lock
+    in step 1, its index rows following; no signals (as Django's ``update()``). Returns the
+    number of entities changed (a missing id counts 0)."""
+    names = only_fields(values)
+    if not names:
+        return 0
+    by_alias: dict[str, list[bytes]] = defaultdict(list)
+    for key in dict.fromkeys(keys):
+        by_alias[bucket_map.alias_for(key)].append(key)
+    quiet = not _may_claim(names)
+    total = 0
+    for alias, group in by_alias.items():
+        for start in range(0, len(group), batch_size):
+            chunk = group[start : start + batch_size]
+            changes = [Change(key=key, rows=set(), only=names) for key in chunk]
+            write = Write(alias, changes, quiet=quiet)
+            try:
+                run(write, partial(_store_updates, values=values))
+            except SplitWrite:  # its buckets moved to several shards: regrouped
+                total += update_ids(chunk, values, batch_size)
+                continue
+            total += write.result["updated"]
+    return total
+
+
+def _store_updates(write: Write, values: Mapping[str, Any]) -> None:
+    """Step 2 of :func:`update_ids`: each stored row merged, then their ``UPDATE``s and
+    versions; a missing row is left out (its change implies no rows)."""
+    found = [change for change in write.changes if change.found is not None]
+    for change in found:
+        _merge(change, values)
+    now = timezone.now()
+    stamp = db_datetime(write.conn, now)
+    with shards.statement_cursor(write.conn) as cursor:
+        entity_table.write_many(cursor, [], [(stamp, c.body, c.key) for c in found])
+        if found and conf.get().history:
+            cell_table.append_entity_versions(cursor, [(c.key, c.body) for c in found], stamp)
+    write.result = {"updated": len(found)}
 
 
 def _heard(before: ModelSignal, after: ModelSignal, sender: type) -> bool:

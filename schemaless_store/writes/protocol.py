@@ -9,7 +9,10 @@ source (entities, or the latest version of a cell column). :func:`run` takes it 
    bucket table is the authority: :mod:`..tables.buckets`); a shard that does not is asked
    no further, and the write runs again where the map, read again, puts it;
 1. **lock**: ``SELECT ... FOR UPDATE`` the rows that may exist, and learn the index rows their
-   stored state implies (a key the store just generated cannot exist: its ``INSERT`` locks it);
+   stored state implies. A *fresh* key is not read: its ``INSERT`` locks it, and implies no
+   index rows before (a key the store just generated cannot exist; a ``create``'s given id
+   must not: a duplicate key fails the ``INSERT``, before step 3, and the write raises
+   :class:`EntityExists`);
 2. **store**: the caller's step writes the rows (an entity's ``INSERT``, ``UPDATE`` or
    ``DELETE`` between Django's signals, a cell and its head row), locked until the commit;
 3. **index**: add the index rows whose keys are new, committed at once on the index shards' own
@@ -81,10 +84,18 @@ class Change:
     key: bytes  # an entity id, or a cell's row key
     rows: RowSet  # the index rows of the state after the write (the store step may adjust)
     body: bytes = b""  # the new body of an entity (unused by deletions and cells)
-    fresh: bool = False  # a key the store just generated: no row can exist yet
+    # Not read in step 1: its INSERT locks it (a key the store just generated, which no row
+    # can have yet; or an insert_only write's, whose duplicate key fails the INSERT).
+    fresh: bool = False
+    # Someone may have read (and cached) the key: the write invalidates it in the entity
+    # cache. False for a key the store just generated, which no one has read.
+    seen: bool = True
     found: Locked | None = None  # the stored row, read under the lock (step 1)
     old: RowSet = field(default_factory=set)  # the index rows the stored row implies
     expected: Expected | None = None  # a conditional write: what the row must still be
+    # save(update_fields=...): only these properties change, over the stored body (the store
+    # step computes body and rows from the row step 1 read).
+    only: frozenset[str] | None = None
 
 
 class Write:
@@ -216,7 +227,7 @@ def run(write: Write, store: Callable[[Write], None]) -> None:
     the shard it cannot (the transaction is the caller's): :class:`NotOwner` reaches the
     caller. :class:`SplitWrite` if a batch's rows now belong to several shards."""
     # A key the store just generated was never read by anyone: nothing cached to invalidate.
-    cached = [change.key for change in write.changes if not change.fresh]
+    cached = [change.key for change in write.changes if change.seen]
     losses = 0
     while True:
         caller_atomic = write.conn.in_atomic_block

@@ -1,0 +1,110 @@
+"""``EntityQuerySet``: Django's queryset over the entities of one shard, with the bulk writes
+that would bypass index maintenance refused, and ``update()`` run through the write protocol
+for entities named by id (``Entity.objects.filter(id=x).update(title="...")``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import models
+
+from ..exceptions import BulkWriteNotSupported, InvalidQuery
+from ..topology import entity_ids, shards
+from ..writes import entity_writes
+
+_BY_ID = frozenset({"id", "id__in"})
+
+
+class EntityQuerySet(models.QuerySet):
+    """A Django queryset over the entities of *one* shard: ``Entity.objects.using("shard_0")``.
+
+    ``filter(id=...)`` or ``filter(id__in=[...])`` names entities by id (``row_id`` on the
+    shard); such a queryset, filtered by nothing else, can :meth:`update` them. Bulk APIs
+    that would bypass index maintenance refuse with :class:`BulkWriteNotSupported`.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._entity_ids: list[bytes] | None = None  # filter(id=...) alone: the ids named
+
+    def _clone(self) -> EntityQuerySet:
+        clone = super()._clone()  # type: ignore[misc]
+        clone._entity_ids = self._entity_ids
+        return clone
+
+    def filter(self, *args: Any, **kwargs: Any) -> EntityQuerySet:
+        if args or not kwargs or not set(kwargs) <= _BY_ID:
+            return super().filter(*args, **kwargs)
+        keys: list[bytes] = []
+        if "id" in kwargs:
+            keys.append(entity_ids.entity_id_bytes(kwargs["id"]))
+        if "id__in" in kwargs:
+            given = kwargs["id__in"]
+            if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
+                raise InvalidQuery("filter(id__in=...) takes a list of ids")
+            in_list = [entity_ids.entity_id_bytes(ident) for ident in given]
+            keys = [key for key in in_list if key in keys] if "id" in kwargs else in_list
+        unfiltered = not self.query.where and self._entity_ids is None
+        clone: EntityQuerySet = super().filter(row_id__in=keys)
+        clone._entity_ids = keys if unfiltered else None
+        return clone
+
+    def _filter_or_exclude(self, negate: bool, args: Any, kwargs: Any) -> EntityQuerySet:
+        # Any other filter or exclude: the ids alone no longer say which entities match.
+        clone: EntityQuerySet = super()._filter_or_exclude(negate, args, kwargs)  # type: ignore[misc]
+        clone._entity_ids = None
+        return clone
+
+    def update(self, **properties: Any) -> int:
+        """``filter(id=x)`` or ``filter(id__in=[...])``, and nothing else: set ``properties``
+        on those entities through the write protocol (one transaction per shard and batch,
+        each row read under its lock, its index rows following; no signals, as Django's
+        ``update()``). Returns the number changed; a missing id counts 0. Any other queryset
+        refuses: it would bypass index maintenance."""
+        if self._entity_ids is None or self.query.is_sliced:
+            raise BulkWriteNotSupported(
+                "QuerySet.update() works on entities named by id only: "
+                "Entity.objects.filter(id=...) or filter(id__in=[...]), filtered by nothing "
+                "else; otherwise change entities with entity[...] = value; entity.save(), or "
+                "Entity.objects.bulk_put(dicts)"
+            )
+        if getattr(self.model, "_kind", None) is not None:
+            raise BulkWriteNotSupported(
+                f"{self.model.__name__}.objects.filter(id=...).update() is not built for a kind "
+                "(its values would not be validated); use save(update_fields=[...])"
+            )
+        return entity_writes.update_ids(self._entity_ids, properties)
+
+    update.alters_data = True  # type: ignore[attr-defined]
+
+    def bulk_create(self, *args: Any, **kwargs: Any) -> Any:
+        raise BulkWriteNotSupported(
+            "bulk_create() would bypass index maintenance; use Entity.objects.bulk_put(dicts)"
+        )
+
+    def bulk_update(self, *args: Any, **kwargs: Any) -> Any:
+        raise BulkWriteNotSupported(
+            "bulk_update() would bypass index maintenance; use Entity.objects.bulk_put(dicts)"
+        )
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        """Delete each entity through the write path, so its index rows go too."""
+        deleted = 0
+        for entity in self.iterator(chunk_size=500):
+            deleted += entity_writes.delete(entity)
+        return deleted, {self.model._meta.label: deleted}
+
+    delete.alters_data = True  # type: ignore[attr-defined]
+
+    @property
+    def db(self) -> str:
+        # The router has no opinion without an instance: Django's answer is then "default",
+        # where no entity lives.
+        alias = super().db
+        if alias not in shards.shard_aliases():
+            raise InvalidQuery(
+                "entities live on shards: use Entity.objects.get(id=...), get_many(), "
+                "filter_index(...), all(), or Entity.objects.using(<shard alias>)"
+            )
+        return alias
