@@ -86,7 +86,7 @@ def generation(cursor: Any) -> int | None:
     try:
         cursor.execute(f"SELECT generation FROM {GENERATION_TABLE} WHERE id = 1")
     except Exception as exc:  # Django's error, or the driver's on a statement_cursor
-        if _no_table(exc):
+        if no_table(exc):
             return None
         raise
     found = cursor.fetchone()
@@ -105,15 +105,15 @@ def served_now(cursor: Any, alias: str) -> tuple[int | None, frozenset[int]]:
             f"ON b.state IN ({_SERVING_SQL}) WHERE g.id = 1"
         )
     except Exception as exc:  # Django's error, or the driver's on a statement_cursor
-        if _no_table(exc):
-            raise _not_migrated(alias) from exc
+        if no_table(exc):
+            raise not_migrated(alias) from exc
         raise
     rows = cursor.fetchall()
     found = int(rows[0][0]) if rows else None
     return found, frozenset(int(row[1]) for row in rows if row[1] is not None)
 
 
-def _not_migrated(alias: str) -> ConfigurationError:
+def not_migrated(alias: str) -> ConfigurationError:
     return ConfigurationError(f"shard {alias!r} has no {TABLE} table: run manage.py migrateall")
 
 
@@ -129,12 +129,12 @@ def serving(conn: BaseDatabaseWrapper, buckets: Sequence[int]) -> set[int]:
             cursor.execute(sql, list(buckets))
             return {row[0] for row in cursor.fetchall()}
     except DatabaseError as exc:
-        if _no_table(exc):
-            raise _not_migrated(conn.alias) from exc
+        if no_table(exc):
+            raise not_migrated(conn.alias) from exc
         raise
 
 
-def _no_table(exc: Exception) -> bool:
+def no_table(exc: Exception) -> bool:
     """MariaDB's "no such table", or SQLite's."""
     return code_of(exc) == ER_NO_SUCH_TABLE or "no such table" in str(exc)
 

@@ -11,6 +11,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
+from django.db import DatabaseError
+
 from .. import conf
 from ..indexes import ENTITIES, Source
 from ..topology import bucket_map, shards
@@ -154,7 +156,12 @@ def insert_one_fenced(
     """SQLite: insert one entity only if this shard serves ``bucket``: the write protocol's
     step 0 and the insert in one statement. Its ``added_id``, or None if the shard does not
     serve the bucket."""
-    cursor.execute(FENCED_INSERT, (key, updated, body, bucket))
+    try:
+        cursor.execute(FENCED_INSERT, (key, updated, body, bucket))
+    except DatabaseError as exc:
+        if buckets.no_table(exc):  # the shard was never migrated: say what to run
+            raise buckets.not_migrated(str(getattr(cursor.db, "alias", "?"))) from exc
+        raise
     if cursor.rowcount < 1:
         return None
     return int(cursor.lastrowid)

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from schemaless_store import conf
 from schemaless_store.dburls import database_from_url
 from schemaless_store.tables.server_locks import LEASE_TABLE
 from schemaless_store.testing.galera import GaleraCluster
@@ -80,6 +81,9 @@ def nodes(cluster: GaleraCluster, django_db_blocker: Any) -> Iterator[tuple[str,
                 connections[alias].close()
                 del connections[alias]
             del connections.settings[alias]
+        # DATABASES changed behind Django's back (no setting_changed), and the store's settings
+        # (whose shards default to every alias but default) may have been resolved meanwhile.
+        conf.get.cache_clear()
 
 
 def make_lock(alias: str, index: str = "index_link") -> ServerLock:

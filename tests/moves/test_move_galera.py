@@ -20,6 +20,7 @@ import MySQLdb
 import pytest
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from schemaless_store import conf
 from schemaless_store.dburls import database_from_url
 from schemaless_store.exceptions import MoveRefused
 from schemaless_store.tables import move_log as capture
@@ -66,6 +67,7 @@ def aliases(cluster: GaleraCluster, django_db_blocker: Any) -> Iterator[None]:
             with contextlib.suppress(AttributeError):
                 connections[alias].close()
             del connections.settings[alias]
+        conf.get.cache_clear()  # DATABASES changed without setting_changed (see the cleaner's)
 
 
 def connect(node: GaleraNode, database: str | None = None) -> Any:

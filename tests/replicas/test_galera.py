@@ -156,11 +156,11 @@ def test_writes_through_two_nodes_meet_at_certification_and_are_retried(cluster,
 
 def test_a_failover_at_a_moves_fence_loses_no_acknowledged_write(cluster, tmp_path: Path):
     """Buckets move off the cluster while writers write to them; as the mover's fence begins,
-    the node every process uses is SIGKILLed. The writers fail over to the next node, the
-    mover stops, and the same command run again fences on the nodes that are left (the dead
-    one cannot commit: the cluster's primary component no longer counts it) and finishes the
-    move. Every acknowledged write is there, on its owner, and the index tables are exact
-    (docs/design.md#the-fence)."""
+    the node every process uses is SIGKILLed. The writers fail over to the next node, and the
+    mover reconnects and resumes within its run, or stops and the same command run again
+    fences on the nodes that are left (the dead one cannot commit: the cluster's primary
+    component no longer counts it) and finishes the move. Every acknowledged write is there,
+    on its owner, and the index tables are exact (docs/design.md#the-fence)."""
     store = GrownStore(tmp_path, GaleraHome(cluster), layout=LAYOUT)
     try:
         acks = [tmp_path / f"acks{n}.jsonl" for n in range(2)]
@@ -184,7 +184,12 @@ def test_a_failover_at_a_moves_fence_loses_no_acknowledged_write(cluster, tmp_pa
         if finished.returncode != 0:  # the killed node may still count for a moment
             time.sleep(5)
             finished = store.manage(*move)
-        assert "now on shard_0" in finished.stdout, (finished.stdout, finished.stderr)
+        # The killed mover may have finished the move itself: movebuckets reconnects and
+        # resumes within its run (docs/resharding.md); then the second run has nothing to do.
+        assert "now on shard_0" in finished.stdout or "are on shard_0 already" in finished.stdout, (
+            finished.stdout,
+            finished.stderr,
+        )
         errors = [writer.communicate(timeout=120)[1] for writer in writers]
         assert all(writer.returncode == 0 for writer in writers), errors
         cluster.nodes[0].restart()
