@@ -16,15 +16,7 @@ class _Delete:
 DELETE = _Delete()
 
 
-def __getattr__(name: str) -> object:
-    # ``schemaless_store.Kind`` lazily: importing it loads the models, which an app's package
-    # must not do before Django's app registry is ready.
-    if name == "Kind":
-        from .kinds import Kind
-
-        return Kind
-    raise AttributeError(f"module 'schemaless_store' has no attribute {name!r}")
-
-
-__all__ = ["DELETE", "Index", "Kind"]
+# A kind is ``schemaless_store.kinds.Kind``: not re-exported here, since every module of the
+# package imports this one (a re-export would put the whole package in one import cycle).
+__all__ = ["DELETE", "Index"]
 __version__ = "0.1.0.dev0"

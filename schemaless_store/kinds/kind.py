@@ -1,4 +1,4 @@
-"""``schemaless_store.Kind``: a typed model whose instances are entities (docs/kinds.md)::
+"""``schemaless_store.kinds.Kind``: a typed model whose instances are entities (docs/kinds.md)::
 
     class Entry(Kind):
         title = models.CharField(max_length=200)

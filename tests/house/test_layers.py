@@ -321,3 +321,17 @@ def test_server_error_numbers_are_named_in_server_errors_only():
             if isinstance(node, ast.Constant) and type(node.value) is int and node.value in numbers
         ]
     assert not spelled, f"use schemaless_store.server_errors' names: {spelled}"
+
+
+def test_the_package_root_imports_only_the_bottom_layers():
+    """Every module imports the package root (``from .. import conf`` runs its ``__init__``),
+    so whatever the root imports, even inside a function, closes a cycle through everything
+    above it (docs/architecture.md)."""
+    tree = ast.parse((PACKAGE / "__init__.py").read_text())
+    imported = {
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
+    }
+    high = {name for name in imported if layer_of(name) > 1}
+    assert not high, f"schemaless_store/__init__.py imports above config: {sorted(high)}"
