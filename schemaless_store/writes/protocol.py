@@ -58,6 +58,7 @@ from ..exceptions import Conflict, EntityExists, NotOwner, ShardUnavailable
 from ..expected import Expected
 from ..indexes import ENTITIES, Source
 from ..tables import entities as entity_table
+from ..tables import literals
 from ..tables.entities import Locked
 from ..tables.index_rows import Row
 from ..topology import bucket_map, fence, replicas, retries, servers, shards
@@ -131,6 +132,10 @@ class Write:
         # entity's added_id, the rows written, the number deleted.
         self.result: dict[str, int] = {}
         self.recalled = False  # a lost answer's receipt said the write had landed
+        # Its step 2 can send its statements with the COMMIT (:meth:`carrier`): the writer
+        # needs none of their answers before the commit, and no signal receiver runs.
+        self.defers = False
+        self.tx: Any = None  # the try's shard transaction (a _DriverTransaction, or None)
 
     @property
     def fenced_by_insert(self) -> bool:
@@ -157,7 +162,14 @@ class Write:
     def lock(self) -> None:
         """Step 1: lock the stored rows and learn what they imply."""
         wanted = [c.key for c in self.changes if not c.fresh]
-        found = entity_table.lock(self.alias, wanted, self.source, self.conn) if wanted else {}
+        opening = getattr(self.tx, "opening", None)  # BEGIN goes with this read
+        found = (
+            entity_table.lock(
+                self.alias, wanted, self.source, self.conn, first=opening() if opening else ""
+            )
+            if wanted
+            else {}
+        )
         for change in self.changes:
             change.found = found.get(change.key)
             body = None if change.found is None else change.found.body
@@ -171,6 +183,19 @@ class Write:
         ]
         if changed:
             raise Conflict(changed)
+
+    def carrier(self, size: int) -> Any:
+        """Step 2: the transaction that sends the step's statements (about ``size`` bytes of
+        values) with its ``COMMIT``, in one round trip: when the write :attr:`defers`, runs on
+        the driver's ``BEGIN`` ... ``COMMIT`` route, and the statements fit one query. Else
+        None, with the transaction begun: the step sends its statements as they come."""
+        tx = self.tx
+        if not getattr(tx, "deferring", False):
+            return None
+        if self.defers and size * 2 < literals.MAX_STATEMENT_BYTES:  # escaping may double
+            return tx
+        tx.begin()
+        return None
 
     def after_loss(self) -> None:
         """Before a try on a fresh connection (the last one did not land: no receipt): the
@@ -268,9 +293,12 @@ def _run_here(write: Write, store: Callable[[Write], None], cached: list[bytes])
     def attempt() -> None:
         write.committing = False
         with shard_transaction(write, conn) as shard_tx:
+            write.tx = shard_tx
             write.fence()  # 0
-            write.lock()  # 1
-            store(write)  # 2
+            write.lock()  # 1 (on MySQL's driver route, BEGIN goes with its read)
+            if not write.defers and shard_tx is not None:
+                shard_tx.begin()  # before a step 2 that sends its statements itself
+            store(write)  # 2 (write.carrier(): they may wait for the COMMIT, step 4)
             write.add_index_rows()  # 3
             if not caller_atomic:
                 receipts.record(write, shard_tx)  # 4

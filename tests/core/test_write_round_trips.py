@@ -1,0 +1,228 @@
+"""Issue 35, item 2: the round trips of each write on MariaDB, counted in the client with the
+bench's counter (``bench/round_trips.py``: every ``query()`` of a mysqlclient connection, and
+its C-level ``commit()``/``rollback()``/``autocommit()``), and what happens when a statement
+that travels with the ``COMMIT`` fails (docs/design.md#write-protocol, "Round trips").
+
+On the driver's ``BEGIN`` ... ``COMMIT`` route, ``BEGIN`` goes with the locking read, and a
+write's own statements (its ``INSERT``/``UPDATE``/``DELETE``, its history version) go with
+the receipt and the ``COMMIT``. The server runs a multi-statement query in order and stops at
+the first statement that fails: the rest, the ``COMMIT`` included, never run, the store rolls
+the open transaction back and raises that statement's error."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import DatabaseError, connections
+from django.test import override_settings
+
+from bench.round_trips import statements
+from schemaless_store.exceptions import EntityExists
+from schemaless_store.models import Entity
+from schemaless_store.tables import cells as cell_table
+from schemaless_store.tables import receipts as receipt_table
+from schemaless_store.topology import shards
+from tests.support import STORE
+from tests.support.raw import count_everything, index_rows
+
+pytestmark = [STORE, pytest.mark.mariadb_only]
+
+HISTORY = override_settings(SCHEMALESS={"BUCKETS": 4096, "HISTORY": True})
+
+
+def _fewest(write: Callable[[], Any], tries: int = 3) -> list[str]:
+    """The round trips of the cheapest of ``tries`` runs of ``write`` (a receipt pruning, one
+    write in 256 per shard, adds one now and then)."""
+    runs = []
+    for _ in range(tries):
+        with statements() as sent:
+            write()
+        runs.append(list(sent))
+    return min(runs, key=len)
+
+
+def _shape(sent: list[str]) -> list[str]:
+    """Each round trip as the statements it carries, shortened: ``BEGIN+SELECT``..."""
+    shapes = []
+    for query in sent:
+        parts = [p.strip() for p in query.split(";") if p.strip()]
+        heads = []
+        for part in parts:
+            words = part.split()
+            head = words[0].upper()
+            if head == "INSERT" and len(words) > 2:
+                head += " " + words[2].strip("`").split("(")[0]
+            heads.append(head)
+        shapes.append("+".join(heads))
+    return shapes
+
+
+def _warm() -> None:
+    for _ in range(8):  # connections (both shards), the map, the index writers: opened first
+        made = Entity.objects.create(id=uuid.uuid4(), title="w", link=f"https://{uuid.uuid4()}")
+        made["views"] = 1
+        made.save()
+        made.delete()
+
+
+@pytest.mark.parametrize("history", [False, True], ids=["plain", "history"])
+def test_the_round_trips_of_each_write(history: bool):
+    with HISTORY if history else override_settings():
+        _warm()
+        entity = Entity.objects.create(title="a", link=f"https://{uuid.uuid4()}", views=0)
+        counts: dict[str, list[str]] = {}
+
+        def create_given() -> None:
+            Entity.objects.create(id=uuid.uuid4(), title="t", link=f"https://{uuid.uuid4()}")
+
+        def create_generated() -> None:
+            Entity.objects.create(title="t", link=f"https://{uuid.uuid4()}")
+
+        def create_unindexed() -> None:
+            Entity.objects.create(id=uuid.uuid4(), title="t")
+
+        def save_unindexed_change() -> None:
+            entity["views"] = entity["views"] + 1
+            entity.save()
+
+        def get_and_save() -> None:
+            read = Entity.objects.get(id=entity.id)
+            read["views"] = read["views"] + 1
+            read.save()
+
+        def update_by_id() -> None:
+            Entity.objects.filter(id=entity.id).update(views=7)
+
+        def save_indexed_change() -> None:
+            entity["link"] = f"https://{uuid.uuid4()}"
+            entity.save()
+
+        def delete() -> None:
+            Entity.objects.create(id=uuid.uuid4(), title="d").delete()
+
+        for label, write in (
+            ("create given", create_given),
+            ("create generated", create_generated),
+            ("create unindexed", create_unindexed),
+            ("save", save_unindexed_change),
+            ("get+save", get_and_save),
+            ("filter(id).update", update_by_id),
+            ("save indexed", save_indexed_change),
+        ):
+            counts[label] = _shape(_fewest(write))
+        # A delete of an entity made in the same call: its own create's round trip first.
+        counts["create+delete"] = _shape(_fewest(delete))
+        print("round trips:", {label: len(sent) for label, sent in counts.items()}, counts)
+
+    commit = "INSERT schemaless_receipts+COMMIT"
+    version = "SELECT+INSERT cell+" if history else ""
+    # The index rows on the index writer, then the whole entity transaction in one query.
+    create = [
+        "INSERT index_link",
+        f"BEGIN+INSERT entities+SET+{version}{commit}",
+    ]
+    assert counts["create given"] == create, counts
+    assert counts["create generated"] == create, counts
+    assert counts["create unindexed"] == [f"BEGIN+INSERT entities+SET+{version}{commit}"]
+    # BEGIN with the locking read; the UPDATE (and its version) with the receipt and COMMIT.
+    update = ["BEGIN+SELECT", f"UPDATE+{version}{commit}"]
+    assert counts["save"] == update, counts
+    assert counts["filter(id).update"] == update, counts
+    assert counts["get+save"] == ["SELECT", *update], counts
+    # A changed index value: its new row before the commit; the stale one after it (step 5,
+    # a transaction of its own under atomic(), and the row's delete on the index writer).
+    indexed = counts["save indexed"]
+    assert indexed[:3] == ["BEGIN+SELECT", "INSERT index_link", f"UPDATE+{version}{commit}"]
+    assert indexed[3:] == [
+        "SET",  # autocommit=0
+        "SELECT",  # the row, locked again
+        "DELETE",  # the stale index row, on the index writer
+        "COMMIT",
+        "SET",  # autocommit=1
+    ], counts
+    deleted = counts["create+delete"]
+    assert deleted == [
+        f"BEGIN+INSERT entities+SET+{version}{commit}",
+        "BEGIN+SELECT",
+        f"DELETE+{version}{commit}",
+    ], counts
+
+
+def _in_transaction(alias: str) -> int:
+    with shards.statement_cursor(connections[alias]) as cursor:
+        cursor.execute("SELECT @@in_transaction")
+        return int(cursor.fetchone()[0])
+
+
+@pytest.mark.parametrize("history", [False, True], ids=["plain", "history"])
+def test_a_duplicate_create_fails_in_its_batch_and_leaves_nothing(history: bool):
+    with HISTORY if history else override_settings():
+        first = Entity.objects.create(title="first", link="https://first", user_id=b"1" * 16)
+        versions = len(first.history()) if history else 0
+        before, receipts = count_everything(), receipt_table.count(first.shard)
+        with statements() as sent:
+            with pytest.raises(EntityExists):
+                Entity.objects.create(id=first.id, link="https://second", user_id=b"2" * 16)
+        # The batch was sent (its INSERT failed there), and nothing after the INSERT ran.
+        batch = [s for s in sent if "INSERT INTO entities" in s]
+        assert batch and "COMMIT" in batch[0], sent
+        assert _in_transaction(first.shard) == 0
+        assert count_everything() == before  # its index rows were undone (step 6)
+        assert receipt_table.count(first.shard) == receipts
+        assert not list(Entity.objects.filter_index(link="https://second"))
+        assert [e.id for e in Entity.objects.filter_index(link="https://first")] == [first.id]
+        if history:
+            assert len(first.history()) == versions
+        # The connection goes on: the next write on it lands.
+        first["title"] = "again"
+        first.save()
+        assert Entity.objects.get(id=first.id)["title"] == "again"
+
+
+@HISTORY
+@pytest.mark.parametrize("write", ["update", "create", "delete"])
+def test_a_statement_failing_in_the_middle_of_the_batch_rolls_everything_back(
+    write: str, monkeypatch: pytest.MonkeyPatch
+):
+    """The history version's INSERT (after the row's statement, before the receipt and the
+    COMMIT) fails: the row's statement, already run, is rolled back, the receipt and COMMIT
+    never run, the error is the server's, and the connection is usable afterwards."""
+    entity = Entity.objects.create(title="kept", link="https://kept", views=1)
+    alias = entity.shard
+    new_id = uuid.uuid4()
+    before, receipts = count_everything(), receipt_table.count(alias)
+    versions = len(entity.history())
+    broken = cell_table._INSERT_VERSION.replace("created_at)", "no_such_column)")
+    monkeypatch.setattr(cell_table, "_INSERT_VERSION", broken)
+    with statements() as sent, pytest.raises(DatabaseError, match="no_such_column"):
+        if write == "update":
+            entity["link"] = "https://changed"
+            entity["views"] = 2
+            entity.save()
+        elif write == "create":
+            Entity.objects.create(id=new_id, title="new", link="https://new")
+        else:
+            entity.delete()
+    monkeypatch.undo()
+    batch = [s for s in sent if "no_such_column" in s]
+    assert len(batch) == 1 and batch[0].rstrip().endswith("COMMIT"), sent
+    assert "schemaless_receipts" in batch[0]
+    assert _in_transaction(alias) == 0
+    stored = Entity.objects.get(id=entity.id)
+    assert (stored["link"], stored["views"]) == ("https://kept", 1)
+    assert not Entity.objects.get_many([new_id])
+    assert len(entity.history()) == versions
+    assert receipt_table.count(alias) == receipts
+    assert count_everything() == before  # the index rows step 3 added were undone
+    assert not list(Entity.objects.filter_index(link="https://changed"))
+    assert not list(Entity.objects.filter_index(link="https://new"))
+    assert [e.id for e in Entity.objects.filter_index(link="https://kept")] == [entity.id]
+    assert len(index_rows("index_link")) == 1
+    # The same connection writes again, batch and all.
+    stored["views"] = 3
+    stored.save()
+    assert Entity.objects.get(id=entity.id)["views"] == 3
+    assert [v.properties["views"] for v in entity.history()] == [1, 3]
