@@ -35,9 +35,9 @@ from ..exceptions import EntityExists, NotOwner
 from ..lifecycle import maintained_indexes
 from ..tables import cells as cell_table
 from ..tables import entities as entity_table
-from ..tables import receipts as receipt_table
 from ..tables.values import db_datetime
 from ..topology import bucket_map, shards
+from . import with_commit
 from .protocol import Change, SplitWrite, Write, run
 from .rows import encode_body, rows_of
 
@@ -153,7 +153,7 @@ def _store_one(write: Write, entity: EntityRecord) -> None:
     history = conf.get().history
     carrier = write.carrier(len(change.body) * (2 if history else 1))
     if carrier is not None:
-        _defer_one(write, carrier, entity, stamp, history)
+        with_commit.save(write, carrier, entity, stamp, history)
     else:
         _store_one_now(write, entity, stamp, history)
     entity._state.adding = False
@@ -186,30 +186,6 @@ def _store_one_now(write: Write, entity: EntityRecord, stamp: Any, history: bool
         if history:
             cell_table.append_entity_versions(cursor, [(change.key, change.body)], stamp)
     write.result = {"added_id": int(entity.added_id), "created": int(change.found is None)}
-
-
-def _defer_one(write: Write, carrier: Any, entity: EntityRecord, stamp: Any, history: bool) -> None:
-    """Step 2 of a save whose statements go with the receipt and the ``COMMIT`` (one round
-    trip): the row is locked already (an update), or its ``INSERT`` fails there on a
-    duplicate key (:class:`EntityExists`; step 6 removes the index rows step 3 added). A new
-    row's ``added_id`` is known once committed, and the receipt takes it on the server."""
-    change = write.changes[0]
-    if change.found is None:
-
-        def inserted(added_id: int, _rowcount: int) -> None:
-            entity.added_id = added_id
-            write.result["added_id"] = added_id
-
-        carrier.defer(entity_table.INSERT, (change.key, stamp, change.body), then=inserted)
-        carrier.defer_rendered(receipt_table.KEEP_ADDED_ID)
-        write.result = {"added_id": receipt_table.ADDED_ID, "created": 1}
-    else:
-        entity.added_id = change.found.added_id
-        carrier.defer(entity_table.UPDATE, (stamp, change.body, change.key))
-        write.result = {"added_id": int(entity.added_id), "created": 0}
-    if history:
-        for sql, params in cell_table.entity_version_statements([(change.key, change.body)], stamp):
-            carrier.defer(sql, params)
 
 
 def _partial_change(change: Change, entity: EntityRecord) -> None:
@@ -292,12 +268,7 @@ def _store_updates(write: Write, values: Mapping[str, Any]) -> None:
     write.result = {"updated": len(found)}
     carrier = write.carrier(sum(len(c.body) for c in found) * (2 if history else 1))
     if carrier is not None:  # one row: its UPDATE and version go with the COMMIT
-        for change in found:
-            carrier.defer(entity_table.UPDATE, (stamp, change.body, change.key))
-        if history:
-            versions = [(c.key, c.body) for c in found]
-            for sql, params in cell_table.entity_version_statements(versions, stamp):
-                carrier.defer(sql, params)
+        with_commit.update(carrier, [(c.key, c.body) for c in found], stamp, history)
         return
     with shards.statement_cursor(write.conn) as cursor:
         entity_table.write_many(cursor, [], [(stamp, c.body, c.key) for c in found])
@@ -451,22 +422,15 @@ def _delete_one(write: Write, entity: EntityRecord) -> None:
     entity.added_id = change.found.added_id
     pre_delete.send(sender=cls, instance=entity, using=alias, origin=entity)
     history = conf.get().history
+    stamp = db_datetime(conn, timezone.now())
     carrier = write.carrier(0)
-    if carrier is not None:
-        # With the COMMIT: the row, read under its lock in step 1, is there to delete.
-        carrier.defer(entity_table.DELETE, (change.key,))
-        if history:
-            stamp = db_datetime(conn, timezone.now())
-            for sql, params in cell_table.entity_version_statements([(change.key, None)], stamp):
-                carrier.defer(sql, params)
-        post_delete.send(sender=cls, instance=entity, using=alias, origin=entity)
-        write.result = {"deleted": 1}
-        return
-    with shards.statement_cursor(conn) as cursor:
-        if not entity_table.delete_one(cursor, change.key):
-            return
-        if history:
-            stamp = db_datetime(conn, timezone.now())
-            cell_table.append_entity_versions(cursor, [(change.key, None)], stamp)
+    if carrier is not None:  # with the COMMIT: the row, locked in step 1, is there to delete
+        with_commit.delete(carrier, change.key, stamp, history)
+    else:
+        with shards.statement_cursor(conn) as cursor:
+            if not entity_table.delete_one(cursor, change.key):
+                return
+            if history:
+                cell_table.append_entity_versions(cursor, [(change.key, None)], stamp)
     post_delete.send(sender=cls, instance=entity, using=alias, origin=entity)
     write.result = {"deleted": 1}

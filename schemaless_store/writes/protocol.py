@@ -162,14 +162,10 @@ class Write:
     def lock(self) -> None:
         """Step 1: lock the stored rows and learn what they imply."""
         wanted = [c.key for c in self.changes if not c.fresh]
-        opening = getattr(self.tx, "opening", None)  # BEGIN goes with this read
-        found = (
-            entity_table.lock(
-                self.alias, wanted, self.source, self.conn, first=opening() if opening else ""
-            )
-            if wanted
-            else {}
-        )
+        found = {}
+        if wanted:  # on the driver's route BEGIN goes with this read
+            first = self.tx.opening() if hasattr(self.tx, "opening") else ""
+            found = entity_table.lock(self.alias, wanted, self.source, self.conn, first=first)
         for change in self.changes:
             change.found = found.get(change.key)
             body = None if change.found is None else change.found.body

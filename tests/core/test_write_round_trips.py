@@ -11,6 +11,7 @@ the open transaction back and raises that statement's error."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -48,16 +49,21 @@ def _shape(sent: list[str]) -> list[str]:
     """Each round trip as the statements it carries, shortened: ``BEGIN+SELECT``..."""
     shapes = []
     for query in sent:
-        parts = [p.strip() for p in query.split(";") if p.strip()]
+        # A statement starts the query or follows a ";" (a literal's bytes may hold one, never
+        # followed by a statement's keyword and a space).
         heads = []
-        for part in parts:
-            words = part.split()
-            head = words[0].upper()
-            if head == "INSERT" and len(words) > 2:
-                head += " " + words[2].strip("`").split("(")[0]
+        for found in _STATEMENT.finditer(query):
+            head = found.group(1).upper()
+            if head == "INSERT":
+                head += " " + found.group(2).strip("`")
             heads.append(head)
         shapes.append("+".join(heads))
     return shapes
+
+
+_STATEMENT = re.compile(
+    r"(?:^|;)\s*(BEGIN|COMMIT|SELECT|INSERT|UPDATE|DELETE|SET)\b(?: INTO (\S+))?"
+)
 
 
 def _warm() -> None:
@@ -163,9 +169,8 @@ def test_a_duplicate_create_fails_in_its_batch_and_leaves_nothing(history: bool)
         first = Entity.objects.create(title="first", link="https://first", user_id=b"1" * 16)
         versions = len(first.history()) if history else 0
         before, receipts = count_everything(), receipt_table.count(first.shard)
-        with statements() as sent:
-            with pytest.raises(EntityExists):
-                Entity.objects.create(id=first.id, link="https://second", user_id=b"2" * 16)
+        with statements() as sent, pytest.raises(EntityExists):
+            Entity.objects.create(id=first.id, link="https://second", user_id=b"2" * 16)
         # The batch was sent (its INSERT failed there), and nothing after the INSERT ran.
         batch = [s for s in sent if "INSERT INTO entities" in s]
         assert batch and "COMMIT" in batch[0], sent
