@@ -10,9 +10,9 @@ source (entities, or the latest version of a cell column). :func:`run` takes it 
    no further, and the write runs again where the map, read again, puts it;
 1. **lock**: ``SELECT ... FOR UPDATE`` the rows that may exist, and learn the index rows their
    stored state implies. A *fresh* key is not read: its ``INSERT`` locks it, and implies no
-   index rows before (a key the store just generated cannot exist; a ``create``'s given id
-   must not: a duplicate key fails the ``INSERT``, before step 3, and the write raises
-   :class:`EntityExists`);
+   index rows before (a generated key cannot exist; a ``create``'s given id must not: a
+   duplicate fails the ``INSERT``, the write raises :class:`EntityExists` and step 6 undoes
+   what step 3 added, if the ``INSERT`` waited for the ``COMMIT``);
 2. **store**: the caller's step writes the rows (an entity's ``INSERT``, ``UPDATE`` or
    ``DELETE`` between Django's signals, a cell and its head row), locked until the commit;
 3. **index**: add the index rows whose keys are new, committed at once on the index shards' own
@@ -20,9 +20,11 @@ source (entities, or the latest version of a cell column). :func:`run` takes it 
    before it commits; a unique claim that collides checks the holder under *its* row lock,
    which is why the rows are written (step 2) before this step;
 4. **receipt and commit**: insert the write's receipt (its id and the result its caller
-   returns) as the transaction's last statement (:mod:`.receipts`), commit, then invalidate
-   the changed entities in the entity cache, if there is one (:mod:`..entity_cache`; inside
-   a caller's ``transaction.atomic()``, once it commits; no receipt there);
+   returns) in the transaction (:mod:`.receipts`), commit, then invalidate the changed
+   entities in the entity cache, if any (:mod:`..entity_cache`; inside a caller's
+   ``transaction.atomic()``, once it commits; no receipt there). On MySQL's driver route
+   ``BEGIN`` goes with step 1's read, and a single entity's step 2 statements with the
+   receipt and the ``COMMIT``, after step 3 (:mod:`.with_commit`, :meth:`Write.carrier`);
 5. **remove stale**: lock each changed row again, re-check which of the keys that went away it
    still lacks (a later writer may have put one back), and delete only those index rows; inside
    a caller's ``transaction.atomic()`` this waits for the caller's commit;
@@ -65,7 +67,7 @@ from ..topology import bucket_map, fence, replicas, retries, servers, shards
 from ..topology.write_lock import write_lock
 from . import index_writes, receipts
 from .rows import RowSet, stored_rows
-from .transaction import shard_transaction
+from .transaction import own_transaction, shard_transaction
 
 logger = logging.getLogger("schemaless_store.writes")
 T = TypeVar("T")
@@ -101,11 +103,9 @@ class Change:
 
 class Write:
     """One transaction on one shard over changes of one source; :func:`run` runs it.
-
     ``insert_only``: the rows must be new (``create``): a duplicate raises
     :class:`EntityExists`. ``quiet``: nothing but the store's own statements runs inside the
-    transaction (no signal receivers), so it may be a plain ``BEGIN`` ... ``COMMIT`` on MySQL.
-    """
+    transaction (no signal receivers), so it may be a plain ``BEGIN`` ... ``COMMIT`` on MySQL."""
 
     def __init__(
         self,
@@ -132,8 +132,8 @@ class Write:
         # entity's added_id, the rows written, the number deleted.
         self.result: dict[str, int] = {}
         self.recalled = False  # a lost answer's receipt said the write had landed
-        # Its step 2 can send its statements with the COMMIT (:meth:`carrier`): the writer
-        # needs none of their answers before the commit, and no signal receiver runs.
+        # Step 2 may send its statements with the COMMIT (:meth:`carrier`): the writer needs
+        # none of their answers before it, and no signal receiver runs.
         self.defers = False
         self.tx: Any = None  # the try's shard transaction (a _DriverTransaction, or None)
 
@@ -344,11 +344,12 @@ def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source 
 
     def attempt() -> int:
         failure: ShardUnavailable | None = None
-        with transaction.atomic(using=alias):
-            refused = fence.refused(shards.connection(alias), wanted)
-            if refused:
+        conn = shards.connection(alias)
+        with own_transaction(alias, conn) as tx:  # MySQL: BEGIN goes with the locking read
+            if refused := fence.refused(conn, wanted):
                 raise NotOwner(alias, set(refused))
-            locked = entity_table.lock(alias, list(candidates), source)
+            first = tx.opening() if tx is not None else ""
+            locked = entity_table.lock(alias, list(candidates), source, conn, first=first)
             doomed: list[Row] = []
             for key, rows in candidates.items():
                 found = locked.get(key)
@@ -429,8 +430,7 @@ def _remove_quietly(alias: str, candidates: Mapping[bytes, RowSet], source: Sour
     try:
         remove_stale(alias, candidates, source)
     except Exception:
-        # The write is decided (committed or failed); leftover rows are invisible to queries
-        # (re-check) and swept by the cleaner. Report, but do not fail the caller for it.
+        # The write is decided; leftover rows are ignored by queries and swept by the cleaner.
         logger.exception("removing stale index rows on %s failed; the cleaner will do it", alias)
 
 

@@ -34,6 +34,15 @@ def shard_transaction(write: Any, conn: BaseDatabaseWrapper) -> Any:
     return _DriverTransaction(conn)
 
 
+def own_transaction(alias: str, conn: BaseDatabaseWrapper) -> Any:
+    """A transaction of the store's own statements on ``alias`` that no write's signals or
+    claims enter (step 5's re-check): the driver's ``BEGIN`` ... ``COMMIT`` on MySQL, outside
+    a caller's transaction and with Django not recording queries; else ``atomic()``."""
+    if conn.vendor == "mysql" and not conn.in_atomic_block and not conn.queries_logged:
+        return _DriverTransaction(conn)
+    return transaction.atomic(using=alias)
+
+
 class _DriverTransaction:
     """``BEGIN`` ... ``COMMIT`` on the driver's connection: what ``atomic()`` does for a
     transaction of the store's own statements, without its two extra round trips (``SET
