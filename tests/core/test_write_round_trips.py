@@ -234,3 +234,26 @@ def test_a_statement_failing_in_the_middle_of_the_batch_rolls_everything_back(
     stored.save()
     assert Entity.objects.get(id=entity.id)["views"] == 3
     assert [v.properties["views"] for v in entity.history()] == [1, 3]
+
+
+def _stored_added_id(entity: Entity) -> int:
+    with connections[entity.shard].cursor() as cursor:
+        cursor.execute("SELECT added_id FROM entities WHERE id = %s", [entity.id.bytes])
+        return int(cursor.fetchone()[0])
+
+
+@pytest.mark.parametrize("history", [False, True], ids=["plain", "history"])
+def test_a_create_learns_its_added_id_from_the_batch_and_its_receipt_records_it(history: bool):
+    """The new row's ``added_id`` is the ``INSERT``'s answer inside the batch (a history
+    version's ``INSERT`` after it takes another auto-increment value), and the receipt the
+    server wrote holds the same one: a retry after a lost answer returns it."""
+    from schemaless_store.testing.faults import lost_commit_answers
+
+    with HISTORY if history else override_settings():
+        made = [Entity.objects.create(id=uuid.uuid4(), title=str(n)) for n in range(3)]
+        assert [e.added_id for e in made] == [_stored_added_id(e) for e in made]
+        with lost_commit_answers() as lost:
+            recalled = Entity.objects.create(id=uuid.uuid4(), link=f"https://{uuid.uuid4()}")
+        assert lost.lost == 1
+        assert recalled.added_id == _stored_added_id(recalled)
+        assert recalled.added_id not in {e.added_id for e in made if e.shard == recalled.shard}
