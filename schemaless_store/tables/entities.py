@@ -122,7 +122,7 @@ def lock(
                 f"WHERE {source.id_column} IN ({marks}){extra}{suffix}",
                 [*chunk, *extra_params],
             )
-            for _statement in first.split(";")[1:]:
+            for _statement in range(first.count(";")):
                 cursor.nextset()  # past the answers of ``first``'s statements, to the read's
             first = ""
             for key, added_id, body, ref_key, updated in cursor.fetchall():

@@ -82,7 +82,12 @@ def record_and_commit(driver: Any, write_id: bytes, created: int, result: dict[s
 # A receipt's result value the server fills in when it inserts the receipt: the ``added_id``
 # of the entity ``INSERT`` sent before it in the same query, which :data:`KEEP_ADDED_ID` keeps
 # in a session variable (a later ``INSERT`` of a history version changes ``LAST_INSERT_ID()``).
-ADDED_ID: Any = type("ServerAddedId", (), {"__repr__": lambda self: "ADDED_ID"})()
+class _AddedId:
+    def __repr__(self) -> str:
+        return "ADDED_ID"
+
+
+ADDED_ID: Any = _AddedId()
 KEEP_ADDED_ID = b"SET @schemaless_added_id = LAST_INSERT_ID()"
 _MARK = "\x00"  # stands for ADDED_ID in the encoded JSON: never in an int or a key
 

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..tables import receipts as receipt_table
+from ..tables import sessions
 
 
 def shard_transaction(write: Any, conn: BaseDatabaseWrapper) -> Any:
@@ -70,6 +71,8 @@ class _DriverTransaction:
         conn = self.conn
         conn.validate_thread_sharing()
         conn.ensure_connection()
+        with conn.wrap_database_errors:
+            sessions.allow_many_statements(conn.connection)
         return self
 
     def opening(self) -> str:

@@ -257,3 +257,39 @@ def test_a_create_learns_its_added_id_from_the_batch_and_its_receipt_records_it(
         assert lost.lost == 1
         assert recalled.added_id == _stored_added_id(recalled)
         assert recalled.added_id not in {e.added_id for e in made if e.shard == recalled.shard}
+
+
+def test_a_shard_connection_opened_without_multi_statements_is_switched_on_once(monkeypatch):
+    """``OPTIONS={"multi_statements": False}``: the writes still share round trips; the
+    session is switched on once per connection (``mysql_set_server_option()``), and a
+    connection opened with the flag, mysqlclient's default, is never asked."""
+    import MySQLdb.connections
+
+    switched: list[int] = []
+    original = MySQLdb.connections.Connection.set_server_option
+
+    def spy(self: Any, option: int) -> Any:
+        switched.append(option)
+        return original(self, option)
+
+    monkeypatch.setattr(MySQLdb.connections.Connection, "set_server_option", spy, raising=False)
+    _warm()
+    assert switched == []  # the default connections have the flag
+    key = uuid.uuid4()
+    alias = Entity(id=key).shard
+    conn = connections[alias]
+    conn.close()
+    monkeypatch.setitem(conn.settings_dict, "OPTIONS", {**conn.settings_dict["OPTIONS"]})
+    conn.settings_dict["OPTIONS"]["multi_statements"] = False
+    try:
+        made = Entity.objects.create(id=key, title="t", views=1)
+        made["views"] = 2
+        made.save()
+        made["views"] = 3
+        made.save()
+        assert not conn.connection.client_flag & (1 << 16)  # opened without the flag
+        assert switched == [0]  # MYSQL_OPTION_MULTI_STATEMENTS_ON, once
+        assert Entity.objects.get(id=key)["views"] == 3
+        made.delete()
+    finally:
+        conn.close()
