@@ -11,6 +11,8 @@ the open transaction back and raises that statement's error."""
 
 from __future__ import annotations
 
+import base64
+import os
 import re
 import uuid
 from collections.abc import Callable
@@ -293,3 +295,21 @@ def test_a_shard_connection_opened_without_multi_statements_is_switched_on_once(
         made.delete()
     finally:
         conn.close()
+
+
+def test_a_large_body_sends_its_statements_apart():
+    """A body whose statements might not fit one query (``tables/literals.MAX_STATEMENT_BYTES``
+    with its escaping) is written as before: ``BEGIN`` alone, its ``INSERT``, the receipt with
+    the ``COMMIT``; an update's ``UPDATE`` goes apart from its ``COMMIT`` too."""
+    _warm()
+    big = base64.b64encode(os.urandom(600_000)).decode()  # no codec compresses it much
+    key = uuid.uuid4()
+    with statements() as sent:
+        made = Entity.objects.create(id=key, title=big)
+    assert _shape(sent) == ["BEGIN", "INSERT entities", "INSERT schemaless_receipts+COMMIT"]
+    assert made.added_id == _stored_added_id(made)
+    made["title"] = big + "y"
+    with statements() as sent:
+        made.save()
+    assert _shape(sent) == ["BEGIN+SELECT", "UPDATE", "INSERT schemaless_receipts+COMMIT"]
+    assert Entity.objects.get(id=key)["title"] == big + "y"
