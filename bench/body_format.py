@@ -42,44 +42,11 @@ from .ycsb.clients import FIELD_NAMES
 from .ycsb.workloads import field_value
 
 RESULTS = Path(__file__).resolve().parent / "results"
-WORDS = tuple(
-    [
-        "the",
-        "store",
-        "keeps",
-        "every",
-        "property",
-        "bag",
-        "in",
-        "one",
-        "row",
-        "and",
-        "an",
-        "index",
-        "table",
-        "per",
-        "query",
-        "shape",
-        "so",
-        "a",
-        "page",
-        "reads",
-        "one",
-        "index",
-        "range",
-        "then",
-        "the",
-        "entities",
-        "by",
-        "id",
-        "and",
-        "checks",
-        "each",
-        "against",
-        "the",
-        "filter",
-    ]
+SENTENCE = (
+    "the store keeps every property bag in one row and an index table per query shape so a "
+    "page reads one index range then the entities by id and checks each against the filter"
 )
+WORDS = SENTENCE.split()
 TABLES = {
     "msgpack": "CREATE TABLE bodies_msgpack (id BINARY(16) NOT NULL PRIMARY KEY, "
     "body MEDIUMBLOB NOT NULL) ENGINE=InnoDB",
