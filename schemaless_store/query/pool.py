@@ -122,11 +122,15 @@ class ScatterThreads:
             shards.close_index_connections()
 
     def _next(self) -> _Item | None:
+        wait = _idle_wait()
         while True:
             try:
-                return self._work.get(timeout=_idle_wait())
+                return self._work.get(timeout=wait)
             except queue.Empty:  # idle past a connection's age: close it, wait on
                 release_connections()
+                wait = _idle_wait()
+                if wait == 0:  # one that cannot be closed now (left in a transaction)
+                    wait = None  # wait for work, not in a loop
 
 
 _pool: ScatterThreads | None = None
