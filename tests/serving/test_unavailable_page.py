@@ -4,6 +4,7 @@ serving, and the site recovers by itself when the shard returns (issue 37)."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 from unittest import mock
 
@@ -100,6 +101,26 @@ def test_default_down_when_the_session_is_saved_after_the_view_is_a_503(site):
     assert response["Retry-After"] == "5"
     assert response[UNAVAILABLE_HEADER] == "database"
     assert "Temporarily unavailable" in response.content.decode()
+
+
+@STORE
+def test_default_really_down_when_the_session_is_saved_is_a_503(site):
+    """``default`` taken away between the view and the session's save: the save meets a
+    refused port (MariaDB) or a database file that cannot be opened (SQLite), for real."""
+    entities.create_user("writer", "w@example.com")
+    client = Client(raise_request_exception=False)
+    real_save = SessionStore.save
+    with contextlib.ExitStack() as outage:
+
+        def save(store: SessionStore, must_create: bool = False) -> None:
+            outage.enter_context(shard_down("default"))
+            real_save(store, must_create)
+
+        with mock.patch.object(SessionStore, "save", save):
+            response = client.post("/act-as/", {"username": "writer"})
+    assert response.status_code == 503
+    assert response[UNAVAILABLE_HEADER] == "database"
+    assert client.get("/signup/").status_code == 200  # default is back: served again
 
 
 @STORE
