@@ -35,7 +35,8 @@ from django.views import defaults
 from django.views.decorators.csrf import requires_csrf_token
 from django.views.defaults import ERROR_500_TEMPLATE_NAME
 
-from .topology import replicas, shards
+from .exceptions import NotOwner
+from .topology import bucket_map, replicas, shards
 
 logger = logging.getLogger("schemaless_store.middleware")
 
@@ -71,8 +72,9 @@ class ShardUnavailablePage(MiddlewareMixin):
 
 def unavailable_page(request: HttpRequest, exception: BaseException) -> HttpResponse | None:
     """The 503 page if ``exception`` (or what it was raised from) says a database cannot be
-    reached (:func:`.topology.shards.unreachable`), else None."""
-    alias = shards.unreachable(exception)
+    reached (:func:`.topology.shards.unreachable`), or that a bucket move stayed mid-flip for
+    longer than ``MOVE_WAIT`` (:func:`mid_move`), else None."""
+    alias = shards.unreachable(exception) or mid_move(exception)
     if alias is None:
         return None
     logger.warning(
@@ -87,6 +89,24 @@ def unavailable_page(request: HttpRequest, exception: BaseException) -> HttpResp
     response["Retry-After"] = str(RETRY_AFTER)
     response[UNAVAILABLE_HEADER] = alias
     return response
+
+
+def mid_move(exc: BaseException) -> str | None:
+    """``"<alias> (moving)"`` when ``exc`` (or what it was raised from) is a write refused by a
+    shard whose buckets a move is flipping (:class:`NotOwner`) or a read routed by a map a move
+    left behind (:class:`.topology.bucket_map.StaleRead`), after the store waited
+    ``MOVE_WAIT`` for the flip: a mover killed mid-flip, until it is run again
+    (docs/resharding.md). Trying again later is the answer, as for a server that is down."""
+    found: BaseException | None = exc
+    for _depth in range(5):
+        if isinstance(found, NotOwner):
+            return f"{found.alias} (moving)"
+        if isinstance(found, bucket_map.StaleRead):
+            return "bucket map (moving)"
+        if found is None:
+            return None
+        found = found.__cause__
+    return None
 
 
 @requires_csrf_token

@@ -16,9 +16,10 @@ from django.http import HttpResponse
 from django.test import AsyncClient, Client, RequestFactory
 
 from project.feed import entities
-from schemaless_store.exceptions import ShardUnavailable
+from schemaless_store.exceptions import NotOwner, ShardUnavailable
 from schemaless_store.middleware import UNAVAILABLE_HEADER, ShardUnavailablePage
 from schemaless_store.server_errors import CR_CONN_HOST_ERROR, ER_LOCK_DEADLOCK
+from schemaless_store.topology import bucket_map
 from tests.support import STORE
 from tests.support.outage import shard_down
 
@@ -50,6 +51,23 @@ def test_a_refused_connection_from_django_or_one_raised_from_it_is_a_503():
             raise RuntimeError("while rendering") from exc
     except RuntimeError as wrapped:
         assert _answer(wrapped).status_code == 503  # type: ignore[union-attr]
+
+
+def test_a_move_left_mid_flip_past_move_wait_is_a_503_naming_the_shard():
+    """A mover killed mid-flip: writes give up with NotOwner and reads with StaleRead after
+    MOVE_WAIT, until the move is run again; the user is told to try again, not shown a 500."""
+    refused = _answer(NotOwner("shard_0", {3, 4}))
+    assert refused is not None and refused.status_code == 503
+    assert refused[UNAVAILABLE_HEADER] == "shard_0 (moving)"
+    try:
+        try:
+            raise bucket_map.StaleRead()
+        except bucket_map.StaleRead as exc:
+            raise RuntimeError("while rendering") from exc
+    except RuntimeError as wrapped:
+        stale = _answer(wrapped)
+    assert stale is not None and stale.status_code == 503
+    assert stale["Retry-After"] == "5"
 
 
 @pytest.mark.parametrize(
