@@ -16,11 +16,22 @@ existed before the shard was read (the generation argument of :mod:`.entity_cach
 checks the token first so that a late fill never overwrites a newer row. A thread that never
 reads again leaves its fills unstored (at most :data:`MAX_PENDING`; a fuller queue is sent at
 once): a later reader misses, as after an eviction.
+
+The script is sent on a connection of this thread's own (:meth:`Scripted._connection`), made
+with the options of the entity cache's pool (address, timeouts, password, TLS), not through
+``redis.Redis``: its command path (taking a connection from the pool and checking it has no
+data pending, retries, redis-py 8's observability hooks) cost as much as the round trip itself
+(docs/performance.md#a-near-cache-miss). Any error closes it; the next read reconnects.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import threading
 from typing import Any
+
+from redis.exceptions import NoScriptError
 
 MAX_PENDING = 256
 
@@ -55,14 +66,17 @@ return out
 Fill = tuple[str, str, int, bytes]
 
 
+SHA = hashlib.sha1(LUA.encode()).hexdigest()
+
+
 class Scripted:
     """The script bound to one ``EntityRedisCache`` instance (Django makes one per thread, so
-    its pending fills are this thread's)."""
+    its pending fills are this thread's), sent on a connection of this thread's own."""
 
     def __init__(self, cache: Any) -> None:
         self.cache = cache
         self.pending: list[Fill] = []
-        self._script: Any = None
+        self._local = threading.local()
 
     def ask(
         self, names: list[tuple[str, str]], new_tokens: list[int], timeout: float
@@ -88,13 +102,53 @@ class Scripted:
         make = self.cache.make_key
         fill_keys = [make(name) for gen, val, _t, _v in fills for name in (gen, val)]
         fill_args: list[Any] = [x for _g, _v, token, value in fills for x in (str(token), value)]
-        if self._script is None:
-            client = self.cache._cache.get_client(write=True)
-            self._script = client.register_script(LUA)
         ms = max(1, int(timeout * 1000))
-        reply = self._script(keys=fill_keys + keys, args=[len(fills), ms, *fill_args, *tokens])
+        reply = self._run(fill_keys + keys, [len(fills), ms, *fill_args, *tokens])
         out = []
         for i, new in enumerate(new_tokens):
             token, value = int(reply[2 * i]), reply[2 * i + 1]
             out.append((token, value or None, token == new and not value))
         return out
+
+    def _connection(self) -> Any:
+        """This thread's connection to the cache's primary (a forked child makes its own)."""
+        local = self._local
+        conn = getattr(local, "conn", None)
+        if conn is None or local.pid != _pid:
+            pool = self.cache._cache._get_connection_pool(True)
+            conn = local.conn = pool.connection_class(**pool.connection_kwargs)
+            local.pid = _pid
+        return conn
+
+    def _run(self, keys: list[str], args: list[Any]) -> Any:
+        """``EVALSHA`` (``EVAL`` once if the server does not know the script: a restart, a
+        ``SCRIPT FLUSH``). An error other than that leaves the connection closed (redis-py
+        closes it on any error of a send or a read): no answer of this call is left on it."""
+        conn = self._connection()
+        try:
+            try:
+                conn.send_packed_command(
+                    conn.pack_command("EVALSHA", SHA, len(keys), *keys, *args), check_health=False
+                )
+                return conn.read_response()
+            except NoScriptError:  # its whole answer read: the connection is clean
+                conn.send_packed_command(
+                    conn.pack_command("EVAL", LUA, len(keys), *keys, *args), check_health=False
+                )
+                return conn.read_response()
+        except BaseException:
+            conn.disconnect()
+            raise
+
+
+# This process's id, set again in a forked child: compared on every read instead of calling
+# os.getpid() (a system call) each time.
+_pid = os.getpid()
+
+
+def _forked() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
