@@ -31,7 +31,13 @@ import os
 import threading
 from typing import Any
 
+from django.core.cache.backends.base import default_key_func
 from redis.exceptions import NoScriptError
+
+try:  # redis-py's own packer with hiredis, without its per-argument checks
+    from hiredis import pack_command as _hiredis_pack
+except ImportError:  # pragma: no cover - hiredis is in requirements.txt
+    _hiredis_pack = None
 
 MAX_PENDING = 256
 
@@ -77,6 +83,14 @@ class Scripted:
         self.cache = cache
         self.pending: list[Fill] = []
         self._local = threading.local()
+        # Django's default KEY_FUNCTION puts a fixed prefix before the name: add it directly.
+        self._prefix = (
+            f"{cache.key_prefix}:{cache.version}:" if cache.key_func is default_key_func else None
+        )
+
+    def _key(self, name: str) -> str:
+        prefix = self._prefix
+        return prefix + name if prefix is not None else self.cache.make_key(name)
 
     def ask(
         self, names: list[tuple[str, str]], new_tokens: list[int], timeout: float
@@ -84,8 +98,8 @@ class Scripted:
         """For each ``(token key, value key)`` (short names, as the entity cache spells them):
         ``(token, value or None, created)``; ``created``: the token is ``new_tokens``' one, set
         now. Pending fills are stored first, in the same round trip."""
-        make = self.cache.make_key
-        keys = [make(name) for pair in names for name in pair]
+        key = self._key
+        keys = [key(name) for pair in names for name in pair]
         return self._call(keys, [str(t) for t in new_tokens], timeout, new_tokens)
 
     def fill(self, fills: list[Fill], timeout: float) -> None:
@@ -99,8 +113,8 @@ class Scripted:
         self, keys: list[str], tokens: list[str], timeout: float, new_tokens: list[int]
     ) -> list[tuple[int, bytes | None, bool]]:
         fills, self.pending = self.pending, []  # sent once: a failure drops them (a miss later)
-        make = self.cache.make_key
-        fill_keys = [make(name) for gen, val, _t, _v in fills for name in (gen, val)]
+        key = self._key
+        fill_keys = [key(name) for gen, val, _t, _v in fills for name in (gen, val)]
         fill_args: list[Any] = [x for _g, _v, token, value in fills for x in (str(token), value)]
         ms = max(1, int(timeout * 1000))
         reply = self._run(fill_keys + keys, [len(fills), ms, *fill_args, *tokens])
@@ -127,18 +141,22 @@ class Scripted:
         conn = self._connection()
         try:
             try:
-                conn.send_packed_command(
-                    conn.pack_command("EVALSHA", SHA, len(keys), *keys, *args), check_health=False
-                )
+                packed = _pack(conn, "EVALSHA", SHA, keys, args)
+                conn.send_packed_command(packed, check_health=False)
                 return conn.read_response()
             except NoScriptError:  # its whole answer read: the connection is clean
-                conn.send_packed_command(
-                    conn.pack_command("EVAL", LUA, len(keys), *keys, *args), check_health=False
-                )
+                conn.send_packed_command(_pack(conn, "EVAL", LUA, keys, args), check_health=False)
                 return conn.read_response()
         except BaseException:
             conn.disconnect()
             raise
+
+
+def _pack(conn: Any, command: str, script: str, keys: list[str], args: list[Any]) -> Any:
+    """The command as the connection sends it: str, int and bytes arguments only."""
+    if _hiredis_pack is not None:
+        return [_hiredis_pack((command, script, len(keys), *keys, *args))]
+    return conn.pack_command(command, script, len(keys), *keys, *args)
 
 
 # This process's id, set again in a forked child: compared on every read instead of calling

@@ -122,3 +122,20 @@ def test_a_forked_child_sends_the_script_on_a_connection_of_its_own(redis_cache)
     entity_cache.reset_stats()
     assert Entity.objects.get(id=made.id)["n"] == 1
     assert entity_cache.stats.failures == 0
+
+
+def _reversed_key(key: str, key_prefix: str, version: int) -> str:
+    return f"{key[::-1]}|{key_prefix}|{version}"
+
+
+def test_the_script_names_keys_as_the_cache_does():
+    from schemaless_store.entity_cache import EntityRedisCache
+
+    for params in (
+        {},
+        {"KEY_PREFIX": "site7", "VERSION": 3},
+        {"KEY_PREFIX": "p", "KEY_FUNCTION": f"{__name__}._reversed_key"},
+    ):
+        backend = EntityRedisCache("redis://127.0.0.1:1/0", params)
+        for name in ("sls:g:0a1b", "sls:v:0a1b"):
+            assert backend.scripted._key(name) == backend.make_key(name)
