@@ -21,7 +21,7 @@ The script is sent on a connection of this thread's own (:meth:`Scripted._connec
 with the options of the entity cache's pool (address, timeouts, password, TLS), not through
 ``redis.Redis``: its command path (taking a connection from the pool and checking it has no
 data pending, retries, redis-py 8's observability hooks) cost as much as the round trip itself
-(docs/performance.md#a-near-cache-miss). Any error closes it; the next read reconnects.
+(docs/performance.md#a-near-cache-miss-issue-35). Any error closes it; the next read reconnects.
 """
 
 from __future__ import annotations
