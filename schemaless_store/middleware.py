@@ -2,6 +2,8 @@
 
 ``ShardUnavailablePage``: a page that needs a shard that is down answers a clear 503 page (with
 ``Retry-After``), not a 500; pages that do not need it keep serving (docs/deployment.md).
+``server_error``, set as the project's ``handler500``, does the same for a database found down
+outside a view (a middleware loading or saving the session, a response rendered later).
 
 ``ReadYourWrites``: a user's reads from replicas see that user's writes of earlier requests
 (docs/replicas.md).
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -28,8 +31,12 @@ from django.core import signing
 from django.http import HttpRequest, HttpResponse
 from django.template import loader
 from django.utils.deprecation import MiddlewareMixin
+from django.views import defaults
+from django.views.decorators.csrf import requires_csrf_token
+from django.views.defaults import ERROR_500_TEMPLATE_NAME
 
-from .topology import replicas, shards
+from .exceptions import NotOwner
+from .topology import bucket_map, replicas, shards
 
 logger = logging.getLogger("schemaless_store.middleware")
 
@@ -60,21 +67,64 @@ class ShardUnavailablePage(MiddlewareMixin):
     """
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        alias = shards.unreachable(exception)
-        if alias is None:
+        return unavailable_page(request, exception)
+
+
+def unavailable_page(request: HttpRequest, exception: BaseException) -> HttpResponse | None:
+    """The 503 page if ``exception`` (or what it was raised from) says a database cannot be
+    reached (:func:`.topology.shards.unreachable`), or that a bucket move stayed mid-flip for
+    longer than ``MOVE_WAIT`` (:func:`mid_move`), else None."""
+    alias = shards.unreachable(exception) or mid_move(exception)
+    if alias is None:
+        return None
+    logger.warning(
+        "%s %s: 503, %s is unavailable (%s)", request.method, request.path, alias, exception
+    )
+    try:
+        body = loader.select_template(TEMPLATES_503).render({"request_path": request.path})
+    except Exception:  # the page must not fail in turn
+        logger.exception("the 503 page could not be rendered")
+        body = "<h1>Service unavailable</h1><p>Try again in a few seconds.</p>"
+    response = HttpResponse(body, status=503)
+    response["Retry-After"] = str(RETRY_AFTER)
+    response[UNAVAILABLE_HEADER] = alias
+    return response
+
+
+def mid_move(exc: BaseException) -> str | None:
+    """``"<alias> (moving)"`` when ``exc`` (or what it was raised from) is a write refused by a
+    shard whose buckets a move is flipping (:class:`NotOwner`) or a read routed by a map a move
+    left behind (:class:`.topology.bucket_map.StaleRead`), after the store waited
+    ``MOVE_WAIT`` for the flip: a mover killed mid-flip, until it is run again
+    (docs/resharding.md). Trying again later is the answer, as for a server that is down."""
+    found: BaseException | None = exc
+    for _depth in range(5):
+        if isinstance(found, NotOwner):
+            return f"{found.alias} (moving)"
+        if isinstance(found, bucket_map.StaleRead):
+            return "bucket map (moving)"
+        if found is None:
             return None
-        logger.warning(
-            "%s %s: 503, %s is unavailable (%s)", request.method, request.path, alias, exception
-        )
-        try:
-            body = loader.select_template(TEMPLATES_503).render({"request_path": request.path})
-        except Exception:  # the page must not fail in turn
-            logger.exception("the 503 page could not be rendered")
-            body = "<h1>Service unavailable</h1><p>Try again in a few seconds.</p>"
-        response = HttpResponse(body, status=503)
-        response["Retry-After"] = str(RETRY_AFTER)
-        response[UNAVAILABLE_HEADER] = alias
-        return response
+        found = found.__cause__
+    return None
+
+
+@requires_csrf_token
+def server_error(
+    request: HttpRequest, template_name: str = ERROR_500_TEMPLATE_NAME
+) -> HttpResponse:
+    """A ``handler500`` (``handler500 = "schemaless_store.middleware.server_error"`` in the root
+    URLconf): the 503 page when the exception being handled says a database cannot be reached,
+    wherever it was raised (``process_exception`` sees only a view's: a middleware's, such as
+    the session's load or save on ``default``, reaches Django's 500 handler instead); else
+    Django's own 500 page. Django still logs the request as an error and sends
+    ``got_request_exception``, as for any unhandled exception."""
+    exception = sys.exc_info()[1]
+    if exception is not None:
+        response = unavailable_page(request, exception)
+        if response is not None:
+            return response
+    return defaults.server_error(request, template_name)
 
 
 class ReadYourWrites:

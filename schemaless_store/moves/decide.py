@@ -12,12 +12,15 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError, connections
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, connections
+from django.db import Error as DjangoError
 
 from ..exceptions import MoveRefused
 from ..metadata import BucketMove
 from ..query.pool import reset_scatter_pool
+from ..server_errors import CONNECTION_LOST, code_of
 from ..topology import fence, shards
 from ..topology.server_lock import ServerLock
 from . import plan
@@ -54,9 +57,38 @@ def one_mover() -> Iterator[ServerLock]:
         lock.release()
 
 
+def database_errors() -> tuple[type[Exception], ...]:
+    """Every database error a move's statements can raise: Django's (``django.db.Error``:
+    ``DatabaseError``, and ``InterfaceError``, which is not one), and each configured driver's
+    own (its PEP 249 ``Error``: ``MySQLdb.Error``, ``sqlite3.Error``), which reaches the
+    mover unwrapped wherever a statement runs outside Django's wrapper."""
+    return (DjangoError, *dict.fromkeys(driver.Error for driver in _drivers()))
+
+
 def connection_lost(exc: BaseException) -> bool:
-    """Whether ``exc`` is a lost or refused connection (to a shard or to ``default``)."""
-    return shards.unreachable(exc) is not None or isinstance(exc, InterfaceError)
+    """Whether ``exc`` (or what it was raised from) is a lost or refused connection (to a
+    shard or to ``default``), as Django raises it or as the driver does."""
+    if shards.unreachable(exc) is not None:
+        return True
+    drivers = _drivers()
+    closed = (InterfaceError, *(driver.InterfaceError for driver in drivers))
+    lost = tuple(driver.Error for driver in drivers)
+    found: BaseException | None = exc
+    for _depth in range(5):
+        if found is None:
+            return False
+        if isinstance(found, closed):  # a closed connection used: (0, '')
+            return True
+        if isinstance(found, lost) and code_of(found) in CONNECTION_LOST:
+            return True
+        found = found.__cause__
+    return False
+
+
+def _drivers() -> list[Any]:
+    """The DB-API modules of the configured databases (``MySQLdb``, ``sqlite3``)."""
+    modules = (getattr(connections[alias], "Database") for alias in connections)  # noqa: B009
+    return list({id(module): module for module in modules}.values())
 
 
 def run_resuming(
@@ -74,10 +106,11 @@ def run_resuming(
     ``resumes`` times (:data:`RESUMES`). Any other error, or one loss too many, is raised."""
     resumes = RESUMES if resumes is None else resumes
     wait = RECONNECT_WAIT if wait is None else wait
+    caught: tuple[type[BaseException], ...] = (*database_errors(), OSError)
     for attempt in range(resumes + 1):
         try:
             return run(move)
-        except (DatabaseError, OSError) as exc:
+        except caught as exc:
             if not connection_lost(exc) or attempt == resumes:
                 raise
             say(
@@ -111,7 +144,7 @@ def _await_servers(aliases: Sequence[str], wait: float) -> None:
             try:
                 connections[alias].ensure_connection()
                 break
-            except DatabaseError:
+            except database_errors():
                 with contextlib.suppress(Exception):
                     connections[alias].close()
                 if time.monotonic() >= deadline:

@@ -87,6 +87,29 @@ def append_entity_versions(
     )
 
 
+def entity_version_statements(
+    versions: Sequence[tuple[bytes, bytes | None]], stamp: Any
+) -> list[tuple[str, list[Any]]]:
+    """:func:`append_entity_versions` as statements that need no answer in between (to send
+    with the ``COMMIT``, one round trip): each version's number is read into a session
+    variable by the same plain read, then inserted. One ``(entity id, body)`` per entity."""
+    statements: list[tuple[str, list[Any]]] = []
+    for entity_id, body in versions:
+        statements.append((_NEXT_VERSION, [ENTITY_COLUMN, entity_id]))
+        statements.append((_INSERT_VERSION, [entity_id, ENTITY_COLUMN, body, stamp]))
+    return statements
+
+
+_NEXT_VERSION = (
+    "SELECT COALESCE(MAX(ref_key), 0) + 1 INTO @schemaless_version FROM cell "
+    "WHERE column_name = %s AND row_key = %s"
+)
+_INSERT_VERSION = (
+    "INSERT INTO cell (row_key, column_name, ref_key, body, created_at) "
+    "VALUES (%s, %s, @schemaless_version, %s, %s)"
+)
+
+
 # --- reading -----------------------------------------------------------------------------------
 
 

@@ -101,10 +101,12 @@ def select_by_ids(alias: str, ids: Sequence[bytes]) -> Iterator[tuple[Any, ...]]
 
 
 def lock(
-    alias: str, keys: Sequence[bytes], source: Source = ENTITIES, conn: Any = None
+    alias: str, keys: Sequence[bytes], source: Source = ENTITIES, conn: Any = None, first: str = ""
 ) -> dict[bytes, Locked]:
     """The rows of ``keys`` that exist, read with ``FOR UPDATE`` in the open transaction (on
-    ``conn``, the alias's connection, when the caller has it)."""
+    ``conn``, the alias's connection, when the caller has it). ``first``: statements that go
+    before the read in its query (``"BEGIN; "``: the transaction opens with it, in one round
+    trip); their answers carry no rows."""
     if conn is None:
         conn = shards.connection(alias)
     suffix = " FOR UPDATE" if conn.features.has_select_for_update else ""
@@ -115,11 +117,14 @@ def lock(
         for chunk in chunks(keys, CHUNK):
             marks = ", ".join(["%s"] * len(chunk))
             cursor.execute(
-                f"SELECT {source.id_column}, added_id, body, {version}, {UPDATED_TEXT} "
+                f"{first}SELECT {source.id_column}, added_id, body, {version}, {UPDATED_TEXT} "
                 f"FROM {source.table} "
                 f"WHERE {source.id_column} IN ({marks}){extra}{suffix}",
                 [*chunk, *extra_params],
             )
+            for _statement in range(first.count(";")):
+                cursor.nextset()  # past the answers of ``first``'s statements, to the read's
+            first = ""
             for key, added_id, body, ref_key, updated in cursor.fetchall():
                 found[bytes(key)] = Locked(
                     added_id, None if body is None else bytes(body), ref_key, updated

@@ -20,7 +20,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from ..exceptions import ShardUnavailable
 from ..indexes import Index
 from ..topology import bucket_map, shards
-from . import buckets, keyset, literals
+from . import buckets, keyset, literals, sessions
 from .entities import chunks, delete_matching
 from .values import plain_row
 
@@ -141,17 +141,9 @@ def _execute_all(cursor: Any, statements: list[str]) -> None:
         pass
 
 
-MULTI_STATEMENTS_ON = 0  # MYSQL_OPTION_MULTI_STATEMENTS_ON of mysql_set_server_option()
-# Set on a Django connection to the driver connection that accepts several statements a query.
-_MANY = "_schemaless_many_statements"
-
-
 def _allow_many(conn: BaseDatabaseWrapper) -> None:
-    driver = conn.connection
-    if conn.__dict__.get(_MANY) is not driver:
-        with conn.wrap_database_errors:
-            driver.set_server_option(MULTI_STATEMENTS_ON)
-        conn.__dict__[_MANY] = driver
+    with conn.wrap_database_errors:
+        sessions.allow_many_statements(conn.connection)
 
 
 def _insert_sqlite(index: Index, conn: BaseDatabaseWrapper, placed: list[tuple[Any, ...]]) -> int:

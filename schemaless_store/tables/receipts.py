@@ -21,6 +21,7 @@ bucket moves do not copy it (a retry asks the server its commit went to).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import transaction
@@ -40,10 +41,8 @@ _SQLITE_DDL = (
     f"CREATE TABLE IF NOT EXISTS {TABLE} (created BIGINT NOT NULL, write_id BLOB NOT NULL, "
     "result TEXT NOT NULL, PRIMARY KEY (created, write_id)) WITHOUT ROWID",
 )
-INSERT = f"INSERT INTO {TABLE} (write_id, created, result) VALUES (%s, %s, %s)"
-# The receipt and the commit in one round trip (a multi-statement query; the driver's
-# connections allow them): a receipt costs a write no extra round trip.
-_INSERT_AND_COMMIT = INSERT + "; COMMIT"
+_INSERT_HEAD = f"INSERT INTO {TABLE} (write_id, created, result) VALUES "
+INSERT = _INSERT_HEAD + "(%s, %s, %s)"
 # A locking read: a commit of this very write still under way on the server (its answer lost
 # on the way, its session not yet ended) holds the row's insert lock, so the read waits for
 # its outcome instead of seeing "absent" too early.
@@ -65,7 +64,7 @@ def create_table(alias: str) -> None:
             cursor.execute(statement)
 
 
-def encode(result: dict[str, int]) -> str:
+def encode(result: dict[str, Any]) -> str:
     return json.dumps(result, separators=(",", ":"))
 
 
@@ -74,17 +73,78 @@ def record(cursor: Any, write_id: bytes, created: int, result: dict[str, int]) -
     cursor.execute(INSERT, [write_id, created, encode(result)])
 
 
-def record_and_commit(driver: Any, write_id: bytes, created: int, result: dict[str, int]) -> None:
+def record_and_commit(driver: Any, write_id: bytes, created: int, result: dict[str, Any]) -> None:
     """Insert a write's receipt and commit its transaction, in one round trip on the driver's
-    connection ``driver`` (MySQL's ``BEGIN`` ... ``COMMIT`` route of the protocol). An error
-    of either statement raises (the ``COMMIT`` is not run after a failed ``INSERT``)."""
+    connection ``driver`` (an open ``BEGIN`` ... ``COMMIT``)."""
+    commit_batch(driver, [], (write_id, created, result), begin=False)
+
+
+# A receipt's result value the server fills in when it inserts the receipt: the ``added_id``
+# of the entity ``INSERT`` sent before it in the same query, which :data:`KEEP_ADDED_ID` keeps
+# in a session variable (a later ``INSERT`` of a history version changes ``LAST_INSERT_ID()``).
+class _AddedId:
+    def __repr__(self) -> str:
+        return "ADDED_ID"
+
+
+ADDED_ID: Any = _AddedId()
+KEEP_ADDED_ID = b"SET @schemaless_added_id = LAST_INSERT_ID()"
+_MARK = "\x00"  # stands for ADDED_ID in the encoded JSON: never in an int or a key
+
+
+def _result_literal(driver: Any, result: dict[str, Any]) -> bytes:
+    """The receipt's ``result`` as an SQL expression: a string literal, or a ``CONCAT`` that
+    puts the session's ``@schemaless_added_id`` where ``result`` holds :data:`ADDED_ID`."""
+    text = encode({key: _MARK if value is ADDED_ID else value for key, value in result.items()})
+    parts = text.split(json.dumps(_MARK))
+    if len(parts) == 1:
+        return bytes(driver.literal(text))
+    joined = b", @schemaless_added_id, ".join(bytes(driver.literal(part)) for part in parts)
+    return b"CONCAT(" + joined + b")"
+
+
+def commit_batch(
+    driver: Any,
+    statements: Sequence[bytes],
+    receipt: tuple[bytes, int, dict[str, Any]] | None,
+    *,
+    begin: bool,
+) -> list[tuple[int, int]]:
+    """Send ``statements`` (rendered, the transaction's last), the receipt ``(write_id, created,
+    result)`` if any, and ``COMMIT`` in one round trip on the driver's connection ``driver``
+    (a multi-statement query; ``begin``: ``BEGIN`` first, the whole transaction in it).
+    Returns each of ``statements``' ``(lastrowid, rowcount)``.
+
+    The server runs the statements in order and stops at the first that fails: its error
+    raises here, and neither the later statements nor the ``COMMIT`` ran (the caller rolls the
+    open transaction back). A lost answer leaves the outcome to the receipt."""
+    sent = [b"BEGIN"] if begin else []
+    sent.extend(statements)
+    if receipt is not None:
+        write_id, created, result = receipt
+        values = b"%s, %s, %s" % (
+            driver.literal(write_id),
+            driver.literal(created),
+            _result_literal(driver, result),
+        )
+        sent.append(_INSERT_HEAD.encode() + b"(" + values + b")")
+    sent.append(b"COMMIT")
+    outcomes: list[tuple[int, int]] = []
     cursor = driver.cursor()
     try:
-        cursor.execute(_INSERT_AND_COMMIT, [write_id, created, encode(result)])
-        while cursor.nextset() is not None:  # the COMMIT's answer (its error, if any)
-            pass
+        cursor.execute(b";".join(sent))
+        outcomes.append((int(cursor.lastrowid or 0), int(cursor.rowcount)))
+        while cursor.nextset() is not None:  # each statement's answer (an error raises here)
+            outcomes.append((int(cursor.lastrowid or 0), int(cursor.rowcount)))
     finally:
         cursor.close()
+    first = 1 if begin else 0
+    return outcomes[first : first + len(statements)]
+
+
+def render(driver: Any, sql: str, params: Sequence[Any]) -> bytes:
+    """``sql`` with ``params`` as the driver's literals (for :func:`commit_batch`)."""
+    return sql.encode() % tuple(bytes(driver.literal(param)) for param in params)
 
 
 def find(alias: str, write_id: bytes, created: int, *, galera: bool) -> dict[str, int] | None:

@@ -19,6 +19,23 @@ from django.db import DatabaseError
 
 from ..server_errors import ER_NO_SUCH_THREAD, code_of
 
+# CLIENT_MULTI_STATEMENTS, a connection flag; MYSQL_OPTION_MULTI_STATEMENTS_ON of
+# mysql_set_server_option() (MySQLdb's constants, without importing the driver here).
+CLIENT_MULTI_STATEMENTS = 1 << 16
+MULTI_STATEMENTS_ON = 0
+_MANY = "_schemaless_many_statements"  # set on a driver connection switched on here
+
+
+def allow_many_statements(driver: Any) -> None:
+    """Let the driver connection ``driver`` (mysqlclient's) send several statements in one
+    query. mysqlclient opens its connections with ``CLIENT_MULTI_STATEMENTS``, and then nothing
+    is sent; one opened without it (``OPTIONS={"multi_statements": False}``) is switched on
+    once (``mysql_set_server_option()``, one round trip per connection)."""
+    if driver.client_flag & CLIENT_MULTI_STATEMENTS or getattr(driver, _MANY, False):
+        return
+    driver.set_server_option(MULTI_STATEMENTS_ON)
+    setattr(driver, _MANY, True)
+
 
 def whoami(cursor: Any) -> tuple[str, int]:
     """``(user name, this session's id)``: the name as the process list shows it (no host)."""

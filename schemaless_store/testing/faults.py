@@ -9,8 +9,9 @@ write caught at its commit, and it is the fault that write receipts exist for
 Both commit routes of the write protocol are covered: Django's ``atomic()`` commits through the
 driver's ``Connection.commit()``, and the plain ``BEGIN`` ... ``COMMIT`` of
 ``writes.transaction._DriverTransaction`` through ``Connection.commit()`` or, with the write's
-receipt in the same round trip, ``tables.receipts.record_and_commit()``; the injector replaces
-both while the block runs. MySQL/MariaDB only (SQLite never loses an answer).
+receipt (and the statements that travel with its ``COMMIT``) in the same round trip,
+``tables.receipts.commit_batch()``; the injector replaces both while the block runs.
+MySQL/MariaDB only (SQLite never loses an answer).
 
 Usage::
 
@@ -104,7 +105,7 @@ def lost_commit_answers(
     watched = list(conf.get().shards if aliases is None else aliases)
     guard = threading.Lock()
     original = MySQLdb.connections.Connection.commit
-    original_with_receipt = receipt_table.record_and_commit
+    original_batch = receipt_table.commit_batch
 
     def alias_of(connection: Any) -> str | None:
         # connections[...] is per thread: the committing thread's own wrappers.
@@ -116,22 +117,17 @@ def lost_commit_answers(
     def commit(connection: MySQLdb.connections.Connection) -> None:
         lose(connection, lambda: original(connection))
 
-    def record_and_commit(
-        driver: Any, write_id: bytes, created: int, result: dict[str, int]
-    ) -> None:
-        lose(driver, lambda: original_with_receipt(driver, write_id, created, result))
+    def commit_batch(driver: Any, *args: Any, **kwargs: Any) -> Any:
+        return lose(driver, lambda: original_batch(driver, *args, **kwargs))
 
-    def lose(connection: Any, send: Callable[[], None]) -> None:
+    def lose(connection: Any, send: Callable[[], Any]) -> Any:
         alias = alias_of(connection)
         if alias is None:
-            send()
-            return
+            return send()
         if land:
-            send()  # it lands (a failing commit raises here, uncounted)
+            answer = send()  # it lands (a failing commit raises here, uncounted)
         if not _chosen(alias):
-            if not land:
-                send()
-            return
+            return answer if land else send()
         if after_commit is not None:
             _run_as_another_client(after_commit, record)
         # Closed without a COMMIT when not landed: the server rolls the transaction back.
@@ -150,12 +146,12 @@ def lost_commit_answers(
             return True
 
     MySQLdb.connections.Connection.commit = commit
-    receipt_table.record_and_commit = record_and_commit
+    receipt_table.commit_batch = commit_batch
     try:
         yield record
     finally:
         MySQLdb.connections.Connection.commit = original
-        receipt_table.record_and_commit = original_with_receipt
+        receipt_table.commit_batch = original_batch
     if record.errors:
         raise record.errors[0]
 

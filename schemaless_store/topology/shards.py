@@ -200,14 +200,15 @@ def read(
 def unreachable(exc: BaseException) -> str | None:
     """The alias that ``exc`` (or what it was raised from) says cannot be reached: a
     :class:`ShardUnavailable`'s, or ``"database"`` for Django's ``OperationalError`` of a lost
-    or refused connection (any alias, ``default`` too); None if it says something else."""
+    or refused connection, or of a SQLite file that cannot be opened (any alias, ``default``
+    too); None if it says something else."""
     found: BaseException | None = exc
     for _depth in range(5):
         if found is None:
             return None
         if isinstance(found, ShardUnavailable):
             return found.alias
-        if isinstance(found, OperationalError) and code_of(found) in CONNECTION_LOST:
+        if isinstance(found, OperationalError) and _not_there(found):
             return "database"
         found = found.__cause__
     return None
@@ -217,10 +218,16 @@ def _unavailable(alias: str, exc: OperationalError) -> ShardUnavailable | None:
     """:class:`ShardUnavailable` if ``exc`` means the server is not there (its connection is
     then discarded), else None."""
     code = code_of(exc)
-    if code in CONNECTION_LOST or "unable to open database file" in str(exc):
+    if _not_there(exc):
         _discard_broken(alias)
         return ShardUnavailable(alias, str(exc), lost=code in OPEN_CONNECTION_LOST)
     return None
+
+
+def _not_there(exc: OperationalError) -> bool:
+    """Whether ``exc`` says the server is not there: a connection refused or lost (MySQL), or
+    a database file that cannot be opened (SQLite)."""
+    return code_of(exc) in CONNECTION_LOST or "unable to open database file" in str(exc)
 
 
 def _fetch_all(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:

@@ -37,6 +37,7 @@ from ..tables import cells as cell_table
 from ..tables import entities as entity_table
 from ..tables.values import db_datetime
 from ..topology import bucket_map, shards
+from . import with_commit
 from .protocol import Change, SplitWrite, Write, run
 from .rows import encode_body, rows_of
 
@@ -124,6 +125,7 @@ def save(
         insert_only=force_insert,
         quiet=not _heard(pre_save, post_save, cls) and not _may_claim(only),
     )
+    write.defers = write.quiet  # no receiver to see the row before the commit
     run(write, partial(_store_one, entity=entity))
     if write.recalled:
         # The commit of a try whose answer was lost landed: its receipt is the answer (what
@@ -148,7 +150,27 @@ def _store_one(write: Write, entity: EntityRecord) -> None:
     entity.row_updated = now
     entity.row_body = change.body
     pre_save.send(sender=cls, instance=entity, raw=False, using=alias, update_fields=change.only)
-    with shards.statement_cursor(conn) as cursor:
+    history = conf.get().history
+    carrier = write.carrier(len(change.body) * (2 if history else 1))
+    if carrier is not None:
+        with_commit.save(write, carrier, entity, stamp, history)
+    else:
+        _store_one_now(write, entity, stamp, history)
+    entity._state.adding = False
+    entity._state.db = alias
+    post_save.send(
+        sender=cls,
+        instance=entity,
+        created=change.found is None,
+        update_fields=change.only,
+        raw=False,
+        using=alias,
+    )
+
+
+def _store_one_now(write: Write, entity: EntityRecord, stamp: Any, history: bool) -> None:
+    change, alias = write.changes[0], write.alias
+    with shards.statement_cursor(write.conn) as cursor:
         if change.found is None and write.fenced_by_insert:
             added = entity_table.insert_one_fenced(
                 cursor, change.key, stamp, change.body, write.buckets[0]
@@ -161,19 +183,9 @@ def _store_one(write: Write, entity: EntityRecord) -> None:
         else:
             entity.added_id = change.found.added_id
             entity_table.update_one(cursor, change.key, stamp, change.body)
-        if conf.get().history:
+        if history:
             cell_table.append_entity_versions(cursor, [(change.key, change.body)], stamp)
     write.result = {"added_id": int(entity.added_id), "created": int(change.found is None)}
-    entity._state.adding = False
-    entity._state.db = alias
-    post_save.send(
-        sender=cls,
-        instance=entity,
-        created=change.found is None,
-        update_fields=change.only,
-        raw=False,
-        using=alias,
-    )
 
 
 def _partial_change(change: Change, entity: EntityRecord) -> None:
@@ -234,6 +246,7 @@ def update_ids(keys: Sequence[bytes], values: Mapping[str, Any], batch_size: int
             chunk = group[start : start + batch_size]
             changes = [Change(key=key, rows=set(), only=names) for key in chunk]
             write = Write(alias, changes, quiet=quiet)
+            write.defers = len(changes) == 1  # a batch's statements go as they come
             try:
                 run(write, partial(_store_updates, values=values))
             except SplitWrite:  # its buckets moved to several shards: regrouped
@@ -251,11 +264,16 @@ def _store_updates(write: Write, values: Mapping[str, Any]) -> None:
         _merge(change, values)
     now = timezone.now()
     stamp = db_datetime(write.conn, now)
+    history = conf.get().history
+    write.result = {"updated": len(found)}
+    carrier = write.carrier(sum(len(c.body) for c in found) * (2 if history else 1))
+    if carrier is not None:  # one row: its UPDATE and version go with the COMMIT
+        with_commit.update(carrier, [(c.key, c.body) for c in found], stamp, history)
+        return
     with shards.statement_cursor(write.conn) as cursor:
         entity_table.write_many(cursor, [], [(stamp, c.body, c.key) for c in found])
-        if found and conf.get().history:
+        if found and history:
             cell_table.append_entity_versions(cursor, [(c.key, c.body) for c in found], stamp)
-    write.result = {"updated": len(found)}
 
 
 def _heard(before: ModelSignal, after: ModelSignal, sender: type) -> bool:
@@ -385,6 +403,7 @@ def delete(entity: EntityRecord, *, if_unchanged: bool = False) -> int:
         [Change(key, rows=set(), expected=expected.of(entity) if if_unchanged else None)],
         quiet=not _heard(pre_delete, post_delete, cls),
     )
+    write.defers = write.quiet
     run(write, partial(_delete_one, entity=entity))
     deleted = write.result["deleted"]
     if deleted:
@@ -402,11 +421,16 @@ def _delete_one(write: Write, entity: EntityRecord) -> None:
     cls = type(entity)
     entity.added_id = change.found.added_id
     pre_delete.send(sender=cls, instance=entity, using=alias, origin=entity)
-    with shards.statement_cursor(conn) as cursor:
-        if not entity_table.delete_one(cursor, change.key):
-            return
-        if conf.get().history:
-            stamp = db_datetime(conn, timezone.now())
-            cell_table.append_entity_versions(cursor, [(change.key, None)], stamp)
+    history = conf.get().history
+    stamp = db_datetime(conn, timezone.now())
+    carrier = write.carrier(0)
+    if carrier is not None:  # with the COMMIT: the row, locked in step 1, is there to delete
+        with_commit.delete(carrier, change.key, stamp, history)
+    else:
+        with shards.statement_cursor(conn) as cursor:
+            if not entity_table.delete_one(cursor, change.key):
+                return
+            if history:
+                cell_table.append_entity_versions(cursor, [(change.key, None)], stamp)
     post_delete.send(sender=cls, instance=entity, using=alias, origin=entity)
     write.result = {"deleted": 1}

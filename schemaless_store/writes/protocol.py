@@ -10,9 +10,9 @@ source (entities, or the latest version of a cell column). :func:`run` takes it 
    no further, and the write runs again where the map, read again, puts it;
 1. **lock**: ``SELECT ... FOR UPDATE`` the rows that may exist, and learn the index rows their
    stored state implies. A *fresh* key is not read: its ``INSERT`` locks it, and implies no
-   index rows before (a key the store just generated cannot exist; a ``create``'s given id
-   must not: a duplicate key fails the ``INSERT``, before step 3, and the write raises
-   :class:`EntityExists`);
+   index rows before (a generated key cannot exist; a ``create``'s given id must not: a
+   duplicate fails the ``INSERT``, the write raises :class:`EntityExists` and step 6 undoes
+   what step 3 added, if the ``INSERT`` waited for the ``COMMIT``);
 2. **store**: the caller's step writes the rows (an entity's ``INSERT``, ``UPDATE`` or
    ``DELETE`` between Django's signals, a cell and its head row), locked until the commit;
 3. **index**: add the index rows whose keys are new, committed at once on the index shards' own
@@ -20,9 +20,11 @@ source (entities, or the latest version of a cell column). :func:`run` takes it 
    before it commits; a unique claim that collides checks the holder under *its* row lock,
    which is why the rows are written (step 2) before this step;
 4. **receipt and commit**: insert the write's receipt (its id and the result its caller
-   returns) as the transaction's last statement (:mod:`.receipts`), commit, then invalidate
-   the changed entities in the entity cache, if there is one (:mod:`..entity_cache`; inside
-   a caller's ``transaction.atomic()``, once it commits; no receipt there);
+   returns) in the transaction (:mod:`.receipts`), commit, then invalidate the changed
+   entities in the entity cache, if any (:mod:`..entity_cache`; inside a caller's
+   ``transaction.atomic()``, once it commits; no receipt there). On MySQL's driver route
+   ``BEGIN`` goes with step 1's read, and a single entity's step 2 statements with the
+   receipt and the ``COMMIT``, after step 3 (:mod:`.with_commit`, :meth:`Write.carrier`);
 5. **remove stale**: lock each changed row again, re-check which of the keys that went away it
    still lacks (a later writer may have put one back), and delete only those index rows; inside
    a caller's ``transaction.atomic()`` this waits for the caller's commit;
@@ -58,13 +60,14 @@ from ..exceptions import Conflict, EntityExists, NotOwner, ShardUnavailable
 from ..expected import Expected
 from ..indexes import ENTITIES, Source
 from ..tables import entities as entity_table
+from ..tables import literals
 from ..tables.entities import Locked
 from ..tables.index_rows import Row
 from ..topology import bucket_map, fence, replicas, retries, servers, shards
 from ..topology.write_lock import write_lock
 from . import index_writes, receipts
 from .rows import RowSet, stored_rows
-from .transaction import shard_transaction
+from .transaction import own_transaction, shard_transaction
 
 logger = logging.getLogger("schemaless_store.writes")
 T = TypeVar("T")
@@ -100,11 +103,9 @@ class Change:
 
 class Write:
     """One transaction on one shard over changes of one source; :func:`run` runs it.
-
     ``insert_only``: the rows must be new (``create``): a duplicate raises
     :class:`EntityExists`. ``quiet``: nothing but the store's own statements runs inside the
-    transaction (no signal receivers), so it may be a plain ``BEGIN`` ... ``COMMIT`` on MySQL.
-    """
+    transaction (no signal receivers), so it may be a plain ``BEGIN`` ... ``COMMIT`` on MySQL."""
 
     def __init__(
         self,
@@ -131,6 +132,10 @@ class Write:
         # entity's added_id, the rows written, the number deleted.
         self.result: dict[str, int] = {}
         self.recalled = False  # a lost answer's receipt said the write had landed
+        # Step 2 may send its statements with the COMMIT (:meth:`carrier`): the writer needs
+        # none of their answers before it, and no signal receiver runs.
+        self.defers = False
+        self.tx: Any = None  # the try's shard transaction (a _DriverTransaction, or None)
 
     @property
     def fenced_by_insert(self) -> bool:
@@ -157,7 +162,10 @@ class Write:
     def lock(self) -> None:
         """Step 1: lock the stored rows and learn what they imply."""
         wanted = [c.key for c in self.changes if not c.fresh]
-        found = entity_table.lock(self.alias, wanted, self.source, self.conn) if wanted else {}
+        found = {}
+        if wanted:  # on the driver's route BEGIN goes with this read
+            first = self.tx.opening() if hasattr(self.tx, "opening") else ""
+            found = entity_table.lock(self.alias, wanted, self.source, self.conn, first=first)
         for change in self.changes:
             change.found = found.get(change.key)
             body = None if change.found is None else change.found.body
@@ -171,6 +179,19 @@ class Write:
         ]
         if changed:
             raise Conflict(changed)
+
+    def carrier(self, size: int) -> Any:
+        """Step 2: the transaction that sends the step's statements (about ``size`` bytes of
+        values) with its ``COMMIT``, in one round trip: when the write :attr:`defers`, runs on
+        the driver's ``BEGIN`` ... ``COMMIT`` route, and the statements fit one query. Else
+        None, with the transaction begun: the step sends its statements as they come."""
+        tx = self.tx
+        if not getattr(tx, "deferring", False):
+            return None
+        if self.defers and size * 2 < literals.MAX_STATEMENT_BYTES:  # escaping may double
+            return tx
+        tx.begin()
+        return None
 
     def after_loss(self) -> None:
         """Before a try on a fresh connection (the last one did not land: no receipt): the
@@ -268,9 +289,12 @@ def _run_here(write: Write, store: Callable[[Write], None], cached: list[bytes])
     def attempt() -> None:
         write.committing = False
         with shard_transaction(write, conn) as shard_tx:
+            write.tx = shard_tx
             write.fence()  # 0
-            write.lock()  # 1
-            store(write)  # 2
+            write.lock()  # 1 (on MySQL's driver route, BEGIN goes with its read)
+            if not write.defers and shard_tx is not None:
+                shard_tx.begin()  # before a step 2 that sends its statements itself
+            store(write)  # 2 (write.carrier(): they may wait for the COMMIT, step 4)
             write.add_index_rows()  # 3
             if not caller_atomic:
                 receipts.record(write, shard_tx)  # 4
@@ -320,11 +344,12 @@ def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source 
 
     def attempt() -> int:
         failure: ShardUnavailable | None = None
-        with transaction.atomic(using=alias):
-            refused = fence.refused(shards.connection(alias), wanted)
-            if refused:
+        conn = shards.connection(alias)
+        with own_transaction(alias, conn) as tx:  # MySQL: BEGIN goes with the locking read
+            if refused := fence.refused(conn, wanted):
                 raise NotOwner(alias, set(refused))
-            locked = entity_table.lock(alias, list(candidates), source)
+            first = tx.opening() if tx is not None else ""
+            locked = entity_table.lock(alias, list(candidates), source, conn, first=first)
             doomed: list[Row] = []
             for key, rows in candidates.items():
                 found = locked.get(key)
@@ -405,8 +430,7 @@ def _remove_quietly(alias: str, candidates: Mapping[bytes, RowSet], source: Sour
     try:
         remove_stale(alias, candidates, source)
     except Exception:
-        # The write is decided (committed or failed); leftover rows are invisible to queries
-        # (re-check) and swept by the cleaner. Report, but do not fail the caller for it.
+        # The write is decided; leftover rows are ignored by queries and swept by the cleaner.
         logger.exception("removing stale index rows on %s failed; the cleaner will do it", alias)
 
 

@@ -1,18 +1,20 @@
 """The shard transaction of a write (docs/architecture.md, "The transaction"): Django's
 ``atomic()``, or, where nothing but the store's own statements run inside, a plain ``BEGIN``
 ... ``COMMIT`` on the driver's connection. They commit through the driver's
-``Connection.commit()``, or, with a write's receipt, :func:`..tables.receipts.record_and_commit`
-(both of which :mod:`..testing.faults` intercepts)."""
+``Connection.commit()``, or, with a write's receipt or statements sent with the ``COMMIT``,
+:func:`..tables.receipts.commit_batch` (both of which :mod:`..testing.faults` intercepts)."""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..tables import receipts as receipt_table
+from ..tables import sessions
 
 
 def shard_transaction(write: Any, conn: BaseDatabaseWrapper) -> Any:
@@ -33,42 +35,95 @@ def shard_transaction(write: Any, conn: BaseDatabaseWrapper) -> Any:
     return _DriverTransaction(conn)
 
 
+def own_transaction(alias: str, conn: BaseDatabaseWrapper) -> Any:
+    """A transaction of the store's own statements on ``alias`` that no write's signals or
+    claims enter (step 5's re-check): the driver's ``BEGIN`` ... ``COMMIT`` on MySQL, outside
+    a caller's transaction and with Django not recording queries; else ``atomic()``."""
+    if conn.vendor == "mysql" and not conn.in_atomic_block and not conn.queries_logged:
+        return _DriverTransaction(conn)
+    return transaction.atomic(using=alias)
+
+
 class _DriverTransaction:
     """``BEGIN`` ... ``COMMIT`` on the driver's connection: what ``atomic()`` does for a
     transaction of the store's own statements, without its two extra round trips (``SET
     autocommit=0``, then ``=1``). The statements inside run on the driver's cursor too
     (:class:`~schemaless_store.topology.shards.statement_cursor`); Django's view of the connection
-    (autocommit on, no atomic block) stays true once the block ends."""
+    (autocommit on, no atomic block) stays true once the block ends.
+
+    Nothing is sent on entering: ``BEGIN`` travels with the transaction's first statement
+    (:meth:`opening`: the protocol's locking read), or is sent alone (:meth:`begin`) before a
+    statement not told to carry it. Statements whose answers the write needs only once it has
+    committed (:meth:`defer`: an entity's ``INSERT``, ``UPDATE`` or ``DELETE``, its history
+    version) go with the receipt and the ``COMMIT``, in one round trip
+    (:func:`..tables.receipts.commit_batch`); a transaction of only those is one round trip."""
+
+    deferring = True  # takes statements to send with its COMMIT (atomic() does not)
 
     def __init__(self, conn: BaseDatabaseWrapper) -> None:
         self.conn = conn
-        self.receipt: tuple[bytes, int, dict[str, int]] | None = None
+        self.begun = False  # BEGIN sent, or handed to the first statement
+        self.receipt: tuple[bytes, int, dict[str, Any]] | None = None
+        self.deferred: list[bytes] = []
+        self.then: list[tuple[int, Callable[[int, int], None]]] = []
 
     def __enter__(self) -> _DriverTransaction:
         conn = self.conn
         conn.validate_thread_sharing()
         conn.ensure_connection()
         with conn.wrap_database_errors:
-            conn.connection.begin()
+            sessions.allow_many_statements(conn.connection)
         return self
 
-    def defer_receipt(self, write_id: bytes, created: int, result: dict[str, int]) -> None:
+    def opening(self) -> str:
+        """What the next statement sent starts with: ``"BEGIN; "`` until the transaction has
+        begun (that statement's query runs both; its first answer is ``BEGIN``'s)."""
+        if self.begun:
+            return ""
+        self.begun = True
+        return "BEGIN; "
+
+    def begin(self) -> None:
+        """``BEGIN`` alone, unless the transaction has begun."""
+        if not self.begun:
+            self.begun = True
+            with self.conn.wrap_database_errors:
+                self.conn.connection.begin()
+
+    def defer(
+        self, sql: str, params: Sequence[Any], then: Callable[[int, int], None] | None = None
+    ) -> None:
+        """Send ``sql`` with the ``COMMIT``; ``then(lastrowid, rowcount)`` once committed."""
+        self.defer_rendered(receipt_table.render(self.conn.connection, sql, params), then)
+
+    def defer_rendered(self, sql: bytes, then: Callable[[int, int], None] | None = None) -> None:
+        if then is not None:
+            self.then.append((len(self.deferred), then))
+        self.deferred.append(sql)
+
+    def defer_receipt(self, write_id: bytes, created: int, result: dict[str, Any]) -> None:
         """Send the write's receipt with the ``COMMIT``, in its round trip."""
         self.receipt = (write_id, created, result)
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         driver = self.conn.connection
         if exc_type is not None:
-            with contextlib.suppress(Exception):
-                driver.rollback()
+            if self.begun:
+                with contextlib.suppress(Exception):
+                    driver.rollback()
             return
         with self.conn.wrap_database_errors:
-            if self.receipt is None:
-                driver.commit()
+            if self.receipt is None and not self.deferred:
+                if self.begun:
+                    driver.commit()
                 return
             try:
-                receipt_table.record_and_commit(driver, *self.receipt)
+                outcomes = receipt_table.commit_batch(
+                    driver, self.deferred, self.receipt, begin=not self.begun
+                )
             except Exception:
                 with contextlib.suppress(Exception):
-                    driver.rollback()  # a failed INSERT left the transaction open
+                    driver.rollback()  # a failed statement left the transaction open
                 raise
+        for position, then in self.then:
+            then(*outcomes[position])

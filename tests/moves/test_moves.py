@@ -284,14 +284,29 @@ def test_a_second_move_waits_for_the_first_and_an_unflipped_move_can_be_aborted(
     assert_exact()
 
 
+def move_state() -> tuple[str, str] | None:
+    """The move's phase and checkpoints as this process reads them now (None: no move yet)."""
+    child.reconnect()  # the fence may have ended this process's connections
+    move = BucketMove.objects.first()
+    return None if move is None else (move.phase, repr(sorted(move.checkpoints.items())))
+
+
 def test_a_mover_killed_at_any_moment_resumes_when_run_again():
     made = populate(80)
     _source, target = source_and_target()
     args = ("movebuckets", "--to", target, "--buckets", MOVED, "--batch", "5", "--sleep", "0.01")
     interrupted = []
-    for delay in (0.5, 1.0, 1.5, 2.0):
+    # Each run is killed a little later after it is seen to have moved the move on (a new phase
+    # or checkpoint): fixed delays from the start killed a child still importing Django on a
+    # loaded machine, before it had done anything.
+    for after_progress in (0.0, 0.2, 0.5, 1.0):
+        before = move_state()
         process = child.spawn("manage", *args)
-        time.sleep(delay)
+        deadline = time.monotonic() + 60
+        while move_state() == before and process.poll() is None:
+            assert time.monotonic() < deadline, "the mover made no progress in 60 s"
+            time.sleep(0.02)
+        time.sleep(after_progress)
         process.send_signal(signal.SIGKILL)
         process.wait()
         move = BucketMove.objects.first()

@@ -47,3 +47,5 @@ def test_a_move_and_back_under_load_answers_no_5xx_and_loses_no_post(tmp_path):
     moves = [line for line in report["fault_log"] if "-> exit 0: Move #" in line]
     assert len(moves) == 2, report["fault_log"]  # there and back, both done
     assert {row["name"] for row in report["pages"]} >= {"GET /", "POST /post/", "GET /e/[id]/"}
+    flip = report["feed_at_flip"]  # the feed page at both flips (docs/deployment.md)
+    assert len(flip["windows"]) == 2 and flip["requests"] > 0, flip

@@ -10,7 +10,8 @@ from unittest import mock
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import OperationalError, ProgrammingError, connections
+from django.db import Error as DjangoError
+from django.db import InterfaceError, OperationalError, ProgrammingError, connections
 
 from schemaless_store.exceptions import ShardUnavailable
 from schemaless_store.metadata import BucketMove
@@ -138,3 +139,84 @@ def test_killed_sessions_of_the_mover_and_its_lock_are_survived_and_the_lock_is_
     assert held_again == [False, True]
     assert f"done: 0-299 now on {target}" in text
     assert_moved_and_exact(made, target)
+
+
+# --- the driver's own errors and Django's InterfaceError -----------------------------------------
+
+
+def _driver() -> Any:
+    """The DB-API module of the store's databases (``MySQLdb`` or ``sqlite3``)."""
+    return connections["default"].Database
+
+
+def test_a_closed_connection_django_interface_error_is_resumed():
+    """Django's ``InterfaceError`` (a closed connection used: ``(0, '')``) is not a
+    ``DatabaseError``; it used to escape both the resume and the one-line message."""
+    made = populate(30)
+    _source, target = source_and_target()
+    step, calls = _failing_once("catch_up", InterfaceError(0, ""))
+    with mock.patch.object(Mover, "catch_up", step):
+        text = run("--to", target, "--buckets", MOVED)
+    assert "reconnecting and resuming move #" in text
+    assert calls == ["catching up", "catching up"]
+    assert_moved_and_exact(made, target)
+
+
+@pytest.mark.mariadb_only
+def test_the_drivers_own_lost_connection_is_resumed():
+    """``MySQLdb.OperationalError`` as the driver raises it, not wrapped by Django."""
+    made = populate(30)
+    _source, target = source_and_target()
+    raw = _driver().OperationalError(CR_SERVER_GONE_ERROR, "Server has gone away")
+    assert not isinstance(raw, DjangoError)
+    step, calls = _failing_once("catch_up", raw)
+    with mock.patch.object(Mover, "catch_up", step):
+        text = run("--to", target, "--buckets", MOVED)
+    assert "reconnecting and resuming move #" in text
+    assert calls == ["catching up", "catching up"]
+    assert_moved_and_exact(made, target)
+
+
+@pytest.mark.parametrize("where", ["catch_up", "abort"])
+def test_the_drivers_own_fatal_error_ends_in_one_plain_line(where: str):
+    """A driver error no one wrapped, in a move or in ``--abort``: one line, no traceback,
+    and the move is left to a rerun."""
+    populate(10)
+    _source, target = source_and_target()
+    raw = _driver().ProgrammingError(1146, "Table 'x' doesn't exist")
+    assert not isinstance(raw, DjangoError)
+    if where == "abort":
+        with (
+            mock.patch.object(Mover, "catch_up", side_effect=ProgrammingError(1146, "x")),
+            pytest.raises(CommandError),
+        ):
+            run("--to", target, "--buckets", MOVED)  # a move left to abort
+        args: tuple[str, ...] = ("--abort",)
+    else:
+        args = ("--to", target, "--buckets", MOVED)
+    with (
+        mock.patch.object(Mover, where, side_effect=raw) as step,
+        pytest.raises(CommandError) as raised,
+    ):
+        run(*args)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("movebuckets stopped: (1146, \"Table 'x' doesn't exist\").")
+    assert "run the same command again" in message
+    assert step.call_count == 1
+    call_command("movebuckets", "--abort", stdout=io.StringIO())
+
+
+def test_interface_errors_past_the_resumes_end_in_one_plain_line():
+    populate(10)
+    _source, target = source_and_target()
+    with (
+        mock.patch.object(decide, "RESUMES", 1),
+        mock.patch.object(Mover, "catch_up", side_effect=InterfaceError(0, "")),
+        pytest.raises(CommandError) as raised,
+    ):
+        run("--to", target, "--buckets", MOVED)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("movebuckets stopped: (0, '').")
+    call_command("movebuckets", "--abort", stdout=io.StringIO())

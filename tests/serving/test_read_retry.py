@@ -21,6 +21,7 @@ from schemaless_store.models import Entity
 from schemaless_store.server_errors import CR_CONN_HOST_ERROR, CR_SERVER_LOST
 from schemaless_store.topology import bucket_map, shards
 from tests.support import STORE
+from tests.support.conn_age import conn_max_age
 
 pytestmark = [STORE]
 
@@ -132,9 +133,14 @@ def test_a_killed_persistent_connection_then_fresh_ones_killed_in_the_kill_windo
 
 @pytest.mark.mariadb_only
 def test_scatter_threads_idle_sessions_ended_by_a_fence_do_not_fail_a_query():
-    """The scatter threads keep their connections whatever ``CONN_MAX_AGE`` says; a fence ends
-    them (``end_other_connections``, the fence's own kill on each shard), and the next query
-    that scatters reads on fresh ones."""
+    """With ``CONN_MAX_AGE=60`` the scatter threads keep their connections between queries
+    (tests/serving/test_scatter_sessions.py); a fence ends them (``end_other_connections``, the
+    fence's own kill on each shard), and the next query that scatters reads on fresh ones."""
+    with conn_max_age(60):
+        _scatter_threads_sessions_ended()
+
+
+def _scatter_threads_sessions_ended() -> None:
     from schemaless_store.query.pool import scatter_pool
     from schemaless_store.topology import fence
 
@@ -146,7 +152,7 @@ def test_scatter_threads_idle_sessions_ended_by_a_fence_do_not_fail_a_query():
 
     assert query() == sorted(e.id for e in made)
     # The scatter threads hold sessions now.
-    assert scatter_pool()._threads  # type: ignore[attr-defined]
+    assert scatter_pool()._threads
     before = shards.reads_retried()
     killed = sum(fence.end_other_connections(alias) for alias in shards.shard_aliases())
     assert killed >= 1

@@ -4,17 +4,22 @@ serving, and the site recovers by itself when the shard returns (issue 37)."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
+from unittest import mock
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.sessions.backends.db import SessionStore
 from django.db import OperationalError
 from django.http import HttpResponse
-from django.test import RequestFactory
+from django.test import AsyncClient, Client, RequestFactory
 
 from project.feed import entities
-from schemaless_store.exceptions import ShardUnavailable
+from schemaless_store.exceptions import NotOwner, ShardUnavailable
 from schemaless_store.middleware import UNAVAILABLE_HEADER, ShardUnavailablePage
 from schemaless_store.server_errors import CR_CONN_HOST_ERROR, ER_LOCK_DEADLOCK
+from schemaless_store.topology import bucket_map
 from tests.support import STORE
 from tests.support.outage import shard_down
 
@@ -48,6 +53,23 @@ def test_a_refused_connection_from_django_or_one_raised_from_it_is_a_503():
         assert _answer(wrapped).status_code == 503  # type: ignore[union-attr]
 
 
+def test_a_move_left_mid_flip_past_move_wait_is_a_503_naming_the_shard():
+    """A mover killed mid-flip: writes give up with NotOwner and reads with StaleRead after
+    MOVE_WAIT, until the move is run again; the user is told to try again, not shown a 500."""
+    refused = _answer(NotOwner("shard_0", {3, 4}))
+    assert refused is not None and refused.status_code == 503
+    assert refused[UNAVAILABLE_HEADER] == "shard_0 (moving)"
+    try:
+        try:
+            raise bucket_map.StaleRead()
+        except bucket_map.StaleRead as exc:
+            raise RuntimeError("while rendering") from exc
+    except RuntimeError as wrapped:
+        stale = _answer(wrapped)
+    assert stale is not None and stale.status_code == 503
+    assert stale["Retry-After"] == "5"
+
+
 @pytest.mark.parametrize(
     "exception",
     [OperationalError(ER_LOCK_DEADLOCK, "Deadlock found"), ValueError("a bug"), KeyError("x")],
@@ -75,3 +97,70 @@ def test_a_shard_down_gives_the_feed_a_503_page_while_others_serve_and_it_recove
     home = client.get("/")
     assert home.status_code == 200
     assert "Before the outage" in home.content.decode()
+
+
+# --- a database found down outside a view: handler500 -------------------------------------------
+
+
+def _session_save_failing(exception: Exception) -> Any:
+    """The session's save (``SessionMiddleware.process_response``, after the view) raising
+    ``exception``, as the database backend raises it when ``default`` is down."""
+    return mock.patch.object(SessionStore, "save", side_effect=exception)
+
+
+@STORE
+def test_default_down_when_the_session_is_saved_after_the_view_is_a_503(site):
+    entities.create_user("writer", "w@example.com")
+    client = Client(raise_request_exception=False)
+    refused = OperationalError(CR_CONN_HOST_ERROR, "Can't connect to server on '127.0.0.1'")
+    with _session_save_failing(refused):
+        response = client.post("/act-as/", {"username": "writer"})
+    assert response.status_code == 503
+    assert response["Retry-After"] == "5"
+    assert response[UNAVAILABLE_HEADER] == "database"
+    assert "Temporarily unavailable" in response.content.decode()
+
+
+@STORE
+def test_default_really_down_when_the_session_is_saved_is_a_503(site):
+    """``default`` taken away between the view and the session's save: the save meets a
+    refused port (MariaDB) or a database file that cannot be opened (SQLite), for real."""
+    entities.create_user("writer", "w@example.com")
+    client = Client(raise_request_exception=False)
+    real_save = SessionStore.save
+    with contextlib.ExitStack() as outage:
+
+        def save(store: SessionStore, must_create: bool = False) -> None:
+            outage.enter_context(shard_down("default"))
+            real_save(store, must_create)
+
+        with mock.patch.object(SessionStore, "save", save):
+            response = client.post("/act-as/", {"username": "writer"})
+    assert response.status_code == 503
+    assert response[UNAVAILABLE_HEADER] == "database"
+    assert client.get("/signup/").status_code == 200  # default is back: served again
+
+
+@STORE
+def test_another_error_after_the_view_is_still_the_500_page(site):
+    entities.create_user("writer", "w@example.com")
+    client = Client(raise_request_exception=False)
+    with _session_save_failing(OperationalError(ER_LOCK_DEADLOCK, "Deadlock found")):
+        response = client.post("/act-as/", {"username": "writer"})
+    assert response.status_code == 500
+    assert "Server error" in response.content.decode()
+    assert UNAVAILABLE_HEADER not in response
+
+
+@STORE
+@pytest.mark.asyncio
+async def test_under_asgi_too_default_down_after_the_view_is_a_503(site):
+    """Django's async handler answers the exception from another thread (``sync_to_async``),
+    where ``server_error`` still finds it."""
+    await sync_to_async(entities.create_user)("writer", "w@example.com")
+    client = AsyncClient(raise_request_exception=False)
+    refused = OperationalError(CR_CONN_HOST_ERROR, "Can't connect to server on '127.0.0.1'")
+    with _session_save_failing(refused):
+        response = await client.post("/act-as/", {"username": "writer"})
+    assert response.status_code == 503
+    assert response[UNAVAILABLE_HEADER] == "database"

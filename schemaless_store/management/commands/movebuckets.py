@@ -17,7 +17,6 @@ import os
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DatabaseError
 
 from schemaless_store.exceptions import MoveRefused, SchemalessError
 from schemaless_store.management.arguments import (
@@ -30,7 +29,13 @@ from schemaless_store.management.progress import progress_stream
 from schemaless_store.management.texttable import text_table
 from schemaless_store.metadata import BucketMove
 from schemaless_store.moves import plan
-from schemaless_store.moves.decide import decide, one_mover, run_resuming, shown
+from schemaless_store.moves.decide import (
+    database_errors,
+    decide,
+    one_mover,
+    run_resuming,
+    shown,
+)
 from schemaless_store.moves.mover import COPY_WORKERS, Mover
 from schemaless_store.moves.phase_bars import MoveProgress
 from schemaless_store.moves.record import STATUS_HEADERS, describe, status_row
@@ -93,6 +98,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        fatal: tuple[type[BaseException], ...] = (SchemalessError, OSError, *database_errors())
         try:
             if options["status"]:
                 self._status()
@@ -109,11 +115,12 @@ class Command(BaseCommand):
                     self._move(options, lock)
         except MoveRefused as exc:
             raise CommandError(str(exc)) from exc
-        except (SchemalessError, DatabaseError, OSError) as exc:
-            # One plain line, never a driver's traceback: the move is recorded, so running the
-            # same command again resumes it.
+        except fatal as exc:
+            # One plain line, never a driver's traceback (Django's errors and the driver's own
+            # alike): the move is recorded, so running the same command again resumes it.
+            said = " ".join(str(exc).split()) or type(exc).__name__
             raise CommandError(
-                f"movebuckets stopped: {exc}. Nothing is lost: run the same command again to "
+                f"movebuckets stopped: {said}. Nothing is lost: run the same command again to "
                 "resume (--status shows the move)."
             ) from exc
 

@@ -1,0 +1,69 @@
+"""Step 2's statements sent with the receipt and the ``COMMIT`` (docs/design.md#round-trips):
+an entity's ``INSERT``, ``UPDATE`` or ``DELETE`` and, with ``history``, its version, handed
+to the driver's ``BEGIN`` ... ``COMMIT`` (``carrier``, from :meth:`.protocol.Write.carrier`),
+which sends them in the commit's one multi-statement query. The writer needs none of their
+answers before the commit: an updated or deleted row is locked already (step 1), and a new
+row's ``INSERT`` fails there on a duplicate key (the server runs no statement after it, the
+``COMMIT`` neither)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..tables import cells as cell_table
+from ..tables import entities as entity_table
+from ..tables import receipts as receipt_table
+
+
+def save(write: Any, carrier: Any, entity: Any, stamp: Any, history: bool) -> None:
+    """Step 2 of a save of one entity (``write.changes[0]``): a new row's ``added_id`` is
+    set on ``entity`` and in ``write.result`` once committed."""
+    change = write.changes[0]
+    if change.found is None:
+
+        def inserted(added_id: int, _rowcount: int) -> None:
+            entity.added_id = write.result["added_id"] = added_id
+
+        write.result = insert(carrier, change.key, change.body, stamp, history, inserted)
+    else:
+        entity.added_id = change.found.added_id
+        update(carrier, [(change.key, change.body)], stamp, history)
+        write.result = {"added_id": int(entity.added_id), "created": 0}
+
+
+def insert(
+    carrier: Any,
+    key: bytes,
+    body: bytes,
+    stamp: Any,
+    history: bool,
+    inserted: Callable[[int, int], None],
+) -> dict[str, Any]:
+    """A new row (``inserted(added_id, rowcount)`` once committed); returns the receipt's
+    result, whose ``added_id`` the server fills in (:data:`..tables.receipts.ADDED_ID`)."""
+    carrier.defer(entity_table.INSERT, (key, stamp, body), then=inserted)
+    carrier.defer_rendered(receipt_table.KEEP_ADDED_ID)
+    _versions(carrier, [(key, body)], stamp, history)
+    return {"added_id": receipt_table.ADDED_ID, "created": 1}
+
+
+def update(carrier: Any, rows: Sequence[tuple[bytes, bytes]], stamp: Any, history: bool) -> None:
+    """Locked rows' new bodies (``(id, body)``)."""
+    for key, body in rows:
+        carrier.defer(entity_table.UPDATE, (stamp, body, key))
+    _versions(carrier, rows, stamp, history)
+
+
+def delete(carrier: Any, key: bytes, stamp: Any, history: bool) -> None:
+    """A locked row gone."""
+    carrier.defer(entity_table.DELETE, (key,))
+    _versions(carrier, [(key, None)], stamp, history)
+
+
+def _versions(
+    carrier: Any, bodies: Sequence[tuple[bytes, bytes | None]], stamp: Any, history: bool
+) -> None:
+    if history:
+        for sql, params in cell_table.entity_version_statements(bodies, stamp):
+            carrier.defer(sql, params)
