@@ -21,7 +21,8 @@ The script is sent on a connection of this thread's own (:meth:`Scripted._connec
 with the options of the entity cache's pool (address, timeouts, password, TLS), not through
 ``redis.Redis``: its command path (taking a connection from the pool and checking it has no
 data pending, retries, redis-py 8's observability hooks) cost as much as the round trip itself
-(docs/performance.md#a-near-cache-miss-issue-35). Any error closes it; the next read reconnects.
+(docs/performance.md#a-near-cache-miss-issue-35). A connection found closed is made again and the
+script sent once more; any other error closes it and the read goes to the shard.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import threading
 from typing import Any
 
 from django.core.cache.backends.base import default_key_func
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 
 try:  # redis-py's own packer with hiredis, without its per-argument checks
@@ -136,9 +138,17 @@ class Scripted:
 
     def _run(self, keys: list[str], args: list[Any]) -> Any:
         """``EVALSHA`` (``EVAL`` once if the server does not know the script: a restart, a
-        ``SCRIPT FLUSH``). An error other than that leaves the connection closed (redis-py
-        closes it on any error of a send or a read): no answer of this call is left on it."""
-        conn = self._connection()
+        ``SCRIPT FLUSH``). A connection found closed (a restarted Redis, a killed client) is
+        made again and the script sent once more: running it twice is harmless (a fill is
+        stored only under its current token; a token set by the first run is found by the
+        second, which answers it as this read's own). Any other error, a timeout included,
+        leaves the connection closed (no half-read answer is left on it) and is raised."""
+        try:
+            return self._send(self._connection(), keys, args)
+        except RedisConnectionError:  # found closed: made again, sent again
+            return self._send(self._connection(), keys, args)
+
+    def _send(self, conn: Any, keys: list[str], args: list[Any]) -> Any:
         try:
             try:
                 packed = _pack(conn, "EVALSHA", SHA, keys, args)
