@@ -16,11 +16,30 @@ existed before the shard was read (the generation argument of :mod:`.entity_cach
 checks the token first so that a late fill never overwrites a newer row. A thread that never
 reads again leaves its fills unstored (at most :data:`MAX_PENDING`; a fuller queue is sent at
 once): a later reader misses, as after an eviction.
+
+The script is sent on a connection of this thread's own (:meth:`Scripted._connection`), made
+with the options of the entity cache's pool (address, timeouts, password, TLS), not through
+``redis.Redis``: its command path (taking a connection from the pool and checking it has no
+data pending, retries, redis-py 8's observability hooks) cost as much as the round trip itself
+(docs/performance.md#a-near-cache-miss-issue-35). A connection found closed is made again and the
+script sent once more; any other error closes it and the read goes to the shard.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import threading
 from typing import Any
+
+from django.core.cache.backends.base import default_key_func
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError
+
+try:  # redis-py's own packer with hiredis, without its per-argument checks
+    from hiredis import pack_command as _hiredis_pack
+except ImportError:  # pragma: no cover - hiredis is in requirements.txt
+    _hiredis_pack = None
 
 MAX_PENDING = 256
 
@@ -55,14 +74,25 @@ return out
 Fill = tuple[str, str, int, bytes]
 
 
+SHA = hashlib.sha1(LUA.encode()).hexdigest()
+
+
 class Scripted:
     """The script bound to one ``EntityRedisCache`` instance (Django makes one per thread, so
-    its pending fills are this thread's)."""
+    its pending fills are this thread's), sent on a connection of this thread's own."""
 
     def __init__(self, cache: Any) -> None:
         self.cache = cache
         self.pending: list[Fill] = []
-        self._script: Any = None
+        self._local = threading.local()
+        # Django's default KEY_FUNCTION puts a fixed prefix before the name: add it directly.
+        self._prefix = (
+            f"{cache.key_prefix}:{cache.version}:" if cache.key_func is default_key_func else None
+        )
+
+    def _key(self, name: str) -> str:
+        prefix = self._prefix
+        return prefix + name if prefix is not None else self.cache.make_key(name)
 
     def ask(
         self, names: list[tuple[str, str]], new_tokens: list[int], timeout: float
@@ -70,8 +100,8 @@ class Scripted:
         """For each ``(token key, value key)`` (short names, as the entity cache spells them):
         ``(token, value or None, created)``; ``created``: the token is ``new_tokens``' one, set
         now. Pending fills are stored first, in the same round trip."""
-        make = self.cache.make_key
-        keys = [make(name) for pair in names for name in pair]
+        key = self._key
+        keys = [key(name) for pair in names for name in pair]
         return self._call(keys, [str(t) for t in new_tokens], timeout, new_tokens)
 
     def fill(self, fills: list[Fill], timeout: float) -> None:
@@ -85,16 +115,68 @@ class Scripted:
         self, keys: list[str], tokens: list[str], timeout: float, new_tokens: list[int]
     ) -> list[tuple[int, bytes | None, bool]]:
         fills, self.pending = self.pending, []  # sent once: a failure drops them (a miss later)
-        make = self.cache.make_key
-        fill_keys = [make(name) for gen, val, _t, _v in fills for name in (gen, val)]
+        key = self._key
+        fill_keys = [key(name) for gen, val, _t, _v in fills for name in (gen, val)]
         fill_args: list[Any] = [x for _g, _v, token, value in fills for x in (str(token), value)]
-        if self._script is None:
-            client = self.cache._cache.get_client(write=True)
-            self._script = client.register_script(LUA)
         ms = max(1, int(timeout * 1000))
-        reply = self._script(keys=fill_keys + keys, args=[len(fills), ms, *fill_args, *tokens])
+        reply = self._run(fill_keys + keys, [len(fills), ms, *fill_args, *tokens])
         out = []
         for i, new in enumerate(new_tokens):
             token, value = int(reply[2 * i]), reply[2 * i + 1]
             out.append((token, value or None, token == new and not value))
         return out
+
+    def _connection(self) -> Any:
+        """This thread's connection to the cache's primary (a forked child makes its own)."""
+        local = self._local
+        conn = getattr(local, "conn", None)
+        if conn is None or local.pid != _pid:
+            pool = self.cache._cache._get_connection_pool(True)
+            conn = local.conn = pool.connection_class(**pool.connection_kwargs)
+            local.pid = _pid
+        return conn
+
+    def _run(self, keys: list[str], args: list[Any]) -> Any:
+        """``EVALSHA`` (``EVAL`` once if the server does not know the script: a restart, a
+        ``SCRIPT FLUSH``). A connection found closed (a restarted Redis, a killed client) is
+        made again and the script sent once more: running it twice is harmless (a fill is
+        stored only under its current token; a token set by the first run is found by the
+        second, which answers it as this read's own). Any other error, a timeout included,
+        leaves the connection closed (no half-read answer is left on it) and is raised."""
+        try:
+            return self._send(self._connection(), keys, args)
+        except RedisConnectionError:  # found closed: made again, sent again
+            return self._send(self._connection(), keys, args)
+
+    def _send(self, conn: Any, keys: list[str], args: list[Any]) -> Any:
+        try:
+            try:
+                packed = _pack(conn, "EVALSHA", SHA, keys, args)
+                conn.send_packed_command(packed, check_health=False)
+                return conn.read_response()
+            except NoScriptError:  # its whole answer read: the connection is clean
+                conn.send_packed_command(_pack(conn, "EVAL", LUA, keys, args), check_health=False)
+                return conn.read_response()
+        except BaseException:
+            conn.disconnect()
+            raise
+
+
+def _pack(conn: Any, command: str, script: str, keys: list[str], args: list[Any]) -> Any:
+    """The command as the connection sends it: str, int and bytes arguments only."""
+    if _hiredis_pack is not None:
+        return [_hiredis_pack((command, script, len(keys), *keys, *args))]
+    return conn.pack_command(command, script, len(keys), *keys, *args)
+
+
+# This process's id, set again in a forked child: compared on every read instead of calling
+# os.getpid() (a system call) each time.
+_pid = os.getpid()
+
+
+def _forked() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)

@@ -56,7 +56,7 @@ _GEN = "sls:g:"  # + the id's hex: the id's current token
 _VAL = "sls:v:"  # + the id's hex: (token, row)
 _TAG = b"E1"  # first bytes of a value: never an int's digits, so the serializer keeps it bytes
 _HEAD = struct.Struct("<2sqBqB")  # tag, token, exists, added_id, len(alias)
-_TOKEN_RANGE = (1, 2**62)
+_TOKEN_BITS = 62  # a token: 1 .. 2**62
 
 
 @dataclass(frozen=True)
@@ -317,7 +317,7 @@ class Lookup:
         as Redis holds them now: one script on an :class:`EntityRedisCache`, else ``get_many``
         then ``set_many`` of the new tokens."""
         timeout = conf.get().cache_timeout
-        fresh = [random.randint(*_TOKEN_RANGE) for _ in hexes]
+        fresh = [random.getrandbits(_TOKEN_BITS) + 1 for _ in hexes]
         scripted = getattr(self.backend, "scripted", None)
         if scripted is not None:
             names = [(_GEN + h, _VAL + h) for h in hexes]

@@ -107,9 +107,7 @@ class NearCache:
         """Whether copies may be served now: the tracking connection is live and was heard
         within ``DROP_TIMEOUT``, in the process that made it."""
         return (
-            self._live
-            and time.monotonic() - self._heard < self.drop_timeout
-            and os.getpid() == self.pid
+            self._live and time.monotonic() - self._heard < self.drop_timeout and _pid == self.pid
         )
 
     def get_many(self, hexes: Iterable[str]) -> tuple[Mark | None, dict[str, tuple[int, Any]]]:
@@ -324,6 +322,9 @@ class NearCache:
 
 _instance: NearCache | None = None
 _instance_key: Any = None
+# This process's id, set again in a forked child (_forget_in_child): the readers' checks
+# compare with it instead of asking os.getpid(), a system call, on every read.
+_pid = os.getpid()
 _instance_lock = threading.Lock()
 
 
@@ -331,7 +332,7 @@ def current(key: Any, build: Callable[[], NearCache]) -> NearCache:
     """This process's near cache for configuration ``key``, built (and the previous one
     closed) when the key changed or this is a forked child."""
     near = _instance
-    if near is not None and _instance_key == key and near.pid == os.getpid():
+    if near is not None and _instance_key == key and near.pid == _pid:
         return near
     return _replace(key, build)
 
@@ -351,7 +352,7 @@ def _replace(key: Any, build: Callable[[], NearCache]) -> NearCache:
 def existing() -> NearCache | None:
     """This process's near cache if one runs."""
     near = _instance
-    return near if near is not None and near.pid == os.getpid() else None
+    return near if near is not None and near.pid == _pid else None
 
 
 def shut() -> None:
@@ -380,9 +381,10 @@ setting_changed.connect(_switched, dispatch_uid="schemaless_near_cache_switched"
 def _forget_in_child() -> None:
     # The parent's thread does not exist here and its connection is the parent's: never use
     # them, never close them (closing is the parent's); the child makes its own.
-    global _instance, _instance_key, _instance_lock
+    global _instance, _instance_key, _instance_lock, _pid
     _instance, _instance_key = None, None
     _instance_lock = threading.Lock()
+    _pid = os.getpid()
 
 
 os.register_at_fork(after_in_child=_forget_in_child)

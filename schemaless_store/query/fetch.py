@@ -102,13 +102,19 @@ def fetch_shard(
 def get_one(model: Any, entity_id: Any) -> Any | None:
     """The entity with this id, or None: one ``SELECT`` on its shard (or one cache read)."""
     key = entity_ids.entity_id_bytes(entity_id)
-    if conf.get().cache is not None and entity_cache.enabled():  # the setting first: cheaper
-        return _read_through(model, [key], lambda ids: _fetch_by_ids(model, ids)).get(key)
+    if conf.get().cache is not None:  # _read_through reads the shard if the cache is off now
+        return _read_through(model, [key], lambda ids: _one_found(model, ids[0])).get(key)
     try:  # retrying_stale's first attempt, without its closure and clock: the usual case
         return _get_one(model, key)
     except bucket_map.StaleRead:
         pass  # confirm_read read the map again: the retries go by the new one
     return buckets.retrying_stale(lambda: _get_one(model, key))
+
+
+def _one_found(model: Any, key: bytes) -> dict[bytes, Any]:
+    """A miss of ``get``: ``_get_one``'s ``SELECT`` (``= %s``, no ``IN`` list), as a dict."""
+    entity = _get_one(model, key)
+    return {} if entity is None else {key: entity}
 
 
 def _get_one(model: Any, key: bytes) -> Any | None:
@@ -135,7 +141,7 @@ def get_many(model: Any, ids: Iterable[Any]) -> dict[uuid.UUID, Any]:
     """The entities among ``ids`` that exist, by id (the caller's UUID objects where it gave
     UUIDs); read through the entity cache when there is one."""
     wanted = {entity_ids.entity_id_bytes(i): i if type(i) is uuid.UUID else None for i in ids}
-    if conf.get().cache is not None and entity_cache.enabled():
+    if conf.get().cache is not None:
         found = _read_through(model, list(wanted), lambda ids: fetch_by_ids(model, ids))
     else:
         found = fetch_by_ids(model, wanted)

@@ -4,6 +4,8 @@ while its token is current. A real ``redis-server`` on both backends."""
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -62,3 +64,98 @@ def test_a_pending_fill_whose_token_a_write_deleted_is_not_stored(redis_cache):
     assert redis_cache.get("sls:v:" + h) is None  # dropped in the script, not stored
     pending = redis_cache.scripted.pending  # only two's own fill waits now
     assert [fill[0] for fill in pending] == ["sls:g:" + two.id.bytes.hex()]
+
+
+def _raw_client(backend: entity_cache.EntityRedisCache):
+    return backend._cache.get_client(write=True)
+
+
+def test_the_script_is_loaded_again_after_a_script_flush(redis_cache):
+    one = Entity.objects.create(n=1)
+    assert Entity.objects.get(id=one.id)["n"] == 1  # EVALSHA: the script is known
+    _raw_client(redis_cache).script_flush()  # a restarted Redis, an operator's SCRIPT FLUSH
+    entity_cache.reset_stats()
+    assert Entity.objects.get(id=one.id)["n"] == 1  # NOSCRIPT, then EVAL: a hit, not a failure
+    assert entity_cache.stats.hits == 1 and entity_cache.stats.failures == 0
+    assert Entity.objects.get(id=one.id)["n"] == 1 and entity_cache.stats.hits == 2
+
+
+def test_a_killed_script_connection_is_made_again_and_the_read_still_uses_the_cache(redis_cache):
+    one = Entity.objects.create(n=1)
+    Entity.objects.get(id=one.id)  # a miss: the connection made, the row pending
+    conn = redis_cache.scripted._local.conn
+    conn.send_command("CLIENT", "ID")
+    _raw_client(redis_cache).client_kill_filter(_id=conn.read_response())  # a restarted Redis
+    entity_cache.reset_stats()
+    # Found closed, made again, sent again: no failure, and the pending row went with it (it
+    # is stored before the ids are looked up: a hit).
+    assert Entity.objects.get(id=one.id)["n"] == 1
+    assert entity_cache.stats.failures == 0 and entity_cache.stats.hits == 1
+
+
+def test_a_script_connection_that_times_out_fails_that_read_only(redis_cache, monkeypatch):
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    one = Entity.objects.create(n=1)
+    Entity.objects.get(id=one.id)
+    conn = redis_cache.scripted._local.conn
+    sent: list[int] = []
+
+    def hung(*args: object, **kwargs: object) -> None:
+        sent.append(1)
+        raise RedisTimeoutError("Timeout reading from socket")
+
+    monkeypatch.setattr(conn, "read_response", hung)
+    entity_cache.reset_stats()
+    assert Entity.objects.get(id=one.id)["n"] == 1  # from the shard
+    assert entity_cache.stats.failures == 1 and sent == [1]  # sent once: a timeout is no retry
+    monkeypatch.undo()
+    assert Entity.objects.get(id=one.id)["n"] == 1
+    assert entity_cache.stats.failures == 1
+
+
+def test_a_forked_child_sends_the_script_on_a_connection_of_its_own(redis_cache):
+    made = Entity.objects.create(n=1)
+    Entity.objects.get(id=made.id)
+    parent_conn = redis_cache.scripted._local.conn
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no database, only the script on the parent's cache instance
+        code = 1
+        try:
+            os.close(read)
+            answer = redis_cache.scripted.ask([("sls:g:fork", "sls:v:fork")], [7], 300)
+            state = {
+                "own": redis_cache.scripted._local.conn is not parent_conn,
+                "answer": [answer[0][0], answer[0][2]],
+            }
+            os.write(write, json.dumps(state).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as answer:
+        state = json.loads(answer.read() or "{}")
+    _, status = os.waitpid(pid, 0)
+    assert status == 0 and state == {"own": True, "answer": [7, True]}
+    assert redis_cache.scripted._local.conn is parent_conn  # the parent's, still working
+    entity_cache.reset_stats()
+    assert Entity.objects.get(id=made.id)["n"] == 1
+    assert entity_cache.stats.failures == 0
+
+
+def _reversed_key(key: str, key_prefix: str, version: int) -> str:
+    return f"{key[::-1]}|{key_prefix}|{version}"
+
+
+def test_the_script_names_keys_as_the_cache_does():
+    from schemaless_store.entity_cache import EntityRedisCache
+
+    for params in (
+        {},
+        {"KEY_PREFIX": "site7", "VERSION": 3},
+        {"KEY_PREFIX": "p", "KEY_FUNCTION": f"{__name__}._reversed_key"},
+    ):
+        backend = EntityRedisCache("redis://127.0.0.1:1/0", params)
+        for name in ("sls:g:0a1b", "sls:v:0a1b"):
+            assert backend.scripted._key(name) == backend.make_key(name)
