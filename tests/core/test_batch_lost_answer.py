@@ -1,0 +1,129 @@
+"""A lost answer to the batched commit while the server still runs the batch
+(docs/design.md#receipts, #round-trips): the client's ``read_timeout`` ends its wait, and the
+server session, still waiting on a row lock inside the batch, goes on and commits later.
+
+The receipt must be the batch's first statement after ``BEGIN``: then its uncommitted row's
+insert lock makes the receipt read of the retry rule wait for the outcome. Sent after the
+entity's statements, the receipt does not exist yet while those wait, the read says "absent",
+and the write runs again beside its own try, which then commits: a ``create`` that landed
+answered ``EntityExists``, an update applied twice."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+from django.db import connections
+from django.test import override_settings
+
+from schemaless_store.models import Entity
+from schemaless_store.tables import cells as cell_table
+from schemaless_store.tables import receipts as receipt_table
+from tests.support import STORE
+
+pytestmark = [STORE, pytest.mark.mariadb_only]
+
+HISTORY = override_settings(SCHEMALESS={"BUCKETS": 4096, "HISTORY": True})
+TIMEOUT = 1  # the store's read_timeout in these tests, seconds (the client waits up to 3x)
+HELD = 8.0  # how long the other client holds the lock the batch waits on
+
+
+def _short_reads(monkeypatch: pytest.MonkeyPatch, alias: str) -> Any:
+    conn = connections[alias]
+    conn.close()
+    monkeypatch.setitem(conn.settings_dict, "OPTIONS", {**conn.settings_dict["OPTIONS"]})
+    conn.settings_dict["OPTIONS"]["read_timeout"] = TIMEOUT
+    return conn
+
+
+def _release_later(holder: Any) -> threading.Thread:
+    def release() -> None:
+        time.sleep(HELD)
+        holder.connection.rollback()  # the driver's: the main thread is in the write
+
+    thread = threading.Thread(target=release)
+    thread.start()
+    return thread
+
+
+def _entity_rows(alias: str, key: uuid.UUID) -> int:
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM entities WHERE id = %s", [key.bytes])
+        return int(cursor.fetchone()[0])
+
+
+def test_a_create_whose_answer_is_lost_while_its_insert_waits_is_decided_by_its_receipt(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """Another client holds the new id's key (an uncommitted INSERT of it, rolled back later):
+    the create's batch waits there past the client's read_timeout (a lost answer); the
+    server runs it on once the key is free, and it commits. The create must answer the id it
+    made, never EntityExists."""
+    key = uuid.uuid4()
+    alias = Entity(id=key).shard
+    Entity.objects.create(id=uuid.uuid4(), title="warm")  # the shard's tables and connection
+    holder = connections.create_connection(alias)
+    try:
+        holder.set_autocommit(False)
+        with holder.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO entities (id, updated, body) VALUES (%s, NOW(6), %s)",
+                [key.bytes, b""],
+            )
+        conn = _short_reads(monkeypatch, alias)
+        receipts = receipt_table.count(alias)
+        thread = _release_later(holder)
+        try:
+            made = Entity.objects.create(id=key, title="mine", link=f"https://{key}")
+        finally:
+            thread.join()
+            conn.close()
+    finally:
+        holder.close()
+    monkeypatch.undo()
+    connections[alias].close()
+    assert _entity_rows(alias, key) == 1
+    stored = Entity.objects.get(id=key)
+    assert stored["title"] == "mine"
+    assert made.added_id == stored.added_id
+    assert receipt_table.count(alias) == receipts + 1
+
+
+@HISTORY
+def test_an_update_whose_answer_is_lost_while_its_version_waits_is_applied_once(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """Another client holds the key of the entity's next history version (an uncommitted
+    INSERT of it, rolled back later): the update's batch waits at the version's INSERT past
+    the client's read_timeout, then runs on and commits. The save answers that it landed
+    (never a failure), with one version and one receipt."""
+    entity = Entity.objects.create(title="old", views=1)
+    alias = entity.shard
+    holder = connections.create_connection(alias)
+    try:
+        holder.set_autocommit(False)
+        with holder.cursor() as cursor:
+            cursor.execute(  # the next version's key, uncommitted
+                "INSERT INTO cell (row_key, column_name, ref_key, body, created_at) "
+                "VALUES (%s, %s, 2, NULL, NOW(6))",
+                [entity.id.bytes, cell_table.ENTITY_COLUMN],
+            )
+        conn = _short_reads(monkeypatch, alias)
+        receipts = receipt_table.count(alias)
+        thread = _release_later(holder)
+        try:
+            entity["views"] = 2
+            entity.save()
+        finally:
+            thread.join()
+            conn.close()
+    finally:
+        holder.close()
+    monkeypatch.undo()
+    connections[alias].close()
+    assert Entity.objects.get(id=entity.id)["views"] == 2
+    assert [v.properties["views"] for v in entity.history()] == [1, 2]
+    assert receipt_table.count(alias) == receipts + 1
