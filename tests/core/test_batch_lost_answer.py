@@ -22,6 +22,7 @@ from django.test import override_settings
 from schemaless_store.models import Entity
 from schemaless_store.tables import cells as cell_table
 from schemaless_store.tables import receipts as receipt_table
+from schemaless_store.topology import retries
 from tests.support import STORE
 
 pytestmark = [STORE, pytest.mark.mariadb_only]
@@ -127,3 +128,72 @@ def test_an_update_whose_answer_is_lost_while_its_version_waits_is_applied_once(
     assert Entity.objects.get(id=entity.id)["views"] == 2
     assert [v.properties["views"] for v in entity.history()] == [1, 2]
     assert receipt_table.count(alias) == receipts + 1
+
+
+@HISTORY
+@pytest.mark.parametrize("write", ["update", "create"])
+def test_a_lock_wait_timeout_in_the_middle_of_the_batch_is_retried(
+    write: str, monkeypatch: pytest.MonkeyPatch
+):
+    """The server's lock wait ends first (``innodb_lock_wait_timeout`` 1 s, error 1205, which
+    rolls back only the statement, the receipt and an update's ``UPDATE`` before it staying):
+    the store rolls the transaction back and runs the write again on the same connection,
+    which lands once the other client lets go: one row, one version, one receipt."""
+    entity = Entity.objects.create(title="old", views=1)
+    alias = entity.shard
+    key = entity.id if write == "update" else uuid.uuid4()
+    if write == "create":
+        alias = Entity(id=key).shard
+    holder = connections.create_connection(alias)
+    try:
+        holder.set_autocommit(False)
+        with holder.cursor() as cursor:
+            if write == "update":  # the key of the entity's next history version
+                cursor.execute(
+                    "INSERT INTO cell (row_key, column_name, ref_key, body, created_at) "
+                    "VALUES (%s, %s, 2, NULL, NOW(6))",
+                    [key.bytes, cell_table.ENTITY_COLUMN],
+                )
+            else:  # the new entity's key
+                cursor.execute(
+                    "INSERT INTO entities (id, updated, body) VALUES (%s, NOW(6), %s)",
+                    [key.bytes, b""],
+                )
+        conn = connections[alias]
+        conn.close()
+        monkeypatch.setitem(conn.settings_dict, "OPTIONS", {**conn.settings_dict["OPTIONS"]})
+        conn.settings_dict["OPTIONS"]["init_command"] = "SET innodb_lock_wait_timeout = 1"
+        receipts = receipt_table.count(alias)
+        retried = retries.retries_made()
+
+        def release() -> None:
+            time.sleep(1.5)
+            holder.connection.rollback()  # the driver's: the main thread is in the write
+
+        thread = threading.Thread(target=release)
+        thread.start()
+        try:
+            if write == "update":
+                entity["views"] = 2
+                entity.save()
+            else:
+                made = Entity.objects.create(id=key, title="new", views=2)
+        finally:
+            thread.join()
+        assert retries.retries_made() > retried
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT @@in_transaction")
+            assert cursor.fetchone()[0] == 0
+        conn.close()
+    finally:
+        holder.close()
+    monkeypatch.undo()
+    stored = Entity.objects.get(id=key)
+    assert stored["views"] == 2
+    assert [v.properties["views"] for v in stored.history()] == (
+        [1, 2] if write == "update" else [2]
+    )
+    assert receipt_table.count(alias) == receipts + 1
+    if write == "create":
+        assert made.added_id == stored.added_id
+        assert _entity_rows(alias, key) == 1
