@@ -197,3 +197,35 @@ def test_a_lock_wait_timeout_in_the_middle_of_the_batch_is_retried(
     if write == "create":
         assert made.added_id == stored.added_id
         assert _entity_rows(alias, key) == 1
+
+
+@pytest.mark.parametrize("history", [False, True], ids=["plain", "history"])
+def test_a_recalled_create_under_a_moves_capture_triggers_returns_its_own_added_id(
+    history: bool,
+):
+    """While a move captures the shard's changes, every entity ``INSERT`` fires a trigger
+    that inserts into the move log, an ``AUTO_INCREMENT`` table of its own: the receipt's
+    ``added_id`` (``LAST_INSERT_ID()``) is still the entity's, after a lost answer too."""
+    from schemaless_store.tables import move_log
+    from schemaless_store.tables.moved_rows import moved_tables
+    from schemaless_store.testing.faults import lost_commit_answers
+
+    key = uuid.uuid4()
+    alias = Entity(id=key).shard
+    with HISTORY if history else override_settings():
+        Entity.objects.create(id=uuid.uuid4(), title="warm")
+        move_log.install(alias, moved_tables())
+        try:
+            for _ in range(3):  # the log's seq runs ahead of the entities' added_id
+                Entity.objects.create(id=uuid.uuid4(), title="x").delete()
+            with lost_commit_answers(aliases=[alias]) as lost:
+                made = Entity.objects.create(id=key, title="mine", link=f"https://{key}")
+            assert lost.lost == 1
+            logged = move_log.read(alias, 1000)
+        finally:
+            move_log.remove(alias, moved_tables())
+    seqs = [seq for seq, _tbl, row_key in logged if bytes(row_key) == key.bytes]
+    assert seqs  # the trigger ran on the create's INSERT
+    stored = Entity.objects.get(id=key).added_id
+    assert stored not in seqs  # the log's ids and the entity's differ: a mix-up would show
+    assert made.added_id == stored
