@@ -154,12 +154,6 @@ def test_writes_through_two_nodes_meet_at_certification_and_are_retried(cluster,
         store.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a pre-existing lost update with writers through two nodes at once: 1-2 acknowledged "
-    "appends of ~3000 missing in every run, at 552c52d (before the batched commit) too; none "
-    "with both writers through one node (docs/reliability.md, 'Not covered yet')",
-)
 def test_appends_through_two_nodes_are_each_applied_once_at_certification(cluster, tmp_path):
     """Two processes append unique values to the same few entities (``modify``), one through
     the first node, one through the last: each save sends its ``UPDATE`` with the receipt and
