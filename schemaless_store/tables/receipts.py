@@ -79,9 +79,10 @@ def record_and_commit(driver: Any, write_id: bytes, created: int, result: dict[s
     commit_batch(driver, [], (write_id, created, result), begin=False)
 
 
-# A receipt's result value the server fills in when it inserts the receipt: the ``added_id``
-# of the entity ``INSERT`` sent before it in the same query, which :data:`KEEP_ADDED_ID` keeps
-# in a session variable (a later ``INSERT`` of a history version changes ``LAST_INSERT_ID()``).
+# A receipt's result value the server fills in, in the same query: the ``added_id`` of the
+# entity ``INSERT``, which :data:`KEEP_ADDED_ID` keeps in a session variable (a later
+# ``INSERT`` of a history version changes ``LAST_INSERT_ID()``), written into the receipt by
+# an ``UPDATE`` before the ``COMMIT`` (the receipt itself goes first: :func:`commit_batch`).
 class _AddedId:
     def __repr__(self) -> str:
         return "ADDED_ID"
@@ -103,6 +104,24 @@ def _result_literal(driver: Any, result: dict[str, Any]) -> bytes:
     return b"CONCAT(" + joined + b")"
 
 
+def _receipt_statements(
+    driver: Any, write_id: bytes, created: int, result: dict[str, Any]
+) -> tuple[bytes, bytes | None]:
+    """The receipt's ``INSERT`` (first in the batch: its row lock stands for the batch while
+    it runs) and, when ``result`` holds :data:`ADDED_ID`, the ``UPDATE`` that fills it in
+    after the statements (``None`` otherwise): until then the row holds 0 there, which no one
+    reads (the transaction commits it filled in, or not at all)."""
+    key = (driver.literal(created), driver.literal(write_id))
+    filled = _result_literal(driver, result)
+    placeholder = {key_: 0 if value is ADDED_ID else value for key_, value in result.items()}
+    value = filled if placeholder == result else bytes(driver.literal(encode(placeholder)))
+    insert = _INSERT_HEAD.encode() + b"(%s, %s, %s)" % (key[1], key[0], value)
+    if value is filled:
+        return insert, None
+    update = f"UPDATE {TABLE} SET result = ".encode() + filled
+    return insert, update + b" WHERE created = %s AND write_id = %s" % key
+
+
 def commit_batch(
     driver: Any,
     statements: Sequence[bytes],
@@ -110,24 +129,28 @@ def commit_batch(
     *,
     begin: bool,
 ) -> list[tuple[int, int]]:
-    """Send ``statements`` (rendered, the transaction's last), the receipt ``(write_id, created,
-    result)`` if any, and ``COMMIT`` in one round trip on the driver's connection ``driver``
+    """Send the receipt ``(write_id, created, result)`` if any, ``statements`` (rendered, the
+    transaction's last) and ``COMMIT`` in one round trip on the driver's connection ``driver``
     (a multi-statement query; ``begin``: ``BEGIN`` first, the whole transaction in it).
     Returns each of ``statements``' ``(lastrowid, rowcount)``.
+
+    The receipt goes first: a statement after it may wait on a row lock, and if the answer
+    is lost meanwhile (the client's ``read_timeout``) the server runs on and may commit; the
+    receipt's uncommitted row makes the retry rule's locking read (:func:`find`) wait for
+    that outcome instead of reading "absent" (docs/design.md#receipts).
 
     The server runs the statements in order and stops at the first that fails: its error
     raises here, and neither the later statements nor the ``COMMIT`` ran (the caller rolls the
     open transaction back). A lost answer leaves the outcome to the receipt."""
     sent = [b"BEGIN"] if begin else []
-    sent.extend(statements)
+    fill: bytes | None = None
     if receipt is not None:
-        write_id, created, result = receipt
-        values = b"%s, %s, %s" % (
-            driver.literal(write_id),
-            driver.literal(created),
-            _result_literal(driver, result),
-        )
-        sent.append(_INSERT_HEAD.encode() + b"(" + values + b")")
+        insert, fill = _receipt_statements(driver, *receipt)
+        sent.append(insert)
+    first = len(sent)
+    sent.extend(statements)
+    if fill is not None:
+        sent.append(fill)
     sent.append(b"COMMIT")
     outcomes: list[tuple[int, int]] = []
     cursor = driver.cursor()
@@ -138,7 +161,6 @@ def commit_batch(
             outcomes.append((int(cursor.lastrowid or 0), int(cursor.rowcount)))
     finally:
         cursor.close()
-    first = 1 if begin else 0
     return outcomes[first : first + len(statements)]
 
 

@@ -1,15 +1,16 @@
 """The receipt step of the write protocol (docs/design.md#receipts): how a write whose commit
 answer was lost learns, rather than guesses, whether it landed.
 
-Every write transaction of the protocol (:mod:`.protocol`) carries a random write id and, as its
-last statement before the commit, inserts its receipt: the id, the time, and the result its
-caller returns (:func:`record`; on the driver's ``BEGIN`` ... ``COMMIT`` route it is sent
-with the ``COMMIT`` in one round trip). A commit that lands therefore leaves a receipt, and one that
-does not leaves none. When the answer of the commit is lost (error 2013, 2006, a ``KILL``),
-:func:`recall` asks the same shard on a fresh connection: a receipt means the write landed, and
-the protocol returns its recorded result without running the write again; no receipt means it
-did not land, and the protocol runs it again. If the shard cannot be asked within
-``SCHEMALESS["RECEIPT_WAIT"]`` seconds, :class:`~..exceptions.OutcomeUnknown`.
+Every write transaction of the protocol (:mod:`.protocol`) carries a random write id and, in
+the transaction, inserts its receipt: the id, the time, and the result its caller returns
+(:func:`record`; on the driver's ``BEGIN`` ... ``COMMIT`` route it is sent in the ``COMMIT``'s
+round trip, first in that query: :func:`..tables.receipts.commit_batch`). A commit that lands
+therefore leaves a receipt, and one that does not leaves none. When the answer of the commit is
+lost (error 2013, 2006, a ``KILL``), :func:`recall` asks the same shard on a fresh connection:
+a receipt means the write landed, and the protocol returns its recorded result without running
+the write again; no receipt means it did not land, and the protocol runs it again. If the shard
+cannot be asked within ``SCHEMALESS["RECEIPT_WAIT"]`` seconds,
+:class:`~..exceptions.OutcomeUnknown`.
 
 Inside a caller's ``transaction.atomic()`` no receipt is written: the commit is the caller's,
 and the store never retries it.

@@ -154,6 +154,64 @@ def test_writes_through_two_nodes_meet_at_certification_and_are_retried(cluster,
         store.close()
 
 
+def test_appends_through_two_nodes_are_each_applied_once_at_certification(cluster, tmp_path):
+    """Two processes append unique values to the same few entities (``modify``), one through
+    the first node, one through the last: each save sends its ``UPDATE`` with the receipt and
+    the ``COMMIT`` in one query, and the later of two conflicting commits fails certification
+    there (error 1213 inside the query). Every acknowledged value is in its entity once, and
+    nothing else is: no commit was half applied, lost or applied twice."""
+    from schemaless_store.topology import bucket_hash
+
+    store = GrownStore(tmp_path, GaleraHome(cluster), layout=LAYOUT)
+    try:
+        ids = []
+        while len(ids) < 4:  # entities on the cluster's buckets: few, so the rivals collide
+            candidate = uuid.uuid4()
+            if bucket_hash.bucket_of(candidate.bytes, 4096) >= 2048:
+                ids.append(candidate.hex)
+        before = _conflicts(cluster)
+        rivals = []
+        for tag, order in (("a", 1), ("b", -1)):
+            databases = json.loads(json.dumps(store.databases, default=str))
+            nodes = databases["shard_2"]["OPTIONS"]["nodes"]
+            databases["shard_2"]["OPTIONS"]["nodes"] = nodes[::order]
+            env = {**store.env(), "SCHEMALESS_TEST_DATABASES": json.dumps(databases)}
+            command = [sys.executable, "-m", "tests.support.galera_rivals", ",".join(ids), "6", tag]
+            rivals.append(
+                subprocess.Popen(
+                    command,
+                    cwd=child.ROOT,
+                    env=env,
+                    text=True,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+            )
+        outputs = [rival.communicate(timeout=120) for rival in rivals]
+        assert all(rival.returncode == 0 for rival in rivals), [err[-2000:] for _, err in outputs]
+        acknowledged: dict[str, list[str]] = {key: [] for key in ids}
+        for out, _ in outputs:
+            for key, values in json.loads(out.strip().splitlines()[-1]).items():
+                acknowledged[key].extend(values)
+        assert min(len(values) for values in acknowledged.values()) > 10, acknowledged
+        assert _conflicts(cluster) > before  # the two really conflicted
+        census = store.census()
+        for key in ids:
+            items = census["entities"][key]["items"]
+            assert len(items) == len(set(items)), key  # none applied twice
+            assert set(items) == set(acknowledged[key]), key  # none lost, none extra
+    finally:
+        store.close()
+
+
+def _conflicts(cluster: Any) -> int:
+    return sum(
+        int(node.status("wsrep_local_cert_failures")["wsrep_local_cert_failures"])
+        + int(node.status("wsrep_local_bf_aborts")["wsrep_local_bf_aborts"])
+        for node in cluster.running()
+    )
+
+
 def test_a_failover_at_a_moves_fence_loses_no_acknowledged_write(cluster, tmp_path: Path):
     """Buckets move off the cluster while writers write to them; as the mover's fence begins,
     the node every process uses is SIGKILLed. The writers fail over to the next node, and the

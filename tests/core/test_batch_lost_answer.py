@@ -1,0 +1,231 @@
+"""A lost answer to the batched commit while the server still runs the batch
+(docs/design.md#receipts, #round-trips): the client's ``read_timeout`` ends its wait, and the
+server session, still waiting on a row lock inside the batch, goes on and commits later.
+
+The receipt must be the batch's first statement after ``BEGIN``: then its uncommitted row's
+insert lock makes the receipt read of the retry rule wait for the outcome. Sent after the
+entity's statements, the receipt does not exist yet while those wait, the read says "absent",
+and the write runs again beside its own try, which then commits: a ``create`` that landed
+answered ``EntityExists``, an update applied twice."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+from django.db import connections
+from django.test import override_settings
+
+from schemaless_store.models import Entity
+from schemaless_store.tables import cells as cell_table
+from schemaless_store.tables import receipts as receipt_table
+from schemaless_store.topology import retries
+from tests.support import STORE
+
+pytestmark = [STORE, pytest.mark.mariadb_only]
+
+HISTORY = override_settings(SCHEMALESS={"BUCKETS": 4096, "HISTORY": True})
+TIMEOUT = 1  # the store's read_timeout in these tests, seconds (the client waits up to 3x)
+HELD = 8.0  # how long the other client holds the lock the batch waits on
+
+
+def _short_reads(monkeypatch: pytest.MonkeyPatch, alias: str) -> Any:
+    conn = connections[alias]
+    conn.close()
+    monkeypatch.setitem(conn.settings_dict, "OPTIONS", {**conn.settings_dict["OPTIONS"]})
+    conn.settings_dict["OPTIONS"]["read_timeout"] = TIMEOUT
+    return conn
+
+
+def _release_later(holder: Any) -> threading.Thread:
+    def release() -> None:
+        time.sleep(HELD)
+        holder.connection.rollback()  # the driver's: the main thread is in the write
+
+    thread = threading.Thread(target=release)
+    thread.start()
+    return thread
+
+
+def _entity_rows(alias: str, key: uuid.UUID) -> int:
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM entities WHERE id = %s", [key.bytes])
+        return int(cursor.fetchone()[0])
+
+
+def test_a_create_whose_answer_is_lost_while_its_insert_waits_is_decided_by_its_receipt(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """Another client holds the new id's key (an uncommitted INSERT of it, rolled back later):
+    the create's batch waits there past the client's read_timeout (a lost answer); the
+    server runs it on once the key is free, and it commits. The create must answer the id it
+    made, never EntityExists."""
+    key = uuid.uuid4()
+    alias = Entity(id=key).shard
+    Entity.objects.create(id=uuid.uuid4(), title="warm")  # the shard's tables and connection
+    holder = connections.create_connection(alias)
+    try:
+        holder.set_autocommit(False)
+        with holder.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO entities (id, updated, body) VALUES (%s, NOW(6), %s)",
+                [key.bytes, b""],
+            )
+        conn = _short_reads(monkeypatch, alias)
+        receipts = receipt_table.count(alias)
+        thread = _release_later(holder)
+        try:
+            made = Entity.objects.create(id=key, title="mine", link=f"https://{key}")
+        finally:
+            thread.join()
+            conn.close()
+    finally:
+        holder.close()
+    monkeypatch.undo()
+    connections[alias].close()
+    assert _entity_rows(alias, key) == 1
+    stored = Entity.objects.get(id=key)
+    assert stored["title"] == "mine"
+    assert made.added_id == stored.added_id
+    assert receipt_table.count(alias) == receipts + 1
+
+
+@HISTORY
+def test_an_update_whose_answer_is_lost_while_its_version_waits_is_applied_once(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """Another client holds the key of the entity's next history version (an uncommitted
+    INSERT of it, rolled back later): the update's batch waits at the version's INSERT past
+    the client's read_timeout, then runs on and commits. The save answers that it landed
+    (never a failure), with one version and one receipt."""
+    entity = Entity.objects.create(title="old", views=1)
+    alias = entity.shard
+    holder = connections.create_connection(alias)
+    try:
+        holder.set_autocommit(False)
+        with holder.cursor() as cursor:
+            cursor.execute(  # the next version's key, uncommitted
+                "INSERT INTO cell (row_key, column_name, ref_key, body, created_at) "
+                "VALUES (%s, %s, 2, NULL, NOW(6))",
+                [entity.id.bytes, cell_table.ENTITY_COLUMN],
+            )
+        conn = _short_reads(monkeypatch, alias)
+        receipts = receipt_table.count(alias)
+        thread = _release_later(holder)
+        try:
+            entity["views"] = 2
+            entity.save()
+        finally:
+            thread.join()
+            conn.close()
+    finally:
+        holder.close()
+    monkeypatch.undo()
+    connections[alias].close()
+    assert Entity.objects.get(id=entity.id)["views"] == 2
+    assert [v.properties["views"] for v in entity.history()] == [1, 2]
+    assert receipt_table.count(alias) == receipts + 1
+
+
+@HISTORY
+@pytest.mark.parametrize("write", ["update", "create"])
+def test_a_lock_wait_timeout_in_the_middle_of_the_batch_is_retried(
+    write: str, monkeypatch: pytest.MonkeyPatch
+):
+    """The server's lock wait ends first (``innodb_lock_wait_timeout`` 1 s, error 1205, which
+    rolls back only the statement, the receipt and an update's ``UPDATE`` before it staying):
+    the store rolls the transaction back and runs the write again on the same connection,
+    which lands once the other client lets go: one row, one version, one receipt."""
+    entity = Entity.objects.create(title="old", views=1)
+    alias = entity.shard
+    key = entity.id if write == "update" else uuid.uuid4()
+    if write == "create":
+        alias = Entity(id=key).shard
+    holder = connections.create_connection(alias)
+    try:
+        holder.set_autocommit(False)
+        with holder.cursor() as cursor:
+            if write == "update":  # the key of the entity's next history version
+                cursor.execute(
+                    "INSERT INTO cell (row_key, column_name, ref_key, body, created_at) "
+                    "VALUES (%s, %s, 2, NULL, NOW(6))",
+                    [key.bytes, cell_table.ENTITY_COLUMN],
+                )
+            else:  # the new entity's key
+                cursor.execute(
+                    "INSERT INTO entities (id, updated, body) VALUES (%s, NOW(6), %s)",
+                    [key.bytes, b""],
+                )
+        conn = connections[alias]
+        conn.close()
+        monkeypatch.setitem(conn.settings_dict, "OPTIONS", {**conn.settings_dict["OPTIONS"]})
+        conn.settings_dict["OPTIONS"]["init_command"] = "SET innodb_lock_wait_timeout = 1"
+        receipts = receipt_table.count(alias)
+        retried = retries.retries_made()
+
+        def release() -> None:
+            time.sleep(1.5)
+            holder.connection.rollback()  # the driver's: the main thread is in the write
+
+        thread = threading.Thread(target=release)
+        thread.start()
+        try:
+            if write == "update":
+                entity["views"] = 2
+                entity.save()
+            else:
+                made = Entity.objects.create(id=key, title="new", views=2)
+        finally:
+            thread.join()
+        assert retries.retries_made() > retried
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT @@in_transaction")
+            assert cursor.fetchone()[0] == 0
+        conn.close()
+    finally:
+        holder.close()
+    monkeypatch.undo()
+    stored = Entity.objects.get(id=key)
+    assert stored["views"] == 2
+    assert [v.properties["views"] for v in stored.history()] == (
+        [1, 2] if write == "update" else [2]
+    )
+    assert receipt_table.count(alias) == receipts + 1
+    if write == "create":
+        assert made.added_id == stored.added_id
+        assert _entity_rows(alias, key) == 1
+
+
+@pytest.mark.parametrize("history", [False, True], ids=["plain", "history"])
+def test_a_recalled_create_under_a_moves_capture_triggers_returns_its_own_added_id(
+    history: bool,
+):
+    """While a move captures the shard's changes, every entity ``INSERT`` fires a trigger
+    that inserts into the move log, an ``AUTO_INCREMENT`` table of its own: the receipt's
+    ``added_id`` (``LAST_INSERT_ID()``) is still the entity's, after a lost answer too."""
+    from schemaless_store.tables import move_log
+    from schemaless_store.tables.moved_rows import moved_tables
+    from schemaless_store.testing.faults import lost_commit_answers
+
+    key = uuid.uuid4()
+    alias = Entity(id=key).shard
+    with HISTORY if history else override_settings():
+        Entity.objects.create(id=uuid.uuid4(), title="warm")
+        move_log.install(alias, moved_tables())
+        try:
+            for _ in range(3):  # the log's seq runs ahead of the entities' added_id
+                Entity.objects.create(id=uuid.uuid4(), title="x").delete()
+            with lost_commit_answers(aliases=[alias]) as lost:
+                made = Entity.objects.create(id=key, title="mine", link=f"https://{key}")
+            assert lost.lost == 1
+            logged = move_log.read(alias, 1000)
+        finally:
+            move_log.remove(alias, moved_tables())
+    seqs = [seq for seq, _tbl, row_key in logged if bytes(row_key) == key.bytes]
+    assert seqs  # the trigger ran on the create's INSERT
+    stored = Entity.objects.get(id=key).added_id
+    assert stored not in seqs  # the log's ids and the entity's differ: a mix-up would show
+    assert made.added_id == stored
