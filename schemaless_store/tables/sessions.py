@@ -24,6 +24,9 @@ from ..server_errors import ER_NO_SUCH_THREAD, code_of
 CLIENT_MULTI_STATEMENTS = 1 << 16
 MULTI_STATEMENTS_ON = 0
 _MANY = "_schemaless_many_statements"  # set on a driver connection switched on here
+# Set by the Galera backend on a driver connection: ``(host, port)`` of the node it reached
+# (where its session runs: a lost answer's session is ended there, :func:`..fence.end_session`).
+NODE = "_schemaless_node"
 
 
 def allow_many_statements(driver: Any) -> None:

@@ -278,14 +278,30 @@ def kill_refused(alias: str) -> str | None:
         probe.close()
 
 
-def _await_gone(cursor: Any, ids: Sequence[int], where: str) -> None:
-    deadline = time.monotonic() + KILL_WAIT
+def end_session(alias: str, node: tuple[str, int] | None, session: int, until: float) -> None:
+    """End session ``session`` (a server thread id) on the node of ``alias`` it ran on
+    (``node``, as the Galera backend noted it; None: the server's one), and wait until the
+    process list no longer shows it (its rollback done, or its commit). A write whose commit
+    answer was lost does this before it reads its receipt (docs/design.md#receipts).
+    :class:`ShardUnavailable` if the node cannot be reached, or the session is still there
+    at ``until`` (``time.monotonic()``)."""
+    host, port = node or _nodes(connections[alias])[0]
+    with shards.errors_named(alias):
+        target = _connect(alias, host, port)
+        try:
+            with target.cursor() as cursor:
+                sessions.kill(cursor, [session])
+                _await_gone(cursor, [session], alias, until)
+        finally:
+            target.close()
+
+
+def _await_gone(cursor: Any, ids: Sequence[int], where: str, until: float | None = None) -> None:
+    deadline = time.monotonic() + KILL_WAIT if until is None else until
     left = sessions.alive(cursor, ids)
     while left:
         if time.monotonic() >= deadline:
-            raise ShardUnavailable(
-                where, f"sessions {sorted(left)} did not end within {KILL_WAIT:.0f} s of KILL"
-            )
+            raise ShardUnavailable(where, f"sessions {sorted(left)} did not end after KILL")
         time.sleep(0.005)
         left = sessions.alive(cursor, left)
 

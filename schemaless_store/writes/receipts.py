@@ -33,7 +33,8 @@ from typing import Any
 from .. import conf
 from ..exceptions import OutcomeUnknown, ShardUnavailable
 from ..tables import receipts as receipt_table
-from ..topology import servers, shards
+from ..tables import sessions
+from ..topology import fence, servers, shards
 from ..topology.write_lock import write_lock
 
 logger = logging.getLogger("schemaless_store.writes")
@@ -55,6 +56,9 @@ def record(write: Any, transaction: Any) -> None:
     if not RECORD:
         return
     created = write.receipt_created = int(time.time())
+    if write.conn.vendor == "mysql":  # the session its commit will run in (no round trip)
+        driver = write.conn.connection
+        write.session = (getattr(driver, sessions.NODE, None), int(driver.thread_id()))
     defer = getattr(transaction, "defer_receipt", None)
     if defer is not None:
         defer(write.write_id, created, write.result)
@@ -70,8 +74,16 @@ def recall(write: Any, lost: ShardUnavailable) -> dict[str, int] | None:
     :class:`OutcomeUnknown`."""
     deadline = time.monotonic() + conf.get().receipt_wait
     pause = 0.01
+    # MySQL: the try's server session, ``(node or None, thread id)``, noted by record().
+    session = getattr(write, "session", None)
+    ended = session is None  # SQLite: a transaction ends with its connection
     while True:
         try:
+            if not ended:
+                # The old session may still run the commit's query (its receipt INSERT
+                # waiting on a lock): "absent" is true only once it is gone.
+                fence.end_session(write.alias, *session, until=deadline)
+                ended = True
             found = receipt_table.find(
                 write.alias,
                 write.write_id,
@@ -84,7 +96,8 @@ def recall(write: Any, lost: ShardUnavailable) -> dict[str, int] | None:
                     write.alias,
                     write.write_id.hex(),
                     f"its commit was sent and the answer lost ({lost}); the shard stayed "
-                    f"unreachable while asked for the write's receipt ({unreachable})",
+                    f"unreachable, or the old session would not end, while asked for the "
+                    f"write's receipt ({unreachable})",
                 ) from unreachable
             time.sleep(pause * random.uniform(0.5, 1.5))
             pause = min(pause * 2, 1.0)

@@ -229,3 +229,76 @@ def test_a_recalled_create_under_a_moves_capture_triggers_returns_its_own_added_
     stored = Entity.objects.get(id=key).added_id
     assert stored not in seqs  # the log's ids and the entity's differ: a mix-up would show
     assert made.added_id == stored
+
+
+@HISTORY
+@pytest.mark.parametrize("write", ["update", "create"])
+def test_a_lost_answer_whose_receipt_insert_still_waits_is_ended_before_the_receipt_is_read(
+    write: str, monkeypatch: pytest.MonkeyPatch
+):
+    """Another client holds a gap lock on the write's own receipt key (a locking read of it
+    at ``REPEATABLE READ``, taken just before the batch is sent): the batch's first statement,
+    the receipt ``INSERT``, waits there past the client's ``read_timeout``. The receipt read
+    after the lost answer does not wait on that lock (gap locks do not conflict), so it says
+    "absent" while the old session still runs the batch; the lock is let go right after that
+    read. Unless the old session is ended first (``KILL``, then gone from the process list),
+    it then commits beside the write's next try: applied twice, or ``EntityExists`` for a
+    create that landed."""
+    from schemaless_store.writes import receipts as write_receipts
+
+    entity = Entity.objects.create(title="old", views=1)
+    key = entity.id if write == "update" else uuid.uuid4()
+    alias = Entity(id=key).shard
+    Entity.objects.create(id=uuid.uuid4(), title="warm")
+    holder = connections.create_connection(alias)
+    holder.ensure_connection()
+    holder.set_autocommit(False)
+    with holder.cursor() as cursor:
+        cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    record, find = write_receipts.record, receipt_table.find
+    recalls: list[dict[str, int] | None] = []
+    held: list[bytes] = []
+
+    def record_then_hold(the_write: Any, transaction: Any) -> None:
+        record(the_write, transaction)
+        if not held:  # once: the first try's key
+            held.append(the_write.write_id)
+            with holder.cursor() as cursor:
+                cursor.execute(
+                    f"SELECT result FROM {receipt_table.TABLE} "
+                    "WHERE created = %s AND write_id = %s FOR UPDATE",
+                    [the_write.receipt_created, the_write.write_id],
+                )
+                assert cursor.fetchall() == ()
+
+    def find_then_release(*args: Any, **kwargs: Any) -> dict[str, int] | None:
+        found = find(*args, **kwargs)
+        recalls.append(found)
+        holder.connection.rollback()  # the driver's: the lock goes after the read
+        return found
+
+    receipts = receipt_table.count(alias)
+    conn = _short_reads(monkeypatch, alias)
+    monkeypatch.setattr(write_receipts, "record", record_then_hold)
+    monkeypatch.setattr(receipt_table, "find", find_then_release)
+    try:
+        if write == "update":
+            entity["views"] = 2
+            entity.save()
+        else:
+            made = Entity.objects.create(id=key, title="mine", views=2)
+    finally:
+        conn.close()
+        holder.close()
+    monkeypatch.undo()
+    connections[alias].close()
+    assert recalls == [None]  # the answer was lost while the INSERT waited; it had not landed
+    stored = Entity.objects.get(id=key)
+    assert stored["views"] == 2
+    assert [v.properties["views"] for v in stored.history()] == (
+        [1, 2] if write == "update" else [2]
+    )
+    assert receipt_table.count(alias) == receipts + 1
+    if write == "create":
+        assert made.added_id == stored.added_id
+        assert _entity_rows(alias, key) == 1

@@ -73,6 +73,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
                         port,
                         "; ".join(failures),
                     )
+                setattr(connection, sessions.NODE, (host, port))  # its sessions' node
                 return connection
             if ready is not None:
                 failures.append(f"{host}:{port}: wsrep_ready is {ready}")
