@@ -2,11 +2,11 @@
 (docs/design.md#receipts, #round-trips): the client's ``read_timeout`` ends its wait, and the
 server session, still waiting on a row lock inside the batch, goes on and commits later.
 
-The receipt must be the batch's first statement after ``BEGIN``: then its uncommitted row's
-insert lock makes the receipt read of the retry rule wait for the outcome. Sent after the
-entity's statements, the receipt does not exist yet while those wait, the read says "absent",
-and the write runs again beside its own try, which then commits: a ``create`` that landed
-answered ``EntityExists``, an update applied twice."""
+Before the receipt is read, the store ends that session (``KILL`` on the node it ran on, then
+waits until the process list no longer shows it): only then does "absent" mean the batch will
+never commit. Without that, a batch still waiting (even at its first statement, the receipt's
+``INSERT``) commits beside the write's next try: a ``create`` that landed answered
+``EntityExists``, an update applied twice."""
 
 from __future__ import annotations
 
@@ -40,9 +40,9 @@ def _short_reads(monkeypatch: pytest.MonkeyPatch, alias: str) -> Any:
     return conn
 
 
-def _release_later(holder: Any) -> threading.Thread:
+def _release_later(holder: Any, held: float = HELD) -> threading.Thread:
     def release() -> None:
-        time.sleep(HELD)
+        time.sleep(held)
         holder.connection.rollback()  # the driver's: the main thread is in the write
 
     thread = threading.Thread(target=release)
@@ -99,8 +99,11 @@ def test_an_update_whose_answer_is_lost_while_its_version_waits_is_applied_once(
 ):
     """Another client holds the key of the entity's next history version (an uncommitted
     INSERT of it, rolled back later): the update's batch waits at the version's INSERT past
-    the client's read_timeout, then runs on and commits. The save answers that it landed
-    (never a failure), with one version and one receipt."""
+    the client's read_timeout. The store ends that session (``KILL``: its transaction, the
+    receipt with it, rolled back), reads no receipt, and runs the update again, which lands
+    once the key is free: one version and one receipt, never a failure. (Held longer than
+    the write's tries on fresh connections, ``LOST_ATTEMPTS``, the save would raise
+    ``ShardUnavailable``: ended, it certainly did not land.)"""
     entity = Entity.objects.create(title="old", views=1)
     alias = entity.shard
     holder = connections.create_connection(alias)
@@ -114,7 +117,7 @@ def test_an_update_whose_answer_is_lost_while_its_version_waits_is_applied_once(
             )
         conn = _short_reads(monkeypatch, alias)
         receipts = receipt_table.count(alias)
-        thread = _release_later(holder)
+        thread = _release_later(holder, HELD / 4)  # within the write's tries
         try:
             entity["views"] = 2
             entity.save()
