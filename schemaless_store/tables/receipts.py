@@ -134,10 +134,10 @@ def commit_batch(
     (a multi-statement query; ``begin``: ``BEGIN`` first, the whole transaction in it).
     Returns each of ``statements``' ``(lastrowid, rowcount)``.
 
-    The receipt goes first: a statement after it may wait on a row lock, and if the answer
-    is lost meanwhile (the client's ``read_timeout``) the server runs on and may commit; the
-    receipt's uncommitted row makes the retry rule's locking read (:func:`find`) wait for
-    that outcome instead of reading "absent" (docs/design.md#receipts).
+    A statement here may wait on a row lock, and if the answer is lost meanwhile (the
+    client's ``read_timeout``) the server runs on and may commit: the retry rule ends this
+    session before it reads the receipt (docs/design.md#receipts). The receipt goes first,
+    so a read that meets its uncommitted row waits for the outcome too.
 
     The server runs the statements in order and stops at the first that fails: its error
     raises here, and neither the later statements nor the ``COMMIT`` ran (the caller rolls the
