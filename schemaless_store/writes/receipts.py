@@ -6,13 +6,13 @@ the transaction, inserts its receipt: the id, the time, and the result its calle
 (:func:`record`; on the driver's ``BEGIN`` ... ``COMMIT`` route it is sent in the ``COMMIT``'s
 round trip, first in that query: :func:`..tables.receipts.commit_batch`). A commit that lands
 therefore leaves a receipt, and one that does not leaves none. When the answer of the commit is
-lost (error 2013, 2006, a ``KILL``), :func:`recall` first ends the session that sent the
-commit (on MySQL: ``KILL`` on the node it ran on, then waits until it is gone, since it may
-still be running the query: :func:`..topology.fence.end_session`), then asks the same shard on
-a fresh connection: a receipt means the write landed, and the protocol returns its recorded
-result without running the write again; no receipt means it did not land, and the protocol
-runs it again. If the shard cannot be asked, or the old session will not end, within ``SCHEMALESS["RECEIPT_WAIT"]``
-seconds, :class:`~..exceptions.OutcomeUnknown`.
+lost (error 2013, 2006, a ``KILL``), :func:`recall` first ends the session that sent the commit
+(on MySQL: ``KILL`` on the node it ran on, then waits until it is gone, since it may still be
+running the query: :func:`..topology.fence.end_session`), then asks the same shard on a fresh
+connection: a receipt means the write landed, and the protocol returns its recorded result
+without running the write again; no receipt means it did not land, and the protocol runs it
+again. If the shard cannot be asked, or the old session will not end, within
+``SCHEMALESS["RECEIPT_WAIT"]`` seconds, :class:`~..exceptions.OutcomeUnknown`.
 
 Inside a caller's ``transaction.atomic()`` no receipt is written: the commit is the caller's,
 and the store never retries it.
