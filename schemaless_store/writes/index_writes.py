@@ -64,6 +64,57 @@ def _buckets_of(index: Index, rows: Iterable[tuple[Any, ...]]) -> set[int]:
     return {bucket_map.bucket_for(index.routing_key(row[index.shard_position])) for row in rows}
 
 
+def delete_served(rows: Iterable[Row]) -> tuple[int, list[Row]]:
+    """Delete index rows where the map puts them, only on shards that serve their buckets (the
+    fence, as for inserts: on MySQL the index writer's snapshot, no statement; on SQLite a read
+    of the bucket table under the store's write lock). Returns the number deleted and the rows
+    refused: their buckets moved away, or are being flipped, so a copy of each may be on the
+    move's target, where the source's removal would never be replayed (the log's last replay
+    has run, or is about to). The caller removes those on the owner once the map names it. A
+    shard that does not answer is reported after the others are done."""
+    deleted = 0
+    refused: list[Row] = []
+    unavailable: ShardUnavailable | None = None
+    for (index, alias), grouped in index_table.group(rows).items():
+        try:
+            placed = [
+                (row, bucket_map.bucket_for(index.routing_key(row[index.shard_position])))
+                for row in grouped
+            ]
+            with shards.errors_named(alias):
+                denied = fence.refused(shards.index_connection(alias), {b for _r, b in placed})
+            served = [row for row, bucket in placed if bucket not in denied]
+            refused.extend(
+                (index, tuple(row[:-1]), row[-1]) for row, bucket in placed if bucket in denied
+            )
+            deleted += index_table.delete(index, alias, served)
+        except ShardUnavailable as exc:
+            unavailable = unavailable or exc
+    if unavailable is not None:
+        raise unavailable
+    return deleted, refused
+
+
+def await_owners(alias: str, refused: list[Row]) -> dict[bytes, set[tuple[Index, Any]]]:
+    """The rows :func:`delete_served` refused, as step 5's candidates (by the key on
+    ``alias`` that had them), once the map names their buckets' new owners (a flip under way
+    finishes; :class:`NotOwner` after ``MOVE_WAIT``). The caller re-checks them under the
+    rows' locks again and removes them there. Inside a caller's transaction on ``alias`` the
+    store cannot wait for a flip (it may wait for that transaction): :class:`NotOwner`, and
+    the cleaner removes them."""
+    moved: dict[str, set[int]] = defaultdict(set)
+    candidates: dict[bytes, set[tuple[Index, Any]]] = defaultdict(set)
+    for index, values, key in refused:
+        routing = index.routing_key(values[index.shard_position])
+        moved[bucket_map.alias_for(routing)].add(bucket_map.bucket_for(routing))
+        candidates[key].add((index, values))
+    for shard, buckets in moved.items():
+        if shards.connection(alias).in_atomic_block:
+            raise NotOwner(shard, buckets)
+        bucket_map.await_new_owner(shard, buckets)
+    return candidates
+
+
 def delete(rows: Iterable[Row]) -> int:
     """Delete index rows on the shards that hold them; the number deleted. A shard that does
     not answer is reported after the others are done (stale rows are harmless meanwhile)."""

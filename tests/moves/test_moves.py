@@ -474,7 +474,6 @@ def test_a_write_begun_before_the_fence_and_committing_after_the_flip_lands_on_t
     assert_moved_and_exact({entity_id: {"user_id": b"\x01" * 16, "title": "after"}}, target)
 
 
-
 def _link_in_moved_buckets(avoid: str = "") -> str:
     """A link whose ``index_link`` row lives in a moved bucket."""
     from schemaless_store.indexes import registry
@@ -497,7 +496,8 @@ def _staying_with_a_moving_row() -> tuple[uuid.UUID, uuid.UUID]:
     assert bucket_map.alias_for(staying.bytes) == bucket_map.alias_for(kept.bytes) == source
     link = _link_in_moved_buckets()
     Entity.objects.create(id=staying, link=link, title="deleted")
-    Entity.objects.create(id=kept, link=_link_in_moved_buckets(avoid=link), title="kept")
+    other = _link_in_moved_buckets(avoid=link)
+    Entity.objects.create(id=kept, link=other, title="kept", user_id=b"k" * 16)
     return staying, kept
 
 
@@ -548,8 +548,7 @@ def test_a_delete_between_the_last_replay_and_the_flip_removes_the_index_row_on_
         thread.join(60)
     assert outcome == [1], outcome
     assert BucketMove.objects.get().phase == "done"
-    expected = {kept: {"title": "kept"}}
-    assert_moved_and_exact(expected, target)
+    assert_moved_and_exact({kept: {"title": "kept", "user_id": b"k" * 16}}, target)
 
 
 def test_a_delete_routing_by_the_map_before_the_flip_removes_the_index_row_on_the_owner(
@@ -574,4 +573,4 @@ def test_a_delete_routing_by_the_map_before_the_flip_removes_the_index_row_on_th
     assert entity.delete()[0] == 1
     moving.run()
     assert BucketMove.objects.get().phase == "done"
-    assert_moved_and_exact({kept: {"title": "kept"}}, target)
+    assert_moved_and_exact({kept: {"title": "kept", "user_id": b"k" * 16}}, target)
