@@ -342,7 +342,7 @@ def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source 
     wanted = sorted({bucket_map.bucket_for(key) for key in candidates})
     deleted_rows: list[Row] = []  # by every try
 
-    def attempt() -> tuple[int, list[Row]]:
+    def attempt() -> tuple[int, dict[str, list[Row]]]:
         failure: ShardUnavailable | None = None
         conn = shards.connection(alias)
         with own_transaction(alias, conn) as tx:  # MySQL: BEGIN goes with the locking read
@@ -359,10 +359,10 @@ def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source 
             # Galera, aborted by another node's write to these rows) leaves its deletions.
             deleted_rows.extend(doomed)
             try:
-                deleted, refused = index_writes.delete_served(doomed)
+                deleted, refused = index_writes.delete(doomed)
             except ShardUnavailable as exc:
                 # Keep the answering shards' deletions (SQLite: in this transaction); report.
-                failure, deleted, refused = exc, 0, []
+                failure, deleted, refused = exc, 0, {}
         if failure is not None:
             raise failure
         return deleted, refused
