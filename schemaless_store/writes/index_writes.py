@@ -75,7 +75,7 @@ def delete(rows: Iterable[Row]) -> tuple[int, dict[str, list[Row]]]:
     owner once the map names it. A shard that does not answer is reported after the others
     are done."""
     deleted = 0
-    refused: dict[str, list[Row]] = defaultdict(list)
+    refused: dict[str, list[Row]] = defaultdict(list)  # only shards that refused a row
     unavailable: ShardUnavailable | None = None
     for (index, alias), grouped in index_table.group(rows).items():
         try:
@@ -86,9 +86,10 @@ def delete(rows: Iterable[Row]) -> tuple[int, dict[str, list[Row]]]:
             with shards.errors_named(alias):
                 denied = fence.refused(shards.index_connection(alias), {b for _r, b in placed})
             served = [row for row, bucket in placed if bucket not in denied]
-            refused[alias].extend(
-                (index, tuple(row[:-1]), row[-1]) for row, bucket in placed if bucket in denied
-            )
+            if denied:
+                refused[alias].extend(
+                    (index, tuple(row[:-1]), row[-1]) for row, bucket in placed if bucket in denied
+                )
             deleted += index_table.delete(index, alias, served)
         except ShardUnavailable as exc:
             unavailable = unavailable or exc
