@@ -1,10 +1,11 @@
-"""Adding and deleting index rows where they belong: the write protocol's step 3 (and the
-cleaner's inserts), with unique indexes claimed one row at a time."""
+"""Adding and deleting index rows where they belong, only on shards that serve their buckets
+(the fence): the write protocol's steps 3 and 5 (and the cleaner's inserts), with unique
+indexes claimed one row at a time."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -64,19 +65,57 @@ def _buckets_of(index: Index, rows: Iterable[tuple[Any, ...]]) -> set[int]:
     return {bucket_map.bucket_for(index.routing_key(row[index.shard_position])) for row in rows}
 
 
-def delete(rows: Iterable[Row]) -> int:
-    """Delete index rows on the shards that hold them; the number deleted. A shard that does
-    not answer is reported after the others are done (stale rows are harmless meanwhile)."""
+def delete(rows: Iterable[Row]) -> tuple[int, dict[str, list[Row]]]:
+    """Delete index rows where the map puts them, only on shards that serve their buckets (the
+    fence, as for inserts: on MySQL the index writer's snapshot, no statement; on SQLite a read
+    of the bucket table under the store's write lock). Returns the number deleted and the rows
+    refused, by the shard that refused them: their buckets moved away or are being flipped, so
+    a copy of each may be on the move's target, where the source's removal would never be
+    replayed (the log's last replay has run, or is about to). The caller removes those on the
+    owner once the map names it. A shard that does not answer is reported after the others
+    are done."""
     deleted = 0
+    refused: dict[str, list[Row]] = defaultdict(list)  # only shards that refused a row
     unavailable: ShardUnavailable | None = None
     for (index, alias), grouped in index_table.group(rows).items():
         try:
-            deleted += index_table.delete(index, alias, grouped)
+            placed = [
+                (row, bucket_map.bucket_for(index.routing_key(row[index.shard_position])))
+                for row in grouped
+            ]
+            with shards.errors_named(alias):
+                denied = fence.refused(shards.index_connection(alias), {b for _r, b in placed})
+            served = [row for row, bucket in placed if bucket not in denied]
+            if denied:
+                refused[alias].extend(
+                    (index, tuple(row[:-1]), row[-1]) for row, bucket in placed if bucket in denied
+                )
+            deleted += index_table.delete(index, alias, served)
         except ShardUnavailable as exc:
             unavailable = unavailable or exc
     if unavailable is not None:
         raise unavailable
-    return deleted
+    return deleted, refused
+
+
+def await_owners(
+    alias: str, refused: Mapping[str, list[Row]]
+) -> dict[bytes, set[tuple[Index, Any]]]:
+    """The rows :func:`delete` refused, as step 5's candidates (by the key on ``alias`` that
+    had them), once the map names their buckets' new owners (a flip under way
+    finishes; :class:`NotOwner` after ``MOVE_WAIT``). The caller re-checks them under the
+    rows' locks again and removes them there. Inside a caller's transaction on ``alias`` the
+    store cannot wait for a flip (it may wait for that transaction): :class:`NotOwner`, and
+    the cleaner removes them."""
+    candidates: dict[bytes, set[tuple[Index, Any]]] = defaultdict(set)
+    for shard, rows in refused.items():
+        moved = {bucket_map.bucket_for(i.routing_key(v[i.shard_position])) for i, v, _k in rows}
+        if shards.connection(alias).in_atomic_block:
+            raise NotOwner(shard, moved)
+        bucket_map.await_new_owner(shard, moved)
+        for index, values, key in rows:
+            candidates[key].add((index, values))
+    return candidates
 
 
 def claim_unique(
@@ -164,5 +203,6 @@ def _holder_keeps_claim(index: Index, values: tuple[Any, ...], holder: bytes) ->
             committed = entity_table.committed_body(holder_alias, holder)
             if (index, values) in stored_rows(holder, committed):
                 return True
+        # Refused (the bucket moved): the next try claims on the owner, and judges its copy.
         delete([(index, values, holder)])
         return False

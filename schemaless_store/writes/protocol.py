@@ -302,13 +302,12 @@ def _run_here(write: Write, store: Callable[[Write], None], cached: list[bytes])
         # 4: the commit, leaving the block
 
     try:
-        with write_lock():
-            try:
-                with shards.errors_named(alias):
-                    _retrying_duplicates(write, lambda: retries.with_retries(attempt, alias))
-            except BaseException:
-                write.undo()  # 6
-                raise
+        try:
+            with write_lock(), shards.errors_named(alias):
+                _retrying_duplicates(write, lambda: retries.with_retries(attempt, alias))
+        except BaseException:
+            write.undo()  # 6, outside the write lock: a refused removal waits for the flip
+            raise
     finally:
         # 4: after the commit, before the write returns; after a failure too (a commit whose
         # answer was lost may have landed). It never raises.
@@ -331,23 +330,24 @@ def _run_here(write: Write, store: Callable[[Write], None], cached: list[bytes])
 
 def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source = ENTITIES) -> int:
     """Step 5: delete the candidate rows that the stored rows, locked and read again, do not
-    imply (a key put back meanwhile keeps its row). Returns the number deleted.
-
-    On Galera a row lock is one node's: a write through another node may put a key back while
-    this one deletes its row. The deletion is then checked in a transaction that writes the
-    rows (:func:`_certified_recheck`), which certification orders against such a write."""
+    imply (a key put back meanwhile keeps its row), fenced as inserts are: a row whose shard
+    no longer serves its bucket is removed on the owner after the flip, as a move's target may
+    hold a copy the log's last replay will not reach. Returns the number deleted. On Galera a
+    row lock is one node's: a write through another node may put a key back while this one
+    deletes its row, so the deletion is checked again in a transaction that writes the rows
+    (:func:`_certified_recheck`), which certification orders against such a write."""
     if not any(candidates.values()):
         return 0
 
     wanted = sorted({bucket_map.bucket_for(key) for key in candidates})
     deleted_rows: list[Row] = []  # by every try
 
-    def attempt() -> int:
+    def attempt() -> tuple[int, dict[str, list[Row]]]:
         failure: ShardUnavailable | None = None
         conn = shards.connection(alias)
         with own_transaction(alias, conn) as tx:  # MySQL: BEGIN goes with the locking read
-            if refused := fence.refused(conn, wanted):
-                raise NotOwner(alias, set(refused))
+            if not_served := fence.refused(conn, wanted):
+                raise NotOwner(alias, set(not_served))
             first = tx.opening() if tx is not None else ""
             locked = entity_table.lock(alias, list(candidates), source, conn, first=first)
             doomed: list[Row] = []
@@ -359,29 +359,30 @@ def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source 
             # Galera, aborted by another node's write to these rows) leaves its deletions.
             deleted_rows.extend(doomed)
             try:
-                deleted = index_writes.delete(doomed)
+                deleted, refused = index_writes.delete(doomed)
             except ShardUnavailable as exc:
-                # Keep what was deleted on the shards that answered (on SQLite those deletes
-                # share this transaction), then report the one that did not.
-                failure, deleted = exc, 0
+                # Keep the answering shards' deletions (SQLite: in this transaction); report.
+                failure, deleted, refused = exc, 0, {}
         if failure is not None:
             raise failure
-        return deleted
+        return deleted, refused
 
     try:
-        deleted = _retrying_lost(alias, attempt)
+        deleted, refused = _retrying_lost(alias, attempt)
         if deleted_rows and servers.is_galera(alias):
             _retrying_lost(alias, lambda: _certified_recheck(alias, deleted_rows, source))
-        return deleted
-    except NotOwner as refused:
+    except NotOwner as refused_here:
         # The rows moved: their stored state is on the owner now; re-check there.
         if shards.connection(alias).in_atomic_block:
             raise
-        bucket_map.await_new_owner(alias, set(refused.buckets))
+        bucket_map.await_new_owner(alias, set(refused_here.buckets))
         regrouped: dict[str, dict[bytes, RowSet]] = defaultdict(dict)
         for key, rows in candidates.items():
             regrouped[bucket_map.alias_for(key)][key] = rows
         return sum(remove_stale(owner, rows, source) for owner, rows in regrouped.items())
+    if refused:  # their buckets moved: re-checked and removed on the owners, after the flip
+        deleted += remove_stale(alias, index_writes.await_owners(alias, refused), source)
+    return deleted
 
 
 def _certified_recheck(alias: str, deleted: list[Row], source: Source) -> int:
@@ -399,8 +400,7 @@ def _certified_recheck(alias: str, deleted: list[Row], source: Source) -> int:
             for index, values, key in deleted
             if (index, values) in stored_rows(key, getattr(locked.get(key), "body", None), source)
         ]
-        if back:
-            index_writes.add(back)
+        index_writes.add(back)  # none: nothing to do
     return len(back)
 
 

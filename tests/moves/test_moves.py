@@ -28,6 +28,7 @@ from django.test import override_settings
 from schemaless_store.exceptions import NotOwner
 from schemaless_store.metadata import BucketMove
 from schemaless_store.models import Cell, Entity
+from schemaless_store.moves import mover
 from schemaless_store.moves.mover import Mover
 from schemaless_store.tables import buckets as bucket_table
 from schemaless_store.tables import move_log as capture
@@ -471,3 +472,105 @@ def test_a_write_begun_before_the_fence_and_committing_after_the_flip_lands_on_t
             thread.join(60)
     assert outcome == ["saved"], outcome
     assert_moved_and_exact({entity_id: {"user_id": b"\x01" * 16, "title": "after"}}, target)
+
+
+def _link_in_moved_buckets(avoid: str = "") -> str:
+    """A link whose ``index_link`` row lives in a moved bucket."""
+    from schemaless_store.indexes import registry
+
+    index = registry.get("index_link")
+    for number in range(10_000):
+        link = f"https://example.com/moved/{number}"
+        (values,) = index.rows_for({"link": link})
+        bucket = bucket_map.bucket_for(index.routing_key(values[index.shard_position]))
+        if bucket in MOVED_SET and link != avoid:
+            return link
+    raise AssertionError("no link in the moved buckets")
+
+
+def _staying_with_a_moving_row() -> tuple[uuid.UUID, uuid.UUID]:
+    """Two entities that stay on the source (their ids' buckets do not move), each with an
+    index row in a moved bucket (its ``link``'s); the second is kept."""
+    source, _target = source_and_target()
+    staying, kept = buckets.id_in_bucket(1000), buckets.id_in_bucket(1001)
+    assert bucket_map.alias_for(staying.bytes) == bucket_map.alias_for(kept.bytes) == source
+    link = _link_in_moved_buckets()
+    Entity.objects.create(id=staying, link=link, title="deleted")
+    other = _link_in_moved_buckets(avoid=link)
+    Entity.objects.create(id=kept, link=other, title="kept", user_id=b"k" * 16)
+    return staying, kept
+
+
+def test_a_delete_between_the_last_replay_and_the_flip_removes_the_index_row_on_the_owner(
+    monkeypatch,
+):
+    """The interleaving behind a rare failure of the writers' test above (an extra
+    ``index_link`` row on the target): an entity that stays on the source has an index row in
+    a moved bucket. It is deleted while the move is fenced, after the last replay of the log
+    and before the flip. Its own delete is the source's to make (its bucket does not move); its
+    index row's removal (step 5) goes where the map says, the source, which is fenced for that
+    bucket. Taken there, the removal would be logged but never replayed, and the target's copy
+    would stay. The source refuses it instead, and it is made on the owner once the move
+    flips: nothing is left behind (I3 without a cleaner pass)."""
+    staying, kept = _staying_with_a_moving_row()
+    _source, target = source_and_target()
+    real_snapshot = mover.snapshot
+    real_await = bucket_map.await_new_owner
+    waiting = threading.Event()
+    outcome: list[object] = []
+
+    def await_new_owner(alias: str, moved: set[int]) -> None:
+        waiting.set()  # refused: it waits for the flip
+        real_await(alias, moved)
+
+    def delete() -> None:
+        try:
+            outcome.append(Entity.objects.get(id=staying).delete()[0])
+        except Exception as exc:  # reported below
+            outcome.append(exc)
+        finally:
+            waiting.set()
+            connections.close_all()
+
+    thread = threading.Thread(target=delete)
+
+    def snapshot_after_a_delete(alias: str):  # type: ignore[no-untyped-def]
+        # The last replay found nothing; the flip has not begun.
+        thread.start()
+        assert waiting.wait(30)
+        return real_snapshot(alias)
+
+    monkeypatch.setattr(bucket_map, "await_new_owner", await_new_owner)
+    monkeypatch.setattr(mover, "snapshot", snapshot_after_a_delete)
+    try:
+        run("--to", target, "--buckets", MOVED)
+    finally:
+        thread.join(60)
+    assert outcome == [1], outcome
+    assert BucketMove.objects.get().phase == "done"
+    assert_moved_and_exact({kept: {"title": "kept", "user_id": b"k" * 16}}, target)
+
+
+def test_a_delete_routing_by_the_map_before_the_flip_removes_the_index_row_on_the_owner(
+    monkeypatch,
+):
+    """The same removal made after the flip by a process whose map is still the one from
+    before it (at most ``MAP_MAX_AGE`` old): the source, which has given the bucket away,
+    refuses it, and it is made on the owner."""
+    from schemaless_store.moves import plan
+
+    staying, kept = _staying_with_a_moving_row()
+    _source, target = source_and_target()
+    move = plan.start(plan.plan(target, list(range(300))))
+    moving = Mover(move)
+    moving.copy()
+    marked = bucket_map.refresh()
+    entity = Entity.objects.get(id=staying)  # read before the flip
+    moving.catch_up()  # fences, replays the log for the last time, flips
+    # This process goes back to the map it had before the flip, fresh for an hour.
+    stale = dataclasses.replace(marked, fetched_at=time.monotonic(), max_age=3600.0)
+    monkeypatch.setattr(bucket_map, "_cached", stale)
+    assert entity.delete()[0] == 1
+    moving.run()
+    assert BucketMove.objects.get().phase == "done"
+    assert_moved_and_exact({kept: {"title": "kept", "user_id": b"k" * 16}}, target)

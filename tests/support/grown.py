@@ -316,7 +316,7 @@ def _step_five(role: str, key: str, sync: str) -> None:
     elif role == "holder":
         delete = protocol.index_writes.delete
 
-        def held(rows: Any) -> int:
+        def held(rows: Any) -> tuple[int, dict[str, list[Any]]]:
             rows = list(rows)
             if rows and not (folder / "read").exists():
                 (folder / "read").touch()  # step 5 read the entity: the row of a is stale
