@@ -39,7 +39,7 @@ from redis.exceptions import NoScriptError
 try:  # redis-py's own packer with hiredis, without its per-argument checks
     from hiredis import pack_command as _hiredis_pack
 except ImportError:  # pragma: no cover - hiredis is in requirements.txt
-    _hiredis_pack = None
+    _hiredis_pack = None  # type: ignore[assignment]
 
 MAX_PENDING = 256
 

@@ -77,15 +77,15 @@ def recall(write: Any, lost: ShardUnavailable) -> dict[str, int] | None:
     deadline = time.monotonic() + conf.get().receipt_wait
     pause = 0.01
     # MySQL: the try's server session, ``(node or None, thread id)``, noted by record().
-    session = getattr(write, "session", None)
-    ended = session is None  # SQLite: a transaction ends with its connection
+    session: tuple[tuple[str, int] | None, int] | None = getattr(write, "session", None)
     while True:
         try:
-            if not ended:
+            if session is not None:  # None: SQLite, whose transaction ends with its connection
                 # The old session may still run the commit's query (its receipt INSERT
                 # waiting on a lock): "absent" is true only once it is gone.
-                fence.end_session(write.alias, *session, until=deadline)
-                ended = True
+                node, thread = session
+                fence.end_session(write.alias, node, thread, until=deadline)
+                session = None
             found = receipt_table.find(
                 write.alias,
                 write.write_id,
