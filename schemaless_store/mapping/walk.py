@@ -124,6 +124,10 @@ class ShardWalk:
         # Buckets that moved onto the shard since the checkpoint's map version, and where the
         # walk ends for them (None: no move since, the walk ends at the checkpoint's ``upto``).
         self.arrived: set[int] | None = None
+        # A finished walk opened again only for the buckets that arrived: a ``--where`` walk
+        # then takes only their ids (ids above its last one are new since the run, as rows
+        # above ``upto`` are for a walk without ``--where``).
+        self.reopened = False
         self.end = 0
 
     def run(self, position: int = 0) -> ShardOutcome:
@@ -157,6 +161,7 @@ class ShardWalk:
                 self.arrived = arrived(alias, point.map_version)
                 if self.arrived:
                     self.end = max(point.upto, entity_table.max_added_id(ENTITIES, alias))
+                    self.reopened = point.done
                     point.done = False
             if not point.done:
                 self._walk(point, position)
@@ -180,7 +185,11 @@ class ShardWalk:
         where_ids = None
         if mapper.where is not None:
             found = sorted(mapper.where_ids.get(alias, []))
-            where_ids = [k for k in found if point.last_id is None or k > point.last_id]
+            where_ids = [
+                k
+                for k in found
+                if not self.reopened and (point.last_id is None or k > point.last_id)
+            ]
             if self.arrived:  # ids behind the checkpoint whose bucket moved here since
                 count = conf.get().buckets
                 came = {k for k in found if bucket_of(k, count) in self.arrived}
