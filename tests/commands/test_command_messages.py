@@ -137,7 +137,7 @@ def test_movebuckets_says_what_its_numbers_are_and_sums_up(monkeypatch, two):
     )
     assert re.fullmatch(
         rf"Move #\d+ done: 0-99 now on {target}; [\d,]+ rows? copied \([\d,]+ entit(y|ies)\), "
-        r"verified, writes paused \d+ ms; took (\d+ min )?\d+ s\.",
+        r"verified, writes paused (\d+ ms|\d+\.\d s); took (\d+ min )?\d+ s\.",
         last,
     ), last
     assert ran.err == ""  # not a terminal: no progress drawn

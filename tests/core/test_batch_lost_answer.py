@@ -56,6 +56,20 @@ def _entity_rows(alias: str, key: uuid.UUID) -> int:
         return int(cursor.fetchone()[0])
 
 
+def _assert_applied_once(write: str, alias: str, key: uuid.UUID, receipts: int, made: Any) -> None:
+    """The write landed once: one version more (two for an update of the first), one receipt
+    more, and a create's ``added_id`` the stored row's."""
+    stored = Entity.objects.get(id=key)
+    assert stored["views"] == 2
+    assert [v.properties["views"] for v in stored.history()] == (
+        [1, 2] if write == "update" else [2]
+    )
+    assert receipt_table.count(alias) == receipts + 1
+    if write == "create":
+        assert made.added_id == stored.added_id
+        assert _entity_rows(alias, key) == 1
+
+
 def test_a_create_whose_answer_is_lost_while_its_insert_waits_is_decided_by_its_receipt(
     monkeypatch: pytest.MonkeyPatch,
 ):
@@ -191,15 +205,7 @@ def test_a_lock_wait_timeout_in_the_middle_of_the_batch_is_retried(
     finally:
         holder.close()
     monkeypatch.undo()
-    stored = Entity.objects.get(id=key)
-    assert stored["views"] == 2
-    assert [v.properties["views"] for v in stored.history()] == (
-        [1, 2] if write == "update" else [2]
-    )
-    assert receipt_table.count(alias) == receipts + 1
-    if write == "create":
-        assert made.added_id == stored.added_id
-        assert _entity_rows(alias, key) == 1
+    _assert_applied_once(write, alias, key, receipts, made if write == "create" else None)
 
 
 @pytest.mark.parametrize("history", [False, True], ids=["plain", "history"])
@@ -298,12 +304,4 @@ def test_a_lost_answer_whose_receipt_insert_still_waits_is_ended_before_the_rece
     monkeypatch.undo()
     connections[alias].close()
     assert recalls == [None]  # the answer was lost while the INSERT waited; it had not landed
-    stored = Entity.objects.get(id=key)
-    assert stored["views"] == 2
-    assert [v.properties["views"] for v in stored.history()] == (
-        [1, 2] if write == "update" else [2]
-    )
-    assert receipt_table.count(alias) == receipts + 1
-    if write == "create":
-        assert made.added_id == stored.added_id
-        assert _entity_rows(alias, key) == 1
+    _assert_applied_once(write, alias, key, receipts, made if write == "create" else None)
