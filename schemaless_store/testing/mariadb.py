@@ -47,6 +47,11 @@ def install_datadir(datadir: Path) -> None:
     """Create a fresh system database in ``datadir`` (root@127.0.0.1 with no password)."""
     if not Path(MARIADBD).exists():
         raise ServerError(f"mariadbd not found (looked for {MARIADBD}); install mariadb-server")
+    # The bootstrap server's temporary tables go to a directory of its own: in the shared /tmp,
+    # two installs at once (two test lanes starting together) collided on the same
+    # "#sql-temptable-..." name and one failed ("Unknown table 'mysql.tmp_user_sys'").
+    tmpdir = datadir.parent / f"{datadir.name}-install-tmp"
+    tmpdir.mkdir(parents=True, exist_ok=True)
     result = subprocess.run(
         [
             INSTALL_DB,
@@ -55,6 +60,7 @@ def install_datadir(datadir: Path) -> None:
             "--auth-root-authentication-method=normal",
             "--skip-test-db",
             *_as_root(),
+            f"--tmpdir={tmpdir}",
         ],
         capture_output=True,
         text=True,
