@@ -63,6 +63,13 @@ class GaleraNode(MariaDBServer):
         self.bootstrap = False
         self.start_position: str | None = None
 
+    def choose_ports(self) -> None:
+        """New client and state-transfer ports; the group port stays, as the other nodes'
+        cluster address names it."""
+        super().choose_ports()
+        self.ist_port = free_port()
+        self.sst_port = free_port()
+
     @property
     def group_address(self) -> str:
         return f"127.0.0.1:{self.group_port}"

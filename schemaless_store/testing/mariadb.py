@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -29,11 +30,53 @@ MARIADB_DUMP = shutil.which("mariadb-dump") or "/usr/bin/mariadb-dump"
 MARIADB_CLIENT = shutil.which("mariadb") or "/usr/bin/mariadb"
 
 
+#: How many times a server that has never run tries new ports when its own were taken.
+PORT_ATTEMPTS = 3
+
+
 class ServerError(RuntimeError):
     """A throwaway server could not be installed or started; the message has its log's tail."""
 
 
+#: Where :func:`free_port` picks from when the kernel's ephemeral range leaves room below it.
+LOWEST_PORT = 20000
+_pick = random.SystemRandom()
+
+
+def _ephemeral_ports() -> tuple[int, int]:
+    """The kernel's range for the local port of an outgoing connection (Linux's default if
+    it cannot be read)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def free_port() -> int:
+    """A port on 127.0.0.1 that nothing holds now, for a throwaway server to listen on.
+
+    It is picked at random **below** the kernel's ephemeral range. Asking the kernel (bind to
+    port 0) hands out an ephemeral port, the very range every outgoing connection takes its
+    local port from: with thousands of test connections opening and closing, one of them could
+    hold that port by the time the server binds it (CI saw a Galera node abort on "Address
+    already in use"). Below that range only another pick, in another process, can take the
+    same port before the server binds it; :meth:`MariaDBServer.start` then picks again."""
+    low, _ = _ephemeral_ports()
+    if low - LOWEST_PORT >= 1000:
+        for _ in range(200):
+            port = _pick.randrange(LOWEST_PORT, low)
+            if _bindable(port):
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -100,6 +143,8 @@ class MariaDBServer:
         self.prefix = list(prefix)
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
+        # Whether it has run once: from then on its ports are known to others and stay.
+        self.started = False
         # The datadir this server was first made from, for replicas made like it.
         self.template: Path | None = None
 
@@ -168,14 +213,42 @@ class MariaDBServer:
         # Temporary files (big sorts, ALTER TABLE) go next to the datadir, never to the
         # machine's /tmp: the server leaves nothing behind and depends on nothing outside root.
         self.tmpdir.mkdir(parents=True, exist_ok=True)
-        self.process = subprocess.Popen(
-            [*self.prefix, MARIADBD, *self.options()],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        self._wait_ready(timeout)
-        return self
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            log_start = self._log_size()
+            self.process = subprocess.Popen(
+                [*self.prefix, MARIADBD, *self.options()],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            try:
+                self._wait_ready(timeout)
+            except ServerError:
+                # Another process took a port between the pick and the bind: a server that has
+                # never run may pick again (one that ran keeps its ports: others know them).
+                if self.started or attempt == PORT_ATTEMPTS or not self._port_taken(log_start):
+                    raise
+                self.choose_ports()
+                continue
+            self.started = True
+            return self
+        raise AssertionError("unreachable")
+
+    def choose_ports(self) -> None:
+        """New ports for a server that could not bind the ones it had; subclasses add theirs."""
+        self.port = free_port()
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def _port_taken(self, log_start: int) -> bool:
+        with contextlib.suppress(OSError), self.log_path.open("rb") as log:
+            log.seek(log_start)
+            return b"Address already in use" in log.read()
+        return False
 
     def connect(self, database: str | None = None, **kwargs: Any) -> Any:
         """A MySQLdb connection as root@localhost over the socket (all privileges, autocommit),

@@ -66,6 +66,9 @@ def aliases(cluster: GaleraCluster, django_db_blocker: Any) -> Iterator[None]:
         for alias in added:
             with contextlib.suppress(AttributeError):
                 connections[alias].close()
+                # The handler keeps the connection object: a later module reusing the alias
+                # would get this one, on this module's database (the cleaner's lock test did).
+                del connections[alias]
             del connections.settings[alias]
         conf.get.cache_clear()  # DATABASES changed without setting_changed (see the cleaner's)
 
