@@ -28,7 +28,7 @@ class Diff:
     unindexable: list[bytes] = field(default_factory=list)  # entities whose values do not fit
 
     def stale_by_entity_shard(self) -> dict[str, dict[bytes, set[tuple[Index, tuple[Any, ...]]]]]:
-        """Stale rows grouped as :func:`schemaless_store.writes.protocol.remove_stale` takes
+        """Stale rows grouped as :func:`schemaless_store.writes.stale_rows.remove_stale` takes
         them."""
         grouped: dict[str, dict[bytes, set[tuple[Index, tuple[Any, ...]]]]] = defaultdict(
             lambda: defaultdict(set)

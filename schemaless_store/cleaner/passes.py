@@ -41,7 +41,7 @@ from ..tables import index_rows as index_table
 from ..tables.entities import EntityRow
 from ..tables.index_rows import Row
 from ..topology import bucket_map
-from ..writes import protocol
+from ..writes import stale_rows
 from .records import DONE, PassResult, start_record
 from .repairs import Version, decode, delete_on, insert_checked
 from .repairs import implied as implied_rows
@@ -167,7 +167,7 @@ def _repair_entities(index: Index, alias: str, batch: list[EntityRow], result: P
     missing = [(index, values, entity_id) for values, entity_id in diff.missing]
     result.inserted += insert_checked(index, alias, missing, seen, result)
     for entity_alias, candidates in diff.stale_by_entity_shard().items():
-        result.stale_removed += protocol.remove_stale(entity_alias, candidates, index.source)
+        result.stale_removed += stale_rows.remove_stale(entity_alias, candidates, index.source)
 
 
 # --- sweep -------------------------------------------------------------------------------------
@@ -223,9 +223,9 @@ def _sweep_rows(index: Index, alias: str, batch: list[tuple[Any, ...]], result: 
             stale[entity_alias][entity_id].add((index, values))
         # rows is None: undecodable body; its rows are left alone (reported)
     for entity_alias, candidates in orphans.items():
-        result.orphans_removed += protocol.remove_stale(entity_alias, candidates, index.source)
+        result.orphans_removed += stale_rows.remove_stale(entity_alias, candidates, index.source)
     for entity_alias, candidates in stale.items():
-        result.stale_removed += protocol.remove_stale(entity_alias, candidates, index.source)
+        result.stale_removed += stale_rows.remove_stale(entity_alias, candidates, index.source)
     for entity_alias, rows_to_add in rehome.items():
         result.inserted += insert_checked(index, entity_alias, rows_to_add, seen, result)
     result.orphans_removed += delete_on(index, alias, misplaced_orphans)

@@ -20,7 +20,7 @@ from ..tables import index_rows as index_table
 from ..tables.index_rows import Row
 from ..topology import bucket_map, retries, servers, shards
 from ..topology.write_lock import write_lock
-from ..writes import index_writes, protocol
+from ..writes import index_writes, stale_rows
 from .records import PassResult
 
 # Index rows per INSERT statement: a statement holds its row (and gap) locks until it ends, so a
@@ -77,7 +77,7 @@ def insert_checked(
     for row_index, values, entity_id in written:
         if now.get(entity_id) != seen[entity_id]:
             changed[entity_id].add((row_index, values))
-    taken_back = protocol.remove_stale(alias, changed, index.source) if changed else 0
+    taken_back = stale_rows.remove_stale(alias, changed, index.source) if changed else 0
     return len(written) - taken_back
 
 

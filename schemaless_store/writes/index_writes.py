@@ -51,7 +51,7 @@ def add(rows: Iterable[Row], wait: bool = True, noted_later: str | None = None) 
             written.add(alias)
             if left:
                 # Their buckets moved (or are being flipped): insert them where they are now.
-                moved = set().union(*(_buckets_of(index, [row]) for index, row in left))
+                moved = {_bucket(index, row) for index, row in left}
                 if not wait:
                     raise NotOwner(alias, moved)
                 bucket_map.await_new_owner(alias, moved)
@@ -61,8 +61,9 @@ def add(rows: Iterable[Row], wait: bool = True, noted_later: str | None = None) 
         replicas.note_write(alias, shards.index_connection(alias))
 
 
-def _buckets_of(index: Index, rows: Iterable[tuple[Any, ...]]) -> set[int]:
-    return {bucket_map.bucket_for(index.routing_key(row[index.shard_position])) for row in rows}
+def _bucket(index: Index, values: tuple[Any, ...]) -> int:
+    """The bucket of an index row (its values, with or without the entity id after them)."""
+    return bucket_map.bucket_for(index.routing_key(values[index.shard_position]))
 
 
 def delete(rows: Iterable[Row]) -> tuple[int, dict[str, list[Row]]]:
@@ -79,10 +80,7 @@ def delete(rows: Iterable[Row]) -> tuple[int, dict[str, list[Row]]]:
     unavailable: ShardUnavailable | None = None
     for (index, alias), grouped in index_table.group(rows).items():
         try:
-            placed = [
-                (row, bucket_map.bucket_for(index.routing_key(row[index.shard_position])))
-                for row in grouped
-            ]
+            placed = [(row, _bucket(index, row)) for row in grouped]
             with shards.errors_named(alias):
                 denied = fence.refused(shards.index_connection(alias), {b for _r, b in placed})
             served = [row for row, bucket in placed if bucket not in denied]
@@ -109,7 +107,7 @@ def await_owners(
     the cleaner removes them."""
     candidates: dict[bytes, set[tuple[Index, Any]]] = defaultdict(set)
     for shard, rows in refused.items():
-        moved = {bucket_map.bucket_for(i.routing_key(v[i.shard_position])) for i, v, _k in rows}
+        moved = {_bucket(index, values) for index, values, _key in rows}
         if shards.connection(alias).in_atomic_block:
             raise NotOwner(shard, moved)
         bucket_map.await_new_owner(shard, moved)
@@ -133,7 +131,7 @@ def claim_unique(
         try:
             while not index_table.claim(index, alias, values, entity_id, fence.refused):
                 # Its bucket moved (or is being flipped): claim it where it is now.
-                moved = _buckets_of(index, [values])
+                moved = {_bucket(index, values)}
                 if not wait:
                     raise NotOwner(alias, moved)
                 bucket_map.await_new_owner(alias, moved)

@@ -25,9 +25,10 @@ source (entities, or the latest version of a cell column). :func:`run` takes it 
    ``transaction.atomic()``, once it commits; no receipt there). On MySQL's driver route
    ``BEGIN`` goes with step 1's read, and a single entity's step 2 statements with the
    receipt and the ``COMMIT``, after step 3 (:mod:`.with_commit`, :meth:`Write.carrier`);
-5. **remove stale**: lock each changed row again, re-check which of the keys that went away it
-   still lacks (a later writer may have put one back), and delete only those index rows; inside
-   a caller's ``transaction.atomic()`` this waits for the caller's commit;
+5. **remove stale** (:mod:`.stale_rows`): lock each changed row again, re-check which of the
+   keys that went away it still lacks (a later writer may have put one back), and delete only
+   those index rows; inside a caller's ``transaction.atomic()`` this waits for the caller's
+   commit;
 6. **undo**, if anything failed: remove the index rows this write added that the stored state
    does not imply (best effort: the cleaner removes whatever is left).
 
@@ -42,16 +43,15 @@ which queries ignore (they re-check every entity) and the cleaner removes.
 
 from __future__ import annotations
 
-import logging
 import os
 import random
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from django.db import IntegrityError, transaction
 
@@ -63,17 +63,12 @@ from ..tables import entities as entity_table
 from ..tables import literals
 from ..tables.entities import Locked
 from ..tables.index_rows import Row
-from ..topology import bucket_map, fence, replicas, retries, servers, shards
+from ..topology import bucket_map, fence, replicas, retries, shards
 from ..topology.write_lock import write_lock
-from . import index_writes, receipts
+from . import index_writes, receipts, stale_rows
 from .rows import RowSet, stored_rows
-from .transaction import own_transaction, shard_transaction
+from .transaction import retry_after_loss, shard_transaction
 
-logger = logging.getLogger("schemaless_store.writes")
-T = TypeVar("T")
-
-# Tries on a fresh connection after a write lost its own (a move's fence, a failover).
-LOST_ATTEMPTS = 3
 # Tries after a duplicate key: a key taken as new that a concurrent writer inserted meanwhile
 # (the next try locks it and updates it), or the first head row of a cell column inserted by
 # two writers at once (the next try finds it).
@@ -228,12 +223,12 @@ class Write:
 
     def remove_stale(self) -> None:
         """Step 5 (after the commit): its failure leaves rows queries ignore, for the cleaner."""
-        _remove_quietly(self.alias, self.stale, self.source)
+        stale_rows.remove_quietly(self.alias, self.stale, self.source)
 
     def undo(self) -> None:
         """Step 6: remove the rows this write added that the stored state does not imply."""
         if any(self.added.values()):
-            _remove_quietly(self.alias, self.added, self.source)
+            stale_rows.remove_quietly(self.alias, self.added, self.source)
 
 
 class SplitWrite(Exception):
@@ -266,7 +261,7 @@ def run(write: Write, store: Callable[[Write], None]) -> None:
                 if recorded is not None:
                     write.after_recall(recorded)
                     return
-            if not _retry_after_loss(unavailable, write.alias, losses):
+            if not retry_after_loss(unavailable, write.alias, losses):
                 raise
             losses += 1
             write.after_loss()
@@ -326,112 +321,6 @@ def _run_here(write: Write, store: Callable[[Write], None], cached: list[bytes])
             transaction.on_commit(write.remove_stale, using=alias, robust=True)
         else:
             write.remove_stale()
-
-
-def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source = ENTITIES) -> int:
-    """Step 5: delete the candidate rows that the stored rows, locked and read again, do not
-    imply (a key put back meanwhile keeps its row), fenced as inserts are: a row whose shard
-    no longer serves its bucket is removed on the owner after the flip, as a move's target may
-    hold a copy the log's last replay will not reach. Returns the number deleted. On Galera a
-    row lock is one node's: a write through another node may put a key back while this one
-    deletes its row, so the deletion is checked again in a transaction that writes the rows
-    (:func:`_certified_recheck`), which certification orders against such a write."""
-    if not any(candidates.values()):
-        return 0
-
-    wanted = sorted({bucket_map.bucket_for(key) for key in candidates})
-    deleted_rows: list[Row] = []  # by every try
-
-    def attempt() -> tuple[int, dict[str, list[Row]]]:
-        failure: ShardUnavailable | None = None
-        conn = shards.connection(alias)
-        with own_transaction(alias, conn) as tx:  # MySQL: BEGIN goes with the locking read
-            if not_served := fence.refused(conn, wanted):
-                raise NotOwner(alias, set(not_served))
-            first = tx.opening() if tx is not None else ""
-            locked = entity_table.lock(alias, list(candidates), source, conn, first=first)
-            doomed: list[Row] = []
-            for key, rows in candidates.items():
-                found = locked.get(key)
-                now = stored_rows(key, None if found is None else found.body, source)
-                doomed.extend((index, values, key) for index, values in rows - now)
-            # Deleted now, whatever becomes of this try: a try that deadlocks after it (on
-            # Galera, aborted by another node's write to these rows) leaves its deletions.
-            deleted_rows.extend(doomed)
-            try:
-                deleted, refused = index_writes.delete(doomed)
-            except ShardUnavailable as exc:
-                # Keep the answering shards' deletions (SQLite: in this transaction); report.
-                failure, deleted, refused = exc, 0, {}
-        if failure is not None:
-            raise failure
-        return deleted, refused
-
-    try:
-        deleted, refused = _retrying_lost(alias, attempt)
-        if deleted_rows and servers.is_galera(alias):
-            _retrying_lost(alias, lambda: _certified_recheck(alias, deleted_rows, source))
-    except NotOwner as refused_here:
-        # The rows moved: their stored state is on the owner now; re-check there.
-        if shards.connection(alias).in_atomic_block:
-            raise
-        bucket_map.await_new_owner(alias, set(refused_here.buckets))
-        regrouped: dict[str, dict[bytes, RowSet]] = defaultdict(dict)
-        for key, rows in candidates.items():
-            regrouped[bucket_map.alias_for(key)][key] = rows
-        return sum(remove_stale(owner, rows, source) for owner, rows in regrouped.items())
-    if refused:  # their buckets moved: re-checked and removed on the owners, after the flip
-        deleted += remove_stale(alias, index_writes.await_owners(alias, refused), source)
-    return deleted
-
-
-def _certified_recheck(alias: str, deleted: list[Row], source: Source) -> int:
-    """Galera, after step 5 deleted ``deleted``: write the rows of their keys (so that
-    certification, or the applier's abort of a local lock holder, orders this transaction
-    against any write of them through another node), read them again, and put back the index
-    rows they imply once more. Returns the number put back."""
-    deleted = list(dict.fromkeys(deleted))
-    keys = sorted({key for _index, _values, key in deleted})
-    with transaction.atomic(using=alias):
-        entity_table.touch(alias, keys, source)
-        locked = entity_table.lock(alias, keys, source)
-        back = [
-            (index, values, key)
-            for index, values, key in deleted
-            if (index, values) in stored_rows(key, getattr(locked.get(key), "body", None), source)
-        ]
-        index_writes.add(back)  # none: nothing to do
-    return len(back)
-
-
-def _retrying_lost(alias: str, operation: Callable[[], T]) -> T:
-    """Run ``operation`` (a whole transaction) under the store's write lock with its retries,
-    and again on a fresh connection after a lost one (outside a caller's transaction)."""
-    for losses in range(LOST_ATTEMPTS + 1):
-        try:
-            with write_lock(), shards.errors_named(alias):
-                return retries.with_retries(operation, alias)
-        except ShardUnavailable as unavailable:
-            if not _retry_after_loss(unavailable, alias, losses):
-                raise
-    raise AssertionError("unreachable")
-
-
-def _retry_after_loss(unavailable: ShardUnavailable, alias: str, losses: int) -> bool:
-    """Whether a transaction of the store's own that failed with ``unavailable`` runs again on
-    a fresh connection: an open connection was lost, tries are left, and no transaction of
-    the caller's is open on ``alias`` (only the caller could run that again)."""
-    return (
-        unavailable.lost and losses < LOST_ATTEMPTS and not shards.connection(alias).in_atomic_block
-    )
-
-
-def _remove_quietly(alias: str, candidates: Mapping[bytes, RowSet], source: Source) -> None:
-    try:
-        remove_stale(alias, candidates, source)
-    except Exception:
-        # The write is decided; leftover rows are ignored by queries and swept by the cleaner.
-        logger.exception("removing stale index rows on %s failed; the cleaner will do it", alias)
 
 
 def _retrying_duplicates(write: Write, operation: Callable[[], Any]) -> None:

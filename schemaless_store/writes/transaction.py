@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from ..exceptions import ShardUnavailable
 from ..tables import receipts as receipt_table
 from ..tables import sessions
-from ..topology import servers
+from ..topology import retries, servers, shards
+from ..topology.write_lock import write_lock
+
+T = TypeVar("T")
+
+# Tries on a fresh connection after a write lost its own (a move's fence, a failover).
+LOST_ATTEMPTS = 3
 
 
 def shard_transaction(write: Any, conn: BaseDatabaseWrapper) -> Any:
@@ -134,3 +141,25 @@ class _DriverTransaction:
                 raise
         for position, then in self.then:
             then(*outcomes[position])
+
+
+def retrying_lost(alias: str, operation: Callable[[], T]) -> T:
+    """Run ``operation`` (a whole transaction) under the store's write lock with its retries,
+    and again on a fresh connection after a lost one (outside a caller's transaction)."""
+    for losses in range(LOST_ATTEMPTS + 1):
+        try:
+            with write_lock(), shards.errors_named(alias):
+                return retries.with_retries(operation, alias)
+        except ShardUnavailable as unavailable:
+            if not retry_after_loss(unavailable, alias, losses):
+                raise
+    raise AssertionError("unreachable")
+
+
+def retry_after_loss(unavailable: ShardUnavailable, alias: str, losses: int) -> bool:
+    """Whether a transaction of the store's own that failed with ``unavailable`` runs again on
+    a fresh connection: an open connection was lost, tries are left, and no transaction of
+    the caller's is open on ``alias`` (only the caller could run that again)."""
+    return (
+        unavailable.lost and losses < LOST_ATTEMPTS and not shards.connection(alias).in_atomic_block
+    )

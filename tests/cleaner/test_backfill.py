@@ -78,16 +78,16 @@ def test_entities_nobody_changes_are_not_re_checked(published, posts, monkeypatc
     """The version a batch was read at (added_id, updated) matches its re-read when nothing
     changed: only entities changed in between go to the locked re-check (remove_stale)."""
     from schemaless_store.indexes import ENTITIES
-    from schemaless_store.writes import protocol
+    from schemaless_store.writes import stale_rows
 
     rechecked: list[int] = []
-    remove_stale = protocol.remove_stale
+    remove_stale = stale_rows.remove_stale
 
     def counting(alias, candidates, source=ENTITIES):
         rechecked.append(len(candidates))
         return remove_stale(alias, candidates, source)
 
-    monkeypatch.setattr(protocol, "remove_stale", counting)
+    monkeypatch.setattr(stale_rows, "remove_stale", counting)
     raw_delete("index_link", posts[3].id.bytes)  # one row for the repair pass to put back
     summary = Cleaner(indexes=[PUBLISHED, "index_link"], once=True, batch_size=40).run()
 

@@ -71,9 +71,9 @@ class InterleavingCleaner(Cleaner):
     def run_passes(self, index, alias, kinds):
         from schemaless_store.cleaner import repairs
         from schemaless_store.tables import entities as entity_table
-        from schemaless_store.writes import index_writes, protocol
+        from schemaless_store.writes import index_writes, stale_rows
 
-        real_insert, real_remove = repairs.insert, protocol.remove_stale
+        real_insert, real_remove = repairs.insert, stale_rows.remove_stale
         real_lock, real_delete = entity_table.lock, index_writes.delete
         cleaner_thread = threading.get_ident()
         removing: list[list] = []  # the rows of the removal under way on the cleaner's thread
@@ -111,7 +111,7 @@ class InterleavingCleaner(Cleaner):
 
         with contextlib.ExitStack() as patches:
             patches.enter_context(mock.patch.object(repairs, "insert", insert))
-            patches.enter_context(mock.patch.object(protocol, "remove_stale", remove_stale))
+            patches.enter_context(mock.patch.object(stale_rows, "remove_stale", remove_stale))
             patches.enter_context(mock.patch.object(entity_table, "lock", lock))
             patches.enter_context(mock.patch.object(index_writes, "delete", delete))
             try:

@@ -10,7 +10,7 @@ from schemaless_store import index_values
 from schemaless_store.indexes import ENTITIES, registry
 from schemaless_store.models import Entity
 from schemaless_store.topology import bucket_map
-from schemaless_store.writes import protocol
+from schemaless_store.writes import stale_rows
 from tests.support import STORE
 from tests.support.factories import PostFactory
 from tests.support.raw import entity_rows, index_rows, insert_index_row
@@ -140,7 +140,7 @@ def test_a_key_put_back_before_the_removal_of_its_row_keeps_its_row(monkeypatch,
     just before A's ``remove_stale``."""
     k, elsewhere = "https://example.com/k", "https://example.com/elsewhere"
     entity = PostFactory.create(link=k)
-    real = protocol.remove_stale
+    real = stale_rows.remove_stale
     removals: list[dict] = []
     b_read: list[str] = []
 
@@ -155,7 +155,7 @@ def test_a_key_put_back_before_the_removal_of_its_row_keeps_its_row(monkeypatch,
             again.save()
         return real(alias, candidates, source)
 
-    monkeypatch.setattr(protocol, "remove_stale", writer_b_first)
+    monkeypatch.setattr(stale_rows, "remove_stale", writer_b_first)
     if first_write == "save":
         entity["link"] = elsewhere
         entity.save()
@@ -215,7 +215,7 @@ def test_a_key_put_back_between_the_removals_read_and_its_delete_keeps_its_row(m
 
     k, elsewhere = "https://example.com/k", "https://example.com/elsewhere"
     entity = PostFactory.create(link=k)
-    real_remove, real_read = protocol.remove_stale, entity_table.lock
+    real_remove, real_read = stale_rows.remove_stale, entity_table.lock
     main = threading.get_ident()
     in_removal = threading.Event()
     b_done = threading.Event()
@@ -249,7 +249,7 @@ def test_a_key_put_back_between_the_removals_read_and_its_delete_keeps_its_row(m
             b_done.wait(1.0)
         return found
 
-    monkeypatch.setattr(protocol, "remove_stale", removal)
+    monkeypatch.setattr(stale_rows, "remove_stale", removal)
     monkeypatch.setattr(entity_table, "lock", read)
     entity["link"] = elsewhere
     entity.save()

@@ -300,7 +300,7 @@ def _step_five(role: str, key: str, sync: str) -> None:
     its step 5 after the locked read that found the row of a stale, before deleting it; meanwhile
     ``writer``, through another node (whose locks do not see the holder's), puts a back."""
     from schemaless_store.models import Entity
-    from schemaless_store.writes import protocol
+    from schemaless_store.writes import index_writes
 
     entity_id, folder = uuid.UUID(key), Path(sync)
 
@@ -314,7 +314,7 @@ def _step_five(role: str, key: str, sync: str) -> None:
     if role == "seed":
         Entity(id=entity_id, user_id="a").save()
     elif role == "holder":
-        delete = protocol.index_writes.delete
+        delete = index_writes.delete
 
         def held(rows: Any) -> tuple[int, dict[str, list[Any]]]:
             rows = list(rows)
@@ -323,7 +323,7 @@ def _step_five(role: str, key: str, sync: str) -> None:
                 wait_for("written")
             return delete(rows)
 
-        protocol.index_writes.delete = held  # type: ignore[assignment]
+        index_writes.delete = held  # type: ignore[assignment]
         Entity(id=entity_id, user_id="b").save()
     else:
         wait_for("read")
