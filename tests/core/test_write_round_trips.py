@@ -28,21 +28,13 @@ from schemaless_store.models import Entity
 from schemaless_store.tables import cells as cell_table
 from schemaless_store.tables import receipts as receipt_table
 from schemaless_store.topology import shards
-from schemaless_store.writes import receipts as write_receipts
 from tests.support import STORE
 from tests.support.raw import count_everything, index_rows
 
-pytestmark = [STORE, pytest.mark.mariadb_only]
+# The receipt pruning would add a round trip to a write now and then (tests/conftest.py).
+pytestmark = [STORE, pytest.mark.mariadb_only, pytest.mark.usefixtures("no_receipt_pruning")]
 
 HISTORY = override_settings(SCHEMALESS={"BUCKETS": 4096, "HISTORY": True})
-
-
-@pytest.fixture(autouse=True)
-def _no_receipt_pruning(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The receipt pruning (one write in ``PRUNE_EVERY`` per shard) adds a ``DELETE`` after a
-    write's commit now and then: a shape taken at that write would be one round trip longer.
-    These tests count the write's own round trips, so the pruning waits until they are done."""
-    monkeypatch.setattr(write_receipts, "PRUNE_EVERY", 10**12)
 
 
 def _fewest(write: Callable[[], Any], tries: int = 3) -> list[str]:
