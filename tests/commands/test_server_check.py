@@ -128,7 +128,9 @@ def test_check_database_connects_to_the_server_it_names(monkeypatch):
     tried = unreachable(monkeypatch)
     with pytest.raises(OperationalError, match="shard_1: cannot connect"):
         call_command("check", databases=["shard_1"], stdout=io.StringIO())
-    assert tried == ["shard_1"]
+    # Only the server named (two checks may each try it: the layout's, unless a connection
+    # already read it, and the server's own).
+    assert set(tried) == {"shard_1"}
 
 
 @pytest.mark.parametrize(
