@@ -1,8 +1,9 @@
 """A bounded Jepsen-style history (issue 34, schemaless_store/testing/history): four client
-processes append to lists through ``modify``, save, create, delete and read a few keys for one
-minute, while random store sessions are KILLed, 3% of shard commit answers are lost after the
-commit landed, buckets move to a third server and back, and a server is SIGKILLed and
-restarted. The checker must find no anomaly (docs/reliability.md#the-history-checker).
+processes append to lists through ``modify``, save, create, delete, read a few keys and look
+their values up through an index for one minute, while random store sessions are KILLed, 3%
+of shard commit answers are lost after the commit landed, buckets move to a third server and
+back, and a server is SIGKILLed and restarted. The checker must find no anomaly
+(docs/reliability.md#the-history-checker).
 
 The run starts throwaway servers of its own (the suite's are not touched) and takes about two
 minutes. ``SCHEMALESS_HISTORY_SEED`` replays another seed; a failure prints the seed and the
@@ -14,6 +15,7 @@ tests, on hand-made histories, are in test_history_checker.py.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -47,6 +49,9 @@ def test_a_history_under_every_single_server_nemesis_has_no_anomaly(tmp_path):
     for fault in ("kill", "lose-commit", "move", "sigkill"):
         assert f" {fault} " in output.split("faults injected:")[1].splitlines()[0] + " ", output
     assert done.returncode == 0 and "anomalies: 0" in output, output
+    # The index was really put to the test: finds whose answer had to hold the entity.
+    proven = re.search(r"finds proven \(the answer had to hold the entity\): (\d+)", output)
+    assert proven is not None and int(proven.group(1)) > 50, output
 
 
 def test_the_soak_command_refuses_bad_flags_before_starting_anything(capsys):

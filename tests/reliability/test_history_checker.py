@@ -217,6 +217,63 @@ def test_a_failed_delete_resurrects_nothing():
 # --- the report and the records ----------------------------------------------------------
 
 
+# --- finds through the index on a register's value ---------------------------------------
+
+
+def proven(*ops: Op) -> int:
+    return check(History(list(ops), [])).finds_proven
+
+
+def test_a_find_that_misses_a_value_held_throughout_is_index_missed():
+    history = (
+        op("save", "R", 0, 1, value="a"),
+        op("find", "R", 2, 3, value="a", result=[]),
+    )
+    assert found(*history) == {"index_missed": 1}
+    assert proven(*history) == 1
+    # The same answer holding the entity: proven, and nothing found.
+    answered = (history[0], op("find", "R", 2, 3, value="a", result=["R"]))
+    assert found(*answered) == {}
+    assert proven(*answered) == 1
+
+
+def test_a_find_decides_nothing_when_another_write_of_the_key_may_have_replaced_the_value():
+    for other in (
+        op("save", "R", 2.5, 4, value="b"),  # begun before the find ended
+        op("delete", "R", 0.5, 1.5, "info", prev="a"),  # overlaps the write: unknown order
+        op("write", "R", 0.5, 1.5, value="b", prev="a"),
+        op("save", "R", 1.5, 1.8, "info", value="b"),  # unknown: may land after its end
+    ):
+        history = (op("save", "R", 0, 1, value="a"), other, op("find", "R", 2, 3, value="a"))
+        assert found(*history) == {}, other
+        assert proven(*history) == 0, other
+    # Writes that cannot have come after: one finished before the value's write began, and
+    # a definite failure.
+    history = (
+        op("save", "R", 0, 0.5, value="z"),
+        op("save", "R", 1, 2, value="a"),
+        op("create", "R", 2.5, 2.8, "fail", value="x"),
+        op("find", "R", 3, 4, value="a", result=[]),
+    )
+    assert found(*history) == {"index_missed": 1}
+
+
+def test_a_find_of_a_write_not_acknowledged_before_it_began_decides_nothing():
+    for write in (
+        op("save", "R", 0, 2.5, value="a"),  # acknowledged after the find began
+        op("save", "R", 0, 1, "info", value="a"),
+    ):
+        assert found(write, op("find", "R", 2, 3, value="a", result=[])) == {}
+
+
+def test_another_entity_in_a_finds_answer_is_index_wrong():
+    assert found(
+        op("save", "R", 0, 1, value="a"),
+        op("save", "S", 0, 1, value="b"),
+        op("find", "R", 2, 3, value="a", result=["R", "S"]),
+    ) == {"index_wrong": 1}
+
+
 def test_the_report_counts_each_kind_and_shows_examples():
     report = check(
         History(

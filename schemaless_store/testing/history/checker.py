@@ -17,6 +17,18 @@ creates, modifies that set the value or delete, reads) are checked for:
 - ``not_prefix``: two reads of one list where neither is a prefix of the other.
 - ``resurrected``: a value an acknowledged delete removed, read again after that delete.
 
+A register's value is indexed: a ``find`` looks a value up through the index, and is checked for
+
+- ``index_missed``: the key's entity absent from the answer although the value's write was
+  acknowledged before the find began and no other write of the key (but definite failures)
+  overlaps the time from that write's start to the find's end: the entity held the value
+  throughout, so its index row was there (the write protocol's I1) and the answer must have it;
+- ``index_wrong``: any other entity in the answer (a value is written to one key only, and a
+  query re-checks every entity it returns).
+
+``Report.finds_proven`` counts the finds whose answer the history decides, so that a run shows
+how much of the index it really checked.
+
 Each needs only that the store is linearizable per key, as its reads from the primary are.
 """
 
@@ -31,8 +43,20 @@ from typing import Any
 
 from .records import WRITES, History, Op
 
-KINDS = ("lost", "duplicated", "phantom", "failed_present", "not_prefix", "resurrected")
+KINDS = (
+    "lost",
+    "duplicated",
+    "phantom",
+    "failed_present",
+    "not_prefix",
+    "resurrected",
+    "index_missed",
+    "index_wrong",
+)
 EXAMPLES = 5
+# A write of unknown outcome is taken to land as late as this after its completion was
+# recorded (a statement the server still ran: the clients' read_timeout, 30 s), for a find.
+UNKNOWN_GRACE = 30.0
 
 
 @dataclass
@@ -47,6 +71,7 @@ class Report:
     # ``lose-commit`` fault hit (process, index): a finding is told apart when they meet.
     suspects: dict[Any, tuple[str, int]] = field(default_factory=dict)
     lost_answers: set[tuple[str, int]] = field(default_factory=set)
+    finds_proven: int = 0  # finds whose answer had to hold the key's entity
 
     def add(self, kind: str, identity: Any, suspect: Op | None = None, **example: Any) -> None:
         if identity in self.found[kind]:
@@ -74,6 +99,7 @@ class Report:
             "operations: "
             + ", ".join(f"{name} {count}" for name, count in sorted(self.ops.items()))
         ]
+        lines.append(f"finds proven (the answer had to hold the entity): {self.finds_proven}")
         for kind in KINDS:
             found = self.found[kind]
             behind = self.after_lost_answer(kind)
@@ -104,6 +130,7 @@ def check(history: History) -> Report:
             check_list(report, key, writers, reads)
         else:
             check_register(report, key, ops, writers, reads)
+            check_finds(report, key, ops, writers)
     return report
 
 
@@ -260,3 +287,50 @@ class Superseding:
         if finished and self.latest_start[finished - 1].start > writer.end:
             return self.latest_start[finished - 1]
         return None
+
+
+def check_finds(report: Report, key: str, ops: list[Op], writers: dict[Any, Op]) -> None:
+    """The answers of ``find`` on a register key (``index_missed``, ``index_wrong``)."""
+    finds = [op for op in ops if op.f == "find" and op.outcome == "ok"]
+    if not finds:
+        return
+    # Every write of the key that may have taken effect, by start; for each prefix of them, the
+    # latest end and the op that has it, and the latest end of any other (n log n in all).
+    changes = sorted(
+        (op for op in ops if op.f in WRITES and op.outcome != "fail"), key=lambda op: op.start
+    )
+    starts = [op.start for op in changes]
+    latest: list[tuple[float, Op | None, float]] = []
+    best, best_op, second = -math.inf, None, -math.inf
+    for op in changes:
+        end = op.end + (UNKNOWN_GRACE if op.outcome == "info" else 0.0)
+        if end > best:
+            best, best_op, second = end, op, best
+        elif end > second:
+            second = end
+        latest.append((best, best_op, second))
+    for find in finds:
+        answer = list(find.result or [])
+        others = [found for found in answer if found != key]
+        if others:
+            report.add("index_wrong", (key, find.value), key=key, others=others, find=find.brief())
+        writer = writers.get(find.value)
+        if writer is None or writer.outcome != "ok" or writer.end >= find.start:
+            continue
+        # Any write but the value's own begun before the find ended and ended after the
+        # value's write began: the entity may not have held the value throughout.
+        begun = bisect.bisect_left(starts, find.end)
+        best, best_op, second = latest[begun - 1]
+        if (second if best_op is writer else best) > writer.start:
+            continue
+        report.finds_proven += 1
+        if key not in answer:
+            report.add(
+                "index_missed",
+                (key, find.value),
+                writer,
+                key=key,
+                value=find.value,
+                write=writer.brief(),
+                find=find.brief(),
+            )

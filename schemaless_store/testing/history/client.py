@@ -8,7 +8,9 @@ completed ``ok``, ``fail`` (definitely not applied) or ``info`` (may have been a
   ``Entity.objects.modify`` (the first append creates the entity); ``read`` records the list.
 - Register keys (``reg-<slot>``): ``save`` (a plain save of a unique value, no read first),
   ``create``, ``write`` (a ``modify`` that sets a unique value), ``delete`` (a ``modify`` that
-  deletes), each ``modify`` recording the value it replaced (``prev``); ``read``.
+  deletes), each ``modify`` recording the value it replaced (``prev``); ``read``; ``find``,
+  the value this client last wrote to the key looked up through the index on ``value``
+  (:mod:`.indexes`), recording the keys whose entities the query returned.
 """
 
 from __future__ import annotations
@@ -62,6 +64,9 @@ class Client:
         self.epoch = epoch
         self.recorder = Recorder(out)
         self.index = 0
+        # The value this client last wrote to each register key (acknowledged): what a find
+        # looks up. Written over by others or not, the checker decides what the answer proves.
+        self.mine: dict[str, str] = {}
 
     def list_key(self) -> str:
         generation = int((time.monotonic() - self.epoch) / GENERATION)
@@ -73,10 +78,23 @@ class Client:
             f = "append" if rng.random() < 0.75 else "read"
             key = self.list_key()
         else:
-            f = rng.choices(("save", "create", "write", "delete", "read"), (25, 15, 20, 15, 25))[0]
+            f = rng.choices(
+                ("save", "create", "write", "delete", "read", "find"), (25, 15, 20, 15, 15, 15)
+            )[0]
             key = f"reg-{rng.randrange(REGISTER_SLOTS)}"
+            if f == "find":
+                if not self.mine:
+                    f = "read"
+                else:
+                    key = rng.choice(sorted(self.mine))
+                    self.run(f, key, self.mine[key])
+                    return
         value = f"{self.process}-{self.index}" if f not in ("read", "delete") else None
-        self.run(f, key, value)
+        if self.run(f, key, value) == "ok" and key.startswith("reg-"):
+            if value is not None:
+                self.mine[key] = value
+            elif f == "delete":
+                self.mine.pop(key, None)
 
     def run(self, f: str, key: str, value: Any) -> str:
         """Run one operation, recorded; its outcome."""
@@ -87,7 +105,7 @@ class Client:
         try:
             details = getattr(self, f"do_{f}")(key, value)
         except Exception as exc:
-            outcome = "fail" if f == "read" else classify(exc)
+            outcome = "fail" if f in ("read", "find") else classify(exc)
             error = f"{type(exc).__name__}: {exc}"[:300]
             self.recorder.complete(self.process, index, outcome, error=error)
         else:
@@ -114,6 +132,15 @@ class Client:
         if key.startswith("list-"):
             return {"result": list(entity.get("items", []))}
         return {"result": entity.get("value")}
+
+    def do_find(self, key: str, value: Any) -> dict[str, Any]:
+        """The keys of the entities ``filter_index(value=...)`` returns (an id that is no
+        register's, by its hex)."""
+        from ...models import Entity
+
+        names = {entity_id(f"reg-{slot}"): f"reg-{slot}" for slot in range(REGISTER_SLOTS)}
+        found = Entity.objects.filter_index(value=value)
+        return {"result": sorted(names.get(entity.id, entity.id.hex) for entity in found)}
 
     def do_append(self, key: str, value: Any) -> dict[str, Any]:
         from ...exceptions import EntityExists

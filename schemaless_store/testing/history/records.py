@@ -27,7 +27,9 @@ OUTCOMES = ("ok", "fail", "info")
 # What a client does: an append to a list key (through ``modify``), and on a register key a
 # plain save, a create, a modify that sets the value ("write"), a modify that deletes; reads.
 WRITES = ("append", "save", "create", "write", "delete")
-FUNCTIONS = (*WRITES, "read")
+# A register's value looked up through the index (``filter_index``): its result is the keys
+# whose entity the query returned.
+FUNCTIONS = (*WRITES, "read", "find")
 
 
 @dataclass
@@ -52,7 +54,7 @@ class Op:
         shown["outcome"] = self.outcome
         if self.value is not None:
             shown["value"] = self.value
-        if self.f == "read":
+        if self.f in ("read", "find"):
             shown["result"] = self.result
         if self.prev is not None:
             shown["prev"] = self.prev

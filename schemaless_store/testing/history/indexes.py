@@ -1,0 +1,9 @@
+"""The index of a history run (``SCHEMALESS["INDEX_MODULE"]`` in :mod:`.settings`): the
+registers' ``value``, sharded on that value, so that most of a write's index rows live on
+another shard than its entity and move with other buckets. The clients' ``find`` queries it
+(:mod:`.client`); the checker proves its answers (:mod:`.checker`, ``index_missed`` and
+``index_wrong``)."""
+
+from schemaless_store.indexes import Index
+
+value_index = Index(table="index_history_value", properties=["value"], shard_on="value")
