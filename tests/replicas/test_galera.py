@@ -393,3 +393,81 @@ def test_a_lost_commit_answer_is_decided_by_the_receipt_on_galera(cluster, tmp_p
         assert found == {"lost": 1, "galera": True, "shard": "shard_2", "left": None}
     finally:
         store.close()
+
+
+def test_autocommit_statements_in_one_query_report_their_certification_failures(cluster):
+    """What the index writer relies on (docs/design.md#galera): its rows go in multi-statement
+    queries in autocommit, each statement a transaction of its own; through two nodes at once,
+    one that fails certification must raise, never answer success (a ``COMMIT`` inside such a
+    query may: the test above). Two clients increment the same counters through the first and
+    the last node, two autocommit ``UPDATE`` statements per query; every increment they were
+    told succeeded is in the counters, and no other."""
+    import threading
+
+    import MySQLdb
+    from MySQLdb.constants import CLIENT
+
+    first = cluster.nodes[0]
+    first.query("CREATE DATABASE IF NOT EXISTS multi_probe")
+    first.query("DROP TABLE IF EXISTS multi_probe.c")
+    first.query("CREATE TABLE multi_probe.c (id INT PRIMARY KEY, n INT NOT NULL)")
+    first.query("INSERT INTO multi_probe.c VALUES (1, 0), (2, 0), (3, 0), (4, 0)")
+    cluster.wait_synced(size=3)
+    acknowledged = dict.fromkeys((1, 2, 3, 4), 0)
+    counted = threading.Lock()
+
+    def client(node: GaleraNode, order: int) -> None:
+        conn = MySQLdb.connect(
+            host="127.0.0.1",
+            port=node.port,
+            user="root",
+            db="multi_probe",
+            client_flag=CLIENT.MULTI_STATEMENTS,
+        )
+        conn.autocommit(True)
+        keys = [1, 2, 3, 4][::order]
+        deadline = time.monotonic() + 4
+        try:
+            while time.monotonic() < deadline:
+                for pair in (keys[:2], keys[2:]):
+                    done = []
+                    cursor = conn.cursor()
+                    try:
+                        cursor.execute(
+                            ";".join(f"UPDATE c SET n = n + 1 WHERE id = {k}" for k in pair)
+                        )
+                        done.append(pair[0])
+                        while cursor.nextset():  # the second statement's error raises here
+                            pass
+                        done.append(pair[1])
+                    except MySQLdb.OperationalError:
+                        pass  # a certification failure, reported: not counted
+                    finally:
+                        cursor.close()
+                    with counted:
+                        for key in done:
+                            acknowledged[key] += 1
+        finally:
+            conn.close()
+
+    before = _conflicts(cluster)
+    clients = [
+        threading.Thread(target=client, args=(cluster.nodes[0], 1)),
+        threading.Thread(target=client, args=(cluster.nodes[-1], -1)),
+    ]
+    for thread in clients:
+        thread.start()
+    for thread in clients:
+        thread.join()
+    cluster.wait_synced(size=3)
+    assert _conflicts(cluster) > before  # they really met at certification
+    reader = first.connect(database="multi_probe")
+    try:
+        with reader.cursor() as cursor:
+            cursor.execute("SET SESSION wsrep_sync_wait = 1")  # every write set applied first
+            cursor.execute("SELECT id, n FROM c")
+            stored = dict(cursor.fetchall())
+    finally:
+        reader.close()
+    assert stored == acknowledged
+    assert min(stored.values()) > 100
