@@ -64,11 +64,17 @@ class GaleraNode(MariaDBServer):
         self.start_position: str | None = None
 
     def choose_ports(self) -> None:
-        """New client and state-transfer ports; the group port stays, as the other nodes'
-        cluster address names it."""
+        """Every port anew (a node that never ran: the nodes started before it have its old
+        group address in their list, one address of several that does not answer)."""
         super().choose_ports()
+        self.group_port = free_port()
         self.ist_port = free_port()
         self.sst_port = free_port()
+
+    def make_datadir(self, template: Path | None) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(template or self.cluster.template, self.datadir)
+        _give_to_server(self.root)
 
     @property
     def group_address(self) -> str:
@@ -111,8 +117,7 @@ class GaleraNode(MariaDBServer):
 
     def start(self, template: Path | None = None, timeout: float = 120) -> GaleraNode:
         if not self.datadir.exists():
-            self.root.mkdir(parents=True)
-            shutil.copytree(template or self.cluster.template, self.datadir)
+            self.make_datadir(template)
         self.tmpdir.mkdir(exist_ok=True)
         _give_to_server(self.root)
         self.start_position = self._recover_position(timeout)

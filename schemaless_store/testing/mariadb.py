@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,9 +39,17 @@ class ServerError(RuntimeError):
     """A throwaway server could not be installed or started; the message has its log's tail."""
 
 
+class PortTaken(ServerError):
+    """Another process bound a port the server was to listen on before it did."""
+
+
 #: Where :func:`free_port` picks from when the kernel's ephemeral range leaves room below it.
 LOWEST_PORT = 20000
 _pick = random.SystemRandom()
+# The ports this process has handed out: none twice (a Galera node takes four at once, before
+# any of them is bound).
+_handed_out: set[int] = set()
+_handing = threading.Lock()
 
 
 def _ephemeral_ports() -> tuple[int, int]:
@@ -72,14 +81,20 @@ def free_port() -> int:
     already in use"). Below that range only another pick, in another process, can take the
     same port before the server binds it; :meth:`MariaDBServer.start` then picks again."""
     low, _ = _ephemeral_ports()
-    if low - LOWEST_PORT >= 1000:
-        for _ in range(200):
-            port = _pick.randrange(LOWEST_PORT, low)
-            if _bindable(port):
+    with _handing:
+        if low - LOWEST_PORT >= 1000:
+            for _ in range(200):
+                port = _pick.randrange(LOWEST_PORT, low)
+                if port not in _handed_out and _bindable(port):
+                    _handed_out.add(port)
+                    return port
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+            if port not in _handed_out:
+                _handed_out.add(port)
                 return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _as_root() -> list[str]:
@@ -202,12 +217,7 @@ class MariaDBServer:
 
     def start(self, template: Path | None = None, timeout: float = 60) -> MariaDBServer:
         if not self.datadir.exists():
-            self.root.mkdir(parents=True, exist_ok=True)
-            if template is not None:
-                shutil.copytree(template, self.datadir)
-                self.template = template
-            else:
-                install_datadir(self.datadir)
+            self.make_datadir(template)
         if not self.port:
             self.port = free_port()
         # Temporary files (big sorts, ALTER TABLE) go next to the datadir, never to the
@@ -222,17 +232,30 @@ class MariaDBServer:
                 start_new_session=True,
             )
             try:
-                self._wait_ready(timeout)
-            except ServerError:
+                self._wait_ready(timeout, log_start)
+            except PortTaken:
                 # Another process took a port between the pick and the bind: a server that has
-                # never run may pick again (one that ran keeps its ports: others know them).
-                if self.started or attempt == PORT_ATTEMPTS or not self._port_taken(log_start):
+                # never run may pick again (one that ran keeps its ports: others know them),
+                # on a fresh datadir (the failed start may have written to it).
+                if self.started or attempt == PORT_ATTEMPTS:
                     raise
+                self.stop(remove=False)
+                shutil.rmtree(self.datadir)
+                self.make_datadir(self.template)
                 self.choose_ports()
                 continue
             self.started = True
             return self
         raise AssertionError("unreachable")
+
+    def make_datadir(self, template: Path | None) -> None:
+        """A fresh datadir: a copy of ``template``, or a new install."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        if template is not None:
+            shutil.copytree(template, self.datadir)
+            self.template = template
+        else:
+            install_datadir(self.datadir)
 
     def choose_ports(self) -> None:
         """New ports for a server that could not bind the ones it had; subclasses add theirs."""
@@ -275,20 +298,34 @@ class MariaDBServer:
         finally:
             connection.close()
 
-    def _wait_ready(self, timeout: float) -> None:
+    def _wait_ready(self, timeout: float, log_start: int = 0) -> None:
+        """Until the server answers on its port; :class:`PortTaken` if its log says it could
+        not bind one, or another server answers there."""
         import MySQLdb
 
         deadline = time.monotonic() + timeout
         while True:
             if self.process is not None and self.process.poll() is not None:
-                raise ServerError(
+                error = PortTaken if self._port_taken(log_start) else ServerError
+                raise error(
                     f"mariadbd {self.name} exited ({self.process.returncode}):\n{self.log_tail()}"
                 )
             try:
                 if self.host == "127.0.0.1":
-                    MySQLdb.connect(
+                    answering = MySQLdb.connect(
                         host=self.host, port=self.port, user="root", connect_timeout=1
-                    ).close()
+                    )
+                    try:
+                        with answering.cursor() as cursor:
+                            cursor.execute("SELECT @@datadir")
+                            datadir = Path(cursor.fetchone()[0])
+                    finally:
+                        answering.close()
+                    if datadir.resolve() != self.datadir.resolve():
+                        # Another lane's server (root without a password too) holds the port.
+                        raise PortTaken(
+                            f"mariadbd {self.name}: port {self.port} answers for {datadir}"
+                        )
                 else:
                     # Another address: root is only root@127.0.0.1, so let root in from the
                     # clients of that network (the server listens on nothing else).

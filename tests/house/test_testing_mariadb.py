@@ -68,3 +68,19 @@ def test_a_server_whose_port_was_taken_picks_another(tmp_path: Path) -> None:
             assert server.port == taken
         finally:
             server.stop()
+
+
+def test_a_server_whose_port_another_mariadbd_answers_on_picks_another(tmp_path: Path) -> None:
+    """A port taken by another throwaway server answers the readiness probe as root, as ours
+    would: the server checks that the answer comes from its own datadir before it counts as
+    started."""
+    first = settings.MARIADB_SERVERS[0]
+    server = MariaDBServer(tmp_path, "answered", buffer_pool="16M")
+    server.port = first.port
+    try:
+        server.start(template=first.template)
+        assert server.port != first.port
+        datadir = server.query("SELECT @@datadir AS d")[0]["d"]
+        assert Path(datadir).resolve() == server.datadir.resolve()
+    finally:
+        server.stop()

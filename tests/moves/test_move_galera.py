@@ -64,8 +64,9 @@ def aliases(cluster: GaleraCluster, django_db_blocker: Any) -> Iterator[None]:
             yield
     finally:
         for alias in added:
-            with contextlib.suppress(AttributeError):
+            with contextlib.suppress(Exception):
                 connections[alias].close()
+            with contextlib.suppress(AttributeError):
                 # The handler keeps the connection object: a later module reusing the alias
                 # would get this one, on this module's database (the cleaner's lock test did).
                 del connections[alias]

@@ -214,9 +214,6 @@ def test_a_failed_delete_resurrects_nothing():
     )
 
 
-# --- the report and the records ----------------------------------------------------------
-
-
 # --- finds through the index on a register's value ---------------------------------------
 
 
@@ -243,6 +240,7 @@ def test_a_find_decides_nothing_when_another_write_of_the_key_may_have_replaced_
         op("delete", "R", 0.5, 1.5, "info", prev="a"),  # overlaps the write: unknown order
         op("write", "R", 0.5, 1.5, value="b", prev="a"),
         op("save", "R", 1.5, 1.8, "info", value="b"),  # unknown: may land after its end
+        op("save", "R", -1, 0.5, value="b"),  # begun first, ended after the write began
     ):
         history = (op("save", "R", 0, 1, value="a"), other, op("find", "R", 2, 3, value="a"))
         assert found(*history) == {}, other
@@ -272,6 +270,9 @@ def test_another_entity_in_a_finds_answer_is_index_wrong():
         op("save", "S", 0, 1, value="b"),
         op("find", "R", 2, 3, value="a", result=["R", "S"]),
     ) == {"index_wrong": 1}
+
+
+# --- the report and the records ----------------------------------------------------------
 
 
 def test_the_report_counts_each_kind_and_shows_examples():

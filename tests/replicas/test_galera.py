@@ -399,7 +399,8 @@ def test_autocommit_statements_in_one_query_report_their_certification_failures(
     """What the index writer relies on (docs/design.md#galera): its rows go in multi-statement
     queries in autocommit, each statement a transaction of its own; through two nodes at once,
     one that fails certification must raise, never answer success (a ``COMMIT`` inside such a
-    query may: the test above). Two clients increment the same counters through the first and
+    query may: ``test_appends_through_two_nodes_are_each_applied_once_at_certification``). Two
+    clients increment the same counters through the first and
     the last node, two autocommit ``UPDATE`` statements per query; every increment they were
     told succeeded is in the counters, and no other."""
     import threading
@@ -415,8 +416,15 @@ def test_autocommit_statements_in_one_query_report_their_certification_failures(
     cluster.wait_synced(size=3)
     acknowledged = dict.fromkeys((1, 2, 3, 4), 0)
     counted = threading.Lock()
+    crashed: list[BaseException] = []  # a client thread's own failure, not a server's answer
 
     def client(node: GaleraNode, order: int) -> None:
+        try:
+            increments(node, order)
+        except BaseException as exc:
+            crashed.append(exc)
+
+    def increments(node: GaleraNode, order: int) -> None:
         conn = MySQLdb.connect(
             host="127.0.0.1",
             port=node.port,
@@ -459,6 +467,7 @@ def test_autocommit_statements_in_one_query_report_their_certification_failures(
         thread.start()
     for thread in clients:
         thread.join()
+    assert crashed == []
     cluster.wait_synced(size=3)
     assert _conflicts(cluster) > before  # they really met at certification
     reader = first.connect(database="multi_probe")
@@ -471,3 +480,4 @@ def test_autocommit_statements_in_one_query_report_their_certification_failures(
         reader.close()
     assert stored == acknowledged
     assert min(stored.values()) > 100
+    first.query("DROP DATABASE multi_probe")

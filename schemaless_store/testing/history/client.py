@@ -67,6 +67,7 @@ class Client:
         # The value this client last wrote to each register key (acknowledged): what a find
         # looks up. Written over by others or not, the checker decides what the answer proves.
         self.mine: dict[str, str] = {}
+        self.last_result: Any = None  # what the last operation that succeeded returned
 
     def list_key(self) -> str:
         generation = int((time.monotonic() - self.epoch) / GENERATION)
@@ -101,6 +102,7 @@ class Client:
         from django.db import connections
 
         index, self.index = self.index, self.index + 1
+        self.last_result = None
         self.recorder.invoke(self.process, index, f, key, value)
         try:
             details = getattr(self, f"do_{f}")(key, value)
@@ -111,6 +113,7 @@ class Client:
         else:
             outcome = "ok"
             self.recorder.complete(self.process, index, outcome, **details)
+            self.last_result = details.get("result")
         finally:
             # What a request's end does in a Django app: a connection a fault broke is not
             # used again. (The store swallows a failed read of the shard map and keeps its

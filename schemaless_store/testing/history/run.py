@@ -4,10 +4,11 @@
 It starts its own throwaway store (:mod:`.servers`), migrates it, runs ``--clients`` client
 processes (:mod:`.client`) and the chosen nemeses (:mod:`.nemesis`) for ``--minutes``, prints
 progress every ten seconds, then stops the faults, heals the store, reads every key once more
-(the final reads, process ``final``), and prints the checker's report (:mod:`.checker`): the
-operations by outcome, the faults injected, each anomaly kind's count and examples. Exit
-status 1 on any anomaly. Every seed derives from ``--seed``, printed first, so a failing run
-replays with the same faults drawn (their timing against the clients still varies).
+and looks each register's value up (the final reads and finds, process ``final``), and prints
+the checker's report (:mod:`.checker`): the operations by outcome, the faults injected, each
+anomaly kind's count and examples. Exit status 1 on any anomaly. Every seed derives from
+``--seed``, printed first, so a failing run replays with the same faults drawn (their timing
+against the clients still varies).
 """
 
 from __future__ import annotations
@@ -167,7 +168,9 @@ class Run:
             self.say(f"client(s) ended badly, exit codes {self.failed_clients}: see p*.log")
 
     def final_reads(self) -> None:
-        """Every key read once more, retried until the healed store answers."""
+        """Every key read once more, retried until the healed store answers; a register's
+        value found through the index, too (nothing else writes by then: the checker can
+        decide every such find whose value's write was acknowledged)."""
         from django.db import connections
 
         from ...topology import bucket_map
@@ -180,6 +183,11 @@ class Run:
         deadline = time.monotonic() + FINAL_READ_TIMEOUT
         for key in keys:
             while reader.run("read", key, None) != "ok" and time.monotonic() < deadline:
+                time.sleep(0.5)
+            value = reader.last_result
+            if not key.startswith("reg-") or value is None:
+                continue
+            while reader.run("find", key, value) != "ok" and time.monotonic() < deadline:
                 time.sleep(0.5)
         reader.recorder.close()
         self.say(f"final reads of {len(keys)} keys done")
