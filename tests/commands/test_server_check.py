@@ -129,9 +129,10 @@ def test_check_database_connects_to_the_server_it_names(monkeypatch):
     tried = unreachable(monkeypatch)
     with pytest.raises(OperationalError, match="shard_1: cannot connect"):
         call_command("check", databases=["shard_1"], stdout=io.StringIO())
-    # Only the server named (two checks may each try it: the layout's, unless a connection
-    # already read it, and the server's own).
-    assert set(tried) == {"shard_1"} and len(tried) <= 2
+    # Only the server named. How many times is not the point: each check that reads the
+    # server tries it (the layout's, unless a connection already read it; the server's own),
+    # and the Django 6.1 pass of CI saw three.
+    assert set(tried) == {"shard_1"}
 
 
 @pytest.mark.parametrize(
