@@ -127,13 +127,17 @@ class MoveBuckets(Nemesis):
             started = time.monotonic()
             self.record(phase="start", to=target, buckets=buckets, attempt=attempt)
             done = self.store.manage("movebuckets", "--to", target, "--buckets", buckets)
+            output = done.stdout + done.stderr
+            # A held move's message names the keys and tables that escaped its fence: whole.
+            held = [line for line in output.splitlines() if "escaped the fence" in line]
             self.record(
                 phase="end",
                 to=target,
                 buckets=buckets,
                 returncode=done.returncode,
                 seconds=round(time.monotonic() - started, 2),
-                output=(done.stdout + done.stderr)[-300:],
+                output=output[-300:],
+                **({"held": held[-1][:4000]} if held else {}),
             )
             if done.returncode == 0:
                 self.unfinished = None
