@@ -10,8 +10,8 @@ from .. import consistency, lifecycle
 from ..exceptions import CorruptBody, IndexValueError, SchemalessError
 from ..indexes import Index, registry
 from ..jsonview import dumps_value
+from ..tables import index_rows as index_table
 from ..tables.values import plain
-from ..topology import bucket_map
 from .common import entity_url
 from .values_html import value_html
 
@@ -57,8 +57,7 @@ def row_view(index: Index, values: tuple[Any, ...], status: str) -> RowView:
             raw = plain(value)
             shown = dumps_value(raw) + " (raw column value)"
         cells.append((prop, shown))
-    alias = bucket_map.alias_for(index.routing_key(values[index.shard_position]))
-    return RowView(cells=cells, alias=alias, status=status)
+    return RowView(cells=cells, alias=index_table.home(index, values), status=status)
 
 
 def entity_rows(entity: Any) -> list[EntityRows]:

@@ -37,6 +37,11 @@ def columns(index: Index, quote: Callable[[str], str]) -> list[str]:
     return [quote(c) for c in (*index.properties, "entity_id")]
 
 
+def bucket(index: Index, values: Sequence[Any]) -> int:
+    """The bucket of the row with these column values (the entity id after them or not)."""
+    return bucket_map.bucket_for(index.routing_key(values[index.shard_position]))
+
+
 def home(index: Index, values: Sequence[Any]) -> str:
     """The alias that holds the row with these column values."""
     return bucket_map.alias_for(index.routing_key(values[index.shard_position]))
@@ -191,7 +196,7 @@ def _with_buckets(index: Index, rows: Sequence[tuple[Any, ...]]) -> list[tuple[A
         key = (type(value), value)
         number = found.get(key)
         if number is None:
-            number = found[key] = bucket_map.bucket_for(index.routing_key(value))
+            number = found[key] = bucket(index, row)
         placed.append((*row, number))
     return placed
 

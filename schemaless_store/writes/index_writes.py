@@ -51,7 +51,7 @@ def add(rows: Iterable[Row], wait: bool = True, noted_later: str | None = None) 
             written.add(alias)
             if left:
                 # Their buckets moved (or are being flipped): insert them where they are now.
-                moved = {_bucket(index, row) for index, row in left}
+                moved = {index_table.bucket(index, row) for index, row in left}
                 if not wait:
                     raise NotOwner(alias, moved)
                 bucket_map.await_new_owner(alias, moved)
@@ -59,11 +59,6 @@ def add(rows: Iterable[Row], wait: bool = True, noted_later: str | None = None) 
         plain = refused
     for alias in written - {noted_later}:  # positions for replica reads: once per shard
         replicas.note_write(alias, shards.index_connection(alias))
-
-
-def _bucket(index: Index, values: tuple[Any, ...]) -> int:
-    """The bucket of an index row (its values, with or without the entity id after them)."""
-    return bucket_map.bucket_for(index.routing_key(values[index.shard_position]))
 
 
 def delete(rows: Iterable[Row]) -> tuple[int, dict[str, list[Row]]]:
@@ -80,7 +75,7 @@ def delete(rows: Iterable[Row]) -> tuple[int, dict[str, list[Row]]]:
     unavailable: ShardUnavailable | None = None
     for (index, alias), grouped in index_table.group(rows).items():
         try:
-            placed = [(row, _bucket(index, row)) for row in grouped]
+            placed = [(row, index_table.bucket(index, row)) for row in grouped]
             with shards.errors_named(alias):
                 denied = fence.refused(shards.index_connection(alias), {b for _r, b in placed})
             served = [row for row, bucket in placed if bucket not in denied]
@@ -107,7 +102,7 @@ def await_owners(
     the cleaner removes them."""
     candidates: dict[bytes, set[tuple[Index, Any]]] = defaultdict(set)
     for shard, rows in refused.items():
-        moved = {_bucket(index, values) for index, values, _key in rows}
+        moved = {index_table.bucket(index, values) for index, values, _key in rows}
         if shards.connection(alias).in_atomic_block:
             raise NotOwner(shard, moved)
         bucket_map.await_new_owner(shard, moved)
@@ -131,7 +126,7 @@ def claim_unique(
         try:
             while not index_table.claim(index, alias, values, entity_id, fence.refused):
                 # Its bucket moved (or is being flipped): claim it where it is now.
-                moved = {_bucket(index, values)}
+                moved = {index_table.bucket(index, values)}
                 if not wait:
                     raise NotOwner(alias, moved)
                 bucket_map.await_new_owner(alias, moved)

@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS
 
-from schemaless_store import conf
-from schemaless_store.dburls import database_from_url
 from schemaless_store.tables.server_locks import LEASE_TABLE
 from schemaless_store.testing.galera import GaleraCluster
 from schemaless_store.topology.server_lock import ServerLock
+from tests.support.aliases import added as aliases_added
+from tests.support.aliases import entry
 
 pytestmark = [pytest.mark.mariadb_only, pytest.mark.slow]
 
@@ -59,31 +59,12 @@ def cluster(galera_cluster: GaleraCluster) -> GaleraCluster:
     return galera_cluster
 
 
-def entry(url: str) -> dict[str, Any]:
-    """The ``DATABASES`` entry of a URL, with the defaults Django fills in for its own."""
-    configured = connections.configure_settings(
-        {DEFAULT_DB_ALIAS: {}, "node": database_from_url(url)}
-    )
-    return dict(configured["node"])
-
-
 @pytest.fixture(scope="module")
 def nodes(cluster: GaleraCluster, django_db_blocker: Any) -> Iterator[tuple[str, ...]]:
     """The aliases of the three nodes, in ``connections`` for this module only."""
-    for alias, node in zip(ALIASES, cluster.nodes, strict=True):
-        connections.settings[alias] = entry(node.url(DATABASE))
-    try:
-        with django_db_blocker.unblock():
-            yield ALIASES
-    finally:
-        for alias in ALIASES:
-            with contextlib.suppress(AttributeError):
-                connections[alias].close()
-                del connections[alias]
-            del connections.settings[alias]
-        # DATABASES changed behind Django's back (no setting_changed), and the store's settings
-        # (whose shards default to every alias but default) may have been resolved meanwhile.
-        conf.get.cache_clear()
+    urls = {alias: node.url(DATABASE) for alias, node in zip(ALIASES, cluster.nodes, strict=True)}
+    with aliases_added(urls), django_db_blocker.unblock():
+        yield ALIASES
 
 
 def make_lock(alias: str, index: str = "index_link") -> ServerLock:

@@ -10,7 +10,6 @@ the three nodes, ``galera_all`` one that lists all three.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -18,14 +17,12 @@ from typing import Any
 
 import MySQLdb
 import pytest
-from django.db import DEFAULT_DB_ALIAS, connections
 
-from schemaless_store import conf
-from schemaless_store.dburls import database_from_url
 from schemaless_store.exceptions import MoveRefused
 from schemaless_store.tables import move_log as capture
 from schemaless_store.testing.galera import GaleraCluster, GaleraNode
 from schemaless_store.topology import fence
+from tests.support.aliases import added as aliases_added
 
 pytestmark = [pytest.mark.mariadb_only, pytest.mark.slow]
 
@@ -36,13 +33,6 @@ DATABASE = "moves"
 def cluster(galera_cluster: GaleraCluster) -> GaleraCluster:
     galera_cluster.nodes[0].query(f"CREATE DATABASE {DATABASE}")
     return galera_cluster
-
-
-def entry(url: str) -> dict[str, Any]:
-    configured = connections.configure_settings(
-        {DEFAULT_DB_ALIAS: {}, "node": database_from_url(url)}
-    )
-    return dict(configured["node"])
 
 
 def listing(nodes: list[GaleraNode]) -> str:
@@ -57,21 +47,8 @@ def aliases(cluster: GaleraCluster, django_db_blocker: Any) -> Iterator[None]:
         "galera_two": f"galera://root@{listing(cluster.nodes[:2])}/{DATABASE}",
         "galera_all": f"galera://root@{listing(cluster.nodes)}/{DATABASE}",
     }
-    for alias, url in added.items():
-        connections.settings[alias] = entry(url)
-    try:
-        with django_db_blocker.unblock():
-            yield
-    finally:
-        for alias in added:
-            with contextlib.suppress(Exception):
-                connections[alias].close()
-            with contextlib.suppress(AttributeError):
-                # The handler keeps the connection object: a later module reusing the alias
-                # would get this one, on this module's database (the cleaner's lock test did).
-                del connections[alias]
-            del connections.settings[alias]
-        conf.get.cache_clear()  # DATABASES changed without setting_changed (see the cleaner's)
+    with aliases_added(added), django_db_blocker.unblock():
+        yield
 
 
 def connect(node: GaleraNode, database: str | None = None) -> Any:
