@@ -196,7 +196,11 @@ def test_a_shard_server_killed_during_writes_loses_nothing_acknowledged():
             checks = checks_while_down()
             timed_failure(lambda: list(Entity.objects.filter_index(link=remote["link"])))
             tally.details.update(checks_while_down=checks + 1)
-            time.sleep(0.5)
+            # The writer reports a failure once one of its writes meets the dead shard; a write
+            # that lost its commit answer first asks for its receipt (RECEIPT_WAIT): wait for it.
+            deadline = time.monotonic() + 15
+            while not writer.outcomes["failed"] and time.monotonic() < deadline:
+                time.sleep(0.1)
             failed_while_down = writer.outcomes["failed"]
             server.start()
             forget_connections()
