@@ -192,13 +192,13 @@ def check_shard_map(app_configs: Any = None, databases: Any = None, **kwargs: An
 def check_servers(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Any]:
     """Every MySQL-backed database of the store (the shards, ``default`` and the replicas) is a
     MariaDB server at least as new as the oldest tested,
-    :data:`~.server_support.OLDEST_MARIADB` (``schemaless.E007``).
+    :data:`~.topology.server_support.OLDEST_MARIADB` (``schemaless.E007``).
 
     As Django's own database checks, it runs only for the aliases named: ``manage.py check
     --database ALIAS``, ``migrate`` (the alias it migrates) and ``migrateall`` (every one, before
     it migrates any). Any other command that runs the checks (a plain ``check``,
     ``runcleaner``, ``movebuckets``, ``runserver``) connects to no database for it: a store
-    connection refuses an unsupported server as it opens (:mod:`.server_support`). A named
+    connection refuses an unsupported server as it opens (:mod:`.topology.server_support`). A named
     server that cannot be reached raises, as in Django's checks. SQLite aliases are not
     connected. The version is read on the alias's connection (Django's MySQL backend reads it
     once per connection object)."""

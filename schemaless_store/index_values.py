@@ -150,8 +150,8 @@ class ColumnType:
 
     name: str = ""
     # The type of every value ``to_db`` returns (bytes, int or float), which lets index rows be
-    # written as literals without the driver's escaping (:mod:`.literals`); None: unknown, the
-    # driver renders them.
+    # written as literals without the driver's escaping (:mod:`.tables.literals`); None:
+    # unknown, the driver renders them.
     python_type: type | None = None
 
     def __init__(self, max_bytes: int = 255) -> None:

@@ -9,12 +9,12 @@ outside a view (a middleware loading or saving the session, a response rendered 
 (docs/replicas.md).
 
 Within a request, each thread keeps the GTID positions of its writes on each shard
-(:mod:`.replicas`). This middleware starts each request from the positions its user's earlier
-requests wrote, carried in a signed cookie, and sets the cookie again when the request wrote,
-so that a read right after a redirect (a form post, then the page that shows it) is not served
-by a replica that has not applied that write yet. It carries database positions, not a timer
-(django-multidb-router pins a user to the primary for a while; this pins only until a replica
-has caught up).
+(:mod:`.topology.replicas`). This middleware starts each request from the positions its user's
+earlier requests wrote, carried in a signed cookie, and sets the cookie again when the request
+wrote, so that a read right after a redirect (a form post, then the page that shows it) is not
+served by a replica that has not applied that write yet. It carries database positions, not a
+timer (django-multidb-router pins a user to the primary for a while; this pins only until a
+replica has caught up).
 
 Add ``"schemaless_store.middleware.ReadYourWrites"`` to ``MIDDLEWARE``.
 """

@@ -1,6 +1,6 @@
 """The store's receivers, connected in ``AppConfig.ready()``: ``post_migrate`` creates index
 tables, the bucket table and the receipts table on shards and records index states on ``default``;
-``connection_created`` refuses a server the store does not run on (:mod:`.server_support`).
+``connection_created`` refuses a server the store does not run on (:mod:`.topology.server_support`).
 
 Index maintenance is not a receiver: every write runs the write protocol
 (:mod:`.writes.protocol`), which sends Django's ``pre_save``/``post_save`` and

@@ -31,7 +31,7 @@ def loaded_version(entity: Entity) -> str:
 
 
 class EntityBodyForm(forms.Form):
-    """The body of an entity as JSON (:mod:`.jsonview`), plus when it was loaded."""
+    """The body of an entity as JSON (:mod:`..jsonview`), plus when it was loaded."""
 
     body = forms.CharField(
         widget=forms.Textarea(attrs={"class": "schemaless-json", "spellcheck": "false"}),

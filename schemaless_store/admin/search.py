@@ -56,7 +56,7 @@ def _entity_id(text: str) -> bytes | None:
 
 
 def _value(text: str) -> Any:
-    """A condition value: JSON (with the $-forms of :mod:`.jsonview`) if it parses, else text."""
+    """A condition value: JSON (with the $-forms of :mod:`..jsonview`) if it parses, else text."""
     try:
         data = jsonview.parse(text)
     except jsonview.JSONViewError:

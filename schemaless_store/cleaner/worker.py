@@ -1,6 +1,6 @@
 """The cleaner's run loop: rounds over the chosen indexes and shards, one cleaner per (index,
-shard) at a time (:mod:`.lock`), throttled batches, progress bars, and a graceful stop on
-SIGINT/SIGTERM. The passes themselves are in :mod:`.passes`."""
+shard) at a time (:mod:`..topology.server_lock`), throttled batches, progress bars, and a
+graceful stop on SIGINT/SIGTERM. The passes themselves are in :mod:`.passes`."""
 
 from __future__ import annotations
 

@@ -80,8 +80,8 @@ def fetch_shard(
     model: Any, alias: str, source: str, ids: list[bytes], used: bucket_map.BucketMap | None
 ) -> dict[bytes, Any]:
     """The entities among ``ids`` that live on ``alias``, read from ``source`` (``alias`` or
-    one of its replicas, :func:`..replicas.reader`'s choice in the calling thread); the read is
-    confirmed against the map ``used`` that routed them
+    one of its replicas, :func:`..topology.replicas.reader`'s choice in the calling thread);
+    the read is confirmed against the map ``used`` that routed them
     (:func:`~..tables.buckets.confirm_read`)."""
     build = model.row_builder()
 

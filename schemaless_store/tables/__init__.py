@@ -20,6 +20,6 @@
 
 The write path, the read path, the cleaner, the admin and the commands ask these modules for
 rows; none of them spells a statement itself (Django's ORM on the ``default`` database's
-metadata tables, :mod:`..metadata`, aside; ``tests/test_layers.py`` holds every other module
+metadata tables, :mod:`..metadata`, aside; ``tests/house/test_layers.py`` holds every other module
 to it).
 """

@@ -2,13 +2,14 @@
 buckets the shard serves (docs/design.md#the-fence; docs/resharding.md).
 
 A bucket with no row is not the shard's. On MySQL a write checks its buckets against its
-connection's snapshot of this table (:mod:`..fence`); on SQLite it reads them inside its own
-transaction (:func:`serving`), and index rows are inserted only where their bucket is served
+connection's snapshot of this table (:mod:`..topology.fence`); on SQLite it reads them inside
+its own transaction (:func:`serving`), and index rows are inserted only where their bucket is served
 (:func:`served_insert`).
 
 Beside it, ``schemaless_bucket_generation`` holds one number, bumped in the same transaction as
 every change of states: a connection that has read the served buckets once keeps them until the
-generation moves (:mod:`..fence`, MySQL's fence). :data:`epoch` counts this process's own changes.
+generation moves (:mod:`..topology.fence`, MySQL's fence). :data:`epoch` counts this
+process's own changes.
 
 The tables are created and seeded by ``migrate`` on the shard (from the stored map), and changed
 afterwards only by bucket moves; they are not Django models, so a test database flush keeps them.
@@ -156,7 +157,7 @@ def set_states(alias: str, buckets: Sequence[int], state: int | None) -> set[int
     shard's generation, in one transaction (the shard's own connection; inside its transaction
     when one is open). Returns the buckets the shard served before and serves no more: the
     caller that withdraws buckets this way must end the connections that may still believe
-    they are served (:func:`..fence.withdraw` does both)."""
+    they are served (:func:`..topology.fence.withdraw` does both)."""
     global epoch
     if not buckets:
         return set()
@@ -191,7 +192,8 @@ def set_states(alias: str, buckets: Sequence[int], state: int | None) -> set[int
 def served_insert(table: str, names: Sequence[str], *, idempotent: bool) -> tuple[str, str]:
     """SQLite: the text before and after ``(*values, bucket)`` rows (placeholders) of an
     ``INSERT`` into ``table`` that inserts only the rows whose bucket this shard serves, in one
-    statement (the fence of an index row on SQLite; MySQL checks in the client, :mod:`..fence`)::
+    statement (the fence of an index row on SQLite; MySQL checks in the client,
+    :mod:`..topology.fence`)::
 
         INSERT INTO t (a, entity_id) SELECT r.column1, r.column2 FROM (VALUES ...) r
         JOIN schemaless_buckets b ON b.bucket = r.column3 AND b.state IN (1, 2)
@@ -247,8 +249,8 @@ def read_owned(key: bytes, read: Callable[[str], T]) -> T:
 
 
 def confirm_read(alias: str, used: bucket_map.BucketMap) -> None:
-    """After a read on ``alias`` routed by the map ``used``: :class:`~..bucket_map.StaleRead`
-    unless what it read is the data.
+    """After a read on ``alias`` routed by the map ``used``:
+    :class:`~..topology.bucket_map.StaleRead` unless what it read is the data.
 
     The common case costs a clock read: the map is younger than its read bound and no bucket
     is moving. A move marks its buckets moving in the map at least one read bound before it

@@ -1,4 +1,4 @@
-"""A MariaDB server's GTID positions, for read-your-writes on replicas (:mod:`..replicas`;
+"""A MariaDB server's GTID positions, for read-your-writes on replicas (:mod:`..topology.replicas`;
 docs/replicas.md): the GTID a primary gave this session's last transaction, and how far a
 replica has applied its primary's changes (MariaDB-only: ``@@last_gtid``, ``@@gtid_slave_pos``,
 ``MASTER_GTID_WAIT``: a server without them fails the system check ``schemaless.E007``).

@@ -7,7 +7,7 @@ pt-online-schema-change and LHM catch the changes made during a copy; Ghostferry
 read the binlog instead, which the embedded SQLite default does not have.
 
 A replay reads the rows logged, makes the target's rows of each key what the source's are
-(:mod:`.mover`), then deletes the entries it handled. It keeps no position: an entry whose
+(:mod:`..moves.mover`), then deletes the entries it handled. It keeps no position: an entry whose
 transaction commits after a later one was read is still in the table on the next read.
 """
 

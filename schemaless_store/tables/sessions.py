@@ -1,7 +1,7 @@
 """A server's client sessions: this session's round trip, variables and settings (Galera's,
 a consistent snapshot, its database), and the others in ``information_schema.PROCESSLIST``,
 for the fence's kill of the connections that may still believe a withdrawn bucket is served
-(:mod:`..fence`; docs/design.md#the-fence).
+(:mod:`..topology.fence`; docs/design.md#the-fence).
 
 A user sees its own sessions without any privilege; another user's need ``PROCESS`` to be seen
 and ``CONNECTION ADMIN`` (or ``SUPER``) to be killed. The fence ends every session on the
@@ -25,7 +25,8 @@ CLIENT_MULTI_STATEMENTS = 1 << 16
 MULTI_STATEMENTS_ON = 0
 _MANY = "_schemaless_many_statements"  # set on a driver connection switched on here
 # Set by the Galera backend on a driver connection: ``(host, port)`` of the node it reached
-# (where its session runs: a lost answer's session is ended there, :func:`..fence.end_session`).
+# (where its session runs: a lost answer's session is ended there,
+# :func:`..topology.fence.end_session`).
 NODE = "_schemaless_node"
 
 

@@ -6,9 +6,9 @@ from then on the highest stored version is the truth (a system check warns when 
 says otherwise). Before anything is stored (a store not migrated yet) the setting is the map.
 
 A process's copy is a hint. The authority on a bucket is the shard that holds it: each shard
-keeps its own bucket table (:mod:`.tables.buckets`), every write checks it inside its
+keeps its own bucket table (:mod:`..tables.buckets`), every write checks it inside its
 transaction, and a write refused there is retried on the owner after the map is read again
-(:mod:`.writes.protocol`; docs/resharding.md).
+(:mod:`..writes.protocol`; docs/resharding.md).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ members the cluster reports. It needs no clock:
 - a connection that read its snapshot after the change committed sees the change.
 
 A write whose connection was killed fails with a lost connection; the write protocol runs it
-again on a fresh connection (:mod:`.writes.protocol`), which reads the new state and is refused.
+again on a fresh connection (:mod:`..writes.protocol`), which reads the new state and is refused.
 
 A snapshot that does not serve a bucket is read again before a write is refused: a move to this
 shard may have flipped since (that direction needs no kill, a stale "no" only costs a read).

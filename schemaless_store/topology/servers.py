@@ -16,7 +16,7 @@ from .shards import errors_named
 
 def probe_latency(aliases: Iterable[str]) -> float:
     """The slowest round trip, in seconds, of a trivial statement (``SELECT 1``) to the servers
-    of ``aliases``: how busy they are, for the throttle of background work (:mod:`.throttle`).
+    of ``aliases``: how busy they are, for the throttle of background work (:mod:`..throttle`).
     On SQLite there is no server, and the probe is always quick."""
     slowest = 0.0
     for alias in aliases:

@@ -1,6 +1,6 @@
 """The shards and the connections to them: their aliases, Django's connection and the index
 writer of each, reads, the statement cursor of the hot paths, snapshots, and what a failure to
-reach a server means (:class:`~.exceptions.ShardUnavailable`).
+reach a server means (:class:`~..exceptions.ShardUnavailable`).
 
 Which shard holds a key is the map's (:mod:`.bucket_map`); running a transaction again after a
 deadlock is :mod:`.retries`; what a shard's server is (Galera, its latency) :mod:`.servers`.

@@ -32,7 +32,7 @@ def add(rows: Iterable[Row], wait: bool = True, noted_later: str | None = None) 
     as the flip may be waiting for it).
 
     Each shard written gets this thread's position for reads from its replicas
-    (:func:`..replicas.note_write`), but ``noted_later``, whose own later commit will.
+    (:func:`..topology.replicas.note_write`), but ``noted_later``, whose own later commit will.
     """
     plain = []
     written: set[str] = set()

@@ -136,7 +136,7 @@ class Write:
     def fenced_by_insert(self) -> bool:
         """SQLite, one new key (``create``): its ``INSERT`` checks the bucket itself, in the
         same statement (:func:`~..tables.entities.insert_one_fenced`), and step 0 reads
-        nothing. On MySQL step 0 reads nothing anyway (:mod:`..fence`)."""
+        nothing. On MySQL step 0 reads nothing anyway (:mod:`..topology.fence`)."""
         return len(self.changes) == 1 and self.changes[0].fresh and self.conn.vendor != "mysql"
 
     def fence(self) -> None:

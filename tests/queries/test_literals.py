@@ -1,4 +1,4 @@
-"""Index rows written as SQL literals (``schemaless_store.literals``) on MySQL."""
+"""Index rows written as SQL literals (``schemaless_store.tables.literals``) on MySQL."""
 
 from __future__ import annotations
 
