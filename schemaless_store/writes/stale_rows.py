@@ -69,7 +69,7 @@ def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source 
     try:
         deleted, refused = retrying_lost(alias, attempt)
         if deleted_rows and servers.is_galera(alias):
-            retrying_lost(alias, lambda: _certified_recheck(alias, deleted_rows, source))
+            retrying_lost(alias, lambda: _certified_recheck(alias, deleted_rows, source, wanted))
     except NotOwner as refused_here:
         # The rows moved: their stored state is on the owner now; re-check there.
         if shards.connection(alias).in_atomic_block:
@@ -84,14 +84,22 @@ def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source 
     return deleted
 
 
-def _certified_recheck(alias: str, deleted: list[Row], source: Source) -> int:
+def _certified_recheck(alias: str, deleted: list[Row], source: Source, buckets: list[int]) -> int:
     """Galera, after step 5 deleted ``deleted``: write the rows of their keys (so that
     certification, or the applier's abort of a local lock holder, orders this transaction
     against any write of them through another node), read them again, and put back the index
-    rows they imply once more. Returns the number put back."""
+    rows they imply once more. Returns the number put back.
+
+    It writes entity rows, so it is fenced as every write is: if a move has taken the keys'
+    ``buckets`` since step 5 ran, :class:`NotOwner` (the caller re-runs step 5 on the owner).
+    Unfenced, it wrote a moved source's frozen copy after the flip, and the move's
+    verification rightly held the move for an escaped write (docs/reliability.md)."""
     deleted = list(dict.fromkeys(deleted))
     keys = sorted({key for _index, _values, key in deleted})
+    conn = shards.connection(alias)
     with transaction.atomic(using=alias):
+        if not_served := fence.refused(conn, buckets):
+            raise NotOwner(alias, set(not_served))
         entity_table.touch(alias, keys, source)
         locked = entity_table.lock(alias, keys, source)
         back = [

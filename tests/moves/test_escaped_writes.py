@@ -11,17 +11,21 @@ fence stops the store's writes; what these tests stand for is a session it misse
 from __future__ import annotations
 
 import uuid
+from types import SimpleNamespace
 
 import pytest
 from django.core.management import CommandError
 from django.db import connections
 
+from schemaless_store.exceptions import NotOwner
 from schemaless_store.metadata import BucketMove
 from schemaless_store.models import Entity
 from schemaless_store.moves.mover import Mover
 from schemaless_store.tables import move_log as capture
 from schemaless_store.topology import bucket_map
-from tests.support import STORE
+from schemaless_store.writes import stale_rows
+from tests.support import STORE, buckets
+from tests.support.invariants import assert_exact
 from tests.support.moving import (
     MOVED,
     MOVED_SET,
@@ -204,3 +208,49 @@ def test_a_mover_resumed_after_the_flip_still_holds_for_an_escaped_write(monkeyp
     assert move.phase == "held"
     assert move.counts["escaped"] == {"entities": [entity_id.bytes.hex()]}
     assert sorted(ids_per_shard()[entity_id.bytes]) == sorted([source, target])
+
+
+def test_step_5s_galera_recheck_after_a_flip_is_fenced_and_no_escaped_write(monkeypatch):
+    """Step 5's re-check on Galera writes the entity rows (docs/design.md#galera). A move that
+    fences and flips the entity's bucket between step 5's removal and that re-check must not
+    see it as an escaped write: the re-check is fenced as every write is, is refused on the
+    old shard, and runs on the owner. (Unfenced, it wrote the source's frozen copy after the
+    flip and the move was held: the hold found by the 25-minute Galera soak.) Galera is
+    stood in for by the step's own check; the statements are MySQL's."""
+    if connections["shard_0"].vendor != "mysql":
+        pytest.skip("the re-check's statements are MySQL's (it runs on Galera shards only)")
+    entity_id = buckets.id_in_bucket(7)
+    entity = Entity.objects.create(id=entity_id, user_id=b"\x01" * 16, title="before")
+    source, target = source_and_target()
+    monkeypatch.setattr(stale_rows, "servers", SimpleNamespace(is_galera=lambda _alias: True))
+    real_recheck, real_verify = stale_rows._certified_recheck, Mover.verify
+    raced: list[object] = []
+
+    def recheck_after_a_move(*args: object) -> int:
+        if raced:  # on the owner, after the move
+            return real_recheck(*args)
+
+        def verify(self: Mover) -> None:  # the re-check runs after the flip
+            try:
+                raced.append(real_recheck(*args))
+            except NotOwner as refused:
+                raced.append(refused)
+            real_verify(self)
+
+        with monkeypatch.context() as patched:
+            patched.setattr(Mover, "verify", verify)
+            run("--to", target, "--buckets", MOVED)
+        if isinstance(raced[0], NotOwner):
+            raise raced[0]
+        return int(raced[0])
+
+    monkeypatch.setattr(stale_rows, "_certified_recheck", recheck_after_a_move)
+    entity["user_id"] = b"\x02" * 16  # step 5 removes the row of the old user_id
+    entity.save()
+    assert isinstance(raced[0], NotOwner) and raced[0].alias == source
+    move = BucketMove.objects.get()
+    assert (move.phase, move.counts["verified"]) == ("done", True)
+    bucket_map.forget()
+    assert ids_per_shard()[entity_id.bytes] == [target]
+    assert Entity.objects.get(id=entity_id)["user_id"] == b"\x02" * 16
+    assert_exact()
