@@ -89,6 +89,10 @@ class KindBase(ModelBase):
         for index in options.indexes:
             index.module = cls.__module__
         cls._kind = options
+        if cls._meta.base_manager_name is None:
+            # Django's own base manager (what its internals read through) would be an
+            # unpinned one: make it the kind's manager.
+            cls._meta.base_manager_name = cls._meta.default_manager.name
         return cls
 
 

@@ -1,6 +1,7 @@
 """``Entry.objects``: the entity manager with the kind pinned. Every read leaves other kinds
 out (``get`` of another kind's id raises ``Entry.DoesNotExist``), index queries use only the
-indexes declared on the kind, and writes build instances of the kind (so they are validated)."""
+indexes declared on the kind, and writes build instances of the kind (so they are validated).
+Its Django querysets (``using(alias)``, ``filter(id=...)``, ...) are :mod:`.queryset`'s."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ..query.allentities import AllEntities
 from ..query.fetch import EntityFetcher, fetch_by_ids, get_many, get_one
 from ..query.indexquery import IndexQuery
 from ..topology import placement
+from .queryset import KindQuerySet
 
 
 class KindFetcher(EntityFetcher):
@@ -37,6 +39,8 @@ class KindFetcher(EntityFetcher):
 
 class KindManager(EntityManager):
     """The manager of a kind (see the module docs)."""
+
+    _queryset_class = KindQuerySet
 
     @property
     def kind(self) -> str:
