@@ -65,7 +65,7 @@ class KindBase(ModelBase):
             if inherited is not None:
                 fields.update(inherited.fields)
         own = take_fields(name, attrs)
-        meta = split_meta(attrs)
+        meta = split_meta(name, attrs)
         attrs.setdefault("objects", KindManager())
         if not any(issubclass(base, Entity) for base in bases):
             bases = (*bases, Entity)

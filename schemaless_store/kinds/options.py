@@ -96,7 +96,7 @@ def stored_value(model_field: models.Field, value: Any) -> Any:
     return value
 
 
-def split_meta(attrs: dict[str, Any]) -> dict[str, Any]:
+def split_meta(name: str, attrs: dict[str, Any]) -> dict[str, Any]:
     """Take the kind's own options out of ``attrs["Meta"]`` (Django's would refuse them) and
     make the class a proxy; return the kind's options."""
     meta = attrs.pop("Meta", None)
@@ -112,6 +112,13 @@ def split_meta(attrs: dict[str, Any]) -> dict[str, Any]:
                 django_meta[key] = value
     if django_meta.get("abstract"):
         raise ConfigurationError("a kind cannot be abstract; give the shared fields a mixin")
+    together = django_meta.get("unique_together")
+    if together:
+        first = list(together[0]) if isinstance(together[0], list | tuple) else list(together)
+        raise ConfigurationError(
+            f"kind {name}: Meta.unique_together is not enforced on a kind (uniqueness needs a "
+            f"lock across shards). {unique_hint(name, [str(f) for f in first])}"
+        )
     django_meta["proxy"] = True
     attrs["Meta"] = type("Meta", (), django_meta)
     return own
@@ -134,8 +141,33 @@ def take_fields(name: str, attrs: dict[str, Any]) -> dict[str, models.Field]:
                 f"kind {name}: a field cannot be named {attr!r} (the entity's id, its kind and "
                 "its row columns have these names)"
             )
+        if value.primary_key:
+            raise ConfigurationError(
+                f"kind {name}: {attr} has primary_key=True; an entity's key is its id"
+            )
+        unique = [
+            option
+            for option in ("unique", "unique_for_date", "unique_for_month", "unique_for_year")
+            if getattr(value, option)
+        ]
+        if unique:
+            raise ConfigurationError(
+                f"kind {name}: {attr} has {unique[0]}=..., which a kind cannot enforce "
+                f"(uniqueness needs a lock across shards). {unique_hint(name, [attr])}"
+            )
         fields[attr] = attrs.pop(attr)
     return fields
+
+
+def unique_hint(name: str, properties: list[str]) -> str:
+    """What to declare instead of ``unique=True`` or ``unique_together``: a unique index."""
+    table = "_".join(["index", name.lower(), *properties])
+    listed = ", ".join(f"{p!r}" for p in properties)
+    return (
+        f"Declare a unique index in the kind's Meta.indexes instead: Index({table!r}, "
+        f"[{listed}], shard_on={properties[0]!r}, unique=True); a taken value then raises "
+        "UniqueViolation and nothing is written (docs/kinds.md)."
+    )
 
 
 def add_fields(cls: Any, fields: dict[str, models.Field]) -> None:

@@ -22,6 +22,7 @@ from schemaless_store.exceptions import (
 )
 from schemaless_store.indexes import registry
 from schemaless_store.kinds import Kind
+from schemaless_store.kinds.kind import KINDS
 from schemaless_store.mapping import map_entities
 from schemaless_store.models import Entity
 from schemaless_store.tables import map_runs
@@ -310,3 +311,48 @@ def test_bad_declarations_are_refused_clearly():
                 indexes = [models.Index(fields=["x"], name="x")]
 
     assert not any(isinstance(i, Index) and i.name == "x" for i in registry.all())
+
+
+def test_unique_on_a_field_is_refused_with_the_index_to_declare():
+    """A kind cannot enforce ``unique=True``: refused at class creation, naming the unique
+    index that does it, never silently ignored (docs/kinds.md, "What a kind cannot do")."""
+    with pytest.raises(ConfigurationError, match="unique=") as raised:
+
+        class Account(Kind):
+            email = models.EmailField(unique=True)
+
+            class Meta:
+                app_label = "kindsapp"
+
+    message = str(raised.value)
+    assert "Account" in message and "email" in message
+    assert "Index('index_account_email', ['email'], shard_on='email', unique=True)" in message
+    assert "Meta.indexes" in message and "UniqueViolation" in message
+    with pytest.raises(ConfigurationError, match="unique_for_date"):
+
+        class Daily(Kind):
+            title = models.CharField(max_length=10, unique_for_date="day")
+            day = models.DateField()
+
+            class Meta:
+                app_label = "kindsapp"
+
+    with pytest.raises(ConfigurationError, match=r"unique_together[\s\S]*'a', 'b'"):
+
+        class Pair(Kind):
+            a = models.CharField(max_length=10)
+            b = models.CharField(max_length=10)
+
+            class Meta:
+                app_label = "kindsapp"
+                unique_together = [("a", "b")]
+
+    with pytest.raises(ConfigurationError, match="primary_key"):
+
+        class Keyed(Kind):
+            code = models.CharField(max_length=10, primary_key=True)
+
+            class Meta:
+                app_label = "kindsapp"
+
+    assert not {"account", "daily", "pair", "keyed"} & set(KINDS)
