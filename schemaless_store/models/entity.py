@@ -11,7 +11,16 @@ are attributes named ``row_*`` (plus ``added_id``), so no property name can clas
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import (
+    Callable,
+    ItemsView,
+    Iterable,
+    Iterator,
+    KeysView,
+    Mapping,
+    MutableMapping,
+    ValuesView,
+)
 from typing import Any
 
 from django.db import models
@@ -273,22 +282,38 @@ class Entity(AsyncEntity, models.Model):
         del self._properties()[name]
 
     # --- the rest of collections.abc.MutableMapping (Entity is registered as one; a model
-    # cannot inherit it: ABCMeta and ModelBase are two metaclasses). ``==`` stays Django's.
+    # cannot inherit it: ABCMeta and ModelBase are two metaclasses).
 
-    def keys(self) -> Iterator[str]:
+    def keys(self) -> KeysView[str]:
+        """A view of the property names, ``id`` first (``len()``, ``in``, set operations)."""
+        return KeysView(self)
+
+    def items(self) -> ItemsView[str, Any]:
+        """A view of ``(name, value)`` pairs, ``("id", e.id)`` first."""
+        return ItemsView(self)
+
+    def values(self) -> ValuesView[Any]:
+        """A view of the values, the id first."""
+        return ValuesView(self)
+
+    def __iter__(self) -> Iterator[str]:
         yield "id"
         yield from self._properties()
 
-    def items(self) -> Iterator[tuple[str, Any]]:
-        yield "id", self.id
-        yield from self._properties().items()
+    # ``==`` is Django's model equality, not a mapping's: the same stored entity (same concrete
+    # model, so a kind's instance equals the plain Entity of its id), whatever the property
+    # values. Django compares ``pk``, which for an entity is ``added_id``, a number per shard:
+    # two entities on two shards could share it, so the identity compared is the id.
 
-    def values(self) -> Iterator[Any]:
-        yield self.id
-        yield from self._properties().values()
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, models.Model):
+            return NotImplemented
+        if self._meta.concrete_model != other._meta.concrete_model:
+            return False
+        return bytes(self.row_id) == bytes(other.row_id)  # type: ignore[attr-defined]
 
-    def __iter__(self) -> Iterator[str]:
-        return self.keys()
+    def __hash__(self) -> int:
+        return hash(bytes(self.row_id))
 
     def __len__(self) -> int:
         return 1 + len(self._properties())

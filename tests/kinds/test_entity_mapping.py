@@ -3,13 +3,15 @@ given to ``mapentities`` or ``modify`` can call on it."""
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import ItemsView, KeysView, MutableMapping, ValuesView
 
 import pytest
 
 from schemaless_store.exceptions import InvalidEntityError
 from schemaless_store.models import Entity
-from tests.support import STORE
+from schemaless_store.topology import shards
+from tests.kindsapp.models import Note
+from tests.support import STORE, buckets
 
 
 def test_an_entity_is_a_mutable_mapping():
@@ -49,3 +51,45 @@ def test_a_stored_entity_changed_as_a_mapping_saves():
     found.update(keep=2)
     found.save()
     assert dict(Entity.objects.get(id=entity.id)) == {"id": entity.id, "keep": 2, "new": "x"}
+
+
+def test_keys_values_and_items_are_views():
+    """As a dict's: sized, live, ``in`` and (keys, items) set operations."""
+    entity = Entity(title="t", n=1)
+    keys, values, items = entity.keys(), entity.values(), entity.items()
+    assert isinstance(keys, KeysView) and isinstance(values, ValuesView)
+    assert isinstance(items, ItemsView)
+    assert len(keys) == len(values) == len(items) == 3
+    assert "title" in keys and "id" in keys and "x" not in keys
+    assert 1 in values and ("n", 1) in items and ("n", 2) not in items
+    assert keys & {"n", "x"} == {"n"} and keys - {"id"} == {"title", "n"}
+    assert list(items) == [("id", entity.id), ("title", "t"), ("n", 1)]
+    entity["x"] = None
+    assert len(keys) == 4 and "x" in keys  # live, as a dict's views are
+    assert (
+        dict(entity.items()) == dict(entity) == {"id": entity.id, "title": "t", "n": 1, "x": None}
+    )
+
+
+@STORE
+def test_equality_is_the_same_stored_entity_not_the_same_values():
+    """``==`` is Django's model equality (docs/usage.md): the same entity, by id, across
+    shards and between a kind and a plain Entity; never by comparing properties."""
+    aliases = shards.shard_aliases()[:2]
+    one, two = (Entity.objects.create(id=buckets.id_on(a), title="same") for a in aliases)
+    for _ in range(1000):  # until the two shards' row numbers (Django's pk) are equal
+        if one.added_id == two.added_id:
+            break
+        lower = aliases[0] if one.added_id < two.added_id else aliases[1]
+        made = Entity.objects.create(id=buckets.id_on(lower), title="same")
+        one, two = (made, two) if lower == aliases[0] else (one, made)
+    assert one.added_id == two.added_id
+    assert one != two and len({one, two}) == 2
+    again = Entity.objects.get(id=one.id)
+    again["title"] = "edited"
+    assert again == one and hash(again) == hash(one)  # the same entity, other values
+    assert Entity(title="same") != Entity(title="same")  # two new entities, two ids
+    assert len({Entity(), Entity()}) == 2  # hashable before they are saved
+    note = Note.objects.create(title="n")
+    assert note == Entity.objects.get(id=note.id) == Note.objects.get(id=note.id)
+    assert note != one and one != "same" and note != {"id": note.id, "title": "n"}
