@@ -77,26 +77,15 @@ class AsyncEntity:
     delete: Callable[..., Any]
     refresh_from_db: Callable[..., Any]
 
-    async def asave(
-        self,
-        *args: Any,
-        force_insert: bool | tuple[Any, ...] = False,
-        if_unchanged: bool = False,
-        update_fields: Any = None,
-        **kwargs: Any,
-    ) -> None:
-        """``save()``'s twin (``if_unchanged`` and ``update_fields`` included); like it,
-        ignores ``using`` and ``force_update``."""
-        await sync_to_async(self.save)(
-            force_insert=force_insert, if_unchanged=if_unchanged, update_fields=update_fields
-        )
+    async def asave(self, *args: Any, **kwargs: Any) -> None:
+        """``save()``'s twin: every keyword the instance's ``save()`` takes, passed on as
+        given (an entity's ``if_unchanged`` and ``update_fields``; a kind's ``validate`` and
+        ``expect`` too), with the same errors (an unknown keyword is ``save()``'s TypeError)."""
+        await sync_to_async(self.save)(*args, **kwargs)
 
-    async def adelete(
-        self, *args: Any, if_unchanged: bool = False, **kwargs: Any
-    ) -> tuple[int, dict[str, int]]:
-        result: tuple[int, dict[str, int]] = await sync_to_async(self.delete)(
-            if_unchanged=if_unchanged
-        )
+    async def adelete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        """``delete()``'s twin, its keywords (``if_unchanged``) passed on as given."""
+        result: tuple[int, dict[str, int]] = await sync_to_async(self.delete)(*args, **kwargs)
         return result
 
     async def arefresh_from_db(

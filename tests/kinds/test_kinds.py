@@ -4,14 +4,17 @@ properties, ``Tag`` keeps them; both have an index on ``user_id``, pinned to the
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import uuid
+from unittest import mock
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 from django.db import connections, models
 from django.test import override_settings
 
-from schemaless_store import DELETE, Index
+from schemaless_store import DELETE, Index, expected
 from schemaless_store.exceptions import (
     ConfigurationError,
     Conflict,
@@ -278,6 +281,36 @@ async def test_the_async_api_of_a_kind():
     assert [n.id async for n in Note.objects.filter_index(title="async")] == [note.id]
     again = await Note.objects.aget(id=note.id)
     assert again.stars == 5
+
+
+@pytest.mark.asyncio
+async def test_asave_takes_and_honours_every_keyword_of_save():
+    note = await Note.objects.acreate(title="kw", stars=2)
+    loaded = expected.token(bytes(note.row_body), note.added_id)
+    note.stars = 99  # invalid: only validate=False lets it through, as with save()
+    await note.asave(validate=False)
+    assert (await sync_to_async(stored)(note.id))["stars"] == 99
+    other = await Note.objects.aget(id=note.id)
+    other.stars = 4
+    with pytest.raises(Conflict):  # the stored state is no longer the one the token names
+        await other.asave(expect=expected.Expected(exists=True, token=loaded))
+    assert (await sync_to_async(stored)(note.id))["stars"] == 99
+    other.title = "only this"
+    await other.asave(update_fields=["title"], if_unchanged=True)
+    assert (await sync_to_async(stored)(note.id))["stars"] == 99
+    with pytest.raises(TypeError):
+        await other.asave(nonsense=True)  # save()'s own refusal
+    keywords = [
+        name
+        for name, parameter in inspect.signature(Note.save).parameters.items()
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+    ]
+    assert {"validate", "expect", "if_unchanged", "update_fields"} <= set(keywords)
+    given = {name: inspect.signature(Note.save).parameters[name].default for name in keywords}
+    seen: list[dict] = []
+    with mock.patch.object(Note, "save", lambda self, **kw: seen.append(kw)):
+        await other.asave(**given)
+    assert seen == [given]
 
 
 def test_bad_declarations_are_refused_clearly():
