@@ -5,6 +5,9 @@ paged by signed cursor, or a search through the kind's indexes (``user_id=...``,
 The add, change, delete and history pages are Django's own: the form is a ``ModelForm`` of the
 kind, addressed by the entity's id, saved through ``save()`` (validated) with the token of the
 page it was loaded from, so an edit made meanwhile by someone else is refused, not overwritten.
+A write refused after the form was valid (someone wrote between the form's check and the write,
+or a unique index holds a value) shows the same form again with the refusal as its error, as
+Django's own failed validation does; nothing is written.
 The operators' raw entity view (``EntityAdmin``) stays, linked from each page.
 """
 
@@ -18,17 +21,28 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.text import capfirst
 
 from .. import expected
 from ..admin.common import entity_url, with_query
 from ..admin.entity_form import CHANGED_MEANWHILE
-from ..exceptions import Conflict, InvalidCursor, InvalidEntityId, SchemalessError
+from ..exceptions import (
+    ConfigurationError,
+    Conflict,
+    InvalidCursor,
+    InvalidEntityId,
+    SchemalessError,
+    UniqueViolation,
+)
+from ..indexes import registry
 from ..topology import entity_ids
 
 SEARCH_HELP = (
     "An id, or property=value conditions joined by ' & ' that one of the kind's indexes "
     "serves (e.g. user_id=...)."
 )
+# Where a write's refusal waits, on the request, for the form that is shown again.
+REFUSED = "_kind_admin_refused"
 
 
 class KindAdmin(admin.ModelAdmin):
@@ -60,15 +74,19 @@ class KindAdmin(admin.ModelAdmin):
         self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
     ) -> Any:
         token = "" if obj is None else expected.token(bytes(obj.row_body), obj.added_id)
+        refused: tuple[str | None, str] | None = getattr(request, REFUSED, None)
 
         class TokenForm(kwargs.pop("form", self.form)):  # type: ignore[misc]
             # The stored state this page was loaded from: the save requires it still stored.
             loaded = forms.CharField(widget=forms.HiddenInput, required=False, initial=token)
 
             def clean(self) -> Any:
-                # Told here, beside the form; the write checks it again under the row lock.
                 cleaned = super().clean()
-                if obj is not None and cleaned.get("loaded") and cleaned["loaded"] != token:
+                if refused is not None:  # the write refused this very form (changeform_view)
+                    field, message = refused
+                    self.add_error(field if field in self.fields else None, message)
+                # Told here, beside the form; the write checks it again under the row lock.
+                elif obj is not None and cleaned.get("loaded") and cleaned["loaded"] != token:
                     raise forms.ValidationError(CHANGED_MEANWHILE)
                 return cleaned
 
@@ -100,9 +118,30 @@ class KindAdmin(admin.ModelAdmin):
                         )
         try:
             return super().changeform_view(request, object_id, form_url, context)
-        except Conflict:
-            messages.error(request, CHANGED_MEANWHILE)
-            return HttpResponse(status=409, content=CHANGED_MEANWHILE)
+        except (Conflict, UniqueViolation) as exc:
+            # Refused by the write after the form was valid: nothing was written (Django's
+            # transaction around the view is rolled back too, its log entry with it). The same
+            # form again, bound to what was posted, with the refusal as its error.
+            setattr(request, REFUSED, self.refusal(exc))
+            return super().changeform_view(request, object_id, form_url, context)
+
+    def refusal(self, exc: Conflict | UniqueViolation) -> tuple[str | None, str]:
+        """The form error for a write's refusal: (field or None, message)."""
+        if isinstance(exc, Conflict):
+            return None, CHANGED_MEANWHILE
+        try:
+            properties = registry.get(exc.index).properties
+        except ConfigurationError:
+            return None, str(exc)
+        name = next((p for p in properties if p in self.model._kind.fields), None)
+        if name is None:
+            return None, str(exc)
+        model_field = self.model._kind.fields[name]
+        message = model_field.error_messages["unique"] % {
+            "model_name": capfirst(self.model._meta.verbose_name),
+            "field_label": capfirst(model_field.verbose_name),
+        }
+        return name, str(message)
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None

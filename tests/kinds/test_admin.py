@@ -10,6 +10,8 @@ import uuid
 from django.contrib.admin.models import LogEntry
 from django.test import Client
 
+from schemaless_store.admin.entity_form import CHANGED_MEANWHILE
+from schemaless_store.kinds.admin import KindAdmin
 from schemaless_store.models import Entity
 from tests.kindsapp.models import Note, Tag
 from tests.support import STORE
@@ -105,6 +107,47 @@ def test_change_with_the_token_and_a_conflict(admin_client):
     assert Note.objects.get(id=note.id).stars == 5
     history = admin_client.get(page_of(note, "history"))
     assert history.status_code == 200 and "Changed" in history.content.decode()
+
+
+def test_a_conflict_at_write_time_shows_the_form_again_and_writes_nothing(
+    admin_client, monkeypatch
+):
+    """Someone writes after the form's own check of its token, before the write: the write
+    refuses (``Conflict``), and the user gets the change form back, their edit in it, with an
+    error saying the entity changed meanwhile, as Django shows any failed validation."""
+    note = Note.objects.create(title="before", stars=2)
+    data = form_data(admin_client, page_of(note), title="after")
+    save_model = KindAdmin.save_model
+
+    def raced(self, request, obj, form, change):
+        other = Note.objects.get(id=note.id)
+        other.stars = 5
+        other.save()
+        save_model(self, request, obj, form, change)
+
+    monkeypatch.setattr(KindAdmin, "save_model", raced)
+    response = admin_client.post(page_of(note), data)
+    assert response.status_code == 200
+    assert response.templates[0].name == "admin/schemaless_store/kind/change_form.html"
+    form = response.context["adminform"].form
+    assert form.non_field_errors() == [CHANGED_MEANWHILE]
+    assert form["title"].value() == "after"  # what the user typed is still in the form
+    assert CHANGED_MEANWHILE.split(".")[0] in response.content.decode()
+    stored = Note.objects.get(id=note.id)
+    assert (stored.title, stored.stars) == ("before", 5)  # theirs kept, nothing of ours
+    assert not LogEntry.objects.exists()
+
+
+def test_a_taken_unique_value_is_a_field_error(admin_client):
+    Note.objects.create(title="taken")
+    response = admin_client.post(
+        f"{LIST}add/", {"title": "taken", "stars": "3", "color": "red", "data": "{}"}
+    )
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["title"] == [
+        "Note with this Title already exists."
+    ]
+    assert Note.objects.all().count() == 1 and not LogEntry.objects.exists()
 
 
 def test_a_stored_value_that_does_not_fit_is_shown_not_crashed(admin_client):
