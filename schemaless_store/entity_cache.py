@@ -143,8 +143,8 @@ def carries_near_cache(backend: type | None) -> bool:
 
 @dataclass
 class Stats:
-    """What this process's reads and writes did with the cache (approximate under threads):
-    the bench's hit rate, the tests' proof that reads were served from it."""
+    """What this process's reads and writes did with the cache (approximate under threads): the
+    health page's cache panel (:mod:`.admin.cache_panel`), the bench's hit rate, the tests."""
 
     hits: int = 0
     misses: int = 0

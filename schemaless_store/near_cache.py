@@ -56,9 +56,11 @@ class Mark:
 
 @dataclass
 class NearStats:
-    """What this process's near cache did (approximate under threads): read by the tests and
-    reported by the bench (its cache leg and ``bench.ycsb``). Its hits are
-    ``entity_cache.stats.near_hits``, its evictions ``entity_cache.stats.invalidated``."""
+    """What this process's near cache did (approximate under threads): shown on the admin's
+    health page (:mod:`.admin.cache_panel`), written by ``bench.ycsb`` into its results (its
+    report's cache table shows ``refused`` and ``pushed``) and by ``bench.near_miss``, read by
+    the tests. Its hits are ``entity_cache.stats.near_hits``, its own process's evictions
+    ``entity_cache.stats.invalidated``."""
 
     pushed: int = 0  # ids dropped by pushes (every process's changes of token keys)
     refused: int = 0  # copies refused: an invalidation or a reconnection came in between

@@ -22,6 +22,7 @@ from django.views.decorators.http import require_POST
 from ..metadata import CleanerPass, IndexState
 from ..tables.counts import EXACT_COUNT_BELOW, count_tables
 from ..topology import shards
+from .cache_panel import cache_panel
 from .common import ReadOnlyAdmin, crumbs, health_url, log_change
 from .health_report import ENTITIES_TABLE, PassView, report
 from .sample_check import DEFAULT_SAMPLE, MAX_SAMPLE, check
@@ -76,6 +77,7 @@ class IndexStateAdmin(admin.ModelAdmin):
             "passes_url": reverse("admin:schemaless_store_cleanerpass_changelist"),
             "entities_url": reverse("admin:schemaless_store_entity_changelist"),
             "now": dt.datetime.now(dt.UTC),
+            "cache": cache_panel(),
             **(extra_context or {}),
         }
         request.current_app = self.admin_site.name
