@@ -11,7 +11,7 @@ from unittest import mock
 import pytest
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
-from django.db import connections, models
+from django.db import models
 from django.test import override_settings
 
 from schemaless_store import DELETE, Index, expected
@@ -28,23 +28,10 @@ from schemaless_store.kinds import Kind
 from schemaless_store.kinds.kind import KINDS
 from schemaless_store.mapping import map_entities
 from schemaless_store.models import Entity
-from schemaless_store.tables import map_runs
-from schemaless_store.topology import shards
 from tests.kindsapp.models import Note, Tag
 from tests.support import STORE
 
 pytestmark = STORE
-
-
-@pytest.fixture
-def fresh_runs():
-    """No mapentities run's checkpoints from another test (a flush leaves them)."""
-    yield
-    for alias in shards.shard_aliases():
-        map_runs.create_tables(alias)
-        with connections[alias].cursor() as cursor:
-            for table in (map_runs.RUNS, map_runs.SAVED, map_runs.FAILURES):
-                cursor.execute(f"DELETE FROM {table}")
 
 
 def stored(entity_id: uuid.UUID) -> dict | None:

@@ -10,10 +10,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from schemaless_store import jsonview
 from schemaless_store.exceptions import ConfigurationError, SchemalessError
+from schemaless_store.kinds.kind import KINDS
+from schemaless_store.kinds.options import stored_value
 from schemaless_store.mapping import DEFAULT_BATCH_SIZE, map_entities
 
 from ..arguments import add_throttle_arguments, throttle_options, whole_number
@@ -31,6 +34,29 @@ def condition(text: str) -> tuple[str, Any]:
         return name, jsonview.from_json(jsonview.parse(value), name)
     except jsonview.JSONViewError:
         return name, value
+
+
+def kind_conditions(kind: str, where: dict[str, Any]) -> dict[str, Any]:
+    """``--where`` values given with ``--kind``, each converted by the kind's field as the kind
+    stores it (as its admin search and API filters do): ``user_id=<hex>`` is a UUID, not text
+    that no stored value equals. Names that are no declared field stay as parsed."""
+    model = KINDS.get(kind)
+    if model is None:
+        return where  # map_entities says that no kind has the name
+    converted = {}
+    for name, value in where.items():
+        field_name, _sep, lookup = name.partition("__")
+        field = model._kind.fields.get(field_name)
+        if field is not None:
+            try:
+                if lookup == "in" and isinstance(value, list):
+                    value = [stored_value(field, field.to_python(item)) for item in value]
+                else:
+                    value = stored_value(field, field.to_python(value))
+            except ValidationError as exc:
+                raise CommandError(f"--where {name}: {' '.join(exc.messages)}") from None
+        converted[name] = value
+    return converted
 
 
 class Command(BaseCommand):
@@ -55,7 +81,8 @@ class Command(BaseCommand):
             default=None,
             metavar="NAME",
             help="Only the entities of this kind (docs/kinds.md): the function gets instances "
-            "of the kind's class, and --where uses the kind's indexes.",
+            "of the kind's class, and --where uses the kind's indexes, its values converted by "
+            "the kind's fields.",
         )
         parser.add_argument(
             "--shard",
@@ -86,6 +113,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         verbosity = options["verbosity"]
         where = dict(options["where"] or [])
+        if options["kind"] is not None and where:
+            where = kind_conditions(options["kind"], where)
         try:
             summary = map_entities(
                 options["function"],
