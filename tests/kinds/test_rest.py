@@ -108,12 +108,36 @@ def test_a_taken_unique_value_is_a_400(api):
     assert Note.objects.all().count() == 1
 
 
-def test_a_hostile_update_changes_nothing(api):
-    note = Note.objects.create(title="kept", stars=2)
-    for body in ({"stars": "x"}, {"mood": 1}, {"title": "y" * 60}):
-        assert api.patch(f"/api/notes/{note.id}/", body, format="json").status_code == 400
-    assert Entity.objects.get(id=note.id).properties == Note.objects.get(id=note.id).properties
-    assert Note.objects.get(id=note.id).title == "kept"
+@pytest.mark.parametrize("method", ["patch", "put"])
+def test_a_hostile_update_changes_nothing(api, method):
+    """Each refused update leaves the stored entity as it was before it, every field (and
+    the row itself: not even rewritten), also where the body's other fields were valid."""
+    note = Note.objects.create(
+        title="kept", stars=2, body="text", color="blue", data={"a": [1]}, user_id=uuid.uuid4()
+    )
+    before = Entity.objects.get(id=note.id)
+    assert set(before) >= {"title", "stars", "body", "color", "data", "user_id"}
+    for body in (
+        {"title": "kept", "stars": "x"},
+        {"title": "kept", "mood": 1},
+        {"stars": 4, "mood": 1},  # a valid field beside an undeclared one
+        {"body": "new", "data": {"big": 2**70}},  # ... beside one the body cannot hold
+        {"title": "y" * 60},
+        {"title": "changed", "stars": 99},
+        {"title": "changed", "color": "green", "body": "new"},
+        {"title": "changed", "user_id": "not-a-uuid"},
+        {"title": "changed", "data": {"big": 2**70}},
+        {"title": "changed", "data": DEEP},
+    ):
+        response = getattr(api, method)(f"/api/notes/{note.id}/", body, format="json")
+        assert response.status_code == 400, (body, response.content)
+        after = Entity.objects.get(id=note.id)
+        assert after.properties == before.properties, body
+        assert "mood" not in after
+        assert (after.added_id, bytes(after.row_body)) == (
+            before.added_id,
+            bytes(before.row_body),
+        ), body
 
 
 def test_anonymous_and_unprivileged_clients_cannot_write_or_read():
