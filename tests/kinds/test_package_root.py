@@ -5,7 +5,6 @@ Django's app registry is ready still works."""
 from __future__ import annotations
 
 import ast
-import os
 import subprocess
 import sys
 import textwrap
@@ -16,6 +15,7 @@ import pytest
 import schemaless_store
 from schemaless_store import kinds
 from tests.kindsapp.models import Note
+from tests.support import child
 
 PACKAGE = Path(schemaless_store.__file__).parent
 
@@ -56,11 +56,10 @@ def test_the_root_imports_before_the_app_registry_is_ready():
         print("ok")
         """
     )
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"}
     done = subprocess.run(
         [sys.executable, "-c", script],
-        cwd=PACKAGE.parent,
-        env=env,
+        cwd=child.ROOT,
+        env=child.child_env(),  # this run's databases: the child starts no servers of its own
         capture_output=True,
         text=True,
         timeout=120,

@@ -5,6 +5,8 @@ them, never give another kind's entity (or a plain one) as a ``Note``."""
 from __future__ import annotations
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
 
 from schemaless_store.exceptions import InvalidQuery
 from schemaless_store.models import Entity
@@ -45,7 +47,7 @@ def test_using_a_shard_gives_only_the_kind(one_shard):
     assert list(on_shard.iterator(chunk_size=1)) == [note]
     assert set(on_shard.in_bulk([note.added_id, tag.added_id])) == {note.id}
     assert on_shard.contains(note) and not on_shard.contains(Tag.objects.get(id=tag.id))
-    assert [t.id for t in Tag.objects.using(alias).all()] == [tag.id, other.id]
+    assert [t.id for t in Tag.objects.using(alias).order_by("added_id")] == [tag.id, other.id]
     assert Note.objects.using(shards.shard_aliases()[1]).count() == 0
 
 
@@ -84,6 +86,9 @@ def test_djangos_base_manager_is_pinned_too(one_shard):
 
 @pytest.mark.asyncio
 async def test_the_async_queryset_methods_are_pinned(one_shard):
+    # Django's database thread may hold a connection from an earlier test that a bucket
+    # move's fence has since ended (test_kinds_as_entities); Django's querysets do not retry.
+    await sync_to_async(connections.close_all)()
     alias, note, *_rest = one_shard
     on_shard = Note.objects.using(alias)
     assert [n.id async for n in on_shard.all()] == [note.id]
