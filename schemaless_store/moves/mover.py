@@ -5,8 +5,8 @@ starts, and each safe to run again, so a killed mover resumes where it was:
 
 1. **copying**: the target marks the buckets ``incoming`` (it serves none of them) and drops
    any rows of them a failed earlier attempt left; each source gets change-capture triggers
-   (:mod:`.capture`); then every table of each source is walked in key order and the rows of
-   the moving buckets are written to the target, throttled as the cleaner is
+   (:mod:`..tables.move_log`); then every table of each source is walked in key order and
+   the rows of the moving buckets are written to the target, throttled as the cleaner is
    (:mod:`..throttle`), with a checkpoint per batch.
 2. **catching up**: the logged changes are replayed (the target's rows of each changed key
    made what the source's are) until a pass finds few.
@@ -404,7 +404,7 @@ class Mover:
 
     def _fence(self) -> None:
         """Mark the buckets fenced on every source and end the connections there that may
-        still take them for served (:func:`..fence.withdraw`): from then on every write to
+        still take them for served (:func:`..topology.fence.withdraw`): from then on every write to
         them is refused, and a transaction begun before cannot commit. Run again after a
         resume, it ends the connections again (the kill may not have happened); otherwise
         once per move: each round kills every session on the sources and holds the writers."""

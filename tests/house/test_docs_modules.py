@@ -133,14 +133,6 @@ def test_every_cited_py_path_is_a_file():
     assert missing == []
 
 
-# Cited in moves/, which others were changing when this test was written: fix them there and
-# remove them here (the test fails once they are fixed, so that this list never goes stale).
-KNOWN_STALE = {
-    "moves/mover.py: .capture",
-    "moves/mover.py: ..fence.withdraw",
-}
-
-
 def module_exists(dotted: list[str]) -> bool:
     path = PACKAGE.parent.joinpath(*dotted)
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
@@ -180,8 +172,7 @@ def test_docstrings_point_to_modules_that_exist():
             parts = cited_module(source, role, target)
             if parts is not None and not module_exists(parts):
                 stale.add(f"{source.relative_to(PACKAGE).as_posix()}: {target}")
-    assert sorted(stale - KNOWN_STALE) == []
-    assert sorted(KNOWN_STALE - stale) == [], "fixed: remove them from KNOWN_STALE"
+    assert sorted(stale) == []
 
 
 def test_topology_names_each_module_in_the_layer_test_layers_gives_it():
