@@ -21,20 +21,17 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils.text import capfirst
 
 from .. import expected
 from ..admin.common import entity_url, with_query
 from ..admin.entity_form import CHANGED_MEANWHILE
 from ..exceptions import (
-    ConfigurationError,
     Conflict,
     InvalidCursor,
     InvalidEntityId,
     SchemalessError,
     UniqueViolation,
 )
-from ..indexes import registry
 from ..topology import entity_ids
 
 SEARCH_HELP = (
@@ -74,7 +71,7 @@ class KindAdmin(admin.ModelAdmin):
         self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
     ) -> Any:
         token = "" if obj is None else expected.token(bytes(obj.row_body), obj.added_id)
-        refused: tuple[str | None, str] | None = getattr(request, REFUSED, None)
+        refused: ValidationError | None = getattr(request, REFUSED, None)
 
         class TokenForm(kwargs.pop("form", self.form)):  # type: ignore[misc]
             # The stored state this page was loaded from: the save requires it still stored.
@@ -83,8 +80,8 @@ class KindAdmin(admin.ModelAdmin):
             def clean(self) -> Any:
                 cleaned = super().clean()
                 if refused is not None:  # the write refused this very form (changeform_view)
-                    field, message = refused
-                    self.add_error(field if field in self.fields else None, message)
+                    for field, errors in getattr(refused, "error_dict", {None: [refused]}).items():
+                        self.add_error(field if field in self.fields else None, errors)
                 # Told here, beside the form; the write checks it again under the row lock.
                 elif obj is not None and cleaned.get("loaded") and cleaned["loaded"] != token:
                     raise forms.ValidationError(CHANGED_MEANWHILE)
@@ -125,23 +122,11 @@ class KindAdmin(admin.ModelAdmin):
             setattr(request, REFUSED, self.refusal(exc))
             return super().changeform_view(request, object_id, form_url, context)
 
-    def refusal(self, exc: Conflict | UniqueViolation) -> tuple[str | None, str]:
-        """The form error for a write's refusal: (field or None, message)."""
+    def refusal(self, exc: Conflict | UniqueViolation) -> ValidationError:
+        """The form error for a write's refusal (by field where it names one)."""
         if isinstance(exc, Conflict):
-            return None, CHANGED_MEANWHILE
-        try:
-            properties = registry.get(exc.index).properties
-        except ConfigurationError:
-            return None, str(exc)
-        name = next((p for p in properties if p in self.model._kind.fields), None)
-        if name is None:
-            return None, str(exc)
-        model_field = self.model._kind.fields[name]
-        message = model_field.error_messages["unique"] % {
-            "model_name": capfirst(self.model._meta.verbose_name),
-            "field_label": capfirst(model_field.verbose_name),
-        }
-        return name, str(message)
+            return ValidationError(CHANGED_MEANWHILE)
+        return self.model.unique_error(exc)
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None

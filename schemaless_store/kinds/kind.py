@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING, Any
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import models
 from django.db.models.base import ModelBase
+from django.utils.text import capfirst
 
 from ..asyncapi import sync_only
-from ..exceptions import ConfigurationError, InvalidEntityError
+from ..exceptions import ConfigurationError, InvalidEntityError, UniqueViolation
 from ..expected import Expected
-from ..indexes import KIND_PROPERTY
+from ..indexes import KIND_PROPERTY, registry
 from ..models.entity import Entity
 from ..writes import entity_writes
 from .manager import KindManager
@@ -197,6 +198,26 @@ class Kind(_Base, metaclass=KindBase):
     def validate_unique(self, exclude: Iterable[str] | None = None) -> None:
         """Nothing to check here: uniqueness is a unique index's, decided by the write
         (``UniqueViolation``), so that two racing saves cannot both win."""
+
+    @classmethod
+    def unique_error(cls, violation: UniqueViolation) -> ValidationError:
+        """A unique index's refusal of a write, as a form shows it: Django's "Entry with this
+        Link already exists." on the field the index guards (the first of its properties the
+        kind declares), so that ``form.add_error(None, Entry.unique_error(exc))`` puts it
+        there; the violation's own message, not on a field, if the index guards none."""
+        try:
+            properties = registry.get(violation.index).properties
+        except ConfigurationError:  # an index no longer declared
+            properties = []
+        name = next((p for p in properties if p in cls._kind.fields), None)
+        if name is None:
+            return ValidationError(str(violation), code="unique")
+        model_field = cls._kind.fields[name]
+        message = model_field.error_messages["unique"] % {
+            "model_name": capfirst(cls._meta.verbose_name),
+            "field_label": capfirst(model_field.verbose_name),
+        }
+        return ValidationError({name: ValidationError(message, code="unique")})
 
     def validate_constraints(self, exclude: Iterable[str] | None = None) -> None:
         """A kind has no database constraints (``Meta.constraints`` is not read)."""

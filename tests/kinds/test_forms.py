@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django import forms
 
+from schemaless_store.exceptions import UniqueViolation
 from schemaless_store.models import Entity
 from tests.kindsapp.models import Note
 from tests.support import STORE
@@ -72,3 +73,27 @@ def test_an_invalid_form_names_the_field_and_writes_nothing(data, field):
     with pytest.raises(ValueError):
         form.save()
     assert Entity.objects.all().count() == 0
+
+
+def test_a_taken_unique_value_is_an_error_on_the_field_its_index_guards():
+    Note.objects.create(title="taken")
+    form = NoteForm(data={"title": "taken", "stars": "3", "color": "red"})
+    assert form.is_valid()  # uniqueness is the unique index's, decided by the write
+    with pytest.raises(UniqueViolation) as refused:
+        form.save()
+    form.add_error(None, Note.unique_error(refused.value))
+    assert form.errors == {"title": ["Note with this Title already exists."]}
+    assert Entity.objects.all().count() == 1
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        "index_users_username",  # another app's (indexes are global): no field of a Note
+        "index_gone",  # no longer declared
+    ],
+)
+def test_a_unique_violation_of_no_field_is_a_non_field_error(index):
+    error = Note.unique_error(UniqueViolation("username 'x' is taken", index=index))
+    assert not hasattr(error, "error_dict")
+    assert error.messages == ["username 'x' is taken"]
