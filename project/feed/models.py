@@ -12,12 +12,18 @@ Comment    entry_id, user_id, body, created
 Ids (``user_id``, ``entry_id``) are ``uuid.UUID`` values; times are ints, microseconds since the
 epoch, in ``int`` index columns so newest-first is exact. Each kind's indexes are declared on it
 (``Meta.indexes``) and pinned to it: a like never turns up on a user's page because it happens
-to have a ``user_id``. One index is *live*: ``index_feed_link`` ("who else shared this link") is
-declared only when the environment asks (:mod:`.indexes`, docs/demo.md).
+to have a ``user_id``. The kinds need no ``indexes.py``.
+
+One index is *live*: ``index_feed_link`` ("who else shared this link") is not declared until the
+environment says so, to show how an index is added to a running store (docs/demo.md)::
+
+    FEED_LIVE_INDEXES=link bash scripts/demo.sh     # declare it: migrateall creates its tables
+    FEED_LIVE_INDEXES=link .venv/bin/python manage.py runcleaner --index=index_feed_link --once
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 from django.core.validators import RegexValidator
@@ -26,12 +32,29 @@ from django.db import models
 from schemaless_store import Index
 from schemaless_store.kinds import Kind
 
-from .indexes import LINK_INDEX_NAME, live_indexes_requested, make_link_index
+LINK_INDEX_NAME = "index_feed_link"
 
 
 def now_us() -> int:
     """Now, in microseconds since the epoch: the feed's timestamps."""
     return time.time_ns() // 1000
+
+
+def make_link_index() -> Index:
+    """The live index: entries by link, first sharer first ("who else shared this link")."""
+    return Index(
+        table=LINK_INDEX_NAME,
+        properties=["link", "published"],
+        shard_on="link",
+        types={"published": "int"},
+        kind="entry",
+    )
+
+
+def live_indexes_requested() -> set[str]:
+    """Names listed in ``FEED_LIVE_INDEXES`` (comma-separated; only ``link`` exists)."""
+    raw = os.environ.get("FEED_LIVE_INDEXES", "")
+    return {name.strip().lower() for name in raw.split(",") if name.strip()}
 
 
 class User(Kind):
@@ -122,6 +145,3 @@ class Comment(Kind):
                 types={"created": "int"},
             )
         ]
-
-
-__all__ = ["LINK_INDEX_NAME", "Comment", "Entry", "Like", "User", "now_us"]

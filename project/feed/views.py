@@ -35,7 +35,7 @@ from schemaless_store.query.indexquery import Page
 
 from . import entities
 from .forms import ActAsForm, CommentForm, EntryForm, SignUpForm
-from .indexes import LINK_INDEX_NAME
+from .models import LINK_INDEX_NAME
 
 SESSION_KEY = "feed_user_id"
 UNIQUE_FIELDS = ("username", "email")

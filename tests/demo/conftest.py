@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from project.feed import entities
-from project.feed.indexes import LINK_INDEX_NAME, make_link_index
+from project.feed.models import LINK_INDEX_NAME, make_link_index
 from schemaless_store import lifecycle
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
@@ -48,7 +48,7 @@ def declared_live(undeclared) -> Iterator[None]:
     """``FEED_LIVE_INDEXES=link`` and ``migrateall`` on a store that has entries: the index is
     declared, its tables exist, and it is building."""
     index = make_link_index()
-    registry.register(index, module="project.feed.indexes")
+    registry.register(index, module="project.feed.models")
     try:
         for alias in shards.shard_aliases():
             create_tables(alias, [index])

@@ -13,8 +13,7 @@ import pytest
 from django.core.management import call_command
 
 from project.feed import entities
-from project.feed.indexes import LINK_INDEX_NAME
-from project.feed.models import Entry, Like
+from project.feed.models import LINK_INDEX_NAME, Entry, Like
 from schemaless_store.indexes import registry
 from tests.support import STORE
 from tests.support.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, require_browser

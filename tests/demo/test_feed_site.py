@@ -11,8 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from project.feed import entities
-from project.feed.indexes import LINK_INDEX_NAME
-from project.feed.models import Like
+from project.feed.models import LINK_INDEX_NAME, Like
 from schemaless_store import lifecycle
 from tests.support import STORE
 from tests.support.feed import SHARED, sign_up

@@ -20,8 +20,7 @@ from django.test import Client
 
 from project.feed import entities, views
 from project.feed.factories import EntryFactory, UserFactory
-from project.feed.indexes import LINK_INDEX_NAME
-from project.feed.models import Comment, Entry, Like, now_us
+from project.feed.models import LINK_INDEX_NAME, Comment, Entry, Like, now_us
 from schemaless_store import lifecycle
 from schemaless_store.exceptions import UniqueViolation
 from schemaless_store.models import Entity
