@@ -26,6 +26,7 @@ from schemaless_store.topology.server_lock import ServerLock
 from tests.support import STORE, child, mapfuncs
 from tests.support.factories import NumberedFactory
 from tests.support.invariants import assert_exact, committed_entities
+from tests.support.mapping import forget_runs
 
 pytestmark = STORE
 
@@ -37,11 +38,7 @@ def _fresh_runs():
     mapfuncs.CALLS.clear()
     mapfuncs.BROKEN["on"] = True
     yield
-    for alias in shards.shard_aliases():
-        map_runs.create_tables(alias)
-        with connections[alias].cursor() as cursor:
-            for table in (map_runs.RUNS, map_runs.SAVED, map_runs.FAILURES):
-                cursor.execute(f"DELETE FROM {table}")
+    forget_runs()
 
 
 def make(count: int, **extra) -> list[uuid.UUID]:

@@ -9,13 +9,12 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from django.db import connections
 
 from schemaless_store.mapping import map_entities
 from schemaless_store.models import Entity
-from schemaless_store.tables import map_runs
-from schemaless_store.topology import bucket_map, shards
+from schemaless_store.topology import bucket_map
 from tests.support import STORE, buckets, mapfuncs
+from tests.support.mapping import forget_runs
 from tests.support.moving import MOVED, MOVED_SET, run, source_and_target
 
 pytestmark = [STORE, pytest.mark.usefixtures("buckets_restored")]
@@ -27,11 +26,7 @@ ADD_ONE = "tests.support.mapfuncs.add_one"
 def _fresh_runs():
     mapfuncs.CALLS.clear()
     yield
-    for alias in shards.shard_aliases():
-        map_runs.create_tables(alias)
-        with connections[alias].cursor() as cursor:
-            for table in (map_runs.RUNS, map_runs.SAVED, map_runs.FAILURES):
-                cursor.execute(f"DELETE FROM {table}")
+    forget_runs()
 
 
 def mapped() -> dict[uuid.UUID, int | None]:
