@@ -208,7 +208,7 @@ class Kind(_Base, metaclass=KindBase):
         try:
             properties = registry.get(violation.index).properties
         except ConfigurationError:  # an index no longer declared
-            properties = []
+            properties = ()
         name = next((p for p in properties if p in cls._kind.fields), None)
         if name is None:
             return ValidationError(str(violation), code="unique")
