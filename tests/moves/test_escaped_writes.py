@@ -30,6 +30,7 @@ from tests.support.moving import (
     MOVED,
     MOVED_SET,
     assert_moved_and_exact,
+    dies_at,
     ids_per_shard,
     populate,
     run,
@@ -190,17 +191,15 @@ def test_a_mover_resumed_after_the_flip_still_holds_for_an_escaped_write(monkeyp
     source, target = source_and_target()
     entity_id = moved_ids(made)[0]
 
-    class Died(Exception):
-        pass
-
-    def escape_then_die(self: Mover) -> None:
-        update_a_body(source, entity_id)
-        raise Died
-
-    with monkeypatch.context() as patched:
-        patched.setattr(Mover, "verify", escape_then_die)
-        with pytest.raises(Died):
-            run("--to", target, "--buckets", MOVED)
+    dies_at(
+        monkeypatch,
+        "verify",
+        "--to",
+        target,
+        "--buckets",
+        MOVED,
+        before=lambda: update_a_body(source, entity_id),
+    )
     assert BucketMove.objects.get().phase == "flipped"
     with pytest.raises(CommandError, match="escaped the fence"):
         run("--to", target, "--buckets", MOVED)
@@ -284,16 +283,7 @@ def test_a_resumed_mover_does_not_hold_for_a_stale_index_row_the_owner_removed(m
     kept = next(b for b in range(300, len(owners)) if owners[b] == source)
     entity = Entity.objects.create(id=buckets.id_in_bucket(kept), user_id=old_user, title="t")
 
-    class Died(Exception):
-        pass
-
-    def die(self: Mover) -> None:
-        raise Died
-
-    with monkeypatch.context() as patched:
-        patched.setattr(Mover, "verify", die)
-        with pytest.raises(Died):
-            run("--to", target, "--buckets", MOVED)
+    dies_at(monkeypatch, "verify", "--to", target, "--buckets", MOVED)
     bucket_map.forget()
     entity["user_id"] = new_user  # its old row's bucket is the target's now: removed there
     entity.save()

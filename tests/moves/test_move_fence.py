@@ -15,10 +15,16 @@ from django.db import connections
 
 from schemaless_store import checks
 from schemaless_store.metadata import BucketMove
-from schemaless_store.moves.mover import Mover
 from schemaless_store.topology import fence
 from tests.support import STORE
-from tests.support.moving import MOVED, assert_moved_and_exact, populate, run, source_and_target
+from tests.support.moving import (
+    MOVED,
+    assert_moved_and_exact,
+    dies_at,
+    populate,
+    run,
+    source_and_target,
+)
 
 pytestmark = [STORE, pytest.mark.usefixtures("buckets_restored")]
 
@@ -51,16 +57,7 @@ def test_a_mover_resumed_after_the_fence_fences_once_more(monkeypatch):
     made = populate(20)
     source, target = source_and_target()
 
-    class Died(Exception):
-        pass
-
-    def die(self: Mover) -> None:
-        raise Died
-
-    with monkeypatch.context() as patched:
-        patched.setattr(Mover, "flip", die)
-        with pytest.raises(Died):
-            run("--to", target, "--buckets", MOVED)
+    dies_at(monkeypatch, "flip", "--to", target, "--buckets", MOVED)
     assert BucketMove.objects.get().phase == "fenced"
     calls = counted_fences(monkeypatch)
     assert "Resuming move" in run("--to", target, "--buckets", MOVED)

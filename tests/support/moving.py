@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import io
 import uuid
+from collections.abc import Callable
+from typing import Any
 
+import pytest
 from django.core.management import call_command
 from django.db import connections
 
 from schemaless_store.models import Cell, Entity
+from schemaless_store.moves.mover import Mover
 from schemaless_store.topology import bucket_map, shards
 from tests.support import buckets
 from tests.support.factories import PostFactory
@@ -74,3 +78,24 @@ def run(*args: str) -> str:
     out = io.StringIO()
     call_command("movebuckets", *args, stdout=out, stderr=io.StringIO())
     return out.getvalue()
+
+
+class MoverDied(Exception):
+    """The mover's process "died" (a test made a phase raise this)."""
+
+
+def dies_at(
+    monkeypatch: Any, phase: str, *args: str, before: Callable[[], Any] = lambda: None
+) -> None:
+    """Run ``movebuckets ARGS`` with the mover dying as its ``phase`` method (``"flip"``,
+    ``"verify"``...) starts, after calling ``before``: the move is left where a killed mover
+    leaves it, and the next run resumes it."""
+
+    def die(_mover: Any) -> None:
+        before()
+        raise MoverDied
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Mover, phase, die)
+        with pytest.raises(MoverDied):
+            run(*args)
