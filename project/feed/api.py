@@ -10,7 +10,6 @@ import uuid
 from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
-from .entities import as_datetime
 from .models import Comment, Entry, Like, User
 
 
@@ -25,16 +24,16 @@ async def entry_json(request: HttpRequest, entry_id: uuid.UUID) -> JsonResponse:
     likes, comments, users = await asyncio.gather(
         Like.objects.filter_index(entry_id=entry.id).order_by("created").acount(),
         Comment.objects.filter_index(entry_id=entry.id).order_by("created").acount(),
-        User.objects.aget_many([entry["user_id"]]),
+        User.objects.aget_many([entry.user_id]),
     )
-    author = users.get(entry["user_id"])
+    author = users.get(entry.user_id)
     return JsonResponse(
         {
             "id": str(entry.id),
-            "title": entry.get("title", ""),
-            "link": entry.get("link", ""),
-            "published": as_datetime(entry["published"]).isoformat(),
-            "author": None if author is None else author.get("username"),
+            "title": entry.title,
+            "link": entry.link,
+            "published": entry.published_at.isoformat(),
+            "author": None if author is None else author.username,
             "likes": likes,
             "comments": comments,
         }

@@ -2,7 +2,7 @@
 
 They build dicts, never write: ``manage.py seed`` hands them to ``Entity.objects.bulk_put`` in
 batches. Pass the related dicts in (``EntryFactory(user=user_dict)``) so ids line up; a like's id
-is derived from its entry and user (:func:`project.feed.entities.like_id`), as the site does.
+is derived from its entry and user (:meth:`project.feed.models.Like.id_for`), as the site does.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import uuid
 import factory
 import factory.random
 
-from . import entities
-from .models import now_us
+from .models import Like, now_us
 
 # Seeded data spans the last 30 days, so the pages read like a feed that has been running a while.
 SPAN_US = 30 * 24 * 3600 * 1_000_000
@@ -55,7 +54,7 @@ class UserFactory(factory.DictFactory):
         last = factory.Faker("last_name")
 
     id = factory.LazyFunction(_uuid)
-    kind = entities.USER
+    kind = "user"
     username = factory.LazyAttributeSequence(lambda o, n: _username(o.first, o.last, n))
     email = factory.LazyAttribute(lambda o: f"{o.username}@example.com")
     name = factory.LazyAttribute(lambda o: f"{o.first} {o.last}")
@@ -71,7 +70,7 @@ class EntryFactory(factory.DictFactory):
         path = factory.Faker("uri_path", deep=2)
 
     id = factory.LazyFunction(_uuid)
-    kind = entities.ENTRY
+    kind = "entry"
     user_id = factory.LazyAttribute(lambda o: o.user["id"])
     title = factory.Faker("sentence", nb_words=6)
     link = factory.LazyAttributeSequence(lambda o, n: _link(o.domain, o.path, n))
@@ -91,8 +90,8 @@ class LikeFactory(factory.DictFactory):
         entry = factory.SubFactory(EntryFactory)
         user = factory.SubFactory(UserFactory)
 
-    id = factory.LazyAttribute(lambda o: entities.like_id(o.entry["id"], o.user["id"]))
-    kind = entities.LIKE
+    id = factory.LazyAttribute(lambda o: Like.id_for(o.entry["id"], o.user["id"]))
+    kind = "like"
     entry_id = factory.LazyAttribute(lambda o: o.entry["id"])
     user_id = factory.LazyAttribute(lambda o: o.user["id"])
     created = factory.LazyAttribute(lambda o: _after(o.entry["published"]))
@@ -106,7 +105,7 @@ class CommentFactory(factory.DictFactory):
         user = factory.SubFactory(UserFactory)
 
     id = factory.LazyFunction(_uuid)
-    kind = entities.COMMENT
+    kind = "comment"
     entry_id = factory.LazyAttribute(lambda o: o.entry["id"])
     user_id = factory.LazyAttribute(lambda o: o.user["id"])
     body = factory.Faker("sentence", nb_words=12)

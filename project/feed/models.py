@@ -23,21 +23,31 @@ environment says so, to show how an index is added to a running store (docs/demo
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import os
 import time
+import uuid
 
 from django.core.validators import RegexValidator
 from django.db import models
 
 from schemaless_store import Index
+from schemaless_store.exceptions import EntityExists
 from schemaless_store.kinds import Kind
 
 LINK_INDEX_NAME = "index_feed_link"
+# Like ids are uuid5(this namespace, "<entry id>:<user id>"): liking twice finds the same entity.
+LIKE_NAMESPACE = uuid.UUID("6f0c3a52-1d7e-4f55-9a43-0b8f1c2e5d70")
 
 
 def now_us() -> int:
     """Now, in microseconds since the epoch: the feed's timestamps."""
     return time.time_ns() // 1000
+
+
+def as_datetime(microseconds: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(microseconds / 1_000_000, tz=dt.UTC)
 
 
 def make_link_index() -> Index:
@@ -78,6 +88,11 @@ class User(Kind):
             Index("index_feed_email", ["email"], shard_on="email", unique=True),
         ]
 
+    @classmethod
+    def named(cls, username: str) -> User | None:
+        """The user with this username, in any letter case (usernames are stored lowercase)."""
+        return cls.objects.filter_index(username=username.lower()).first()
+
 
 class Entry(Kind):
     user_id = models.UUIDField()
@@ -108,6 +123,18 @@ class Entry(Kind):
             *([make_link_index()] if "link" in live_indexes_requested() else []),
         ]
 
+    @property
+    def published_at(self) -> dt.datetime:
+        return as_datetime(self.published)
+
+    @property
+    def safe_href(self) -> str:
+        """The link, only if it is http(s): an entity written past the kind's validation (a
+        script, the raw entity admin) could hold ``javascript:...``, and autoescaping does not
+        stop that in an href."""
+        link = str(self.link)
+        return link if link.startswith(("https://", "http://")) else ""
+
 
 class Like(Kind):
     entry_id = models.UUIDField()
@@ -127,6 +154,24 @@ class Like(Kind):
             )
         ]
 
+    @staticmethod
+    def id_for(entry_id: uuid.UUID, user_id: uuid.UUID) -> uuid.UUID:
+        """The id of a user's like of an entry: one like per (entry, user)."""
+        return uuid.uuid5(LIKE_NAMESPACE, f"{entry_id}:{user_id}")
+
+    @classmethod
+    def toggle(cls, entry: Entry, user: User) -> bool:
+        """Like the entry, or unlike it if the user already does; True if it is liked now."""
+        ident = cls.id_for(entry.id, user.id)
+        existing = cls.objects.get_many([ident]).get(ident)
+        if existing is not None:
+            existing.delete()
+            return False
+        # EntityExists: a double click raced us; the like is there, which is what was asked.
+        with contextlib.suppress(EntityExists):
+            cls.objects.create(id=ident, entry_id=entry.id, user_id=user.id)
+        return True
+
 
 class Comment(Kind):
     entry_id = models.UUIDField()
@@ -145,3 +190,7 @@ class Comment(Kind):
                 types={"created": "int"},
             )
         ]
+
+    @property
+    def created_at(self) -> dt.datetime:
+        return as_datetime(self.created)

@@ -1,5 +1,5 @@
-"""The feed's pages. Every read and write goes through :mod:`project.feed.entities`, which uses
-the store's public API only.
+"""The feed's pages, on the models of :mod:`.models`: ``Entry.objects`` sees only entries and
+queries only the indexes declared on ``Entry``, and so on for users, likes and comments.
 
 There are no passwords: a visitor signs up or picks a user to act as, and the choice is kept in
 the session. This site demonstrates the store, not authentication.
@@ -15,30 +15,27 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.utils.text import Truncator
 
 from schemaless_store import lifecycle
 from schemaless_store.exceptions import (
-    ConfigurationError,
     IndexNotReady,
     InvalidCursor,
+    InvalidEntityId,
     InvalidQuery,
     NoIndexForQuery,
     UniqueViolation,
 )
 from schemaless_store.indexes import registry
-from schemaless_store.models import Entity
-from schemaless_store.query.indexquery import Page
+from schemaless_store.query.indexquery import IndexQuery, Page
 
-from . import entities
 from .forms import ActAsForm, CommentForm, EntryForm, SignUpForm
-from .models import LINK_INDEX_NAME
+from .models import LINK_INDEX_NAME, Comment, Entry, Like, User
 
 SESSION_KEY = "feed_user_id"
-UNIQUE_FIELDS = ("username", "email")
 # "Newer" links: a page's URL carries the cursors of the pages before it (``?back=``, oldest
 # first), since the store's cursors only lead forward. At most this many (a cursor is about 115
 # characters); past that the oldest are dropped (``?cut=1``) and "Newer" stops where the trail
@@ -50,40 +47,24 @@ OUTCOME_HEADER = "X-Feed-Outcome"
 ENTRY_HEADER = "X-Feed-Entry"
 
 
-def _unique_field(violation: UniqueViolation) -> str | None:
-    """The form field whose value a unique index refused. Asked of the index rather than
-    assumed: indexes are global, so another app's unique index on ``username`` counts too."""
-    try:
-        index = registry.get(violation.index)
-    except ConfigurationError:
-        return None
-    return next((f for f in UNIQUE_FIELDS if f in index.properties), None)
-
-
-def page_size() -> int:
-    return int(getattr(settings, "FEED_PAGE_SIZE", 20))
-
-
 # --- the visitor ---------------------------------------------------------------------------------
 
 
-def current_user(request: HttpRequest) -> Entity | None:
+def current_user(request: HttpRequest) -> User | None:
     """The user this visitor acts as, or None (also if that user is gone)."""
     if not hasattr(request, "_feed_user"):
         user = None
         raw = request.session.get(SESSION_KEY)
         if raw:
             try:
-                user = entities.user_by_id(uuid.UUID(raw))
-            except ValueError:
-                user = None
-            if user is None:
+                user = User.objects.get(id=raw)
+            except (User.DoesNotExist, InvalidEntityId):
                 request.session.pop(SESSION_KEY, None)
         request._feed_user = user  # type: ignore[attr-defined]
     return request._feed_user  # type: ignore[attr-defined]
 
 
-def act_as(request: HttpRequest, user: Entity) -> None:
+def act_as(request: HttpRequest, user: User) -> None:
     request.session[SESSION_KEY] = user.id.hex
     request._feed_user = user  # type: ignore[attr-defined]
 
@@ -147,11 +128,12 @@ def _bad_cursor(request: HttpRequest, first_page: str) -> HttpResponse:
 
 
 def _paged(
-    request: HttpRequest, fetch: Callable[[str | None], Page]
+    request: HttpRequest, query: IndexQuery, size: int | None = None
 ) -> tuple[Page | None, str | None]:
+    """The page of ``query`` that ``?after=`` asks for (None for a cursor that is not ours)."""
     after = request.GET.get("after") or None
     try:
-        return fetch(after), after
+        return query.page(after=after, size=size or getattr(settings, "FEED_PAGE_SIZE", 20)), after
     except InvalidCursor:
         return None, after
 
@@ -197,21 +179,46 @@ def _pager(
     }
 
 
+def _with_activity(entries: list[Entry], viewer: User | None) -> list[Entry]:
+    """Give each entry its ``author``, ``likers``, ``comments`` (oldest first, each with its
+    ``author``) and ``liked_by_viewer``: one index query for the likes and one for the comments
+    of all the entries, and one ``get_many`` (a query per shard) for all the people in them."""
+    if not entries:
+        return entries
+    ids = [entry.id for entry in entries]
+    likes = list(Like.objects.filter_index(entry_id__in=ids).order_by("created"))
+    comments = list(Comment.objects.filter_index(entry_id__in=ids).order_by("created"))
+    people = {item.user_id for item in [*entries, *likes, *comments]}
+    users = User.objects.get_many(p for p in people if isinstance(p, uuid.UUID))
+    by_id = {entry.id: entry for entry in entries}
+    for entry in entries:
+        entry.author = users.get(entry.user_id)
+        entry.likers, entry.comments, entry.liked_by_viewer = [], [], False
+    for like in likes:
+        if like.user_id in users:
+            by_id[like.entry_id].likers.append(users[like.user_id])
+        if viewer is not None and like.user_id == viewer.id:
+            by_id[like.entry_id].liked_by_viewer = True
+    for comment in comments:
+        comment.author = users.get(comment.user_id)
+        by_id[comment.entry_id].comments.append(comment)
+    return entries
+
+
 # --- pages ---------------------------------------------------------------------------------------
 
 
 @allow("GET", "HEAD")
 def home(request: HttpRequest) -> HttpResponse:
     """The public feed: everyone's entries, newest first."""
-    page, after = _paged(request, lambda after: entities.public_page(after, page_size()))
+    page, after = _paged(request, Entry.objects.filter_index().order_by("-published"))
     if page is None:
         return _bad_cursor(request, reverse("feed:home"))
-    viewer = current_user(request)
     return render_page(
         request,
         "feed/home.html",
         {
-            "entries": entities.entry_views(page.entities, viewer),
+            "entries": _with_activity(page.entities, current_user(request)),
             "page": page,
             "pager": _pager(request, page, after),
             "entry_form": EntryForm(),
@@ -221,20 +228,21 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @allow("GET", "HEAD")
 def user_detail(request: HttpRequest, username: str) -> HttpResponse:
-    """One user's entries, newest first."""
-    user = entities.user_by_username(username)
+    """One user's entries, newest first: one shard (the one that owns the user's id) answers."""
+    user = User.named(username)
     if user is None:
         raise Http404(f"no user named {username!r}")
-    page, after = _paged(request, lambda after: entities.user_page(user, after, page_size()))
+    entries = Entry.objects.filter_index(user_id=user.id).order_by("-published")
+    page, after = _paged(request, entries)
     if page is None:
-        return _bad_cursor(request, reverse("feed:user", args=[user["username"]]))
+        return _bad_cursor(request, reverse("feed:user", args=[user.username]))
     viewer = current_user(request)
     return render_page(
         request,
         "feed/user.html",
         {
             "profile": user,
-            "entries": entities.entry_views(page.entities, viewer),
+            "entries": _with_activity(page.entities, viewer),
             "page": page,
             "pager": _pager(request, page, after),
             "entry_form": EntryForm() if viewer is not None and viewer.id == user.id else None,
@@ -244,7 +252,7 @@ def user_detail(request: HttpRequest, username: str) -> HttpResponse:
 
 @allow("GET", "HEAD")
 def user_list(request: HttpRequest) -> HttpResponse:
-    page, after = _paged(request, lambda after: entities.users_page(after, 50))
+    page, after = _paged(request, User.objects.filter_index().order_by("username"), size=50)
     if page is None:
         return _bad_cursor(request, reverse("feed:users"))
     return render_page(
@@ -258,33 +266,30 @@ def user_list(request: HttpRequest) -> HttpResponse:
 def sign_up(request: HttpRequest) -> HttpResponse:
     form = SignUpForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
         try:
-            user = entities.create_user(data["username"], data["email"], data["name"])
+            user = form.save()
         except UniqueViolation as exc:
             # The unique index refused the write: nothing was stored. Say which value is taken.
-            field = _unique_field(exc)
-            label = field or "username or email"
-            form.add_error(field, f"This {label} is already taken.")
+            form.add_error(None, User.unique_error(exc))
         else:
             act_as(request, user)
-            messages.success(request, f"Welcome, {user['username']}! You can post now.")
-            return redirect("feed:user", user["username"])
+            messages.success(request, f"Welcome, {user.username}! You can post now.")
+            return redirect("feed:user", user.username)
     return render_page(request, "feed/signup.html", {"form": form})
 
 
 @allow("POST")
 def act_as_view(request: HttpRequest) -> HttpResponse:
     form = ActAsForm(request.POST)
-    user = entities.user_by_username(form.cleaned_data["username"]) if form.is_valid() else None
+    user = User.named(form.cleaned_data["username"]) if form.is_valid() else None
     if user is None:
         messages.error(request, "There is no such user.")
         response = redirect(_next_url(request, reverse("feed:users")))
         response[OUTCOME_HEADER] = "no-such-user"
         return response
     act_as(request, user)
-    messages.success(request, f"You are now acting as {user['username']}.")
-    response = redirect(_next_url(request, reverse("feed:user", args=[user["username"]])))
+    messages.success(request, f"You are now acting as {user.username}.")
+    response = redirect(_next_url(request, reverse("feed:user", args=[user.username])))
     response[OUTCOME_HEADER] = "acting"
     return response
 
@@ -303,39 +308,32 @@ def post_entry(request: HttpRequest) -> HttpResponse:
         response = redirect("feed:users")
         response[OUTCOME_HEADER] = "not-acting"
         return response
-    form = EntryForm(request.POST or None)
+    form = EntryForm(request.POST or None, instance=Entry(user_id=viewer.id))
     if request.method == "POST" and form.is_valid():
-        entry = entities.post_entry(viewer, form.cleaned_data["title"], form.cleaned_data["link"])
+        entry = form.save()
         messages.success(request, "Posted.")
-        response = redirect("feed:user", viewer["username"])
+        response = redirect("feed:user", viewer.username)
         response[OUTCOME_HEADER] = "posted"
         response[ENTRY_HEADER] = str(entry.id)
         return response
     return render_page(request, "feed/post.html", {"entry_form": form})
 
 
-def _entry_or_404(entry_id: uuid.UUID) -> Entity:
-    entry = entities.entry_by_id(entry_id)
-    if entry is None:
-        raise Http404("no such entry")
-    return entry
-
-
 @allow("GET", "HEAD")
 def entry_detail(request: HttpRequest, entry_id: uuid.UUID) -> HttpResponse:
-    return _entry_page(request, _entry_or_404(entry_id), CommentForm())
+    return _entry_page(request, get_object_or_404(Entry.objects, id=entry_id), CommentForm())
 
 
 def _entry_page(
-    request: HttpRequest, entry: Entity, comment_form: CommentForm, status: int = 200
+    request: HttpRequest, entry: Entry, comment_form: CommentForm, status: int = 200
 ) -> HttpResponse:
-    (view,) = entities.entry_views([entry], current_user(request))
+    _with_activity([entry], current_user(request))
     return render_page(
-        request, "feed/entry.html", {"entry": view, "comment_form": comment_form}, status=status
+        request, "feed/entry.html", {"entry": entry, "comment_form": comment_form}, status=status
     )
 
 
-def _require_viewer(request: HttpRequest) -> Entity | HttpResponseRedirect:
+def _require_viewer(request: HttpRequest) -> User | HttpResponseRedirect:
     viewer = current_user(request)
     if viewer is None:
         messages.error(request, "Sign up or pick a user to act as first.")
@@ -345,37 +343,39 @@ def _require_viewer(request: HttpRequest) -> Entity | HttpResponseRedirect:
 
 @allow("GET", "HEAD", "POST")
 def like(request: HttpRequest, entry_id: uuid.UUID) -> HttpResponse:
-    entry = _entry_or_404(entry_id)
+    entry = get_object_or_404(Entry.objects, id=entry_id)
     if request.method != "POST":  # a link to it, or a reload: the entry, nothing liked
         return redirect("feed:entry", entry.id)
     viewer = _require_viewer(request)
     if isinstance(viewer, HttpResponseRedirect):
         return viewer
-    liked = entities.toggle_like(entry, viewer)
-    title = Truncator(entry.get("title", "")).chars(60)
+    liked = Like.toggle(entry, viewer)
+    title = Truncator(entry.title).chars(60)
     messages.success(request, f"You like “{title}”." if liked else f"You no longer like “{title}”.")
     return redirect(_next_url(request, reverse("feed:entry", args=[entry.id])))
 
 
 @allow("GET", "HEAD", "POST")
 def comment(request: HttpRequest, entry_id: uuid.UUID) -> HttpResponse:
-    entry = _entry_or_404(entry_id)
+    entry = get_object_or_404(Entry.objects, id=entry_id)
     if request.method != "POST":  # the comment form is on the entry's page
         return redirect("feed:entry", entry.id)
     viewer = _require_viewer(request)
     if isinstance(viewer, HttpResponseRedirect):
         return viewer
-    form = CommentForm(request.POST)
+    form = CommentForm(request.POST, instance=Comment(entry_id=entry.id, user_id=viewer.id))
     if not form.is_valid():
         return _entry_page(request, entry, form, status=400)
-    entities.add_comment(entry, viewer, form.cleaned_data["body"])
+    form.save()
     messages.success(request, "Comment added.")
     return redirect("feed:entry", entry.id)
 
 
 @allow("GET", "HEAD")
 def shared(request: HttpRequest) -> HttpResponse:
-    """Who else shared this link: the page that needs the live index ``index_feed_link``."""
+    """Who else shared this link, first shared first: the page that needs the live index
+    ``index_feed_link`` (``NoIndexForQuery`` until it is declared, ``IndexNotReady`` until the
+    cleaner has built it)."""
     link = request.GET.get("link", "").strip()
     context: dict[str, Any] = {"link": link, "index_name": LINK_INDEX_NAME}
     if not link:
@@ -383,7 +383,7 @@ def shared(request: HttpRequest) -> HttpResponse:
             request, "feed/shared.html", {**context, "problem": "no-link"}, status=400
         )
     try:
-        page, after = _paged(request, lambda after: entities.sharers_page(link, after, page_size()))
+        page, after = _paged(request, Entry.objects.filter_index(link=link).order_by("published"))
     except NoIndexForQuery:  # an InvalidQuery too: caught first
         return render_page(request, "feed/shared.html", {**context, "problem": "undeclared"}, 503)
     except InvalidQuery:
@@ -398,7 +398,7 @@ def shared(request: HttpRequest) -> HttpResponse:
         "feed/shared.html",
         {
             **context,
-            "entries": entities.entry_views(page.entities, current_user(request)),
+            "entries": _with_activity(page.entities, current_user(request)),
             "page": page,
             "pager": _pager(request, page, after, keep={"link": link}),
         },

@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import SynchronousOnlyOperation
 from django.test import AsyncClient
 
-from project.feed import entities as feed
+from project.feed.models import Comment, Entry, Like, User
 from schemaless_store.exceptions import Conflict, EntityExists, InvalidCursor
 from schemaless_store.models import Entity
 from tests.support import STORE
@@ -132,11 +132,11 @@ async def test_sync_calls_in_an_event_loop_raise_synchronous_only_operation():
 
 
 async def test_the_demo_async_view(feed_site):
-    user = await sync_to_async(feed.create_user)("ann", "ann@example.com")
-    entry = await sync_to_async(feed.post_entry)(user, "Hello", "https://example.com")
-    await sync_to_async(feed.toggle_like)(entry, user)
-    await sync_to_async(feed.add_comment)(entry, user, "first")
-    await sync_to_async(feed.add_comment)(entry, user, "second")
+    user = await User.objects.acreate(username="ann", email="ann@example.com")
+    entry = await Entry.objects.acreate(user_id=user.id, title="Hello", link="https://example.com")
+    await sync_to_async(Like.toggle)(entry, user)
+    for body in ("first", "second"):
+        await Comment.objects.acreate(entry_id=entry.id, user_id=user.id, body=body)
     response = await AsyncClient().get(f"/e/{entry.id}/json/")
     assert response.status_code == 200
     data = response.json()

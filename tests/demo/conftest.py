@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from project.feed import entities
-from project.feed.models import LINK_INDEX_NAME, make_link_index
+from project.feed.models import LINK_INDEX_NAME, Entry, User, make_link_index
 from schemaless_store import lifecycle
 from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
@@ -37,9 +36,16 @@ def undeclared() -> Iterator[None]:
 
 @pytest.fixture
 def sharers() -> list[Entity]:
-    people = [entities.create_user(f"sharer{n}", f"s{n}@example.com") for n in range(3)]
-    posted = [entities.post_entry(p, f"Look {n}", SHARED) for n, p in enumerate(people)]
-    entities.post_entry(people[0], "Something else", "https://example.com/other")
+    people = [
+        User.objects.create(username=f"sharer{n}", email=f"s{n}@example.com") for n in range(3)
+    ]
+    posted = [
+        Entry.objects.create(user_id=p.id, title=f"Look {n}", link=SHARED)
+        for n, p in enumerate(people)
+    ]
+    Entry.objects.create(
+        user_id=people[0].id, title="Something else", link="https://example.com/other"
+    )
     return posted
 
 

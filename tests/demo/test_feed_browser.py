@@ -12,8 +12,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
-from project.feed import entities
-from project.feed.models import LINK_INDEX_NAME, Entry, Like
+from project.feed.models import LINK_INDEX_NAME, Entry, Like, User
 from schemaless_store.indexes import registry
 from tests.support import STORE
 from tests.support.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, require_browser
@@ -121,7 +120,7 @@ def test_a_visitor_signs_up_posts_and_sees_the_entry_on_their_page(live_server, 
             browser.close()
 
     assert dialogs == [], "a property value ran as script"
-    ada = entities.user_by_username("ada")
+    ada = User.named("ada")
     (entry,) = Entry.objects.filter_index(user_id=ada.id).order_by("published")
     assert entry["title"] == TITLE
     assert Like.objects.filter_index(entry_id=entry.id).order_by("created").count() == 1
@@ -169,7 +168,9 @@ def test_the_users_list_and_the_post_form_at_390_px(live_server, feed_site):
 
     call_command("seed", "--users", "8", "--entries", "4", "--seed", "3", verbosity=0)
     # A long display name: it wraps, the button beside it does not.
-    entities.create_user("longname", "long@example.com", "Maximiliana Wolfeschlegelsteinhausen")
+    User.objects.create(
+        username="longname", email="long@example.com", name="Maximiliana Wolfeschlegelsteinhausen"
+    )
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

@@ -6,19 +6,18 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from project.feed import entities
-from project.feed.models import Entry
+from project.feed.models import Entry, User
 from tests.support import STORE
 
 pytestmark = [STORE, pytest.mark.usefixtures("feed_site")]
 
 
 def test_entries_are_listed_paged_and_read_only():
-    ada = entities.create_user("ada", "ada@example.com")
-    bob = entities.create_user("bob", "bob@example.com")
+    ada = User.objects.create(username="ada", email="ada@example.com")
+    bob = User.objects.create(username="bob", email="bob@example.com")
     for n in range(3):
-        entities.post_entry(ada, f"ada {n}", f"https://example.com/a/{n}")
-    entities.post_entry(bob, "bob's", "https://example.com/b")
+        Entry.objects.create(user_id=ada.id, title=f"ada {n}", link=f"https://example.com/a/{n}")
+    Entry.objects.create(user_id=bob.id, title="bob's", link="https://example.com/b")
     api = APIClient()
     response = api.get("/api/entries/", {"size": 2})
     assert response.status_code == 200, response.content

@@ -10,8 +10,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from project.feed import entities
-from project.feed.models import LINK_INDEX_NAME, Like
+from project.feed.models import LINK_INDEX_NAME, Entry, Like, User
 from schemaless_store import lifecycle
 from tests.support import STORE
 from tests.support.feed import SHARED, sign_up
@@ -43,8 +42,10 @@ def test_who_else_is_offered_once_the_index_is_built(client, sharers, declared_l
 
 
 def test_a_like_or_comment_url_opened_in_the_browser_leads_to_the_entry(client):
-    author = entities.create_user("fay", "fay@example.com")
-    entry = entities.post_entry(author, "Schemaless MySQL", "https://example.com/schemaless")
+    author = User.objects.create(username="fay", email="fay@example.com")
+    entry = Entry.objects.create(
+        user_id=author.id, title="Schemaless MySQL", link="https://example.com/schemaless"
+    )
     sign_up(client, "gus")
     for action in ("like", "comment"):
         response = client.get(f"/e/{entry.id}/{action}/")
@@ -55,8 +56,10 @@ def test_a_like_or_comment_url_opened_in_the_browser_leads_to_the_entry(client):
 
 
 def test_another_method_gets_the_sites_own_405_page(client):
-    author = entities.create_user("fay", "fay@example.com")
-    entry = entities.post_entry(author, "Schemaless MySQL", "https://example.com/schemaless")
+    author = User.objects.create(username="fay", email="fay@example.com")
+    entry = Entry.objects.create(
+        user_id=author.id, title="Schemaless MySQL", link="https://example.com/schemaless"
+    )
     for method, path, allowed in [
         ("get", "/leave/", "POST"),
         ("get", "/act-as/", "POST"),

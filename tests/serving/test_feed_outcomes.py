@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 
-from project.feed import entities
+from project.feed.models import Entry, User
 from project.feed.views import ENTRY_HEADER, OUTCOME_HEADER
 from tests.support import STORE
 
@@ -14,7 +14,7 @@ pytestmark = [STORE]
 
 
 def test_act_as_and_post_say_what_they_did_and_a_post_its_entry(feed_site, client):
-    entities.create_user("poster", "p@example.com")
+    User.objects.create(username="poster", email="p@example.com")
     refused = client.post("/act-as/", {"username": "nobody"})
     assert (refused.status_code, refused[OUTCOME_HEADER]) == (302, "no-such-user")
     before = client.post("/post/", {"title": "Too soon", "link": "https://example.com/s"})
@@ -24,6 +24,6 @@ def test_act_as_and_post_say_what_they_did_and_a_post_its_entry(feed_site, clien
     assert (acting.status_code, acting[OUTCOME_HEADER]) == (302, "acting")
     posted = client.post("/post/", {"title": "Hello", "link": "https://example.com/h"})
     assert (posted.status_code, posted[OUTCOME_HEADER]) == (302, "posted")
-    entry = entities.entry_by_id(uuid.UUID(posted[ENTRY_HEADER]))
-    assert entry is not None and entry["title"] == "Hello"
+    entry = Entry.objects.get(id=uuid.UUID(posted[ENTRY_HEADER]))
+    assert entry["title"] == "Hello"
     assert client.get(f"/e/{entry.id}/").status_code == 200

@@ -15,7 +15,7 @@ from django.db import OperationalError
 from django.http import HttpResponse
 from django.test import AsyncClient, Client, RequestFactory
 
-from project.feed import entities
+from project.feed.models import Entry, User
 from schemaless_store.exceptions import NotOwner, ShardUnavailable
 from schemaless_store.middleware import UNAVAILABLE_HEADER, ShardUnavailablePage
 from schemaless_store.server_errors import CR_CONN_HOST_ERROR, ER_LOCK_DEADLOCK
@@ -85,8 +85,10 @@ def site(feed_site: None, settings: Any) -> None:
 
 @STORE
 def test_a_shard_down_gives_the_feed_a_503_page_while_others_serve_and_it_recovers(site, client):
-    author = entities.create_user("writer", "w@example.com")
-    entities.post_entry(author, "Before the outage", "https://example.com/before")
+    author = User.objects.create(username="writer", email="w@example.com")
+    Entry.objects.create(
+        user_id=author.id, title="Before the outage", link="https://example.com/before"
+    )
     assert client.get("/").status_code == 200
     with shard_down("shard_1"):
         home = client.get("/")
@@ -110,7 +112,7 @@ def _session_save_failing(exception: Exception) -> Any:
 
 @STORE
 def test_default_down_when_the_session_is_saved_after_the_view_is_a_503(site):
-    entities.create_user("writer", "w@example.com")
+    User.objects.create(username="writer", email="w@example.com")
     client = Client(raise_request_exception=False)
     refused = OperationalError(CR_CONN_HOST_ERROR, "Can't connect to server on '127.0.0.1'")
     with _session_save_failing(refused):
@@ -125,7 +127,7 @@ def test_default_down_when_the_session_is_saved_after_the_view_is_a_503(site):
 def test_default_really_down_when_the_session_is_saved_is_a_503(site):
     """``default`` taken away between the view and the session's save: the save meets a
     refused port (MariaDB) or a database file that cannot be opened (SQLite), for real."""
-    entities.create_user("writer", "w@example.com")
+    User.objects.create(username="writer", email="w@example.com")
     client = Client(raise_request_exception=False)
     real_save = SessionStore.save
     with contextlib.ExitStack() as outage:
@@ -143,7 +145,7 @@ def test_default_really_down_when_the_session_is_saved_is_a_503(site):
 
 @STORE
 def test_another_error_after_the_view_is_still_the_500_page(site):
-    entities.create_user("writer", "w@example.com")
+    User.objects.create(username="writer", email="w@example.com")
     client = Client(raise_request_exception=False)
     with _session_save_failing(OperationalError(ER_LOCK_DEADLOCK, "Deadlock found")):
         response = client.post("/act-as/", {"username": "writer"})
@@ -157,7 +159,7 @@ def test_another_error_after_the_view_is_still_the_500_page(site):
 async def test_under_asgi_too_default_down_after_the_view_is_a_503(site):
     """Django's async handler answers the exception from another thread (``sync_to_async``),
     where ``server_error`` still finds it."""
-    await sync_to_async(entities.create_user)("writer", "w@example.com")
+    await sync_to_async(User.objects.create)(username="writer", email="w@example.com")
     client = AsyncClient(raise_request_exception=False)
     refused = OperationalError(CR_CONN_HOST_ERROR, "Can't connect to server on '127.0.0.1'")
     with _session_save_failing(refused):

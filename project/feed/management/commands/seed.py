@@ -22,7 +22,6 @@ from schemaless_store.exceptions import UniqueViolation
 from schemaless_store.management.progress import progress_stream
 from schemaless_store.models import Entity
 
-from ... import entities
 from ...factories import CommentFactory, EntryFactory, LikeFactory, UserFactory
 from ...models import User
 
@@ -155,12 +154,7 @@ class Seeder:
 
     def __init__(self, batch_size: int) -> None:
         self.batch_size = batch_size
-        self.written: dict[str, int] = {
-            entities.USER: 0,
-            entities.ENTRY: 0,
-            entities.LIKE: 0,
-            entities.COMMENT: 0,
-        }
+        self.written: dict[str, int] = dict.fromkeys(PLURALS, 0)  # by kind, in PLURALS' order
 
     def put(self, items: Iterable[dict[str, Any]], bar: tqdm) -> None:
         iterator = iter(items)
