@@ -125,6 +125,7 @@ class Entry(Kind):
 
     @property
     def published_at(self) -> dt.datetime:
+        """``published`` as an aware datetime (UTC), for the templates' ``date`` and ``ago``."""
         return as_datetime(self.published)
 
     @property
