@@ -9,11 +9,20 @@ read the binlog instead, which the embedded SQLite default does not have.
 A replay reads the rows logged, makes the target's rows of each key what the source's are
 (:mod:`..moves.mover`), then deletes the entries it handled. It keeps no position: an entry whose
 transaction commits after a later one was read is still in the table on the next read.
+
+A trigger left behind must never fail a write. MariaDB keeps a table's triggers in two files
+(``.TRG``, and a ``.TRN`` per trigger name); a history soak found a trigger that outlived its
+move on a server whose sessions and processes were being killed, still firing while
+``DROP TRIGGER IF EXISTS`` found no trigger by its name, so every write it fired on failed for
+want of the dropped log (docs/reliability.md). On MySQL each trigger therefore ignores a
+missing log (a ``CONTINUE`` handler for "no such table", nothing else), and :func:`remove`
+names any trigger it could not drop (:func:`leftovers`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,13 +33,18 @@ from ..indexes import is_identifier
 from ..topology import servers, shards
 from .moved_rows import MovedTable
 
+logger = logging.getLogger("schemaless_store.moves")
+
 LOG = "schemaless_move_log"
+PREFIX = "schemaless_mv_"
+# MySQL's "no such table" (ER_NO_SUCH_TABLE): a trigger whose log is gone does nothing.
+IGNORE_MISSING_LOG = "DECLARE CONTINUE HANDLER FOR 1146 BEGIN END"
 EVENTS = (("INSERT", "NEW", "i"), ("UPDATE", "NEW", "u"), ("DELETE", "OLD", "d"))
 
 
-def _trigger_name(table: str, suffix: str) -> str:
+def trigger_name(table: str, suffix: str) -> str:
     digest = hashlib.blake2b(table.encode(), digest_size=6).hexdigest()
-    return f"schemaless_mv_{digest}_{suffix}"
+    return f"{PREFIX}{digest}_{suffix}"
 
 
 def install(alias: str, tables: Sequence[MovedTable]) -> None:
@@ -55,12 +69,13 @@ def install(alias: str, tables: Sequence[MovedTable]) -> None:
                 raise ConfigurationError(f"{table.name!r} is not a valid table name")
             key = quote(table.log_key())
             for event, row, suffix in EVENTS:
-                name = _trigger_name(table.name, suffix)
+                name = trigger_name(table.name, suffix)
                 action = f"INSERT INTO {LOG} (tbl, row_key) VALUES ('{table.name}', {row}.{key})"
                 if mysql:
                     statement = (
                         f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} ON "
-                        f"{quote(table.name)} FOR EACH ROW {action}"
+                        f"{quote(table.name)} FOR EACH ROW BEGIN {IGNORE_MISSING_LOG}; "
+                        f"{action}; END"
                     )
                 else:
                     statement = (
@@ -70,14 +85,41 @@ def install(alias: str, tables: Sequence[MovedTable]) -> None:
                 cursor.execute(statement)
 
 
-def remove(alias: str, tables: Sequence[MovedTable]) -> None:
-    """Drop the triggers of ``tables`` and the log on ``alias`` (idempotent)."""
+def remove(alias: str, tables: Sequence[MovedTable]) -> list[str]:
+    """Drop the triggers of ``tables`` and the log on ``alias`` (idempotent). Returns the
+    triggers the server still lists afterwards (:func:`leftovers`, logged): they do nothing
+    without the log, and an operator may drop them by hand (docs/resharding.md)."""
     conn = connections[alias]
     with shards.errors_named(alias), conn.cursor() as cursor:
         for table in tables:
             for _event, _row, suffix in EVENTS:
-                cursor.execute(f"DROP TRIGGER IF EXISTS {_trigger_name(table.name, suffix)}")
+                cursor.execute(f"DROP TRIGGER IF EXISTS {trigger_name(table.name, suffix)}")
         cursor.execute(f"DROP TABLE IF EXISTS {LOG}")
+    left = leftovers(alias)
+    if left:
+        logger.warning(
+            "%s: the server still lists the move triggers %s after they were dropped (a "
+            "trigger whose name it no longer finds); without the log they do nothing "
+            "(docs/resharding.md#left-over-triggers)",
+            alias,
+            ", ".join(left),
+        )
+    return left
+
+
+def leftovers(alias: str) -> list[str]:
+    """The move triggers the server lists on ``alias``'s database (MySQL; SQLite: none, its
+    triggers are rows of its schema table, dropped atomically)."""
+    conn = connections[alias]
+    if conn.vendor != "mysql":
+        return []
+    rows = shards.read(
+        alias,
+        "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS "
+        "WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME LIKE %s ORDER BY TRIGGER_NAME",
+        [PREFIX.replace("_", "\\_") + "%"],
+    )
+    return [str(name) for (name,) in rows]
 
 
 def installed(alias: str) -> bool:
