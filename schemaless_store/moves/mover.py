@@ -19,8 +19,9 @@ starts, and each safe to run again, so a killed mover resumes where it was:
 5. **verify** (:mod:`.verification`): a change logged on a source since the final replay
    escaped the fence: the move is **held**, the sources' copies kept, until the operator
    releases it (:meth:`Mover.release`). Otherwise rows and checksums of the moved buckets are
-   compared between the sources and the target as it was at the flip.
-6. **cleaning**: the sources' copies are deleted.
+   compared between the sources and the target as it was at the flip. The verdict is saved
+   before the sources' triggers and logs are dropped (a held move keeps them).
+6. **cleaning**: the logs are dropped if they are still there, then the sources' copies.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from ..throttle import LatencyProbe, Throttle
 from ..topology import bucket_map, fence, servers, shards
 from ..topology.write_lock import write_lock
 from .plan import COPY_BATCH, from_ranges
-from .verification import Verdict, Verification
+from .verification import Verdict, Verification, unjudged_message
 
 logger = logging.getLogger("schemaless_store.moves")
 
@@ -208,51 +209,56 @@ class Mover:
         )
 
     def verify(self) -> None:
-        """Judge the changes logged on the sources since the final replay, and compare the
-        moved rows on the sources (which serve them no more) with the target's as they were
-        at the flip (:mod:`.verification`). A write that escaped the fence holds the move:
-        the sources' copies are kept, the keys named, and the operator told what to do. A
-        mover resumed after the flip has no snapshot: it still judges the changes, but says
-        the copies were not compared."""
+        """Judge the changes logged on the sources since the final replay and compare the
+        moved rows with the target's at the flip (:mod:`.verification`; a resumed mover has
+        no snapshot: it judges, and says the copies were not compared). An escaped write
+        holds the move: the sources' copies are kept and the operator told what to do."""
         self.phase("verify")
         snapshot, self.snapshot = self.snapshot, None
-        check = Verification(self.tables, self.sources, self.move.target, self.buckets, self.batch)
         try:
+            self._require_logs()
+            check = Verification(
+                self.tables, self.sources, self.move.target, self.buckets, self.batch
+            )
             verdict = check.run(snapshot)
         finally:
             if snapshot is not None:
                 snapshot.close()
-        for source in self.sources:
-            capture.remove(source, self.tables)
+        # The verdict is saved before the logs are dropped: a mover that dies in between
+        # resumes past the verification, never into one with no logs to judge by.
         counts = {**self.move.counts, "changed after the flip": verdict.changed}
         if verdict.escaped:
-            self._hold(verdict, counts)
-        if snapshot is None:
-            self._save(phase="cleaning", counts={**counts, "verified": None})
-            return
-        if verdict.problems:
+            self._hold(verdict, counts)  # the logs stay until the operator releases it
+        if snapshot is not None and verdict.problems:
             problems = "; ".join(verdict.problems)
             self._save(phase="failed", message="verification failed: " + problems)
+            self._drop_logs()
             raise MoveRefused(
                 f"move #{self.move.pk}: the copies differ after the flip ({problems});"
                 " the sources' copies are kept"
             )
-        self._save(phase="cleaning", counts={**counts, "verified": True})
+        verified = None if snapshot is None else True
+        self._save(phase="cleaning", counts={**counts, "verified": verified})
+        self._drop_logs()
+
+    def _require_logs(self) -> None:
+        """Hold the move if a source's log is gone unjudged (only a saved verdict drops one):
+        writes after the flip cannot be judged, so the sources' copies are kept."""
+        missing = [source for source in self.sources if not capture.installed(source)]
+        if not missing:
+            return
+        message = unjudged_message(self.move.pk, missing, self.move.target)
+        self._save(phase="held", message=message, counts={**self.move.counts, "verified": False})
+        raise MoveRefused(message)
+
+    def _drop_logs(self) -> None:
+        """Drop the sources' triggers and change logs (idempotent)."""
+        for source in self.sources:
+            capture.remove(source, self.tables)
 
     def _hold(self, verdict: Verdict, counts: dict[str, Any]) -> None:
         """Record the escaped writes and stop: the sources' copies are kept."""
-        pk, sources = self.move.pk, ", ".join(self.sources)
-        writes = "write" if verdict.escaped_count == 1 else "writes"
-        message = (
-            f"move #{pk}: {verdict.escaped_count} {writes} reached {sources} after the flip "
-            f"(they escaped the fence): {verdict.named()}. The move is held and the sources' "
-            f"copies are kept. Next: compare these keys' rows on {sources} with the owner's "
-            f"on {self.move.target}, write through the store what must be kept (it goes to "
-            f"{self.move.target}), then run `manage.py movebuckets --release {pk}` to delete "
-            "the sources' copies (docs/resharding.md#escaped-writes)"
-        )
-        if verdict.problems:
-            message += "; the copies also differ: " + "; ".join(verdict.problems)
+        message = verdict.held_message(self.move.pk, list(self.sources), self.move.target)
         self._save(
             phase="held",
             message=message,
@@ -279,6 +285,7 @@ class Mover:
         wait = settle - (timezone.now() - flipped).total_seconds()
         if wait > 0:
             time.sleep(wait)
+        self._drop_logs()  # a released move's, or a mover's that died after its verdict
         for source in self.sources:
             self._purge(source, f"deleted on {source}")
         self._save(phase="done", finished=timezone.now())

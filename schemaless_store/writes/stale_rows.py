@@ -68,8 +68,6 @@ def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source 
 
     try:
         deleted, refused = retrying_lost(alias, attempt)
-        if deleted_rows and servers.is_galera(alias):
-            retrying_lost(alias, lambda: _certified_recheck(alias, deleted_rows, source, wanted))
     except NotOwner as refused_here:
         # The rows moved: their stored state is on the owner now; re-check there.
         if shards.connection(alias).in_atomic_block:
@@ -79,9 +77,29 @@ def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source 
         for key, rows in candidates.items():
             regrouped[bucket_map.alias_for(key)][key] = rows
         return sum(remove_stale(owner, rows, source) for owner, rows in regrouped.items())
+    if deleted_rows and servers.is_galera(alias):
+        _put_back(alias, deleted_rows, source)
     if refused:  # their buckets moved: re-checked and removed on the owners, after the flip
         deleted += remove_stale(alias, index_writes.await_owners(alias, refused), source)
     return deleted
+
+
+def _put_back(alias: str, deleted: list[Row], source: Source) -> None:
+    """Run :func:`_certified_recheck` of step 5's deletions on ``alias``, or, if a move has
+    taken their keys since (:class:`NotOwner`), on each key's owner once the map names it:
+    the deletions are made, so their re-check must run where the keys are now."""
+    wanted = sorted({bucket_map.bucket_for(key) for _index, _values, key in deleted})
+    try:
+        retrying_lost(alias, lambda: _certified_recheck(alias, deleted, source, wanted))
+    except NotOwner as moved:
+        if shards.connection(alias).in_atomic_block:
+            raise
+        bucket_map.await_new_owner(alias, set(moved.buckets))
+        regrouped: dict[str, list[Row]] = defaultdict(list)
+        for row in deleted:
+            regrouped[bucket_map.alias_for(row[2])].append(row)
+        for owner, rows in regrouped.items():
+            _put_back(owner, rows, source)
 
 
 def _certified_recheck(alias: str, deleted: list[Row], source: Source, buckets: list[int]) -> int:
@@ -91,7 +109,8 @@ def _certified_recheck(alias: str, deleted: list[Row], source: Source, buckets: 
     rows they imply once more. Returns the number put back.
 
     It writes entity rows, so it is fenced as every write is: if a move has taken the keys'
-    ``buckets`` since step 5 ran, :class:`NotOwner` (the caller re-runs step 5 on the owner).
+    ``buckets`` since step 5 ran, :class:`NotOwner` (:func:`_put_back` runs it on the owner,
+    where it writes the rows only if that shard is Galera too: elsewhere row locks order it).
     Unfenced, it wrote a moved source's frozen copy after the flip, and the move's
     verification rightly held the move for an escaped write (docs/reliability.md)."""
     deleted = list(dict.fromkeys(deleted))
@@ -100,7 +119,8 @@ def _certified_recheck(alias: str, deleted: list[Row], source: Source, buckets: 
     with transaction.atomic(using=alias):
         if not_served := fence.refused(conn, buckets):
             raise NotOwner(alias, set(not_served))
-        entity_table.touch(alias, keys, source)
+        if servers.is_galera(alias):
+            entity_table.touch(alias, keys, source)
         locked = entity_table.lock(alias, keys, source)
         back = [
             (index, values, key)

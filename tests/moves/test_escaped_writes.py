@@ -22,6 +22,7 @@ from schemaless_store.metadata import BucketMove
 from schemaless_store.models import Entity
 from schemaless_store.moves.mover import Mover
 from schemaless_store.tables import move_log as capture
+from schemaless_store.tables.moved_rows import moved_tables
 from schemaless_store.topology import bucket_map
 from schemaless_store.writes import stale_rows
 from tests.support import STORE, buckets
@@ -129,7 +130,7 @@ def test_a_change_on_the_source_after_the_flip_holds_the_move_and_keeps_the_copi
     for moved in moved_ids(made):
         want = [target] if change is delete_an_entity and moved == entity_id else [source, target]
         assert sorted(placed[moved.bytes]) == sorted(want)
-    assert not capture.installed(source)
+    assert capture.installed(source)  # a held move's source keeps logging until its release
     status = run("--status")
     assert "held" in status and "no (1 escaped write)" in status
     # Another move waits for this one to be released.
@@ -140,6 +141,7 @@ def test_a_change_on_the_source_after_the_flip_holds_the_move_and_keeps_the_copi
     assert f"Move #{move.pk} released" in out
     move.refresh_from_db()
     assert move.phase == "done"
+    assert not capture.installed(source)
     assert_moved_and_exact(made, target)
 
 
@@ -225,8 +227,11 @@ def test_step_5s_galera_recheck_after_a_flip_is_fenced_and_no_escaped_write(monk
     real_recheck, real_verify = stale_rows._certified_recheck, Mover.verify
     raced: list[object] = []
 
+    on_owner: list[tuple[object, ...]] = []
+
     def recheck_after_a_move(*args: object) -> int:
         if raced:  # on the owner, after the move
+            on_owner.append(args)
             return real_recheck(*args)
 
         def verify(self: Mover) -> None:  # the re-check runs after the flip
@@ -247,6 +252,9 @@ def test_step_5s_galera_recheck_after_a_flip_is_fenced_and_no_escaped_write(monk
     entity["user_id"] = b"\x02" * 16  # step 5 removes the row of the old user_id
     entity.save()
     assert isinstance(raced[0], NotOwner) and raced[0].alias == source
+    # The re-check of the row step 5 deleted runs on the owner (not step 5 again).
+    [(alias, deleted, *_rest)] = on_owner
+    assert alias == target and [row[2] for row in deleted] == [entity_id.bytes]
     move = BucketMove.objects.get()
     assert (move.phase, move.counts["verified"]) == ("done", True)
     bucket_map.forget()
@@ -297,3 +305,54 @@ def test_a_resumed_mover_does_not_hold_for_a_stale_index_row_the_owner_removed(m
     assert move.counts["changed after the flip"] >= 1
     assert Entity.objects.get(id=entity.id)["user_id"] == new_user
     assert_exact()
+
+
+def test_a_resumed_mover_holds_for_an_index_row_its_entity_still_implies(monkeypatch):
+    """Without the snapshot, an index row the source has and the target lacks now holds the
+    move while its entity still implies it: dropping the source's copy would leave the entity
+    without that row."""
+    populate(10)
+    source, target = source_and_target()
+    owners = bucket_map.current().owners
+    user, value = user_id_indexed_in(lambda b: b in MOVED_SET)
+    kept = next(b for b in range(300, len(owners)) if owners[b] == source)
+    entity = Entity.objects.create(id=buckets.id_in_bucket(kept), user_id=user, title="t")
+    key = entity.id.bytes
+    dies_at(monkeypatch, "verify", "--to", target, "--buckets", MOVED)
+    with connections[target].cursor() as cursor:  # the owner lost it
+        cursor.execute(
+            "DELETE FROM index_user_id WHERE user_id = %s AND entity_id = %s", [value, key]
+        )
+    with connections[source].cursor() as cursor:  # a change on the source after the flip
+        cursor.execute("UPDATE index_user_id SET entity_id = entity_id WHERE entity_id = %s", [key])
+    with pytest.raises(CommandError, match="escaped the fence"):
+        run("--to", target, "--buckets", MOVED)
+    move = BucketMove.objects.get()
+    assert move.phase == "held"
+    assert move.counts["escaped"] == {"index_user_id": [key.hex()]}
+
+
+def test_a_change_log_gone_before_the_verification_holds_the_move(monkeypatch):
+    """The verdict is saved before the logs are dropped, so a log missing when a resumed mover
+    verifies was dropped by something else: writes after the flip cannot be judged, and the
+    move is held rather than passed."""
+    populate(10)
+    source, target = source_and_target()
+    dies_at(monkeypatch, "verify", "--to", target, "--buckets", MOVED)
+    capture.remove(source, moved_tables())
+    with pytest.raises(CommandError, match=r"change log on .* is gone"):
+        run("--to", target, "--buckets", MOVED)
+    assert BucketMove.objects.get().phase == "held"
+
+
+def test_a_mover_dying_after_its_verdict_drops_the_logs_when_resumed(monkeypatch):
+    made = populate(20)
+    source, target = source_and_target()
+    dies_at(monkeypatch, "_drop_logs", "--to", target, "--buckets", MOVED)
+    move = BucketMove.objects.get()
+    assert (move.phase, move.counts["verified"]) == ("cleaning", True)
+    assert capture.installed(source)
+    run("--to", target, "--buckets", MOVED)
+    assert BucketMove.objects.get().phase == "done"
+    assert not capture.installed(source)
+    assert_moved_and_exact(made, target)
