@@ -41,5 +41,6 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *LAZY})
 
 
-__all__ = ["DELETE", "Index", "Kind"]
+# Not Kind: a star-import may run before the app registry is ready (Kind is lazy for that).
+__all__ = ["DELETE", "Index"]
 __version__ = "0.1.0.dev0"

@@ -313,6 +313,8 @@ class Entity(AsyncEntity, models.Model):
         return bytes(self.row_id) == bytes(other.row_id)  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
+        if self._state.adding:  # as Django's: create(placed_with=) may still change its id
+            raise TypeError("an entity that is not saved yet is unhashable")
         return hash(bytes(self.row_id))
 
     def __len__(self) -> int:
