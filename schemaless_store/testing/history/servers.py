@@ -54,6 +54,13 @@ class HistoryStore:
             urls[2] = f"galera://root@{nodes}/shard1?{query}"
 
         self.databases = databases_from_urls(urls[0], urls[1:])
+        if self.cluster is not None:
+            # Reads that see every acknowledged commit through any node, as the checker
+            # assumes: without it a read through another node than the writer's (after a
+            # failover) may miss a commit, the documented limit (docs/replicas.md, "Limits").
+            options = self.databases["shard_1"].setdefault("OPTIONS", {})
+            mode = options.get("init_command", "SET sql_mode='STRICT_TRANS_TABLES'")
+            options["init_command"] = f"{mode}, wsrep_sync_wait = 1"
         return self
 
     def env(self) -> dict[str, str]:
