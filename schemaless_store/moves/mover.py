@@ -58,7 +58,7 @@ from ..throttle import LatencyProbe, Throttle
 from ..topology import bucket_map, fence, servers, shards
 from ..topology.write_lock import write_lock
 from .plan import COPY_BATCH, from_ranges
-from .verification import Verdict, Verification, unjudged_message
+from .verification import Verdict, Verification, failed_message, unjudged_message
 
 logger = logging.getLogger("schemaless_store.moves")
 
@@ -118,7 +118,7 @@ class Mover:
             "flipped": self.verify,
             "cleaning": self.clean,
         }
-        if self.move.phase == "held":  # writes escaped its fence: the operator releases it
+        if self.move.phase in ("held", "failed"):  # the operator compares, then releases it
             raise MoveRefused(self.move.message)
         if self.throttle.max_latency is not None:
             aliases = [*self.sources, self.move.target]
@@ -231,7 +231,7 @@ class Mover:
             self._hold(verdict, counts)  # the logs stay until the operator releases it
         if snapshot is not None and verdict.problems:
             problems = "; ".join(verdict.problems)
-            self._save(phase="failed", message="verification failed: " + problems)
+            self._save(phase="failed", message=failed_message(self.move, problems))
             self._drop_logs()
             raise MoveRefused(
                 f"move #{self.move.pk}: the copies differ after the flip ({problems});"
@@ -267,12 +267,12 @@ class Mover:
         raise MoveRefused(message)
 
     def release(self) -> BucketMove:
-        """Finish a held move once the operator has dealt with its escaped writes: delete the
-        sources' copies (the cleaning phase)."""
-        if self.move.phase != "held":
+        """Finish a held or failed move once the operator has dealt with its keys: delete
+        the sources' copies (the cleaning phase)."""
+        if self.move.phase not in ("held", "failed"):
             raise MoveRefused(
-                f"move #{self.move.pk} is {self.move.phase}, not held: only a held move "
-                "(writes escaped its fence) is released"
+                f"move #{self.move.pk} is {self.move.phase}, not held or failed: only a move "
+                "that writes escaped or whose copies differ is released"
             )
         self._save(phase="cleaning", message=self.move.message + " [released by the operator]")
         return self.run()

@@ -71,6 +71,19 @@ class Verdict:
         return text + (f" and {more} more" if more > 0 else "")
 
 
+def failed_message(move: Any, problems: str) -> str:
+    """What a move whose copies differ after the flip says (its record's message: a rerun
+    of the move says it again)."""
+    sources = ", ".join(move.sources)
+    return (
+        f"verification failed: {problems}. The move is stopped and the sources' copies are "
+        f"kept. Next: compare the moved rows on {sources} with the owner's on {move.target}, "
+        f"write through the store what must be kept (it goes to {move.target}), then run "
+        f"`manage.py movebuckets --release {move.pk}` to delete the sources' copies "
+        "(docs/resharding.md#when-a-move-fails)"
+    )
+
+
 def unjudged_message(pk: int, missing: list[str], target: str) -> str:
     """What a move held because a source's change log was gone before it was read says."""
     names = ", ".join(missing)

@@ -179,7 +179,7 @@ def test_release_refuses_a_move_that_is_not_held():
     _source, target = source_and_target()
     run("--to", target, "--buckets", MOVED)
     move = BucketMove.objects.get()
-    with pytest.raises(CommandError, match="is done, not held"):
+    with pytest.raises(CommandError, match="is done, not held or failed"):
         run("--release", str(move.pk))
     with pytest.raises(CommandError, match="no move #999"):
         run("--release", "999")

@@ -105,6 +105,16 @@ def test_a_target_that_differs_from_the_sources_fails_the_move_and_keeps_their_c
     for entity_id in moved:
         assert sorted(placed[entity_id.bytes]) == sorted([source, target])
     assert not capture.installed(source)
+    # Run again, it says what the move is and what to do; it never says "done".
+    with pytest.raises(CommandError, match="verification failed") as again:
+        run("--to", target, "--buckets", MOVED)
+    assert f"--release {move.pk}" in str(again.value)
+    assert BucketMove.objects.get().phase == "failed"
+    # The operator has compared the keys: --release deletes the sources' copies.
+    assert f"Move #{move.pk} released" in run("--release", str(move.pk))
+    assert BucketMove.objects.get().phase == "done"
+    placed = ids_per_shard()
+    assert all(placed[entity_id.bytes] == [target] for entity_id in moved)
 
 
 # --- the catch-up ----------------------------------------------------------------------------
