@@ -126,6 +126,9 @@ class _DriverTransaction:
                 with contextlib.suppress(Exception):
                     driver.rollback()
             return
+        if driver is None:  # discarded inside the transaction (a lost connection elsewhere):
+            # its session, and so its transaction, is gone; nothing was committed
+            raise ShardUnavailable(self.conn.alias, "connection closed in a transaction", lost=True)
         with self.conn.wrap_database_errors:
             if self.receipt is None and not self.deferred:
                 if self.begun:
