@@ -315,7 +315,8 @@ class Entity(AsyncEntity, models.Model):
     def __hash__(self) -> int:
         if self._state.adding:  # as Django's: create(placed_with=) may still change its id
             raise TypeError("an entity that is not saved yet is unhashable")
-        return hash(bytes(self.row_id))
+        # The id's first 8 bytes (random or bucket-carrying): no hash(), which varies by process.
+        return int.from_bytes(bytes(self.row_id)[:8], "big")
 
     def __len__(self) -> int:
         return 1 + len(self._properties())
