@@ -53,17 +53,28 @@ def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
         yield items[start : start + size]
 
 
+def keys_where(columns: Sequence[str], count: int) -> str:
+    """The condition that matches ``count`` keys of ``columns`` (quoted already), with a
+    ``%s`` for each value, key by key.
+
+    One key is ``a = %s AND b = %s``: MariaDB 10.11 runs a row ``IN`` with a single tuple,
+    ``(a, b) IN ((%s, %s))``, as a full scan (``EXPLAIN``: ``ALL``), and with two tuples or
+    more as a range on the key (tests/queries/test_statement_plans.py)."""
+    if count == 1:
+        return " AND ".join(f"{name} = %s" for name in columns)
+    one = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    return f"({', '.join(columns)}) IN ({', '.join([one] * count)})"
+
+
 def delete_matching(
     cursor: Any, table: str, columns: Sequence[str], keys: Sequence[Sequence[Any]], size: int
 ) -> int:
-    """``DELETE FROM table WHERE (columns) IN ((...), ...)``, ``size`` keys a statement
+    """``DELETE FROM table WHERE`` the keys (:func:`keys_where`), ``size`` keys a statement
     (``table`` and ``columns`` quoted already); the number of rows deleted."""
-    names = ", ".join(columns)
-    one = "(" + ", ".join(["%s"] * len(columns)) + ")"
     deleted = 0
     for chunk in chunks(keys, size):
         cursor.execute(
-            f"DELETE FROM {table} WHERE ({names}) IN ({', '.join([one] * len(chunk))})",
+            f"DELETE FROM {table} WHERE {keys_where(columns, len(chunk))}",
             [value for key in chunk for value in key],
         )
         deleted += cursor.rowcount

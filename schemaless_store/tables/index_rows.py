@@ -21,7 +21,7 @@ from ..exceptions import ShardUnavailable
 from ..indexes import Index
 from ..topology import bucket_map, shards
 from . import buckets, keyset, literals, sessions
-from .entities import chunks, delete_matching
+from .entities import chunks, delete_matching, keys_where
 from .values import plain_row
 
 # (index, column values, entity id)
@@ -296,14 +296,14 @@ def holders(
     any of ``values`` (read without locks: a preview of what claims would find)."""
     conn = shards.connection(alias)
     quote = conn.ops.quote_name
-    names = ", ".join(quote(p) for p in index.properties)
-    one = "(" + ", ".join(["%s"] * len(index.properties)) + ")"
+    columns = [quote(p) for p in index.properties]
+    names = ", ".join(columns)
     found: dict[tuple[Any, ...], bytes] = {}
     for chunk in chunks(list(dict.fromkeys(values)), DELETE_CHUNK):
         rows = shards.read(
             alias,
             f"SELECT {names}, {quote('entity_id')} FROM {quote(index.name)} "
-            f"WHERE ({names}) IN ({', '.join([one] * len(chunk))})",
+            f"WHERE {keys_where(columns, len(chunk))}",
             [value for row in chunk for value in row],
         )
         for row in rows:

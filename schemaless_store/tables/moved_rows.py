@@ -23,7 +23,7 @@ from ..topology import shards
 from ..topology.bucket_hash import buckets_of
 from . import buckets as bucket_table
 from . import keyset, literals
-from .entities import chunks, delete_matching
+from .entities import chunks, delete_matching, keys_where
 from .values import plain_row
 
 # Rows per statement when rows are written or deleted by key.
@@ -169,15 +169,13 @@ def rows_at(
     """The ``names`` columns of the rows of ``table`` with these walk keys."""
     conn = conn or shards.connection(alias)
     quote = conn.ops.quote_name
-    key_cols = ", ".join(quote(c) for c in table.walk_key)
-    one = "(" + ", ".join(["%s"] * len(table.walk_key)) + ")"
+    key_cols = [quote(c) for c in table.walk_key]
     selected = ", ".join(quote(c) for c in names)
     found: list[tuple[Any, ...]] = []
     for chunk in chunks(list(keys), WRITE_CHUNK * 5):
         rows = shards.read(
             alias,
-            f"SELECT {selected} FROM {quote(table.name)} "
-            f"WHERE ({key_cols}) IN ({', '.join([one] * len(chunk))})",
+            f"SELECT {selected} FROM {quote(table.name)} WHERE {keys_where(key_cols, len(chunk))}",
             [value for key in chunk for value in key],
             conn,
         )
