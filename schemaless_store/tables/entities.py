@@ -1,5 +1,6 @@
 """The ``entities`` table, and ``cell_head`` through the same shape (a
-:class:`~schemaless_store.indexes.Source`: ``added_id``, a 16-byte key, ``updated``, ``body``).
+:class:`~schemaless_store.config.indexes.Source`: ``added_id``, a 16-byte key, ``updated``,
+``body``).
 
 The write path locks and writes rows here, the read path fetches them by id, the cleaner walks
 them (by ``added_id``, newest ``updated`` first) with plain reads that never block a writer.
@@ -13,14 +14,14 @@ from typing import Any, NamedTuple
 
 from django.db import DatabaseError
 
-from .. import conf
-from ..indexes import ENTITIES, Source
+from ..config import conf
+from ..config.indexes import ENTITIES, Source
+from ..sql.values import UPDATED_TEXT, as_param
 from ..topology import bucket_map, shards
 from . import buckets
-from .values import UPDATED_TEXT, as_param
 
 # ``updated`` as text: fromisoformat() in C reads it several times faster than mysqlclient builds
-# a datetime from the DATETIME column (tables/values.py, datetime_converter).
+# a datetime from the DATETIME column (sql/values.py, datetime_converter).
 ENTITY_COLUMNS = f"added_id, id, {UPDATED_TEXT}, body"
 _SELECT_ONE = f"SELECT {ENTITY_COLUMNS} FROM entities WHERE id = %s"
 INSERT = "INSERT INTO entities (id, updated, body) VALUES (%s, %s, %s)"
@@ -44,7 +45,7 @@ class Locked(NamedTuple):
     body: bytes | None
     version: int | None  # cell_head's ref_key; None for entities
     # When the row was last written, as text (``UPDATED_TEXT``): a move keeps it, where it
-    # gives the row a new added_id (:mod:`..expected`).
+    # gives the row a new added_id (:mod:`..values.expected`).
     updated: str | None = None
 
 

@@ -17,12 +17,13 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from ..config.indexes import Index
 from ..exceptions import ShardUnavailable
-from ..indexes import Index
+from ..sql import keyset, literals, sessions
+from ..sql.values import plain_row
 from ..topology import bucket_map, shards
-from . import buckets, keyset, literals, sessions
+from . import buckets
 from .entities import chunks, delete_matching, keys_where
-from .values import plain_row
 
 # (index, column values, entity id)
 Row = tuple[Index, tuple[Any, ...], bytes]
@@ -210,7 +211,7 @@ _MYSQL_INSERT: weakref.WeakKeyDictionary[Index, literals.Insert | None] = (
 
 def _mysql_insert(index: Index, quote: Callable[[str], str]) -> literals.Insert | None:
     """The idempotent multi-row ``INSERT`` of ``index`` on MySQL, its rows written as literals
-    (:mod:`.literals`); None when a column type does not say what its values are (then the
+    (:mod:`..sql.literals`); None when a column type does not say what its values are (then the
     driver renders them)."""
     try:
         return _MYSQL_INSERT[index]
