@@ -8,7 +8,7 @@
 #   DJANGO_DEBUG=1 bash scripts/demo.sh           # Django's DEBUG pages (off by default)
 #   DEMO_SERVER=gunicorn bash scripts/demo.sh     # serve with gunicorn as production does
 #                                                 # (scripts/serve.sh; docker-compose.yml)
-# With DATABASE_URL and SHARD_DATABASE_URLS set, the same site runs on MySQL/MariaDB servers.
+# With DATABASE_URL and SHARD_DATABASE_URLS set, the same site runs on MariaDB servers (10.11+).
 # SCHEMALESS_DATA_DIR moves the SQLite files; DEMO_SEED_ARGS replaces the seed's arguments.
 set -euo pipefail
 cd "$(dirname "$0")/.."
