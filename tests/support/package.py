@@ -95,6 +95,7 @@ class Block:
     page: str
     line: int  # the line of its opening fence, 1-based
     code: str
+    lang: str = "python"
     marker: str | None = None  # skip, setup, fresh-project
     text: str = ""  # the marker's reason (skip) or code (setup)
 
@@ -111,10 +112,15 @@ class Block:
 
 
 def python_blocks(page: str) -> list[Block]:
+    return code_blocks(page, ("python",))
+
+
+def code_blocks(page: str, langs: tuple[str, ...]) -> list[Block]:
+    """The fenced blocks of those languages on a page, in order, each with its marker."""
     text = (ROOT / page).read_text()
     blocks = []
     for match in FENCE.finditer(text):
-        if match.group(1) != "python":
+        if match.group(1) not in langs:
             continue
         before = text[: match.start()].rstrip()
         marker = MARKER.search(before[before.rfind("<!--") :]) if before.endswith("-->") else None
@@ -123,6 +129,7 @@ def python_blocks(page: str) -> list[Block]:
                 page=page,
                 line=text.count("\n", 0, match.start()) + 1,
                 code=match.group(2),
+                lang=match.group(1),
                 marker=marker.group(1) if marker else None,
                 text=(marker.group(2) or "").strip() if marker else "",
             )
