@@ -32,7 +32,7 @@ EXTRAS = {
 # Where an extra's imports may live in the package: the part that needs it.
 EXTRA_OWNERS = {
     "rest": ("schemaless_store/kinds/rest.py",),
-    "cache": ("schemaless_store/cache_script.py",),
+    "cache": ("schemaless_store/cache/script.py",),
 }
 # Brought by an extra's own extras (redis[hiredis]).
 VIA = {"hiredis": "redis"}
