@@ -38,7 +38,10 @@ PAGE = "docs/install.md"
 
 @pytest.fixture(scope="module")
 def dists(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(sdist, wheel), built once for the module."""
+    """(sdist, wheel), built once for the module, in the SQLite pass only: what is built does
+    not depend on the backend of the run."""
+    if settings.BACKEND != "sqlite":
+        pytest.skip("the package is built and installed once, in the SQLite pass")
     out = tmp_path_factory.mktemp("dist")
     return build_dists(out, tmp_path_factory.mktemp("source"))
 
