@@ -20,7 +20,7 @@ import pytest
 from django.conf import settings
 from packaging.utils import canonicalize_name
 
-from tests.support.package import ROOT, RequirementsFile, run
+from tests.support.package import ROOT, RequirementsFile, run, tracked_copy
 
 # What the test kit is: requirements-dev.txt's own lines (it includes requirements.txt).
 DEV = {canonicalize_name(r.name) for r in RequirementsFile.read("requirements-dev.txt").lines}
@@ -163,8 +163,9 @@ def test_what_pip_would_install_in_the_final_stage_holds_no_test_kit(tmp_path):
         pytest.skip("resolved once, in the SQLite pass")
     files, packages = final_installs()
     assert files == {"requirements.txt"} and not packages, (files, packages)
+    source = tracked_copy(tmp_path / "src")  # the build context, nothing written in the tree
     requirements = tmp_path / "requirements.txt"
-    # As the build stage runs it: `-e .[...]` without -e, from the repository's root.
+    # As the build stage runs it: `-e .[...]` without -e, from the source tree's root.
     requirements.write_text(re.sub(r"(?m)^-e ", "", (ROOT / "requirements.txt").read_text()))
     report = tmp_path / "report.json"
     run(
@@ -181,7 +182,7 @@ def test_what_pip_would_install_in_the_final_stage_holds_no_test_kit(tmp_path):
             "-r",
             requirements,
         ],
-        cwd=ROOT,
+        cwd=source,
     )
     resolved = {
         canonicalize_name(item["metadata"]["name"])

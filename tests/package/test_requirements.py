@@ -21,7 +21,15 @@ import pytest
 from django.conf import settings
 from packaging.utils import canonicalize_name
 
-from tests.support.package import ROOT, RequirementsFile, fresh_venv, names, pyproject, run
+from tests.support.package import (
+    ROOT,
+    RequirementsFile,
+    fresh_venv,
+    names,
+    pyproject,
+    run,
+    tracked_copy,
+)
 
 # The extras the issue asks for, and a distribution each must bring.
 EXTRAS = {
@@ -158,10 +166,11 @@ def test_pip_install_r_requirements_txt_then_manage_py_check(tmp_path):
     in the SQLite pass (the demo's embedded default)."""
     if settings.BACKEND != "sqlite":
         pytest.skip("tried once, in the SQLite pass")
+    clone = tracked_copy(tmp_path / "clone")  # what a fresh clone has, nothing written here
     python = fresh_venv(tmp_path / "venv")
-    run([python, "-m", "pip", "install", "-q", "-r", "requirements.txt"], cwd=ROOT)
+    run([python, "-m", "pip", "install", "-q", "-r", "requirements.txt"], cwd=clone)
     output = run(
-        [python, "manage.py", "check"], cwd=ROOT, SCHEMALESS_DATA_DIR=str(tmp_path / "var")
+        [python, "manage.py", "check"], cwd=clone, SCHEMALESS_DATA_DIR=str(tmp_path / "var")
     )
     assert "System check identified no issues" in output
     # The REST part of the demo is there, from requirements.txt's extras.
