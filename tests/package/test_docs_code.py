@@ -8,8 +8,9 @@ store's test databases:
 - a block headed ``# <package>/<module>.py`` (``# myapp/models.py``) is that module of a
   throwaway package on ``sys.path``, imported where the page shows it, its names then known to
   the blocks after it (a reader's code imports them). A ``models.py`` makes the package an
-  installed app for the page, and the indexes its kinds declare get their tables, as
-  ``migrateall`` would make them; all of it is taken away after the page. Such a page runs as
+  installed app for the page, and a class a later block declares is one of its models. The
+  indexes kinds declare get their tables, as ``migrateall`` would make them; all of it is
+  taken away after the page. Such a page runs as
   the reader's project would, without the global indexes of the suite's own apps
   (``tests/testapp``, the demo's ``project/feed``): a reader's project has none of them.
 - a block headed ``# settings.py`` (or ``# <project>/settings.py``) runs in the namespace; the
@@ -79,7 +80,7 @@ def test_python_blocks_run(page, tmp_path):
         pytest.skip(f"every python block of {page} runs elsewhere or says why not")
     namespace: dict[str, Any] = {"__name__": f"docs_{Path(page).stem}"}
     with (
-        _reader_packages(blocks, tmp_path) as load,
+        _reader_packages(blocks, tmp_path) as reader,
         mock.patch.dict(os.environ),
     ):
         for block in ran:
@@ -88,21 +89,50 @@ def test_python_blocks_run(page, tmp_path):
                     exec(compile(block.text, f"{block.where} (setup)", "exec"), namespace)
                 module = module_of(block)
                 if module is not None:
-                    namespace.update(load(module))
+                    namespace.update(reader.load(module))
+                    if reader.app:  # a class a later block declares is one of its models
+                        namespace["__name__"] = f"{reader.app}.models"
                     continue
                 exec(compile(block.code, block.where, "exec"), namespace)
+                reader.declare_new_indexes()
             except Exception as exc:
                 raise AssertionError(f"the block at {block.where} failed: {exc!r}") from exc
             for router in namespace.pop("DATABASE_ROUTERS", []):
                 import_string(router)
 
 
+class _Reader:
+    """The page's reader packages while the page runs (``_reader_packages``)."""
+
+    def __init__(self, stack: contextlib.ExitStack) -> None:
+        self.stack = stack
+        self.app: str | None = None
+        self.known = {index.name for index in registry.all()}
+
+    def load(self, module: str) -> dict[str, Any]:
+        """Import one module block; its public names."""
+        package = module.split(".")[0]
+        if module.endswith(".models") and package not in apps.app_configs:
+            _install_app(package, self.stack)
+            self.stack.enter_context(_without_suite_indexes())
+            self.app = package
+        loaded = importlib.import_module(module)
+        self.declare_new_indexes()
+        return {k: v for k, v in vars(loaded).items() if not k.startswith("_")}
+
+    def declare_new_indexes(self) -> None:
+        """Tables for the indexes declared since (a kind's), as ``migrateall`` makes them."""
+        for index in registry.all():
+            if index.name not in self.known:
+                self.known.add(index.name)
+                self.stack.enter_context(child.declared(index))
+
+
 @contextlib.contextmanager
 def _reader_packages(blocks: list[Block], root: Path) -> Iterator[Any]:
     """The page's module blocks as files of throwaway packages under ``root`` (on
-    ``sys.path``); yields a loader: ``load("myapp.models")`` imports one and returns its
-    public names. Everything is taken away after: modules, app configs, kinds, admin
-    registrations, index tables."""
+    ``sys.path``); yields a ``_Reader`` that imports them. Everything is taken away after:
+    modules, app configs, kinds, admin registrations, index tables."""
     packages = set()
     for block in blocks:
         module = module_of(block)
@@ -119,21 +149,8 @@ def _reader_packages(blocks: list[Block], root: Path) -> Iterator[Any]:
     kinds_before = dict(KINDS)
     admin_before = set(admin.site._registry)
     with contextlib.ExitStack() as stack:
-
-        def load(module: str) -> dict[str, Any]:
-            package = module.split(".")[0]
-            if module.endswith(".models") and package not in apps.app_configs:
-                _install_app(package, stack)
-                stack.enter_context(_without_suite_indexes())
-            before = {index.name for index in registry.all()}
-            loaded = importlib.import_module(module)
-            for index in registry.all():
-                if index.name not in before:  # a kind's: its tables, as migrateall makes them
-                    stack.enter_context(child.declared(index))
-            return {k: v for k, v in vars(loaded).items() if not k.startswith("_")}
-
         try:
-            yield load
+            yield _Reader(stack)
         finally:
             sys.path.remove(str(root))
             for name in list(sys.modules):

@@ -12,8 +12,9 @@ in ``manage.py shell``; an sh block's commands run in the project (``pip install
 one pasted under ``settings.py``: it migrates, a note is written and found through its index.
 Last, what the page says the admin and the API show is asked of them.
 
-Slow: a build, a virtualenv and a dozen ``manage.py`` runs (~40 s on a quiet machine). It runs once, in the
-SQLite pass: the page's project is the embedded SQLite default whatever this run's backend.
+Slow: a build, a virtualenv and a dozen ``manage.py`` runs (~40 s on a quiet machine, 2 min on
+a busy one). It runs once, in the SQLite pass: the page's project is the embedded SQLite
+default whatever this run's backend.
 """
 
 from __future__ import annotations
