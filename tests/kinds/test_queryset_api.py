@@ -120,9 +120,9 @@ def test_a_query_no_index_serves_names_the_kind_and_the_index(books):
     message = str(caught.value)
     assert message.startswith("Book.objects:")
     assert "Index(table='index_genre_stars'" in message and "kind 'book'" in message
-    with pytest.raises(InvalidQuery, match="Book.objects: 'title__icontains'"):
+    with pytest.raises(InvalidQuery, match=r"Book\.objects: 'title__icontains'"):
         Book.objects.filter(title__icontains="a")
-    with pytest.raises(InvalidQuery, match="order by one indexed|one property"):
+    with pytest.raises(InvalidQuery, match="one property"):
         Book.objects.order_by("genre", "title")
 
 
