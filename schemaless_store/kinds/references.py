@@ -139,10 +139,10 @@ class Reference:
         return found
 
     def __set__(self, instance: Any, value: Any) -> None:
-        if hasattr(value, "body_properties"):
+        if hasattr(value, "body_properties") and isinstance(value, self.field.target()):
             instance._properties()[self.name] = value.id
             remember(instance, self.name, value.id, value)
-        else:
+        else:  # an id, or an entity of another kind (full_clean() refuses it)
             instance._properties()[self.name] = value
 
 
