@@ -11,7 +11,7 @@ class SchemalessStoreConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks, signals  # noqa: F401 - registers the system checks
-        from .indexes import registry
+        from .config.indexes import registry
         from .kinds import checks as kind_checks  # noqa: F401 - and the kinds' ones
 
         signals.connect()

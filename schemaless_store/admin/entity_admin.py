@@ -21,7 +21,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.text import capfirst
 
-from .. import conf, jsonview
+from ..config import conf
 from ..exceptions import (
     ConfigurationError,
     Conflict,
@@ -34,7 +34,8 @@ from ..exceptions import (
 )
 from ..models.entity import Entity
 from ..moves.locate import locate
-from ..topology import bucket_hash, bucket_map, shards
+from ..topology import bucket_map, shards
+from ..values import bucket_hash, jsonview
 from ..writes import entity_writes
 from .browse import Cursor, newest_page
 from .common import changelist_url, crumbs, entity_url, log_change, page_number, with_query

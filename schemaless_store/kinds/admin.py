@@ -22,7 +22,6 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from .. import expected
 from ..admin.common import entity_url, with_query
 from ..admin.entity_form import CHANGED_MEANWHILE
 from ..exceptions import (
@@ -32,7 +31,7 @@ from ..exceptions import (
     SchemalessError,
     UniqueViolation,
 )
-from ..topology import entity_ids
+from ..values import entity_ids, expected
 
 SEARCH_HELP = (
     "An id, or property=value conditions joined by ' & ' that one of the kind's indexes "

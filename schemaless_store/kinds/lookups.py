@@ -23,10 +23,10 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db.models import Q
 
+from ..config.indexes import KIND_PROPERTY
 from ..exceptions import IndexValueError, InvalidQuery
-from ..index_values import decimal_key, encode_key
-from ..indexes import KIND_PROPERTY
-from ..topology import entity_ids
+from ..values import entity_ids
+from ..values.index_values import decimal_key, encode_key
 from .options import stored_value
 
 # The lookups a kind's query takes; ``startswith`` becomes a range on the index.

@@ -19,9 +19,9 @@ from typing import Any
 from django.db import models
 from django.utils import timezone
 
+from ..config.indexes import KIND_PROPERTY, Index, registry
 from ..exceptions import ConfigurationError
-from ..index_values import COLUMN_TYPES
-from ..indexes import KIND_PROPERTY, Index, registry
+from ..values.index_values import COLUMN_TYPES
 from .references import Reference, ReferenceField, ReferenceId
 
 ALLOW, FORBID = "allow", "forbid"

@@ -21,9 +21,9 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from ..asyncapi import AsyncResults, sync_only
 from ..exceptions import InvalidQuery, NoIndexForQuery
 from ..query.allentities import AllEntities
+from ..query.asyncapi import AsyncResults, sync_only
 from ..query.indexquery import MAX_PAGE, IndexQuery, Page
 from ..query.results import CachedResults
 from .bulk import KindWrites

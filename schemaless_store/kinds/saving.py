@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from ..indexes import KIND_PROPERTY
+from ..config.indexes import KIND_PROPERTY
 from .options import FORBID
 
 

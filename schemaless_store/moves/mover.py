@@ -7,11 +7,11 @@ starts, and each safe to run again, so a killed mover resumes where it was:
    any rows of them a failed earlier attempt left; each source gets change-capture triggers
    (:mod:`..tables.move_log`); then every table of each source is walked in key order and
    the rows of the moving buckets are written to the target, throttled as the cleaner is
-   (:mod:`..throttle`), with a checkpoint per batch.
+   (:mod:`..guards.throttle`), with a checkpoint per batch.
 2. **catching up**: the logged changes are replayed (the target's rows of each changed key
    made what the source's are) until a pass finds few.
 3. **fenced**: each source marks the buckets ``fenced`` and, on MySQL, ends every other
-   session on its database, of any user (:mod:`..topology.fence`; once per move): a
+   session on its database, of any user (:mod:`..guards.fence`; once per move): a
    transaction begun before cannot commit, and every later write to the buckets is refused
    (writers wait for the flip); the last changes are replayed.
 4. **flipped**: the sources mark the buckets ``gone``, the target ``owned``, and a new map
@@ -38,9 +38,11 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from .. import conf
+from ..config import conf
+from ..config.metadata import BucketMove
 from ..exceptions import MoveRefused
-from ..metadata import BucketMove
+from ..guards import fence
+from ..guards.throttle import LatencyProbe, Throttle
 from ..tables import buckets as bucket_table
 from ..tables import move_log as capture
 from ..tables.moved_rows import (
@@ -54,8 +56,7 @@ from ..tables.moved_rows import (
     snapshot,
     write,
 )
-from ..throttle import LatencyProbe, Throttle
-from ..topology import bucket_map, fence, servers, shards
+from ..topology import bucket_map, servers, shards
 from ..topology.write_lock import write_lock
 from .plan import COPY_BATCH, from_ranges
 from .verification import Verdict, Verification, failed_message, unjudged_message
@@ -411,7 +412,7 @@ class Mover:
 
     def _fence(self) -> None:
         """Mark the buckets fenced on every source and end the connections there that may
-        still take them for served (:func:`..topology.fence.withdraw`): from then on every write to
+        still take them for served (:func:`..guards.fence.withdraw`): from then on every write to
         them is refused, and a transaction begun before cannot commit. Run again after a
         resume, it ends the connections again (the kill may not have happened); otherwise
         once per move: each round kills every session on the sources and holds the writers."""

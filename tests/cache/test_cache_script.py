@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.cache import caches
 from django.test import override_settings
 
-from schemaless_store import entity_cache
+from schemaless_store.cache import entity_cache
 from schemaless_store.models import Entity
 from tests.support import STORE, buckets
 
@@ -149,7 +149,7 @@ def _reversed_key(key: str, key_prefix: str, version: int) -> str:
 
 
 def test_the_script_names_keys_as_the_cache_does():
-    from schemaless_store.entity_cache import EntityRedisCache
+    from schemaless_store.cache.entity_cache import EntityRedisCache
 
     for params in (
         {},

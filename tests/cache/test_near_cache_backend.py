@@ -9,8 +9,9 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from schemaless_store import checks, entity_cache, near_cache
-from schemaless_store.entity_cache import EntityRedisCache
+from schemaless_store import checks
+from schemaless_store.cache import entity_cache, near_cache
+from schemaless_store.cache.entity_cache import EntityRedisCache
 from schemaless_store.exceptions import ConfigurationError
 from tests.cache.test_near_cache import redis_server
 
@@ -22,7 +23,7 @@ class SiteEntityCache(EntityRedisCache):
 @pytest.mark.parametrize(
     ("backend", "carries"),
     [
-        ("schemaless_store.entity_cache.EntityRedisCache", True),
+        ("schemaless_store.cache.entity_cache.EntityRedisCache", True),
         (f"{__name__}.SiteEntityCache", True),
         ("django.core.cache.backends.redis.RedisCache", False),
         ("django.core.cache.backends.locmem.LocMemCache", False),

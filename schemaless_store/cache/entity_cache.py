@@ -45,10 +45,11 @@ from django.conf import settings
 from django.core.cache import BaseCache, caches
 from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 
-from . import conf, near_cache
-from .cache_script import Scripted
-from .exceptions import ConfigurationError
+from ..config import conf
+from ..exceptions import ConfigurationError
+from . import near_cache
 from .near_cache import NearCache
+from .script import Scripted
 
 logger = logging.getLogger("schemaless_store.cache")
 
@@ -129,7 +130,7 @@ class EntityRedisCache(RedisCache):
     def __init__(self, server: Any, params: dict[str, Any]) -> None:
         super().__init__(server, params)
         self._class = _ReusedClientRedisCacheClient
-        self.scripted = Scripted(self)  # the one-round-trip read (cache_script.py)
+        self.scripted = Scripted(self)  # the one-round-trip read (cache/script.py)
 
     def validate_key(self, key: str) -> None:
         pass
@@ -144,7 +145,7 @@ def carries_near_cache(backend: type | None) -> bool:
 @dataclass
 class Stats:
     """What this process's reads and writes did with the cache (approximate under threads): the
-    health page's cache panel (:mod:`.admin.cache_panel`), the bench's hit rate, the tests."""
+    health page's cache panel (:mod:`..admin.cache_panel`), the bench's hit rate, the tests."""
 
     hits: int = 0
     misses: int = 0
@@ -168,10 +169,10 @@ def cache_from_url(url: str, timeout: float = 0.5) -> dict[str, Any]:
     if not url.startswith(("redis://", "rediss://", "unix://")):
         raise ValueError(f"the entity cache needs a redis:// URL, not {url!r}")
     return {
-        "BACKEND": "schemaless_store.entity_cache.EntityRedisCache",
+        "BACKEND": "schemaless_store.cache.entity_cache.EntityRedisCache",
         "LOCATION": url,
         "OPTIONS": {
-            "serializer": "schemaless_store.entity_cache.EntityCacheSerializer",
+            "serializer": "schemaless_store.cache.entity_cache.EntityCacheSerializer",
             "socket_connect_timeout": timeout,
             "socket_timeout": timeout,
         },
