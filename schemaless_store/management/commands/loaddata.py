@@ -21,15 +21,15 @@ class Command(loaddata.Command):
     help = loaddata.Command.help + " Fixtures of kinds are written to the shards."
 
     def load_label(self, fixture_label: str) -> None:
-        found = []
+        found: list[tuple[str, Any] | None] = []
         for fixture_file, _fixture_dir, _name in self.find_fixtures(fixture_label):
             _, ser_fmt, cmp_fmt = self.parse_name(os.path.basename(fixture_file))
             if ser_fmt != "json":
                 found.append(None)
                 continue
-            open_method, mode = self.compression_formats[cmp_fmt]
+            open_method, mode = self.compression_formats[cmp_fmt]  # type: ignore[misc]
             with open_method(fixture_file, mode) as fixture:
-                text = fixture.read()
+                text: Any = fixture.read()
             if isinstance(text, bytes):
                 text = text.decode("utf-8")
             found.append((fixture_file, fixtures.kind_objects(text, fixture_file)))
