@@ -74,7 +74,7 @@ SCHEMALESS = {
 }
 
 if os.environ.get("BENCH_CACHE_URL"):
-    from schemaless_store.cache.entity_cache import cache_from_url
+    from schemaless_store.cache.backend import cache_from_url
 
     CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},

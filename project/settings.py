@@ -27,7 +27,7 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from schemaless_store.cache.entity_cache import cache_from_url
+from schemaless_store.cache.backend import cache_from_url
 from schemaless_store.config.dburls import databases_from_urls, embedded_urls, replicas_from_urls
 
 BASE_DIR = Path(__file__).resolve().parent.parent

@@ -9,7 +9,7 @@ from django.core.checks import Error, Tags, Warning, register
 from django.db import DatabaseError, connections
 from django.utils.module_loading import import_string
 
-from .cache import entity_cache
+from .cache import backend as cache_backend
 from .config import conf, server_support
 from .config.indexes import registry
 from .exceptions import ConfigurationError
@@ -96,13 +96,13 @@ def _cache_problems(alias: str | None, near: bool = False) -> list[Any]:
     config = settings.CACHES[alias]
     backend = config.get("BACKEND", "")
     problems: list[Any] = []
-    if near and not entity_cache.carries_near_cache(_backend_class(backend)):
+    if near and not cache_backend.carries_near_cache(_backend_class(backend)):
         problems.append(
             Error(
                 f"SCHEMALESS['NEAR_CACHE'] is on but the entity cache {alias!r} is a "
                 f"{backend.rsplit('.', 1)[-1]}: the near cache tracks the entity cache's "
                 "Redis keys through an EntityRedisCache",
-                hint=f"configure the entity cache with entity_cache.cache_from_url(); {DOCS}",
+                hint=f"configure the entity cache with cache.backend.cache_from_url(); {DOCS}",
                 id="schemaless.E009",
             )
         )
@@ -128,14 +128,14 @@ def _cache_problems(alias: str | None, near: bool = False) -> list[Any]:
                 )
             )
         serializer = config.get("OPTIONS", {}).get("serializer")
-        if serializer != "schemaless_store.cache.entity_cache.EntityCacheSerializer":
+        if serializer != "schemaless_store.cache.backend.EntityCacheSerializer":
             problems.append(
                 Warning(
                     f"the entity cache {alias!r} uses Django's default serializer, which "
                     "rebuilds any Python object it reads: whoever can write to that Redis could "
                     "make a process run code",
                     hint='set OPTIONS["serializer"] to '
-                    f'"schemaless_store.cache.entity_cache.EntityCacheSerializer"; {DOCS}',
+                    f'"schemaless_store.cache.backend.EntityCacheSerializer"; {DOCS}',
                     id="schemaless.W004",
                 )
             )

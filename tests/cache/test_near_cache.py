@@ -432,7 +432,7 @@ def test_near_cache_settings_and_checks():
     plain = {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": redis_server().url,
-        "OPTIONS": {"serializer": "schemaless_store.cache.entity_cache.EntityCacheSerializer"},
+        "OPTIONS": {"serializer": "schemaless_store.cache.backend.EntityCacheSerializer"},
     }
     locmem = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     for config, codes in (
