@@ -30,13 +30,14 @@ from .asyncmethods import AsyncKindQuery
 from .bulk import KindWrites
 from .lookups import Branch, Lookups, sort_key
 from .references import prefetch, reference_names
+from .shapes import KindShapes
 
 # Results get() reads to tell one from several (as Django's MAX_GET_RESULTS).
 MAX_GET_RESULTS = 21
 _UNKNOWN = object()
 
 
-class KindQuery(AsyncKindQuery, KindWrites, AsyncResults, CachedResults):
+class KindQuery(AsyncKindQuery, KindWrites, KindShapes, AsyncResults, CachedResults):
     """A lazy query over one kind's entities (see the module docs)."""
 
     def __init__(self, model: Any) -> None:
