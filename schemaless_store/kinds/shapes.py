@@ -94,8 +94,7 @@ class KindShapes:
         if not name.startswith("_") and hasattr(QuerySet, name):
             raise NotServed(
                 f"{self.model.__name__}.objects...{name}() is not served by a kind's queryset "
-                "(there is no SQL over bodies, docs/kinds.md#what-a-kind-cannot-do-and-what-"
-                "to-do-instead): read the entities and compute it in Python, or keep a "
-                "counter entity"
+                "(there is no SQL over bodies; docs/kinds.md#querysets): read the entities "
+                "and compute it in Python, or keep a counter entity"
             )
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
