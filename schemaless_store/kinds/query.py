@@ -235,7 +235,7 @@ class KindQuery(AsyncKindQuery, KindWrites, KindShapes, AsyncResults, CachedResu
     def _keeps(self, branch: Branch, entity: Any) -> bool:
         if self._alias is not None and entity.shard != self._alias:
             return False
-        return branch.keeps(entity.body_properties(), self.model._kind.fields)
+        return branch.keeps(entity, self.model._kind.fields)
 
     def _branch_results(self, branch: Branch, want: int | None) -> Iterator[Any]:
         """The branch's matches in order, at least the first ``want`` (None: all)."""

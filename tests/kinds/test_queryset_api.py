@@ -52,6 +52,9 @@ def test_filter_exclude_and_order_by_read_the_kinds_indexes(books):
     ]
     assert titles(Book.objects.exclude(genre="sf")) == ["Epsilon", "Gamma"]
     assert titles(Book.objects.filter(genre="sf").filter(title="Delta")) == ["Delta"]
+    beta = books["Beta"]
+    assert titles(Book.objects.filter(genre="sf").exclude(pk=beta.pk)) == ["Alpha", "Delta"]
+    assert titles(Book.objects.filter(Q(genre="sf") & ~Q(id__in=[beta.id]))) == ["Alpha", "Delta"]
     assert titles(Book.objects.filter(genre__in=["crime"]).order_by("title")) == [
         "Epsilon",
         "Gamma",
