@@ -146,7 +146,11 @@ def stale_entries(found: dict[str, list[Verdict]]) -> list[str]:
 
 
 def report(found: dict[str, list[Verdict]], kinds: dict[str, int]) -> str:
-    lines = [f"{sum(kinds.values())} shapes captured: {dict(sorted(kinds.items()))}"]
+    distinct = {key.split(": ", 1)[1] for key in found}
+    lines = [
+        f"{sum(kinds.values())} shapes captured on the shards: {dict(sorted(kinds.items()))}; "
+        f"{len(found)} explained ({len(distinct)} distinct, both shards together)"
+    ]
     for key, vs in sorted(found.items()):
         plan = "; ".join(f"{r['table']} {r['type']} {r['key']}" for r in (vs[0].rows if vs else []))
         lines.append(f"{key[:160]}\n    {origins.get(key)} -> {plan}")
