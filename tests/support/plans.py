@@ -355,9 +355,12 @@ def meant_keys(shape_text: str, keys: dict[str, list[str]]) -> set[str]:
 
 @dataclass
 class Verdict:
+    """One sample of a shape: its plan, what is wrong with it, where the store sent it from."""
+
     shape: str
     rows: list[dict[str, Any]]
     problems: list[str]
+    origin: str = ""
 
 
 def judge(
@@ -391,6 +394,6 @@ def judged(
         try:
             rows = explain(conn, sample)
         except MySQLdb.Error as exc:
-            yield Verdict(shape_text, [], [f"EXPLAIN failed: {exc}"])
+            yield Verdict(shape_text, [], [f"EXPLAIN failed: {exc}"], sent.origin)
             continue
-        yield Verdict(shape_text, rows, judge(shape_text, rows, keys))
+        yield Verdict(shape_text, rows, judge(shape_text, rows, keys), sent.origin)
