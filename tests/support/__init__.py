@@ -25,6 +25,8 @@
   every row of the shards (``snapshot``, ``check_unchanged``, ``rows_by_entity``).
 - ``queries``: the query property tests' raw ``wipe`` and each lookup's comparison (``COMPARE``).
 - ``mapfuncs``: functions the mapentities tests apply by dotted path.
+- ``plans``, ``plan_workload``: the plan test's capture of every statement sent to a shard, its
+  shapes, the grown copies they are explained on, the judge; and the workload it captures.
 - ``aliases``: databases added to ``connections`` for one module (the Galera nodes), and
   taken out again whole.
 - ``package``: the package tests' pyproject.toml and requirements files as data, the python
