@@ -51,7 +51,6 @@ def _stored(key: uuid.UUID) -> bool:
         return bool(cursor.fetchone()[0])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 43 finding 1: not fixed yet")
 def test_a_lost_index_writer_session_leaves_the_callers_transaction_on_that_shard_whole():
     """The issue's trigger: the thread's index writer to B is killed while the caller holds
     ``atomic(using=B)`` with a write in it; then a write on A adds an index row that lives on
@@ -72,7 +71,6 @@ def test_a_lost_index_writer_session_leaves_the_callers_transaction_on_that_shar
     assert Entity.objects.get(id=mine)["title"] == "the caller's"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 43 finding 1: not fixed yet")
 def test_a_callers_own_session_lost_under_a_store_read_fails_the_block_at_its_end():
     """The caller's own session to B is killed inside its ``atomic(using=B)``; a store read
     on B meets the loss and raises ``ShardUnavailable``, which the caller handles (a view's
@@ -80,11 +78,10 @@ def test_a_callers_own_session_lost_under_a_store_read_fails_the_block_at_its_en
     end, as Django does for a lost connection, never end as if it had committed."""
     b = shards.shard_aliases()[1]
     mine = id_on(b)
-    with pytest.raises(OperationalError):
-        with transaction.atomic(using=b):
-            Entity.objects.create(id=mine, title="the caller's")
-            _kill(b, int(connections[b].connection.thread_id()))
-            with pytest.raises(ShardUnavailable):
-                Entity.objects.get(id=id_on(b))
+    with pytest.raises(OperationalError), transaction.atomic(using=b):
+        Entity.objects.create(id=mine, title="the caller's")
+        _kill(b, int(connections[b].connection.thread_id()))
+        with pytest.raises(ShardUnavailable):
+            Entity.objects.get(id=id_on(b))
     assert not _stored(mine)
     connections[b].close()
