@@ -301,3 +301,43 @@ def check_entities_layout(
         )
         for alias in seed
     ]
+
+
+@register(Tags.database)
+def check_receipt_retention(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """Receipts outlive every retry (docs/design.md#receipts): ``RECEIPT_RETENTION`` at least
+    the longest a retry can take to read its receipt (E010); a MySQL shard without
+    ``read_timeout`` waits for a lost answer without end (W007)."""
+    try:
+        resolved = conf.get()
+    except ConfigurationError:
+        return []  # schemaless.E001 says what is wrong
+    problems: list[Any] = []
+    parts = conf.receipt_horizon_parts(resolved, settings.DATABASES)
+    horizon = sum(seconds for _part, seconds in parts)
+    if resolved.receipt_retention < horizon:
+        spelled = " + ".join(f"{part} {seconds:g} s" for part, seconds in parts)
+        problems.append(
+            Error(
+                f"SCHEMALESS['RECEIPT_RETENTION'] is {resolved.receipt_retention:g} s, but a "
+                f"retry may ask for its receipt up to {horizon:g} s after its commit "
+                f"({spelled}); a receipt removed before then turns that retry into "
+                "OutcomeUnknown",
+                hint=f"raise RECEIPT_RETENTION to at least {horizon:g}, or lower those "
+                f"timeouts; {DOCS}",
+                id="schemaless.E010",
+            )
+        )
+    for alias in resolved.shards:
+        db = settings.DATABASES.get(alias, {})
+        if conf.speaks_mysql(db) and not db.get("OPTIONS", {}).get("read_timeout"):
+            problems.append(
+                Warning(
+                    f"shard {alias!r} has no read_timeout: a write whose commit answer is "
+                    "lost may wait for it without end, and a retry that comes after "
+                    "RECEIPT_RETENTION raises OutcomeUnknown",
+                    hint=f"set OPTIONS['read_timeout'] (dburls sets 30); {DOCS}",
+                    id="schemaless.W007",
+                )
+            )
+    return problems
