@@ -85,3 +85,18 @@ def test_a_callers_own_session_lost_under_a_store_read_fails_the_block_at_its_en
             Entity.objects.get(id=id_on(b))
     assert not _stored(mine)
     connections[b].close()
+
+
+def test_a_callers_own_session_lost_under_a_store_write_fails_the_block_at_its_end():
+    """As above, with a store write on B inside the block after the caller's session died:
+    the write raises ``ShardUnavailable`` (never retried inside the caller's transaction),
+    and a caller that goes on anyway has its block fail at its end."""
+    b = shards.shard_aliases()[1]
+    mine, later = id_on(b), id_on(b)
+    with pytest.raises(OperationalError), transaction.atomic(using=b):
+        Entity.objects.create(id=mine, title="the caller's")
+        _kill(b, int(connections[b].connection.thread_id()))
+        with pytest.raises(ShardUnavailable):
+            Entity.objects.create(id=later, title="the store's, in the caller's block")
+    assert not _stored(mine) and not _stored(later)
+    connections[b].close()
