@@ -14,6 +14,7 @@ from .config import conf, server_support
 from .config.indexes import registry
 from .exceptions import ConfigurationError
 from .guards import fence
+from .sql import sessions
 from .tables import clustering
 from .topology import bucket_map
 
@@ -304,16 +305,28 @@ def check_entities_layout(
 
 
 @register(Tags.database)
-def check_receipt_retention(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+def check_receipt_retention(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[Any]:
     """Receipts outlive every retry (docs/design.md#receipts): ``RECEIPT_RETENTION`` at least
     the longest a retry can take to read its receipt (E010); a MySQL shard without
-    ``read_timeout`` waits for a lost answer without end (W007)."""
+    ``read_timeout`` waits for a lost answer without end (W007). With ``--database`` (as
+    ``migrate`` runs it) the lock wait of each shard named is read from its server."""
     try:
         resolved = conf.get()
     except ConfigurationError:
         return []  # schemaless.E001 says what is wrong
     problems: list[Any] = []
-    parts = conf.receipt_horizon_parts(resolved, settings.DATABASES)
+    lock_waits: dict[str, float] = {}
+    for alias in resolved.shards if databases else ():
+        if alias not in databases or connections[alias].vendor != "mysql":
+            continue
+        try:
+            with connections[alias].cursor() as cursor:
+                lock_waits[alias] = sessions.lock_wait(cursor)
+        except DatabaseError:
+            continue  # not reachable: other checks and commands say so
+    parts = conf.receipt_horizon_parts(resolved, settings.DATABASES, lock_waits)
     horizon = sum(seconds for _part, seconds in parts)
     if resolved.receipt_retention < horizon:
         spelled = " + ".join(f"{part} {seconds:g} s" for part, seconds in parts)

@@ -173,14 +173,15 @@ _LOCK_WAIT_SET = re.compile(r"innodb_lock_wait_timeout\s*=\s*(\d+(?:\.\d+)?)", r
 
 
 def receipt_horizon_parts(
-    resolved: StoreSettings, databases: dict[str, Any]
+    resolved: StoreSettings, databases: dict[str, Any], lock_waits: dict[str, float] | None = None
 ) -> list[tuple[str, float]]:
     """What the longest retry can take, from its receipt's time to reading it, by part: its
     commit's lost answer (the client waits up to 3 x ``read_timeout``), ``RECEIPT_WAIT``, the
     last ask's own connection and answer (``connect_timeout`` + 3 x ``read_timeout``) and the
     receipt row's lock wait, on the MySQL shard where they are longest, and the clocks'
-    margin. A MySQL shard without ``read_timeout`` waits without end: not counted here
-    (check ``schemaless.W007``)."""
+    margin. The lock wait is the server's where ``lock_waits`` gives it, else the one the
+    shard's ``init_command`` sets, else InnoDB's default. A MySQL shard without
+    ``read_timeout`` waits without end: not counted here (check ``schemaless.W007``)."""
     worst: list[tuple[str, float]] = []
     for alias in resolved.shards:
         db = databases.get(alias, {})
@@ -189,7 +190,7 @@ def receipt_horizon_parts(
             continue
         read = 3 * float(options["read_timeout"])
         found = _LOCK_WAIT_SET.search(str(options.get("init_command", "")))
-        lock = float(found.group(1)) if found else LOCK_WAIT
+        lock = (lock_waits or {}).get(alias, float(found.group(1)) if found else LOCK_WAIT)
         here = [
             (f"3 x read_timeout of {alias!r} (a lost answer)", read),
             (f"connect_timeout + 3 x read_timeout of {alias!r} (the last ask)",

@@ -164,3 +164,34 @@ def test_the_retention_check_counts_the_shards_read_timeout_and_lock_wait():
     assert "read_timeout" in error.msg and "lock wait" in error.msg
     options = settings.DATABASES["shard_0"]["OPTIONS"]
     assert float(options["read_timeout"]) == 60
+
+
+@mariadb_only
+def test_with_database_the_check_reads_the_servers_lock_wait():
+    """A server whose ``innodb_lock_wait_timeout`` is 400 s (set globally, not in the
+    settings): ``manage.py check --database shard_0`` (as ``migrate`` runs it) reads it and
+    finds the default retention too short; without ``--database`` nothing is connected and
+    InnoDB's default is assumed."""
+    from django.db import connections
+
+    alias = "shard_0"
+    admin = connections.create_connection(alias)
+    with admin.cursor() as cursor:
+        cursor.execute("SELECT @@GLOBAL.innodb_lock_wait_timeout")
+        (before,) = cursor.fetchone()
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute("SET GLOBAL innodb_lock_wait_timeout = 400")
+        connections[alias].close()  # a new session takes the global value
+        assert not [e for e in checks.check_receipt_retention() if e.id == "schemaless.E010"]
+        (error,) = [
+            e
+            for e in checks.check_receipt_retention(databases=[alias])
+            if e.id == "schemaless.E010"
+        ]
+        assert "lock wait of 'shard_0' (innodb_lock_wait_timeout) 400 s" in error.msg
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute("SET GLOBAL innodb_lock_wait_timeout = %s", [before])
+        admin.close()
+        connections[alias].close()
