@@ -337,8 +337,9 @@ def _run_here(write: Write, store: Callable[[Write], None], cached: list[bytes])
             write.undo()  # 6, outside the write lock: a refused removal waits for the flip
             raise
     finally:
-        # 4: after the commit, before the write returns; after a failure too (a transaction
-        # that failed may have changed what a reader filled). It never raises.
+        # 4: after the commit, before the write returns; after any other failure too, as
+        # before (a rare path; nothing it wrote committed). After a lost commit answer: in
+        # run(), once the outcome is known. It never raises.
         if lost_commit:
             pass
         elif cached and caller_atomic:
