@@ -325,6 +325,11 @@ def _discard_broken(alias: str) -> None:
     if not conn.in_atomic_block:
         with contextlib.suppress(Exception):
             conn.close()
+    elif conn.needs_rollback and conn.connection is not None and not conn.is_usable():
+        # Its session is the one lost, and Django, which could not roll a savepoint back on
+        # it, marked the block for a rollback it would end without a word: its COMMIT, which
+        # cannot land on a lost session, then raises at the block's end instead.
+        conn.needs_rollback = False
     writer = _local.__dict__.get("index_writers", {}).pop(alias, None)
     if writer is not None:
         with contextlib.suppress(Exception):

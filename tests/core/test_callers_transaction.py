@@ -100,3 +100,34 @@ def test_a_callers_own_session_lost_under_a_store_write_fails_the_block_at_its_e
             Entity.objects.create(id=later, title="the store's, in the caller's block")
     assert not _stored(mine) and not _stored(later)
     connections[b].close()
+
+
+def test_a_callers_session_lost_in_the_middle_of_a_store_write_fails_the_block_at_its_end():
+    """The caller's session dies while a store write inside its block waits on a row lock
+    (after the write's savepoint): Django cannot roll the savepoint back and marks the block
+    for rollback, which it would end without a word. The write raises ``ShardUnavailable``;
+    a caller that goes on anyway has its block fail at its end all the same."""
+    import threading
+
+    b = shards.shard_aliases()[1]
+    mine = id_on(b)
+    locked = Entity.objects.create(id=id_on(b), n=1)
+    holder = connections.create_connection(b)
+    holder.set_autocommit(False)
+    with holder.cursor() as cursor:
+        cursor.execute("SELECT id FROM entities WHERE id = %s FOR UPDATE", [locked.id.bytes])
+    try:
+        with pytest.raises(OperationalError), transaction.atomic(using=b):
+            Entity.objects.create(id=mine, title="the caller's")
+            session = int(connections[b].connection.thread_id())
+            killer = threading.Timer(1.0, _kill, [b, session])
+            killer.start()
+            locked["n"] = 2
+            with pytest.raises(ShardUnavailable):
+                locked.save()  # waits on the holder's lock until the kill
+            killer.join()
+    finally:
+        holder.close()
+        connections[b].close()
+    assert not _stored(mine)
+    assert Entity.objects.get(id=locked.id)["n"] == 1
