@@ -27,6 +27,8 @@
 - ``mapfuncs``: functions the mapentities tests apply by dotted path.
 - ``aliases``: databases added to ``connections`` for one module (the Galera nodes), and
   taken out again whole.
+- ``package``: the package tests' pyproject.toml and requirements files as data, the python
+  blocks of a page with their markers, a fresh virtualenv, the sdist and wheel built.
 - Child processes, each run as ``python -m tests.support.<name>``: ``child`` (writers killed or
   signalled, commands), ``cached`` (writers and readers through the entity cache), ``grown`` (a
   store on a third server), ``restored`` (a second store with three shards).
