@@ -37,7 +37,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from ..config import conf
-from ..config.metadata import BucketMove
+from ..config.metadata import BucketMove, ShardMap
 from ..exceptions import MoveRefused
 from ..guards import fence
 from ..guards.throttle import LatencyProbe, Throttle
@@ -167,6 +167,8 @@ class Mover(RowMoves):
         """Replay what is left (writes to the buckets are refused now), then hand them over."""
         self.phase("flip")
         started = time.monotonic()
+        if self._published():  # resumed after the flip was published: never flip again
+            return
         if not self._fenced:  # a mover resumed after the fence: it may not have happened
             self._fence()
         while any(self._replay(source) for source in self.sources):
@@ -196,6 +198,30 @@ class Mover(RowMoves):
             longest_pause=pause,
             checkpoints={**self.move.checkpoints, "map_version": published.version},
         )
+
+    def _published(self) -> bool:
+        """Whether a flip of this move was published already (its mover died before it
+        recorded the phase): then the target has served writes by the new map, so neither the
+        flip (its snapshot, its replays of the sources' logs) is made again; the phase is
+        recorded, with the flip's time and pause as the published version says."""
+        stored = bucket_map.stored()
+        if any(stored.owners[number] != self.move.target for number in self.buckets):
+            return False  # the plan refuses buckets the target owns: not flipped yet
+        note = f"move #{self.move.pk} to {self.move.target}"
+        row = ShardMap.objects.filter(note=note).order_by("version").first()
+        flipped = row.created if row is not None else timezone.now()
+        fenced_at = self.move.checkpoints.get("fenced_at")
+        pause = self.move.longest_pause
+        if fenced_at is not None:
+            pause = max(0.0, flipped.timestamp() - float(fenced_at))
+        logger.warning("move #%s: resumed after its flip was published", self.move.pk)
+        self._save(
+            phase="flipped",
+            flipped=flipped,
+            longest_pause=pause,
+            checkpoints={**self.move.checkpoints, "map_version": stored.version},
+        )
+        return True
 
     def verify(self) -> None:
         """Judge the changes logged on the sources since the final replay and compare the
