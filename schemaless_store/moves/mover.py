@@ -174,6 +174,9 @@ class Mover(RowMoves):
         while any(self._replay(source) for source in self.sources):
             pass
         buckets = sorted(self.buckets)
+        # The target logs its changes from here to the verdict: a mover resumed after the
+        # flip (its snapshot gone) leaves out of its comparison what the owner wrote since.
+        capture.install(self.move.target, self.tables)
         self.snapshot = snapshot(self.move.target)  # nothing has written them there yet
         with write_lock():
             for source in self.sources:
@@ -239,12 +242,14 @@ class Mover(RowMoves):
         finally:
             if snapshot is not None:
                 snapshot.close()
+        capture.remove(self.move.target, self.tables)  # judged: its writes log no more
         # The verdict is saved before the logs are dropped: a mover that dies in between
         # resumes past the verification, never into one with no logs to judge by.
         counts = {**self.move.counts, "changed after the flip": verdict.changed}
         if verdict.escaped:
             self._hold(verdict, counts)  # the logs stay until the operator releases it
-        if snapshot is not None and verdict.problems:
+        compared = snapshot is not None or verdict.compared
+        if compared and verdict.problems:
             problems = "; ".join(verdict.problems)
             self._save(phase="failed", message=failed_message(self.move, problems))
             self._drop_logs()
@@ -252,7 +257,7 @@ class Mover(RowMoves):
                 f"move #{self.move.pk}: the copies differ after the flip ({problems});"
                 " the sources' copies are kept"
             )
-        verified = None if snapshot is None else True
+        verified = True if compared else None
         self._save(phase="cleaning", counts={**counts, "verified": verified})
         self._drop_logs()
 
@@ -267,9 +272,9 @@ class Mover(RowMoves):
         raise MoveRefused(message)
 
     def _drop_logs(self) -> None:
-        """Drop the sources' triggers and change logs (idempotent)."""
-        for source in self.sources:
-            capture.remove(source, self.tables)
+        """Drop the sources' and the target's triggers and change logs (idempotent)."""
+        for alias in (*self.sources, self.move.target):
+            capture.remove(alias, self.tables)
 
     def _hold(self, verdict: Verdict, counts: dict[str, Any]) -> None:
         """Record the escaped writes and stop: the sources' copies are kept."""
@@ -314,8 +319,8 @@ class Mover(RowMoves):
         with write_lock():
             for source, numbers in self.sources.items():
                 bucket_table.set_states(source, sorted(numbers), bucket_table.OWNED)
-        for source in self.sources:
-            capture.remove(source, self.tables)
+        for alias in (*self.sources, self.move.target):  # the target's: a flip that died
+            capture.remove(alias, self.tables)
         self._purge(self.move.target, "purged on target")
         with write_lock():
             bucket_table.set_states(self.move.target, sorted(self.buckets), None)
