@@ -134,3 +134,35 @@ def test_a_trigger_name_left_without_its_trigger_is_repaired():
         capture.remove(source, tables)
         if named.exists():
             named.unlink()
+
+
+def test_a_resumed_mover_whose_trigger_stopped_logging_copies_again(monkeypatch):
+    """The mover dies during the catch-up; meanwhile a source's trigger is replaced by one
+    that logs nothing and a writer updates a moved entity. Resumed, the mover proves the
+    triggers, recreates that one and copies again: the update is on the target."""
+    from schemaless_store.config.metadata import BucketMove
+    from tests.support.moving import (
+        MOVED,
+        MOVED_SET,
+        assert_moved_and_exact,
+        dies_at,
+        populate,
+        run,
+        source_and_target,
+    )
+
+    made = populate(20)
+    source, target = source_and_target()
+    dies_at(monkeypatch, "catch_up", "--to", target, "--buckets", MOVED)
+    with connections[source].cursor() as cursor:
+        cursor.execute(f"DROP TRIGGER {capture.trigger_name('entities', 'u')}")
+    decoy(source, "entities", "u")
+    moved = next(i for i in made if bucket_map.bucket_for(i.bytes) in MOVED_SET)
+    entity = Entity.objects.get(id=moved)
+    entity["title"] = "written while the trigger logged nothing"
+    entity.save()
+    made[moved]["title"] = entity["title"]
+    run("--to", target, "--buckets", MOVED)
+    move = BucketMove.objects.get()
+    assert (move.phase, move.counts["verified"]) == ("done", True), move.message
+    assert_moved_and_exact(made, target)
