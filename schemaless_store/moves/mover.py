@@ -93,6 +93,7 @@ class Mover(RowMoves):
         self.tables = moved_tables()
         self.pause = 0.0
         self._fenced = False  # this mover ended the sources' sessions (one fence per move)
+        self._proven = False  # this mover proved the sources' triggers by a probe write
         self._saved = 0.0  # when the record was last saved (time.monotonic())
         # The target as it was at the flip, for the verification (None after a resume).
         self.snapshot: BaseDatabaseWrapper | None = None
@@ -143,11 +144,16 @@ class Mover(RowMoves):
             self._save(
                 checkpoints={**self.move.checkpoints, "prepared": True, "marked_at": time.time()}
             )
+            self._proven = True  # install proved each trigger by a probe write
+        self._prove_capture()
         self._copy_all()
         self._save(phase="catching up")
 
     def catch_up(self) -> None:
         self.phase("catch-up")
+        self._prove_capture()
+        if self.move.phase == "copying":
+            return  # copied again: run() goes on from there
         while True:
             handled = sum(self._replay(source) for source in self.sources)
             if handled < CONVERGED:
@@ -169,6 +175,7 @@ class Mover(RowMoves):
         started = time.monotonic()
         if self._published():  # resumed after the flip was published: never flip again
             return
+        self._prove_capture()
         if not self._fenced:  # a mover resumed after the fence: it may not have happened
             self._fence()
         while any(self._replay(source) for source in self.sources):
@@ -201,6 +208,37 @@ class Mover(RowMoves):
             longest_pause=pause,
             checkpoints={**self.move.checkpoints, "map_version": published.version},
         )
+
+    def _prove_capture(self) -> None:
+        """Once per mover, before its copy or replays count: prove the sources' triggers by a
+        probe write (:func:`..tables.move_log.install`, which recreates one that logs
+        nothing or refuses). A trigger recreated on a resumed move may have missed changes
+        since the copy began: before the fence the copy starts again (the target's copies
+        purged); once fenced (the buckets refused to writers) the move is refused, to be
+        aborted and run again."""
+        if self._proven:
+            return
+        repaired = [
+            name for source in self.sources for name in capture.install(source, self.tables)
+        ]
+        self._proven = True
+        if not repaired:
+            return
+        if self.move.phase == "fenced":
+            raise MoveRefused(
+                f"move #{self.move.pk}: the change-capture triggers {', '.join(repaired)} "
+                "logged nothing when this mover resumed (they were created again), so changes "
+                "since the copy began may be missing from the target. Next: run movebuckets "
+                "--abort, then the same move again (docs/resharding.md#left-over-triggers)"
+            )
+        logger.warning(
+            "move #%s: triggers %s logged nothing and were created again; copying again",
+            self.move.pk,
+            ", ".join(repaired),
+        )
+        self._purge(self.move.target, "purged on target")
+        kept = {k: v for k, v in self.move.checkpoints.items() if "/" not in k}  # not copied
+        self._save(phase="copying", checkpoints=kept)
 
     def _published(self) -> bool:
         """Whether a flip of this move was published already (its mover died before it
