@@ -158,6 +158,9 @@ class Mover(RowMoves):
             handled = sum(self._replay(source) for source in self.sources)
             if handled < CONVERGED:
                 break
+        # The target's own change log, from before the fence (its triggers' DDL waits for the
+        # target's open transactions: never in the writers' pause); emptied at the flip.
+        capture.install(self.move.target, self.tables)
         marked_at = float(self.move.checkpoints.get("marked_at", 0.0))
         wait = bucket_map.read_bound(conf.get().map_max_age) - (time.time() - marked_at)
         if wait > 0:  # a copy this short: let every process see the moving mark first
@@ -183,7 +186,9 @@ class Mover(RowMoves):
         buckets = sorted(self.buckets)
         # The target logs its changes from here to the verdict: a mover resumed after the
         # flip (its snapshot gone) leaves out of its comparison what the owner wrote since.
-        capture.install(self.move.target, self.tables)
+        if not capture.installed(self.move.target):  # a move caught up by an older mover
+            capture.install(self.move.target, self.tables)
+        capture.clear(self.move.target)  # the replays' own writes, other buckets' before now
         self.snapshot = snapshot(self.move.target)  # nothing has written them there yet
         with write_lock():
             for source in self.sources:

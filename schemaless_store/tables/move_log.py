@@ -190,5 +190,11 @@ def forget(alias: str, seqs: Sequence[int]) -> None:
             )
 
 
+def clear(alias: str) -> None:
+    """Delete every entry (a target's log, at the flip: what it logs from then on counts)."""
+    with shards.errors_named(alias), connections[alias].cursor() as cursor:
+        cursor.execute(f"DELETE FROM {LOG}")
+
+
 def pending(alias: str) -> int:
     return int(shards.read(alias, f"SELECT COUNT(*) FROM {LOG}", [])[0][0])
