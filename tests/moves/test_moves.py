@@ -322,7 +322,7 @@ def test_a_mover_killed_at_any_moment_resumes_when_run_again():
 
 
 def test_a_copy_stopped_mid_table_resumes_from_its_last_saved_checkpoint(monkeypatch):
-    from schemaless_store.moves import mover
+    from schemaless_store.moves import copying as mover  # the copy's steps (issue 42's split)
 
     made = populate(60)
     _source, target = source_and_target()
