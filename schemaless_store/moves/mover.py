@@ -5,9 +5,9 @@ starts, and each safe to run again, so a killed mover resumes where it was:
 
 1. **copying**: the target marks the buckets ``incoming`` (it serves none of them) and drops
    any rows of them a failed earlier attempt left; each source gets change-capture triggers
-   (:mod:`..tables.move_log`); then every table of each source is walked in key order and
-   the rows of the moving buckets are written to the target, throttled as the cleaner is
-   (:mod:`..guards.throttle`), with a checkpoint per batch.
+   (:mod:`..tables.move_log`), each proven by a probe write; then every table of each source
+   is walked in key order and the rows of the moving buckets are written to the target,
+   throttled as the cleaner is (:mod:`..guards.throttle`), with a checkpoint per batch.
 2. **catching up**: the logged changes are replayed (the target's rows of each changed key
    made what the source's are) until a pass finds few.
 3. **fenced**: each source marks the buckets ``fenced`` and, on MySQL, ends every other
@@ -19,8 +19,10 @@ starts, and each safe to run again, so a killed mover resumes where it was:
 5. **verify** (:mod:`.verification`): a change logged on a source since the final replay
    escaped the fence: the move is **held**, the sources' copies kept, until the operator
    releases it (:meth:`Mover.release`). Otherwise rows and checksums of the moved buckets are
-   compared between the sources and the target as it was at the flip. The verdict is saved
-   before the sources' triggers and logs are dropped (a held move keeps them).
+   compared between the sources and the target as it was at the flip (a resumed mover: as it
+   is now, but for the keys the target's own log names, written since the flip). The
+   verdict is saved before the sources' triggers and logs are dropped (a held move keeps
+   them).
 6. **cleaning**: the logs are dropped if they are still there, then the sources' copies.
 """
 
@@ -272,7 +274,8 @@ class Mover(RowMoves):
     def verify(self) -> None:
         """Judge the changes logged on the sources since the final replay and compare the
         moved rows with the target's at the flip (:mod:`.verification`; a resumed mover has
-        no snapshot: it judges, and says the copies were not compared). An escaped write
+        no snapshot: it compares with the target as it is now, leaving out the keys the
+        target's log names, written there since the flip). An escaped write
         holds the move: the sources' copies are kept and the operator told what to do."""
         self.phase("verify")
         snapshot, self.snapshot = self.snapshot, None

@@ -14,7 +14,9 @@ snapshot; a mover resumed after the flip has none, see :meth:`Verification.run`)
   docs/design.md#moves).
 - **Do the copies agree?** Rows and checksums of every table in the moved buckets, on the
   sources and on the target's snapshot, but for the keys logged after the flip (their rows
-  differ by the change, which the first question judged).
+  differ by the change, which the first question judged). A mover resumed after the flip has
+  no snapshot: it compares key by key with the target as it is now, leaving out the keys the
+  target's own change log names (its owner wrote them since the flip).
 """
 
 from __future__ import annotations
