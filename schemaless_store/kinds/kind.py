@@ -32,6 +32,7 @@ from ..expected import Expected
 from ..indexes import KIND_PROPERTY, registry
 from ..models.entity import Entity
 from ..writes import entity_writes
+from . import fit
 from .manager import KindManager
 from .options import (
     FORBID,
@@ -196,8 +197,11 @@ class Kind(_Base, metaclass=KindBase):
             raise ValidationError(errors)
 
     def validate_unique(self, exclude: Iterable[str] | None = None) -> None:
-        """Nothing to check here: uniqueness is a unique index's, decided by the write
-        (``UniqueViolation``), so that two racing saves cannot both win."""
+        """A value a unique index of the kind holds for another entity, on its field (one
+        index read per unique index; :mod:`.fit`). The write decides all the same
+        (``UniqueViolation``), so that two racing saves cannot both win; ``save()`` leaves
+        this check to it."""
+        fit.check_unique(self, exclude)
 
     @classmethod
     def unique_error(cls, violation: UniqueViolation) -> ValidationError:
@@ -220,13 +224,17 @@ class Kind(_Base, metaclass=KindBase):
         return ValidationError({name: ValidationError(message, code="unique")})
 
     def validate_constraints(self, exclude: Iterable[str] | None = None) -> None:
-        """A kind has no database constraints (``Meta.constraints`` is not read)."""
+        """The kind's constraints are its indexes': a value an index cannot hold (too long
+        once encoded, NaN, ...) is an error on its field (:mod:`.fit`), so that a form that
+        is valid saves. ``save()`` leaves this check to the write, which refuses the same
+        values (``IndexValueError``). ``Meta.constraints`` is not read."""
+        fit.check_indexes(self, exclude)
 
     def kind_errors(self) -> dict[str, list[str]]:
         """What ``full_clean()`` would refuse, by field, without raising (the admin shows it
         beside a stored entity whose values no longer fit)."""
         try:
-            self.full_clean()
+            self.full_clean(validate_unique=False)
         except ValidationError as exc:
             return exc.message_dict
         return {}
@@ -250,7 +258,7 @@ class Kind(_Base, metaclass=KindBase):
         skips the check, for values just cleaned. ``expect``: the stored state the write
         requires (:mod:`schemaless_store.expected`; the admin's token of the page it loaded)."""
         if validate:
-            self.full_clean()
+            self.full_clean(validate_unique=False, validate_constraints=False)
         self._properties()[KIND_PROPERTY] = self._kind.name
         if expect is not None:
             entity_writes.save(

@@ -53,7 +53,7 @@ class KindManager(EntityManager):
         if placed_with is not None and "id" in properties:
             raise PlacementError("give create() an id or placed_with, not both")
         entity = self.model(**properties)
-        entity.full_clean()
+        entity.full_clean(validate_unique=False, validate_constraints=False)
         if placed_with is not None:
             entity.row_id = placement.placed_id_for(entity.body_properties(), placed_with).bytes
         entity.save(force_insert=True, validate=False)
@@ -119,5 +119,5 @@ class KindManager(EntityManager):
             for e in entities
         ]
         for item in items:
-            item.full_clean()
+            item.full_clean(validate_unique=False, validate_constraints=False)
         return super().bulk_put(items, batch_size=batch_size, placed_with=placed_with)
