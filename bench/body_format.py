@@ -1,7 +1,8 @@
 """What a body the server could change itself would cost (issue 35, item 3).
 
 The store's body is MessagePack with typed extensions, zlib-compressed from 512 bytes on
-(``schemaless_store/codec.py``): the server cannot read it, so changing one property is a read,
+(``schemaless_store/values/codec.py``): the server cannot read it, so changing one property is a
+read,
 a decode, an encode and a write of the whole body. MariaDB's ``JSON_SET`` changes one path of a
 JSON document in one statement. This leg measures, on one throwaway MariaDB server, in one run,
 what storing bodies as JSON text would cost and save, before anything stored is changed:
@@ -36,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from schemaless_store.codec import MsgpackCodec, decode_body
+from schemaless_store.values.codec import MsgpackCodec, decode_body
 
 from .stats import percentile
 from .ycsb.clients import FIELD_NAMES

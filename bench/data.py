@@ -56,7 +56,7 @@ def entity_id(i: int) -> bytes:
     in the bucket of its user (time part ``i``, random part from the MD5)."""
     if not placed():
         return peer_id(i)
-    from schemaless_store.topology import entity_ids
+    from schemaless_store.values import entity_ids
 
     stage = next(s for s in _STAGES if s.lo <= i < s.hi)
     return entity_ids.make_placed_id(_user_bucket(stage.user_of(i)), i, peer_id(i)[:5])

@@ -54,8 +54,8 @@ def forget_writes(bench: Bench) -> int:
     """Delete what the write legs and the live writers added (their users are numbered from
     ``WRITER_USERS_0``), from the store and from the peer, so that both hold exactly the data
     set again. Bookkeeping of the benchmark, by hand on the raw connections, not timed."""
-    from schemaless_store import index_values
     from schemaless_store.topology import shards
+    from schemaless_store.values import index_values
 
     user_keys = [
         index_values.encode_key(u) for u in range(WRITER_USERS_0, WRITER_USERS_0 + WRITER_USERS)

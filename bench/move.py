@@ -82,7 +82,7 @@ def raw_copy(servers: list[Any]) -> tuple[float, int]:
     buckets' rows to a table on the third server. Entities per second, and how many."""
     import MySQLdb
 
-    from schemaless_store.topology.bucket_hash import bucket_of
+    from schemaless_store.values.bucket_hash import bucket_of
 
     source = MySQLdb.connect(host="127.0.0.1", port=servers[0].port, user="root", db="shard0")
     target = MySQLdb.connect(host="127.0.0.1", port=servers[2].port, user="root", db="raw")
@@ -142,7 +142,7 @@ def ours(writer_before: float, mover_args: list[str]) -> dict[str, Any]:
 
     from django.db import connections
 
-    from schemaless_store.metadata import BucketMove
+    from schemaless_store.config.metadata import BucketMove
     from schemaless_store.models import Entity
     from schemaless_store.topology import shards
 

@@ -246,7 +246,7 @@ def child(mode: str, path: str) -> int:
     from django.conf import settings
     from django.test.utils import override_settings
 
-    from schemaless_store import near_cache
+    from schemaless_store.cache import near_cache
     from schemaless_store.models import Entity
 
     # The shard map is read again once it is MAP_MAX_AGE old: under valgrind a read takes ~50

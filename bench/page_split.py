@@ -26,9 +26,9 @@ import statistics
 import time
 from typing import Any
 
-from schemaless_store.codec import MsgpackCodec, decode_body
 from schemaless_store.testing.mariadb import start_servers
-from schemaless_store.topology.entity_ids import new_id
+from schemaless_store.values.codec import MsgpackCodec, decode_body
+from schemaless_store.values.entity_ids import new_id
 
 PAGE = 30
 PER_USER = 100

@@ -111,13 +111,14 @@ def components(bench: Any) -> list[tuple[str, str, float]]:
 
     from django.db import connections, transaction
 
-    from schemaless_store import conf, index_values
-    from schemaless_store.codec import decode_body
-    from schemaless_store.indexes import registry
+    from schemaless_store.config import conf
+    from schemaless_store.config.indexes import registry
     from schemaless_store.models import Entity
     from schemaless_store.models.entity import ROW_FIELDS
     from schemaless_store.query import fetch
     from schemaless_store.topology import bucket_map, shards
+    from schemaless_store.values import index_values
+    from schemaless_store.values.codec import decode_body
     from schemaless_store.writes import entity_writes
 
     from .data import entity_id, writer_properties

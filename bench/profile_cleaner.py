@@ -62,9 +62,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from django.core.management import call_command
 
-    from schemaless_store import lifecycle
-    from schemaless_store.indexes import Index, registry
+    from schemaless_store.config.indexes import Index, registry
     from schemaless_store.models import CleanerPass
+    from schemaless_store.tables import lifecycle
 
     name = f"index_link_profile_{int(time.time())}"
     registry.register(Index(table=name, properties=["link"], shard_on="link"))

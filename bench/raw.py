@@ -14,9 +14,9 @@ from typing import Any
 
 import MySQLdb
 
-from schemaless_store import conf, index_values
-from schemaless_store.codec import decode_body
-from schemaless_store.topology import bucket_hash, entity_ids
+from schemaless_store.config import conf
+from schemaless_store.values import bucket_hash, entity_ids, index_values
+from schemaless_store.values.codec import decode_body
 
 ENTITY_COLUMNS = "added_id, id, updated, body"
 INSERT_ENTITY = "INSERT INTO entities (id, updated, body) VALUES (%s, %s, %s)"

@@ -185,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
         if args.what == "cost":
             cost(args.blocks)
             return 0
-        from schemaless_store import conf
+        from schemaless_store.config import conf
         from schemaless_store.models import Entity
         from schemaless_store.tables import receipts
         from schemaless_store.topology import shards

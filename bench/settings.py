@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 
-from schemaless_store.dburls import database_from_url, databases_from_urls
+from schemaless_store.config.dburls import database_from_url, databases_from_urls
 
 _TIMEOUTS = "connect_timeout=5&read_timeout=600&write_timeout=600"
 
@@ -56,7 +56,7 @@ for _database in DATABASES.values():
     _database["CONN_MAX_AGE"] = None if _age == "none" else int(_age)
 
 DATABASE_ROUTERS = [
-    "schemaless_store.topology.router.ShardRouter",
+    "schemaless_store.router.ShardRouter",
     "bench.benchapp.router.PeerRouter",
 ]
 # Shards are named explicitly: "peer" is a database of its own, not a shard.
@@ -74,7 +74,7 @@ SCHEMALESS = {
 }
 
 if os.environ.get("BENCH_CACHE_URL"):
-    from schemaless_store.entity_cache import cache_from_url
+    from schemaless_store.cache.backend import cache_from_url
 
     CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
@@ -82,7 +82,7 @@ if os.environ.get("BENCH_CACHE_URL"):
     }
 
 if os.environ.get("BENCH_REPLICA_URLS"):  # bench.replicas: a GTID replica of each shard
-    from schemaless_store.dburls import replicas_from_urls
+    from schemaless_store.config.dburls import replicas_from_urls
 
     _replicas, SCHEMALESS["REPLICAS"] = replicas_from_urls(
         os.environ["BENCH_REPLICA_URLS"].split(",")

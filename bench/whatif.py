@@ -198,9 +198,9 @@ def cleaner_variants(bench: Any, rounds: int) -> None:
 
     from django.core.management import call_command
 
-    from schemaless_store import lifecycle
-    from schemaless_store.indexes import Index, registry
+    from schemaless_store.config.indexes import Index, registry
     from schemaless_store.models import CleanerPass
+    from schemaless_store.tables import lifecycle
 
     from .load import settle
 

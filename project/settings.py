@@ -27,8 +27,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from schemaless_store.dburls import databases_from_urls, embedded_urls, replicas_from_urls
-from schemaless_store.entity_cache import cache_from_url
+from schemaless_store.cache.backend import cache_from_url
+from schemaless_store.config.dburls import databases_from_urls, embedded_urls, replicas_from_urls
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
@@ -54,7 +54,7 @@ if _has_meta:
 else:
     _meta, _shards = embedded_urls(DATA_DIR, shards=2)
     DATABASES = databases_from_urls(_meta, _shards)
-DATABASE_ROUTERS = ["schemaless_store.topology.router.ShardRouter"]
+DATABASE_ROUTERS = ["schemaless_store.router.ShardRouter"]
 
 SCHEMALESS = {
     "BUCKETS": 4096,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .indexes import Index
+from .config.indexes import Index
 
 
 class _Delete:
@@ -20,11 +20,11 @@ DELETE = _Delete()
 
 
 # Given lazily (PEP 562), when first asked for: ``schemaless_store.Kind`` loads Django models,
-# which an app's package must be able to import before the app registry is ready. Through
-# importlib, not an import statement: every module of the package imports this one, and the
-# house's import graph (tests/house/test_layers.py) would read a statement here, even inside a
-# function, as an edge that closes a cycle through the whole package. None runs at import
-# time, and no module of the package asks for these names (tests/kinds/test_package_root.py).
+# which an app's package must be able to import before the app registry is ready. Nothing
+# runs at import time, and no module of the package asks for these names
+# (tests/kinds/test_package_root.py). The house's layer test reads this load as an import
+# from the root to the faces and allows it by name, with this reason (LAZY_LOADS in
+# tests/house/test_layers.py).
 LAZY = {"Kind": "schemaless_store.kinds"}
 
 

@@ -11,7 +11,7 @@ class SchemalessStoreConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks, signals  # noqa: F401 - registers the system checks
-        from .indexes import registry
+        from .config.indexes import registry
 
         signals.connect()
         user = getattr(settings, "SCHEMALESS", None)

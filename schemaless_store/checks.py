@@ -9,10 +9,13 @@ from django.core.checks import Error, Tags, Warning, register
 from django.db import DatabaseError, connections
 from django.utils.module_loading import import_string
 
-from . import conf, entity_cache
+from .cache import backend as cache_backend
+from .config import conf, server_support
+from .config.indexes import registry
 from .exceptions import ConfigurationError
-from .indexes import registry
-from .topology import bucket_map, clustering, fence, server_support
+from .guards import fence
+from .tables import clustering
+from .topology import bucket_map
 
 DOCS = "see docs/checks.md"
 
@@ -59,10 +62,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         r if isinstance(r, str) else type(r).__module__ + "." + type(r).__name__
         for r in settings.DATABASE_ROUTERS
     ]
-    if "schemaless_store.topology.router.ShardRouter" not in routers:
+    if "schemaless_store.router.ShardRouter" not in routers:
         errors.append(
             Error(
-                "schemaless_store.topology.router.ShardRouter is not in DATABASE_ROUTERS",
+                "schemaless_store.router.ShardRouter is not in DATABASE_ROUTERS",
                 hint=f"without it, migrate puts entities on 'default'; {DOCS}",
                 id="schemaless.E004",
             )
@@ -93,13 +96,13 @@ def _cache_problems(alias: str | None, near: bool = False) -> list[Any]:
     config = settings.CACHES[alias]
     backend = config.get("BACKEND", "")
     problems: list[Any] = []
-    if near and not entity_cache.carries_near_cache(_backend_class(backend)):
+    if near and not cache_backend.carries_near_cache(_backend_class(backend)):
         problems.append(
             Error(
                 f"SCHEMALESS['NEAR_CACHE'] is on but the entity cache {alias!r} is a "
                 f"{backend.rsplit('.', 1)[-1]}: the near cache tracks the entity cache's "
                 "Redis keys through an EntityRedisCache",
-                hint=f"configure the entity cache with entity_cache.cache_from_url(); {DOCS}",
+                hint=f"configure the entity cache with cache.backend.cache_from_url(); {DOCS}",
                 id="schemaless.E009",
             )
         )
@@ -125,14 +128,14 @@ def _cache_problems(alias: str | None, near: bool = False) -> list[Any]:
                 )
             )
         serializer = config.get("OPTIONS", {}).get("serializer")
-        if serializer != "schemaless_store.entity_cache.EntityCacheSerializer":
+        if serializer != "schemaless_store.cache.backend.EntityCacheSerializer":
             problems.append(
                 Warning(
                     f"the entity cache {alias!r} uses Django's default serializer, which "
                     "rebuilds any Python object it reads: whoever can write to that Redis could "
                     "make a process run code",
                     hint='set OPTIONS["serializer"] to '
-                    f'"schemaless_store.entity_cache.EntityCacheSerializer"; {DOCS}',
+                    f'"schemaless_store.cache.backend.EntityCacheSerializer"; {DOCS}',
                     id="schemaless.W004",
                 )
             )
@@ -192,13 +195,13 @@ def check_shard_map(app_configs: Any = None, databases: Any = None, **kwargs: An
 def check_servers(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Any]:
     """Every MySQL-backed database of the store (the shards, ``default`` and the replicas) is a
     MariaDB server at least as new as the oldest tested,
-    :data:`~.topology.server_support.OLDEST_MARIADB` (``schemaless.E007``).
+    :data:`~.config.server_support.OLDEST_MARIADB` (``schemaless.E007``).
 
     As Django's own database checks, it runs only for the aliases named: ``manage.py check
     --database ALIAS``, ``migrate`` (the alias it migrates) and ``migrateall`` (every one, before
     it migrates any). Any other command that runs the checks (a plain ``check``,
     ``runcleaner``, ``movebuckets``, ``runserver``) connects to no database for it: a store
-    connection refuses an unsupported server as it opens (:mod:`.topology.server_support`). A named
+    connection refuses an unsupported server as it opens (:mod:`.config.server_support`). A named
     server that cannot be reached raises, as in Django's checks. SQLite aliases are not
     connected. The version is read on the alias's connection (Django's MySQL backend reads it
     once per connection object)."""

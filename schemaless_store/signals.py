@@ -1,6 +1,6 @@
 """The store's receivers, connected in ``AppConfig.ready()``: ``post_migrate`` creates index
 tables, the bucket table and the receipts table on shards and records index states on ``default``;
-``connection_created`` refuses a server the store does not run on (:mod:`.topology.server_support`).
+``connection_created`` refuses a server the store does not run on (:mod:`.config.server_support`).
 
 Index maintenance is not a receiver: every write runs the write protocol
 (:mod:`.writes.protocol`), which sends Django's ``pre_save``/``post_save`` and
@@ -17,10 +17,10 @@ from django.db import DEFAULT_DB_ALIAS
 from django.db.backends.signals import connection_created
 from django.db.models.signals import post_migrate
 
-from . import conf, lifecycle
-from .tables import buckets, receipts
+from .config import conf, server_support
+from .tables import buckets, lifecycle, receipts
 from .tables.ddl import create_tables
-from .topology import bucket_map, server_support
+from .topology import bucket_map
 
 
 def _after_migrate(sender: Any, using: str, **kwargs: Any) -> None:

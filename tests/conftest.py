@@ -30,9 +30,9 @@ import pytest
 from django.db import connections
 from django.test import override_settings
 
-from schemaless_store import lifecycle
-from schemaless_store.indexes import registry
+from schemaless_store.config.indexes import registry
 from schemaless_store.models import Entity
+from schemaless_store.tables import lifecycle
 from schemaless_store.testing.galera import GaleraCluster, start_galera_cluster
 from schemaless_store.topology import bucket_map, shards
 from tests.support import buckets, child
@@ -111,7 +111,7 @@ def backend() -> str:
 def published_first():
     """An index on ``published`` alone, sharded on it: a range on ``published`` reads every
     shard (the scatter shape). Declared on an empty store, so ready."""
-    from schemaless_store.indexes import Index
+    from schemaless_store.config.indexes import Index
 
     index = Index(
         table="index_published",

@@ -13,7 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from schemaless_store.dburls import database_from_url, databases_from_urls, embedded_urls
+from schemaless_store.config.dburls import database_from_url, databases_from_urls, embedded_urls
 
 BACKEND = os.environ.get("SCHEMALESS_TEST_DB", "sqlite")
 MARIADB_SERVERS: list = []
@@ -55,7 +55,7 @@ elif BACKEND == "sqlite":
 else:
     raise RuntimeError(f"SCHEMALESS_TEST_DB must be 'sqlite' or 'mariadb', not {BACKEND!r}")
 
-DATABASE_ROUTERS = ["schemaless_store.topology.router.ShardRouter"]
+DATABASE_ROUTERS = ["schemaless_store.router.ShardRouter"]
 SCHEMALESS: dict = {"BUCKETS": 4096}
 if REPLICATED or (_PARENT_DATABASES and "shard_0_replica_0" in DATABASES):
     SCHEMALESS["REPLICAS"] = {

@@ -64,9 +64,9 @@ def run(bench: Bench) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 
 def raw_export(bench: Bench, path: Path) -> None:
     """What a careful user writes by hand: mysqlclient, a snapshot per shard, keyset chunks."""
-    from schemaless_store import conf
-    from schemaless_store.codec import decode_body
-    from schemaless_store.jsonview import properties_to_json
+    from schemaless_store.config import conf
+    from schemaless_store.values.codec import decode_body
+    from schemaless_store.values.jsonview import properties_to_json
 
     encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
     with open(path, "w", encoding="utf-8", buffering=1 << 20) as out:
@@ -214,7 +214,7 @@ def targeting(aliases: list[str]) -> Iterator[None]:
     switching stores switches it), put back as it was afterwards."""
     from django.test import override_settings
 
-    from schemaless_store.metadata import ShardMap
+    from schemaless_store.config.metadata import ShardMap
     from schemaless_store.topology import bucket_map
 
     saved = list(ShardMap.objects.all())
@@ -234,7 +234,7 @@ def empty_target(aliases: list[str]) -> None:
     from django.core.management import call_command
     from django.db import connections
 
-    from schemaless_store.indexes import registry
+    from schemaless_store.config.indexes import registry
 
     with targeting(aliases):
         call_command("migrateall", verbosity=0)

@@ -76,7 +76,7 @@ class NearTurn:
 
     @contextlib.contextmanager
     def __call__(self) -> Iterator[None]:
-        from schemaless_store import entity_cache
+        from schemaless_store.cache import entity_cache
         from schemaless_store.models import Entity
 
         with _settings(True, self.entries):
@@ -92,7 +92,7 @@ class NearTurn:
 
 
 def run(bench: Bench) -> list[dict[str, Any]]:
-    from schemaless_store import entity_cache
+    from schemaless_store.cache import entity_cache
     from schemaless_store.models import Entity
 
     plan = bench.plan

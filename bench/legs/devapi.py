@@ -114,7 +114,7 @@ def run_aget(bench: Bench) -> dict[str, Any]:
 def run_orm_aget(bench: Bench) -> dict[str, Any]:
     """The reference for ``aget``: Django's own async ORM, ``aget`` vs ``get`` of a row of a
     plain model (the stored shard map, on ``default``), built on the same ``sync_to_async``."""
-    from schemaless_store.metadata import ShardMap
+    from schemaless_store.config.metadata import ShardMap
     from schemaless_store.topology import bucket_map
 
     plan = bench.plan

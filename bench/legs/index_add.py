@@ -242,9 +242,9 @@ def run_ours(bench: Bench) -> dict[str, Any]:
     """Declare a new index on the loaded store and backfill it with the cleaner, live."""
     from django.core.management import call_command
 
-    from schemaless_store import lifecycle
-    from schemaless_store.indexes import Index, registry
+    from schemaless_store.config.indexes import Index, registry
     from schemaless_store.models import CleanerPass
+    from schemaless_store.tables import lifecycle
     from schemaless_store.topology import shards
 
     name = f"index_link_{bench.size}"

@@ -24,7 +24,7 @@ def _join_plan(alias: str) -> dict[str, Any]:
     """How the page's scan reaches ``entities`` on ``alias``: ``{"access_type", "key"}``."""
     from django.db import connections
 
-    from schemaless_store.indexes import registry
+    from schemaless_store.config.indexes import registry
     from schemaless_store.tables import scans
 
     conn = connections[alias]
@@ -83,8 +83,9 @@ def _page_reads(bench: Bench, pages: int = 100) -> dict[str, float]:
 def _relayout(to_seed: bool) -> float:
     from django.db import connections
 
-    from schemaless_store.tables import layout
-    from schemaless_store.topology import clustering, shards
+    from schemaless_store.sql import layout
+    from schemaless_store.tables import clustering
+    from schemaless_store.topology import shards
 
     began = time.perf_counter()
     for alias in shards.shard_aliases():
@@ -99,7 +100,7 @@ def _relayout(to_seed: bool) -> float:
 def run(bench: Bench) -> list[dict[str, Any]]:
     from django.db import connections
 
-    from schemaless_store.tables import layout
+    from schemaless_store.sql import layout
     from schemaless_store.topology import shards
 
     alias = shards.shard_aliases()[0]

@@ -37,9 +37,9 @@ def declare(bench: Bench) -> str:
     """The unpinned index, declared and backfilled; its name."""
     from django.core.management import call_command
 
-    from schemaless_store import lifecycle
     from schemaless_store.cleaner import Cleaner
-    from schemaless_store.indexes import Index, registry
+    from schemaless_store.config.indexes import Index, registry
+    from schemaless_store.tables import lifecycle
 
     name = f"index_published_{bench.size}"
     index = Index(
@@ -59,7 +59,7 @@ def forget(name: str) -> None:
     """Stop maintaining the leg's index and drop its tables (the next legs are unchanged)."""
     from django.core.management import call_command
 
-    from schemaless_store.indexes import registry
+    from schemaless_store.config.indexes import registry
 
     registry.unregister(name)
     call_command("migrateall", verbosity=0)  # records it retired

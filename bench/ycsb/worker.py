@@ -29,7 +29,7 @@ def make(contender: str) -> Client:
     django.setup()
     from django.conf import settings
 
-    from schemaless_store.dburls import database_from_url
+    from schemaless_store.config.dburls import database_from_url
 
     if contender == "json":
         return JsonClient(database_from_url(os.environ["BENCH_YCSB_JSON_URL"]))
@@ -56,7 +56,7 @@ def make(contender: str) -> Client:
 def cache_stats() -> dict[str, Any]:
     from dataclasses import asdict
 
-    from schemaless_store import entity_cache, near_cache
+    from schemaless_store.cache import entity_cache, near_cache
 
     out: dict[str, Any] = asdict(entity_cache.stats)
     near = near_cache.existing()

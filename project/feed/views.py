@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.utils.text import Truncator
 
-from schemaless_store import lifecycle
+from schemaless_store.config.indexes import registry
 from schemaless_store.exceptions import (
     IndexNotReady,
     InvalidCursor,
@@ -29,8 +29,8 @@ from schemaless_store.exceptions import (
     NoIndexForQuery,
     UniqueViolation,
 )
-from schemaless_store.indexes import registry
 from schemaless_store.query.indexquery import IndexQuery, Page
+from schemaless_store.tables import lifecycle
 
 from .forms import ActAsForm, CommentForm, EntryForm, SignUpForm
 from .models import LINK_INDEX_NAME, Comment, Entry, Like, User

@@ -8,7 +8,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from .. import conf, entity_cache, near_cache
+from ..cache import entity_cache, near_cache
+from ..config import conf
 
 
 @dataclass(frozen=True)

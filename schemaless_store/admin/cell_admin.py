@@ -16,7 +16,8 @@ from django.urls import URLPattern, path, reverse
 
 from ..exceptions import InvalidCell, InvalidEntityId, ShardUnavailable
 from ..models.cell import Cell
-from ..topology import bucket_map, entity_ids
+from ..topology import bucket_map
+from ..values import entity_ids
 from .common import ReadOnlyAdmin, crumbs
 from .versions import version_view, versions_page
 

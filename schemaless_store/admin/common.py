@@ -13,7 +13,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.http import HttpRequest
 from django.urls import reverse
 
-from ..indexes import is_identifier
+from ..config.indexes import is_identifier
 
 
 def entity_url(entity_id: Any, view: str = "change") -> str:

@@ -21,26 +21,25 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.text import capfirst
 
-from .. import conf, jsonview
+from ..config import conf
 from ..exceptions import (
     ConfigurationError,
     Conflict,
     CorruptBody,
-    IndexNotReady,
     InvalidEntityId,
-    InvalidQuery,
     SchemalessError,
     ShardUnavailable,
 )
 from ..models.entity import Entity
 from ..moves.locate import locate
-from ..topology import bucket_hash, bucket_map, shards
+from ..topology import shards
+from ..values import bucket_hash, jsonview
 from ..writes import entity_writes
-from .browse import Cursor, newest_page
-from .common import changelist_url, crumbs, entity_url, log_change, page_number, with_query
+from .common import changelist_url, crumbs, entity_url, log_change, with_query
 from .entity_form import CHANGED_MEANWHILE, EDIT_MAX_CHARS, EntityBodyForm, loaded_version
+from .entity_listing import entity_listing
 from .entity_rows import entity_rows
-from .search import SearchError, index_query, index_results, parse_search, search_examples
+from .search import search_examples
 from .values_html import body_html, entity_ids, preview
 from .versions import version_view, versions_page
 
@@ -109,66 +108,10 @@ class EntityAdmin(admin.ModelAdmin):
             messages.error(request, f"There is no shard '{shard}'; showing every shard.")
             shard = ""
         aliases = [shard] if shard else all_aliases
-        size = self.list_per_page
         text = request.GET.get("q", "")
-        # "ran": the listing or search was made (a refused or failed search lists nothing, and
-        # must not read as if it found nothing).
-        context: dict[str, Any] = {"errors": [], "search_note": "", "explanation": "", "ran": True}
-        entities: list[Entity] = []
-        next_url = prev_url = first_url = ""
-        try:
-            search = parse_search(text)
-        except SearchError as exc:
-            context["errors"].append(str(exc))
-            context["ran"] = False
-            search = None
-        if search is not None and search.by_id:
-            try:
-                found = Entity.objects.get_many([search.entity_id])
-            except ShardUnavailable as exc:
-                context["errors"].append(str(exc))
-                context["ran"] = False
-                found = {}
-            entities = [e for e in found.values() if e.shard in aliases]
-            home = bucket_map.alias_for(search.entity_id)  # type: ignore[arg-type]
-            if not found:
-                context["search_note"] = f"No entity has this id (it would be on {home})."
-            elif not entities:
-                context["search_note"] = f"The entity is on {home}, outside the shard filter."
-        elif search is not None and search.conditions:
-            number = page_number(request)
-            try:
-                query = index_query(search)
-                context["explanation"] = query.explain()
-                entities, more = index_results(query, aliases, (number - 1) * size, size)
-            except (InvalidQuery, IndexNotReady) as exc:
-                # Refused (no index serves it, not ready, a bad value): the explanation says why.
-                first_line = str(exc).split("\n", 1)[0]
-                context["errors"].append(f"Search refused: {first_line}")
-                context["ran"] = False
-            except (SchemalessError, ValueError, TypeError) as exc:
-                context["errors"].append(f"Search failed: {exc}")
-                context["ran"] = False
-            else:
-                context["search_note"] = f"Found through index {query.index.name}, in its order."
-                if more:
-                    next_url = with_query(request, p=number + 1)
-                if number > 1:
-                    prev_url = with_query(request, p=number - 1 if number > 2 else None)
-                    first_url = with_query(request, p=None)
-        elif search is not None:
-            after, before = _cursor(request, "after"), _cursor(request, "before")
-            page = newest_page(aliases, size, after=after, before=before)
-            entities = page.entities
-            context["errors"].extend(f"Shard unavailable: {e}" for e in page.errors)
-            if page.older:
-                next_url = with_query(request, after=page.older.encode(), before=None)
-            if page.newer:
-                prev_url = with_query(request, before=page.newer.encode(), after=None)
-            if after or before:
-                first_url = with_query(request, after=None, before=None)
-
-        rows = [self._row(entity) for entity in entities]
+        listing = entity_listing(request, aliases, self.list_per_page)
+        context: dict[str, Any] = listing.context()
+        rows = [self._row(entity) for entity in listing.entities]
         choices = [
             {"display": "All shards", "selected": not shard, "url": _shard_url(request, None)}
         ] + [
@@ -189,9 +132,6 @@ class EntityAdmin(admin.ModelAdmin):
                 "shard_choices": choices,
                 "search_help_text": SEARCH_HELP,
                 "search_examples": search_examples(),
-                "next_url": next_url,
-                "prev_url": prev_url,
-                "first_url": first_url,
                 "health_url": reverse("admin:schemaless_store_indexstate_changelist"),
                 **(extra_context or {}),
             }
@@ -425,17 +365,6 @@ def _existing_entities(entity: Entity) -> Any:
     except ShardUnavailable:
         return entity_url
     return lambda text: entity_url(text) if text in found else None
-
-
-def _cursor(request: HttpRequest, name: str) -> Cursor | None:
-    text = request.GET.get(name)
-    if not text:
-        return None
-    try:
-        return Cursor.decode(text)
-    except ValueError:
-        messages.error(request, "That page link is not valid any more; showing the first page.")
-        return None
 
 
 def _shard_url(request: HttpRequest, alias: str | None) -> str:

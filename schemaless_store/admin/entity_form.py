@@ -1,5 +1,5 @@
 """An entity's body in the admin: the form that edits it as JSON
-(:mod:`schemaless_store.jsonview`)."""
+(:mod:`schemaless_store.values.jsonview`)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any
 
 from django import forms
 
-from .. import conf, expected, jsonview
+from ..config import conf
 from ..exceptions import InvalidEntityId, SchemalessError
 from ..models.entity import Entity
-from ..topology import entity_ids
+from ..values import entity_ids, expected, jsonview
 
 # Larger bodies are shown truncated and cannot be edited here: a browser chokes on a textarea
 # of many megabytes, and Django refuses such a POST (DATA_UPLOAD_MAX_MEMORY_SIZE) anyway.
@@ -24,14 +24,14 @@ CHANGED_MEANWHILE = (
 
 
 def loaded_version(entity: Entity) -> str:
-    """The stored state the form was loaded from (:func:`..expected.token`): the save checks,
+    """The stored state the form was loaded from (:func:`..values.expected.token`): the save checks,
     under the row lock, that it is still the stored one (a move of its bucket, which gives the
     row a new ``added_id`` but keeps its body and ``updated``, is no change)."""
     return expected.token(bytes(entity.row_body), entity.added_id, entity.row_updated)
 
 
 class EntityBodyForm(forms.Form):
-    """The body of an entity as JSON (:mod:`..jsonview`), plus when it was loaded."""
+    """The body of an entity as JSON (:mod:`..values.jsonview`), plus when it was loaded."""
 
     body = forms.CharField(
         widget=forms.Textarea(attrs={"class": "schemaless-json", "spellcheck": "false"}),

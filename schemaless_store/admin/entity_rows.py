@@ -6,12 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import consistency, lifecycle
+from ..cleaner import consistency
+from ..config.indexes import Index, registry
 from ..exceptions import CorruptBody, IndexValueError, SchemalessError
-from ..indexes import Index, registry
-from ..jsonview import dumps_value
+from ..sql.values import plain
 from ..tables import index_rows as index_table
-from ..tables.values import plain
+from ..tables import lifecycle
+from ..values.jsonview import dumps_value
 from .common import entity_url
 from .values_html import value_html
 

@@ -19,7 +19,7 @@ from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
-from ..metadata import CleanerPass, IndexState
+from ..config.metadata import CleanerPass, IndexState
 from ..tables.counts import EXACT_COUNT_BELOW, count_tables
 from ..topology import shards
 from .cache_panel import cache_panel

@@ -16,9 +16,9 @@ from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Max
 from django.utils import timezone
 
-from .. import lifecycle
-from ..indexes import is_identifier, registry
-from ..metadata import CleanerCheckpoint, CleanerPass, IndexState
+from ..config.indexes import is_identifier, registry
+from ..config.metadata import CleanerCheckpoint, CleanerPass, IndexState
+from ..tables import lifecycle
 from ..tables.counts import TableCount, count_tables
 from ..topology import shards
 

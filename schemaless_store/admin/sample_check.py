@@ -12,10 +12,11 @@ from typing import Any
 from django.db import DatabaseError
 from django.db.models import Max
 
-from .. import consistency, lifecycle
+from ..cleaner import consistency
+from ..config.indexes import registry
 from ..exceptions import CorruptBody, SchemalessError, ShardUnavailable
-from ..indexes import registry
 from ..models.entity import Entity
+from ..tables import lifecycle
 from ..topology import shards
 from .health_report import CHECK_OK_SUFFIX, CHECK_PREFIX
 

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
-from .. import jsonview, lifecycle
+from ..config.indexes import registry
 from ..exceptions import InvalidEntityId, SchemalessError
-from ..indexes import registry
 from ..models.entity import Entity
 from ..tables import index_rows as index_table
-from ..topology import entity_ids, shards
+from ..tables import lifecycle
+from ..topology import shards
+from ..values import entity_ids, jsonview
 from .entity_rows import decode_column
 
 
@@ -56,7 +57,8 @@ def _entity_id(text: str) -> bytes | None:
 
 
 def _value(text: str) -> Any:
-    """A condition value: JSON (with the $-forms of :mod:`..jsonview`) if it parses, else text."""
+    """A condition value: JSON (with the $-forms of :mod:`..values.jsonview`) if it parses, else
+    text."""
     try:
         data = jsonview.parse(text)
     except jsonview.JSONViewError:

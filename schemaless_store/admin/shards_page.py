@@ -17,10 +17,10 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from .. import conf
+from ..config import conf
+from ..config.indexes import registry
+from ..config.metadata import BucketMove
 from ..exceptions import ShardUnavailable
-from ..indexes import registry
-from ..metadata import BucketMove
 from ..moves.record import describe
 from ..tables import buckets as bucket_table
 from ..tables.counts import TableCount, count_tables

@@ -1,4 +1,5 @@
-"""Property values as HTML for the admin, in the JSON view of :mod:`schemaless_store.jsonview`:
+"""Property values as HTML for the admin, in the JSON view of
+:mod:`schemaless_store.values.jsonview`:
 an entity's body (the same text as ``jsonview.dumps``, character for character) and the entity
 list's preview (each property ``name: value``, wrapping over a few lines).
 
@@ -19,7 +20,7 @@ from typing import Any
 from django.utils.html import escape, format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from .. import jsonview
+from ..values import jsonview
 from .timestamps import time_note
 
 # The most a preview holds: what a wide screen shows in its three lines. Narrower screens show
@@ -46,7 +47,7 @@ class Preview:
 
 def body_html(properties: dict[str, Any], link: Linker = _no_links) -> SafeString:
     """``jsonview.dumps(properties)`` as HTML, with entity links and dates (see the module).
-    Raises :class:`~schemaless_store.jsonview.JSONViewError` as ``dumps`` does."""
+    Raises :class:`~schemaless_store.values.jsonview.JSONViewError` as ``dumps`` does."""
     data = jsonview.properties_to_json(properties)
     return mark_safe(_render(data, None, 2, 0, link, top=True)[0])
 

@@ -13,8 +13,8 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from .. import jsonview
 from ..exceptions import CorruptBody
+from ..values import jsonview
 
 
 @dataclass

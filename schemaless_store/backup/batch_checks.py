@@ -13,8 +13,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config.indexes import Index
 from ..exceptions import SchemalessError
-from ..indexes import Index
 from ..tables.index_rows import Row
 from ..writes.entity_writes import prepare
 from ..writes.index_writes import unique_conflicts

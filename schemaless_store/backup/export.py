@@ -19,14 +19,14 @@ from typing import Any, TextIO
 from django.utils import timezone
 from tqdm import tqdm
 
-from ..codec import decode_body
+from ..config.indexes import ENTITIES
 from ..exceptions import CorruptBody
-from ..indexes import ENTITIES
+from ..sql.values import datetime_converter
 from ..tables import cells as cell_table
 from ..tables import entities as entity_table
-from ..tables.values import datetime_converter
 from ..topology import bucket_map, shards
 from ..topology.shards import resolve_aliases
+from ..values.codec import decode_body
 from . import lines
 
 DEFAULT_CHUNK = 2000

@@ -23,7 +23,7 @@ from django.db import models
 from django.utils import timezone
 
 from ..exceptions import ConfigurationError, InvalidEntityId
-from ..topology.entity_ids import entity_id_bytes
+from ..values.entity_ids import entity_id_bytes
 from .items import Item
 from .lines import EntityLine
 

@@ -18,7 +18,7 @@ now. The next batch is read and checked on a thread of its own while this one is
   read, what is missing is written.
 - With ``SCHEMALESS["HISTORY"]`` on, entities are written with a history version, except
   from an export that carries the history itself (``--cells``): then the versions are
-  restored as they were (:func:`~schemaless_store.cell_store.restore_history`).
+  restored as they were (:func:`~schemaless_store.cells.store.restore_history`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any, TextIO
 from django.db import connections
 from tqdm import tqdm
 
-from .. import cell_store
+from ..cells import store as cell_store
 from ..exceptions import SchemalessError, UniqueViolation
 from ..tables.cells import ENTITY_COLUMN
 from ..writes.entity_writes import check_batch_size, put_prepared

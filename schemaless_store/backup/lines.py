@@ -14,7 +14,7 @@
   when the export finished, so a truncated file is recognised.
 - An *entity line* has the entity's ``id`` (a UUID string), ``updated`` (when its row was last
   written, ISO 8601 with its UTC offset) and its ``properties`` in the admin's reversible JSON
-  form (:mod:`schemaless_store.jsonview`: ``{"$uuid": ...}``, ``{"$bytes": ...}``,
+  form (:mod:`schemaless_store.values.jsonview`: ``{"$uuid": ...}``, ``{"$bytes": ...}``,
   ``{"$datetime": ...}``, ``{"$float": "nan"}``, ``{"$dict": [...]}``). Properties are an
   object of their own because a property may be called ``updated``.
 - A *cell line* is one version of one cell column (``_entity`` is entity history);
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import SchemalessError
-from ..jsonview import JSONViewError, from_json, properties_to_json
+from ..values.jsonview import JSONViewError, from_json, properties_to_json
 
 FORMAT = 1
 ENTITY_KEYS = frozenset(("id", "updated", "properties"))

@@ -4,7 +4,7 @@
 - :mod:`.passes`: the backfill, repair and sweep passes over one (index, shard);
 - :mod:`.repairs`: the passes' writes, through the write protocol's steps;
 - :mod:`.records`: what a pass and a run did, and the pass records the admin shows;
-- one cleaner per (index, shard): the server lock of :mod:`..topology.server_lock`, which dies
+- one cleaner per (index, shard): the server lock of :mod:`..guards.server_lock`, which dies
   with its process.
 """
 

@@ -6,7 +6,8 @@
   idempotent statements, and saving a checkpoint after every batch: a killed backfill resumes
   from its checkpoint;
 - **repair**: walk the source newest ``updated`` first, compare each batch with the index
-  (:func:`~schemaless_store.consistency.compare`), insert missing rows, remove stale ones with
+  (:func:`~schemaless_store.cleaner.consistency.compare`), insert missing rows, remove stale ones
+  with
   the write protocol's locked re-check;
 - **sweep**: walk the index table on the shard by primary key and remove rows whose entity no
   longer exists (orphans) or no longer implies them (stale); rows on the wrong shard (after
@@ -31,10 +32,9 @@ from typing import Any, Protocol
 from django.db import DEFAULT_DB_ALIAS
 from tqdm import tqdm
 
-from ..consistency import compare
+from ..config.indexes import Index
+from ..config.metadata import CleanerCheckpoint
 from ..exceptions import IndexValueError
-from ..indexes import Index
-from ..metadata import CleanerCheckpoint
 from ..tables import counts
 from ..tables import entities as entity_table
 from ..tables import index_rows as index_table
@@ -42,6 +42,7 @@ from ..tables.entities import EntityRow
 from ..tables.index_rows import Row
 from ..topology import bucket_map
 from ..writes import stale_rows
+from .consistency import compare
 from .records import DONE, PassResult, start_record
 from .repairs import Version, decode, delete_on, insert_checked
 from .repairs import implied as implied_rows

@@ -13,7 +13,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
-from ..metadata import CleanerPass
+from ..config.metadata import CleanerPass
 
 logger = logging.getLogger("schemaless_store.cleaner")
 

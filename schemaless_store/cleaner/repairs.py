@@ -12,14 +12,14 @@ from typing import Any
 
 from django.db import transaction
 
-from ..codec import decode_body
+from ..config.indexes import Index
 from ..exceptions import CorruptBody, IndexValueError, UniqueViolation
-from ..indexes import Index
 from ..tables import entities as entity_table
 from ..tables import index_rows as index_table
 from ..tables.index_rows import Row
 from ..topology import bucket_map, retries, servers, shards
 from ..topology.write_lock import write_lock
+from ..values.codec import decode_body
 from ..writes import index_writes, stale_rows
 from .records import PassResult
 

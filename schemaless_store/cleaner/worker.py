@@ -1,5 +1,5 @@
 """The cleaner's run loop: rounds over the chosen indexes and shards, one cleaner per (index,
-shard) at a time (:mod:`..topology.server_lock`), throttled batches, progress bars, and a
+shard) at a time (:mod:`..guards.server_lock`), throttled batches, progress bars, and a
 graceful stop on SIGINT/SIGTERM. The passes themselves are in :mod:`.passes`."""
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from typing import Any, TextIO
 from django.db import DEFAULT_DB_ALIAS, close_old_connections, connections
 from tqdm import tqdm
 
-from .. import lifecycle
+from ..config.indexes import Index, registry
+from ..config.metadata import CleanerCheckpoint
 from ..exceptions import ConfigurationError
-from ..indexes import Index, registry
-from ..metadata import CleanerCheckpoint
-from ..throttle import LatencyProbe, Throttle
+from ..guards.server_lock import ServerLock
+from ..guards.throttle import LatencyProbe, Throttle
+from ..tables import lifecycle
 from ..topology import servers, shards
-from ..topology.server_lock import ServerLock
 from ..topology.shards import resolve_aliases
 from .passes import backfill, repair, sweep
 from .records import (
@@ -52,7 +52,8 @@ class Cleaner:
 
     ``indexes`` and ``shards`` (names and aliases) default to every declared index and every
     shard. ``sleep``, ``duty`` and ``max_latency`` are its
-    :class:`~schemaless_store.throttle.Throttle` (a fixed pause after each batch; at most that
+    :class:`~schemaless_store.guards.throttle.Throttle` (a fixed pause after each batch; at most
+    that
     share of wall time spent working; a hold while the shard servers answer a probe slower
     than ``max_latency`` seconds).
     ``interval`` is the pause between rounds when not ``once``, ``lock_wait`` is how long to
@@ -317,7 +318,7 @@ class Cleaner:
                 result.status = INTERRUPTED
                 return
             if self._lock is not None and not self._lock.held:
-                # A Galera lease that expired or was taken (topology/server_lock.py): another
+                # A Galera lease that expired or was taken (guards/server_lock.py): another
                 # cleaner may be working here now; stop before the next batch.
                 result.status, result.failure = FAILED, f"lost {self._lock.describe()}"
                 return

@@ -22,7 +22,6 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from .. import expected
 from ..admin.common import entity_url, with_query
 from ..admin.entity_form import CHANGED_MEANWHILE
 from ..exceptions import (
@@ -33,6 +32,7 @@ from ..exceptions import (
     SchemalessError,
     UniqueViolation,
 )
+from ..values import expected
 from .admin_actions import delete_selected, run_action
 from .admin_checks import KindAdminChecks
 from .changelist import ORDER_VAR, PAGE_VAR, SEARCH_VAR, KindList

@@ -29,8 +29,8 @@ from django.db import models
 from django.utils import timezone
 
 from ..exceptions import InvalidEntityId, SchemalessError
-from ..index_values import encode_key
-from ..topology import entity_ids
+from ..values import entity_ids
+from ..values.index_values import encode_key
 from .options import stored_value
 
 SEARCH_VAR, PAGE_VAR, ORDER_VAR = "q", "p", "o"

@@ -16,7 +16,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.utils.text import capfirst
 
 from ..exceptions import IndexValueError, IndexValueTooLong, SchemalessError
-from ..lifecycle import maintained_indexes
+from ..tables.lifecycle import maintained_indexes
 
 _PROPERTY = re.compile(r"property '([^']+)'")
 

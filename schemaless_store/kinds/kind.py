@@ -26,11 +26,11 @@ from django.db import models
 from django.db.models.base import ModelBase
 from django.utils.text import capfirst
 
-from ..asyncapi import sync_only
+from ..config.indexes import KIND_PROPERTY, registry
 from ..exceptions import ConfigurationError, InvalidEntityError, UniqueViolation
-from ..expected import Expected
-from ..indexes import KIND_PROPERTY, registry
 from ..models.entity import Entity
+from ..query.asyncapi import sync_only
+from ..values.expected import Expected
 from ..writes import entity_writes
 from . import fit
 from .manager import KindManager
@@ -256,7 +256,8 @@ class Kind(_Base, metaclass=KindBase):
         """``full_clean()``, then the entity's save: an invalid instance raises Django's
         ``ValidationError`` (naming the fields) and nothing is written. ``validate=False``
         skips the check, for values just cleaned. ``expect``: the stored state the write
-        requires (:mod:`schemaless_store.expected`; the admin's token of the page it loaded)."""
+        requires (:mod:`schemaless_store.values.expected`; the admin's token of the page it
+        loaded)."""
         if validate:
             self.full_clean(validate_unique=False, validate_constraints=False)
         self._properties()[KIND_PROPERTY] = self._kind.name

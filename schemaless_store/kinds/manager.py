@@ -9,11 +9,11 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..asyncapi import sync_only
+from ..config.indexes import KIND_PROPERTY
 from ..exceptions import InvalidQuery, PlacementError
-from ..indexes import KIND_PROPERTY
 from ..models.entity import Entity, EntityManager
 from ..query.allentities import AllEntities
+from ..query.asyncapi import sync_only
 from ..query.fetch import EntityFetcher, fetch_by_ids, get_many, get_one
 from ..query.indexquery import IndexQuery
 from ..topology import placement

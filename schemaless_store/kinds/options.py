@@ -19,8 +19,8 @@ from typing import Any
 from django.db import models
 from django.utils import timezone
 
+from ..config.indexes import KIND_PROPERTY, Index, registry
 from ..exceptions import ConfigurationError
-from ..indexes import KIND_PROPERTY, Index, registry
 
 ALLOW, FORBID = "allow", "forbid"
 # Meta options of a kind that Django's own Options would refuse.

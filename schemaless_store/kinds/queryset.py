@@ -19,8 +19,8 @@ from typing import Any
 from django.db import NotSupportedError
 from django.db.models.query import MAX_GET_RESULTS, ModelIterable
 
+from ..config.indexes import KIND_PROPERTY
 from ..exceptions import InvalidQuery
-from ..indexes import KIND_PROPERTY
 from ..models.queryset import EntityQuerySet
 
 

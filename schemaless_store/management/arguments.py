@@ -8,7 +8,7 @@ import argparse
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from .. import conf
+from ..config import conf
 
 Number = TypeVar("Number", int, float)
 
@@ -43,7 +43,7 @@ def add_throttle_arguments(
     probed: str = "the shard servers",
 ) -> None:
     """``--sleep``, ``--duty`` and ``--max-latency``: the throttle
-    (:class:`~schemaless_store.throttle.Throttle`) a command pauses with after each batch.
+    (:class:`~schemaless_store.guards.throttle.Throttle`) a command pauses with after each batch.
     ``worker`` names what works (``"the cleaner"``), ``batch`` what a pause follows, ``probed``
     the servers the latency probe asks. :func:`throttle_options` reads them back."""
     parser.add_argument(

@@ -2,7 +2,8 @@
 the write protocol, what it changed.
 
 Only entities whose properties changed are written, in one transaction per shard and batch,
-each with ``if_unchanged`` (:mod:`..expected`): a user's write that landed since the batch was
+each with ``if_unchanged`` (:mod:`..values.expected`): a user's write that landed since the batch
+was
 read makes that transaction fail with :class:`Conflict` before it writes anything; the
 conflicting entities are read again (from the primary), the function is applied to what is
 stored now, and the batch is written again. So a concurrent write is never lost, and the
@@ -24,13 +25,14 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from .. import DELETE, jsonview
-from ..codec import decode_body
+from .. import DELETE
 from ..exceptions import Conflict
-from ..expected import Expected
 from ..query.fetch import fetch_by_ids
 from ..tables.map_runs import mark_saved
 from ..topology import bucket_map, replicas, shards
+from ..values import jsonview
+from ..values.codec import decode_body
+from ..values.expected import Expected
 from ..writes import entity_writes
 from ..writes.protocol import Change, SplitWrite, Write, run
 

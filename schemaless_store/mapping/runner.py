@@ -15,10 +15,10 @@ from django.apps import apps
 from django.db import connections
 from django.utils.module_loading import import_string
 
+from ..config.indexes import KIND_PROPERTY
 from ..exceptions import ConfigurationError
-from ..indexes import KIND_PROPERTY
+from ..guards.throttle import LatencyProbe, Throttle
 from ..tables.map_runs import Checkpoint, create_tables, forget_run, has_saved, load, run_key
-from ..throttle import LatencyProbe, Throttle
 from ..topology import bucket_map, servers, shards
 from .apply import Example
 from .walk import DONE, ShardOutcome, ShardWalk

@@ -27,10 +27,13 @@ from typing import Any, Protocol, TextIO
 from django.db import DEFAULT_DB_ALIAS, connections
 from tqdm import tqdm
 
-from .. import conf
-from ..indexes import ENTITIES
-from ..metadata import ShardMap
+from ..config import conf
+from ..config.indexes import ENTITIES
+from ..config.metadata import ShardMap
+from ..guards.server_lock import ServerLock
+from ..guards.throttle import Throttle
 from ..query.fetch import fetch_by_ids
+from ..sql.values import datetime_converter
 from ..tables import entities as entity_table
 from ..tables.map_runs import (
     COUNTS,
@@ -41,11 +44,8 @@ from ..tables.map_runs import (
 )
 from ..tables.map_runs import failures as recorded_failures
 from ..tables.map_runs import save as save_checkpoint
-from ..tables.values import datetime_converter
-from ..throttle import Throttle
 from ..topology import bucket_map, replicas, shards
-from ..topology.bucket_hash import bucket_of
-from ..topology.server_lock import ServerLock
+from ..values.bucket_hash import bucket_of
 from .apply import Applier, BatchResult, Example
 
 logger = logging.getLogger("schemaless_store.mapping")

@@ -8,7 +8,7 @@ online.
 
 from django.db import migrations
 
-from schemaless_store.topology import clustering
+from schemaless_store.tables import clustering
 
 
 class Migration(migrations.Migration):

@@ -1,6 +1,6 @@
 """The cell store's models, on shards: ``Cell`` (one immutable version of one column of one
 row) and ``CellHead`` (the latest version of each user column). The store itself is
-:mod:`schemaless_store.cell_store`; these are its Django face."""
+:mod:`schemaless_store.cells.store`; these are its Django face."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from typing import Any
 
 from django.db import models
 
-from .. import cell_store
-from ..codec import decode_body
+from ..cells import store as cell_store
 from ..exceptions import BulkWriteNotSupported, CellImmutable, CorruptBody, InvalidQuery
 from ..fields import Binary16Field, BodyField
 from ..query.indexquery import IndexQuery
 from ..topology import bucket_map, shards
+from ..values.codec import decode_body
 
 
 class CellQuerySet(models.QuerySet):
@@ -51,7 +51,7 @@ class CellQuerySet(models.QuerySet):
 
 
 class CellManager(models.Manager.from_queryset(CellQuerySet)):  # type: ignore[misc]
-    """``Cell.objects``: the versioned cell store (see :mod:`schemaless_store.cell_store`)."""
+    """``Cell.objects``: the versioned cell store (see :mod:`schemaless_store.cells.store`)."""
 
     def using(self, alias: str) -> CellQuerySet:
         return super().using(shards.check_alias(alias))

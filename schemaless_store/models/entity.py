@@ -27,9 +27,7 @@ from django.db import models
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
-from .. import cell_store
-from ..asyncapi import AsyncEntity, AsyncManager, sync_only
-from ..codec import decode_body
+from ..cells import store as cell_store
 from ..exceptions import (
     CorruptBody,
     InvalidEntityError,
@@ -37,12 +35,15 @@ from ..exceptions import (
     PlacementError,
 )
 from ..fields import Binary16Field, BodyField
-from ..modify import modify as modify_entity
 from ..query.allentities import AllEntities
+from ..query.asyncapi import AsyncEntity, AsyncManager, sync_only
 from ..query.fetch import EntityFetcher, get_many, get_one
 from ..query.indexquery import IndexQuery
-from ..topology import bucket_map, entity_ids, placement, shards
+from ..topology import bucket_map, placement, shards
+from ..values import entity_ids
+from ..values.codec import decode_body
 from ..writes import entity_writes
+from ..writes.modify import modify as modify_entity
 from .queryset import EntityQuerySet
 
 ROW_FIELDS = ("added_id", "row_id", "row_updated", "row_body")
@@ -86,7 +87,7 @@ class EntityManager(AsyncManager, models.Manager.from_queryset(EntityQuerySet)):
     def modify(self, id: Any, fn: Callable[[Entity], Any], attempts: int = 10) -> Entity:
         """Read the entity, call ``fn(entity)`` (it changes it in place) and save it with
         ``if_unchanged=True``, again on :class:`~schemaless_store.exceptions.Conflict`, at
-        most ``attempts`` times (:mod:`schemaless_store.modify`)."""
+        most ``attempts`` times (:mod:`schemaless_store.writes.modify`)."""
         return modify_entity(self.model, id, fn, attempts)
 
     @sync_only
@@ -375,7 +376,7 @@ class Entity(AsyncEntity, models.Model):
         ``if_unchanged=True``: write only if the stored entity is still what this instance
         read (or last wrote); else raise :class:`~schemaless_store.exceptions.Conflict` and
         write nothing. An instance never read expects no stored row. Checked under the row
-        lock the write takes anyway (:mod:`schemaless_store.expected`)."""
+        lock the write takes anyway (:mod:`schemaless_store.values.expected`)."""
         entity_writes.save(
             self,
             force_insert=bool(force_insert),
@@ -420,7 +421,7 @@ class Entity(AsyncEntity, models.Model):
 
     def history(self) -> list[Any]:
         """Every version of this entity the store kept, oldest first, each a
-        :class:`~schemaless_store.cell_store.EntityVersion` (``ref_key``, ``created_at``,
+        :class:`~schemaless_store.cells.store.EntityVersion` (``ref_key``, ``created_at``,
         ``properties`` or ``None`` for a deletion). Needs ``SCHEMALESS["HISTORY"] = True``."""
         return cell_store.entity_history(self.row_id)
 

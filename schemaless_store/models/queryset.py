@@ -10,7 +10,8 @@ from typing import Any
 from django.db import models
 
 from ..exceptions import BulkWriteNotSupported, InvalidQuery
-from ..topology import entity_ids, shards
+from ..topology import shards
+from ..values import entity_ids
 from ..writes import entity_writes
 
 _BY_ID = frozenset({"id", "id__in"})

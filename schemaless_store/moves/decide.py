@@ -17,12 +17,13 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, InterfaceError, connections
 from django.db import Error as DjangoError
 
+from ..config.metadata import BucketMove
 from ..exceptions import MoveRefused
-from ..metadata import BucketMove
+from ..guards import fence
+from ..guards.server_lock import ServerLock
 from ..query.pool import reset_scatter_pool
-from ..server_errors import CONNECTION_LOST, code_of
-from ..topology import fence, shards
-from ..topology.server_lock import ServerLock
+from ..sql.server_errors import CONNECTION_LOST, code_of
+from ..topology import shards
 from . import plan
 
 logger = logging.getLogger("schemaless_store.moves")
@@ -42,7 +43,7 @@ MOVER_LOCK = "bucket-moves"
 def one_mover() -> Iterator[ServerLock]:
     """One ``movebuckets`` (or ``--abort``) at a time in the whole store: a lock on ``default``
     (where the moves are recorded) that dies with its process (``GET_LOCK`` on MySQL, ``flock``
-    on SQLite: :class:`~schemaless_store.topology.server_lock.ServerLock`), so a second mover
+    on SQLite: :class:`~schemaless_store.guards.server_lock.ServerLock`), so a second mover
     started on the same move is refused instead of running it twice, and a SIGKILLed one leaves
     no lock behind."""
     lock = ServerLock(MOVER_LOCK, DEFAULT_DB_ALIAS)

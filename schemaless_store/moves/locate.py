@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 from django.db import connections
 
-from .. import conf
+from ..config import conf
+from ..config.metadata import BucketMove
 from ..exceptions import ShardUnavailable
-from ..metadata import BucketMove
 from ..tables import buckets as bucket_table
 from ..topology import bucket_map
-from ..topology.bucket_hash import bucket_of
+from ..values.bucket_hash import bucket_of
 from .plan import from_ranges, unfinished
 
 

@@ -7,11 +7,11 @@ starts, and each safe to run again, so a killed mover resumes where it was:
    any rows of them a failed earlier attempt left; each source gets change-capture triggers
    (:mod:`..tables.move_log`); then every table of each source is walked in key order and
    the rows of the moving buckets are written to the target, throttled as the cleaner is
-   (:mod:`..throttle`), with a checkpoint per batch.
+   (:mod:`..guards.throttle`), with a checkpoint per batch.
 2. **catching up**: the logged changes are replayed (the target's rows of each changed key
    made what the source's are) until a pass finds few.
 3. **fenced**: each source marks the buckets ``fenced`` and, on MySQL, ends every other
-   session on its database, of any user (:mod:`..topology.fence`; once per move): a
+   session on its database, of any user (:mod:`..guards.fence`; once per move): a
    transaction begun before cannot commit, and every later write to the buckets is refused
    (writers wait for the flip); the last changes are replayed.
 4. **flipped**: the sources mark the buckets ``gone``, the target ``owned``, and a new map
@@ -29,34 +29,27 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from .. import conf
+from ..config import conf
+from ..config.metadata import BucketMove
 from ..exceptions import MoveRefused
-from ..metadata import BucketMove
+from ..guards import fence
+from ..guards.throttle import LatencyProbe, Throttle
 from ..tables import buckets as bucket_table
 from ..tables import move_log as capture
 from ..tables.moved_rows import (
-    MovedTable,
-    decode_key,
-    delete,
-    encode_key,
     moved_tables,
-    page,
-    rows_of_keys,
     snapshot,
-    write,
 )
-from ..throttle import LatencyProbe, Throttle
-from ..topology import bucket_map, fence, servers, shards
+from ..topology import bucket_map, servers
 from ..topology.write_lock import write_lock
+from .copying import RowMoves
 from .plan import COPY_BATCH, from_ranges
 from .verification import Verdict, Verification, failed_message, unjudged_message
 
@@ -65,16 +58,12 @@ logger = logging.getLogger("schemaless_store.moves")
 # A catch-up pass that handles fewer log entries than this ends the catching up: the fence
 # replays the rest while writes to the buckets wait.
 CONVERGED = 500
-LOG_BATCH = 1000
-# The copy's checkpoint is saved at most this often (seconds): saving it after every batch
-# was a seventh of the copy's time.
-CHECKPOINT_EVERY = 1.0
 # Tables copied at the same time (MySQL): two measured faster than one on a 2-core machine
 # (docs/performance-history.md).
 COPY_WORKERS = 2
 
 
-class Mover:
+class Mover(RowMoves):
     """Runs one recorded move through its phases (see the module docs)."""
 
     def __init__(
@@ -316,135 +305,12 @@ class Mover:
 
     # --- steps ---------------------------------------------------------------------------
 
-    def _copy_all(self) -> None:
-        """Copy every table of every source: ``workers`` tables at a time on MySQL (each on
-        its own connections; the servers work while the client renders), one at a time on
-        SQLite (whose writes the store serializes)."""
-        jobs = [(s, table, numbers) for s, numbers in self.sources.items() for table in self.tables]
-        aliases = [*self.sources, self.move.target]
-        if self.workers <= 1 or any(shards.vendor(alias) != "mysql" for alias in aliases):
-            for job in jobs:
-                self._copy_table(*job)
-            return
-        pool = ThreadPoolExecutor(self.workers, thread_name_prefix="movebuckets-copy")
-        try:
-            for future in as_completed([pool.submit(self._copy_on_a_thread, *j) for j in jobs]):
-                future.result()
-        except BaseException:
-            self._stopping.set()  # the other copies stop after their current batch
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
-        pool.shutdown(wait=True)
-
-    def _copy_on_a_thread(self, source: str, table: MovedTable, numbers: set[int]) -> None:
-        try:
-            self._copy_table(source, table, numbers)
-        finally:
-            connections.close_all()  # this thread's own
-
-    def _copy_table(self, source: str, table: MovedTable, numbers: set[int]) -> None:
-        mark = f"{source}/{table.name}"
-        checkpoint = self.move.checkpoints.get(mark)
-        if checkpoint == "done":
-            return
-        last = None if checkpoint is None else decode_key(checkpoint)
-        while True:
-            if self._stopping.is_set():
-                raise MoveRefused(f"move #{self.move.pk}: the copy stopped (another copy failed)")
-            began = time.monotonic()
-            found = page(source, table, last, self.batch, numbers)
-            if found.last is None:
-                break
-            moving = found.rows
-            write(self.move.target, table, moving)
-            last = found.last
-            with self._record:
-                self._count(f"copied {table.name}", len(moving))
-                self.move.checkpoints = {**self.move.checkpoints, mark: encode_key(last)}
-                if time.monotonic() - self._saved >= CHECKPOINT_EVERY:
-                    self._save()  # a resumed copy writes some batches again: they are upserts
-                self.report(f"copy {source} {table.name}", len(moving))
-            self.throttle.after(began, probe=self._probe)
-        with self._record:
-            self._save(checkpoints={**self.move.checkpoints, mark: "done"})
-
-    def _replay(self, source: str) -> int:
-        """Replay one batch of the source's log; the number of entries handled."""
-        entries = capture.read(source, LOG_BATCH)
-        if not entries:
-            return 0
-        by_table: dict[str, set[bytes]] = defaultdict(set)
-        for _seq, name, key in entries:
-            by_table[name].add(key)
-        numbers = self.sources[source]
-        for table in self.tables:
-            keys = sorted(by_table.get(table.name, ()))
-            if table.index is None:
-                keys = [k for k in keys if bucket_map.bucket_for(k) in numbers]
-            if keys:
-                self._reconcile(source, table, keys, numbers)
-        capture.forget(source, [seq for seq, _name, _key in entries])
-        self._count("replayed", len(entries))
-        self.report(f"catch up {source}", len(entries))
-        return len(entries)
-
-    def _reconcile(
-        self, source: str, table: MovedTable, keys: list[bytes], numbers: set[int]
-    ) -> None:
-        """Make the target's rows of ``keys`` in the moving buckets what the source's are."""
-        theirs = [r for r in rows_of_keys(source, table, keys) if table.bucket(r) in numbers]
-        ours = [
-            r for r in rows_of_keys(self.move.target, table, keys) if table.bucket(r) in numbers
-        ]
-        positions = [table.columns.index(c) for c in table.natural_key]
-        kept = {tuple(r[p] for p in positions) for r in theirs}
-        extra = [r for r in ours if tuple(r[p] for p in positions) not in kept]
-        delete(self.move.target, table, extra)  # first: a unique value may pass between them
-        write(self.move.target, table, theirs)
-
-    def _probe(self) -> float:
-        """How busy the servers of the move are (its throttle's ``max_latency``): the recent
-        answers of the probe thread :meth:`run` keeps, or one probe now."""
-        if self._latency is not None:
-            return self._latency.recent()
-        return servers.probe_latency([*self.sources, self.move.target])
-
     def _fence(self) -> None:
         """Mark the buckets fenced on every source and end the connections there that may
-        still take them for served (:func:`..topology.fence.withdraw`): from then on every write to
+        still take them for served (:func:`..guards.fence.withdraw`): from then on every write to
         them is refused, and a transaction begun before cannot commit. Run again after a
         resume, it ends the connections again (the kill may not have happened); otherwise
         once per move: each round kills every session on the sources and holds the writers."""
         for source, numbers in self.sources.items():
             fence.withdraw(source, sorted(numbers), bucket_table.FENCED, end_connections=True)
         self._fenced = True
-
-    def _purge(self, alias: str, what: str) -> None:
-        """Delete every row of the moving buckets on ``alias`` (a walk of each table)."""
-        on_target = alias == self.move.target
-        numbers = self.buckets if on_target else self.sources[alias]
-        for table in self.tables:
-            if table.kept_on_source and not on_target:
-                continue
-            last: tuple[Any, ...] | None = None
-            while True:
-                began = time.monotonic()
-                found = page(alias, table, last, self.batch, numbers, names=table.natural_key)
-                if found.last is None:
-                    break
-                deleted = delete(alias, table, found.rows, table.natural_key)
-                last = found.last
-                self._count(what, deleted)
-                self.report(f"{what} {table.name}", deleted)
-                self.throttle.after(began, probe=self._probe)
-
-    # --- the record ----------------------------------------------------------------------
-
-    def _count(self, what: str, rows: int) -> None:
-        self.move.counts[what] = self.move.counts.get(what, 0) + rows
-
-    def _save(self, **changes: Any) -> None:
-        for name, value in changes.items():
-            setattr(self.move, name, value)
-        self.move.save()
-        self._saved = time.monotonic()

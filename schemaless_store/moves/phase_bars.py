@@ -21,7 +21,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ..metadata import BucketMove
+from ..config.metadata import BucketMove
 from ..tables.moved_rows import moved_tables
 from .plan import Plan, count_rows, from_ranges
 from .record import describe, duration, pause

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 from django.db import connections, transaction
 
-from .. import conf
+from ..config import conf
+from ..config.metadata import BucketMove
 from ..exceptions import MoveRefused
-from ..metadata import BucketMove
 from ..tables import buckets as bucket_table
 from ..tables.moved_rows import moved_tables, page
 from ..topology import bucket_map, shards

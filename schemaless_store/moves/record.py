@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from django.utils import timezone
 
-from ..metadata import BucketMove
+from ..config.metadata import BucketMove
 from ..topology import bucket_map
 from .plan import from_ranges
 

@@ -26,12 +26,12 @@ from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ..codec import decode_body
+from ..config.indexes import Index
 from ..exceptions import CorruptBody, IndexValueError
-from ..indexes import Index
 from ..tables import entities as entity_table
 from ..tables import move_log as capture
 from ..tables.moved_rows import MovedTable, digest, rows_of_keys
+from ..values.codec import decode_body
 
 # Keys of one table kept in the move's record (the message names fewer).
 RECORDED = 1000

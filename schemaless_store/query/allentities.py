@@ -16,17 +16,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..asyncapi import AsyncChunks, AsyncResults, sync_only
+from ..config.indexes import ENTITIES, KIND_PROPERTY
 from ..exceptions import InvalidQuery
-from ..indexes import ENTITIES, KIND_PROPERTY
+from ..sql.values import datetime_converter
 from ..tables import buckets
 from ..tables import entities as entity_table
 from ..tables.buckets import retrying_stale
-from ..tables.values import datetime_converter
 from ..topology import bucket_map, shards
-from ..topology.bucket_hash import bucket_of
 from ..topology.bucket_map import moves_unfinished
+from ..values.bucket_hash import bucket_of
 from . import cursors
+from .asyncapi import AsyncChunks, AsyncResults, sync_only
 from .indexquery import Page
 from .results import CachedResults
 

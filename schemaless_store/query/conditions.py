@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..config.indexes import Index
 from ..exceptions import IndexValueError, InvalidQuery
-from ..indexes import Index
 from ..topology import bucket_map, shards
 
 LOOKUPS = ("exact", "in", "gt", "gte", "lt", "lte")

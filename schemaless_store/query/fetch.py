@@ -13,13 +13,15 @@ from typing import Any
 
 from django.db import connections
 
-from .. import conf, entity_cache
-from ..entity_cache import Row as CachedRow
+from ..cache import entity_cache
+from ..cache.entity_cache import Row as CachedRow
+from ..config import conf
+from ..sql.values import datetime_converter
 from ..tables import buckets
 from ..tables import entities as entity_table
-from ..tables.values import datetime_converter
-from ..topology import bucket_map, entity_ids, replicas, shards
-from ..topology.bucket_hash import bucket_of
+from ..topology import bucket_map, replicas, shards
+from ..values import entity_ids
+from ..values.bucket_hash import bucket_of
 from .pool import scatter
 
 # From this many ids over several shards, fetch_by_ids reads the shards at once; for fewer the
@@ -151,7 +153,7 @@ def get_many(model: Any, ids: Iterable[Any]) -> dict[uuid.UUID, Any]:
 def _read_through(
     model: Any, ids: list[bytes], read: Callable[[list[bytes]], dict[bytes, Any]]
 ) -> dict[bytes, Any]:
-    """``read(ids)`` with the entity cache in front (:mod:`..entity_cache`): hits that name
+    """``read(ids)`` with the entity cache in front (:mod:`..cache.entity_cache`): hits that name
     the owner this process's map gives, the database for the rest, which then fill the cache.
     Reads inside a transaction on a shard they touch neither use nor fill it."""
     used = bucket_map.current()

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from ..asyncapi import AsyncResults, sync_only
+from ..config.indexes import KIND_PROPERTY, Index
 from ..exceptions import InvalidQuery, NoIndexForQuery
-from ..indexes import KIND_PROPERTY, Index
 from ..tables.buckets import retrying_stale
 from ..topology import bucket_map, shards
 from . import cursors
+from .asyncapi import AsyncResults, sync_only
 from .conditions import ColumnConditions, parse_conditions
 from .planner import Plan, choose_index, plan
 from .results import CachedResults

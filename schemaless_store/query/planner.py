@@ -25,10 +25,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .. import lifecycle
+from ..config.indexes import Index, is_identifier
 from ..exceptions import NoIndexForQuery
-from ..indexes import Index, is_identifier
-from ..lifecycle import maintained_indexes
+from ..tables import lifecycle
+from ..tables.lifecycle import maintained_indexes
 from .conditions import EQUALITY_LOOKUPS, Condition, named_properties
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..asyncapi import sync_only
 from ..tables.buckets import retrying_stale
+from .asyncapi import sync_only
 
 
 class CachedResults:

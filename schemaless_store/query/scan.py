@@ -8,11 +8,11 @@ from collections.abc import Callable, Iterator, Sequence
 from operator import itemgetter
 from typing import Any
 
-from ..indexes import Index
+from ..config.indexes import Index
+from ..sql.values import datetime_converter, plain_row
 from ..tables import buckets, scans
-from ..tables.values import datetime_converter, plain_row
 from ..topology import bucket_map, replicas, shards
-from ..topology.bucket_hash import bucket_of
+from ..values.bucket_hash import bucket_of
 from .pool import scatter
 
 # (sort key, row): a row is the index's column values, then the entity id.

@@ -2,13 +2,13 @@
 buckets the shard serves (docs/design.md#the-fence; docs/resharding.md).
 
 A bucket with no row is not the shard's. On MySQL a write checks its buckets against its
-connection's snapshot of this table (:mod:`..topology.fence`); on SQLite it reads them inside
+connection's snapshot of this table (:mod:`..guards.fence`); on SQLite it reads them inside
 its own transaction (:func:`serving`), and index rows are inserted only where their bucket is served
 (:func:`served_insert`).
 
 Beside it, ``schemaless_bucket_generation`` holds one number, bumped in the same transaction as
 every change of states: a connection that has read the served buckets once keeps them until the
-generation moves (:mod:`..topology.fence`, MySQL's fence). :data:`epoch` counts this
+generation moves (:mod:`..guards.fence`, MySQL's fence). :data:`epoch` counts this
 process's own changes.
 
 The tables are created and seeded by ``migrate`` on the shard (from the stored map), and changed
@@ -24,9 +24,9 @@ from typing import Any, TypeVar
 from django.db import DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .. import conf
+from ..config import conf
 from ..exceptions import ConfigurationError
-from ..server_errors import ER_NO_SUCH_TABLE, code_of
+from ..sql.server_errors import ER_NO_SUCH_TABLE, code_of
 from ..topology import bucket_map, shards
 
 T = TypeVar("T")
@@ -157,7 +157,7 @@ def set_states(alias: str, buckets: Sequence[int], state: int | None) -> set[int
     shard's generation, in one transaction (the shard's own connection; inside its transaction
     when one is open). Returns the buckets the shard served before and serves no more: the
     caller that withdraws buckets this way must end the connections that may still believe
-    they are served (:func:`..topology.fence.withdraw` does both)."""
+    they are served (:func:`..guards.fence.withdraw` does both)."""
     global epoch
     if not buckets:
         return set()
@@ -193,7 +193,7 @@ def served_insert(table: str, names: Sequence[str], *, idempotent: bool) -> tupl
     """SQLite: the text before and after ``(*values, bucket)`` rows (placeholders) of an
     ``INSERT`` into ``table`` that inserts only the rows whose bucket this shard serves, in one
     statement (the fence of an index row on SQLite; MySQL checks in the client,
-    :mod:`..topology.fence`)::
+    :mod:`..guards.fence`)::
 
         INSERT INTO t (a, entity_id) SELECT r.column1, r.column2 FROM (VALUES ...) r
         JOIN schemaless_buckets b ON b.bucket = r.column3 AND b.state IN (1, 2)

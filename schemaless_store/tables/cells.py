@@ -7,9 +7,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..sql.values import as_param
 from ..topology import bucket_map, shards
 from .entities import chunks
-from .values import as_param
 
 CELL_COLUMNS = "added_at, row_key, column_name, ref_key, body, created_at"
 # The store's own column of entity versions (SCHEMALESS["HISTORY"]).

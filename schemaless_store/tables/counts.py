@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from django.db import DatabaseError
 
+from ..config.indexes import is_identifier
 from ..exceptions import ShardUnavailable
-from ..indexes import is_identifier
 from ..topology import shards
 
 # MySQL's estimate (information_schema) is used from this many rows: counting would scan.

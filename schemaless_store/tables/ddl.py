@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable
 
 from django.db import connections
 
+from ..config.indexes import Index, is_identifier, registry
 from ..exceptions import ConfigurationError
-from ..indexes import Index, is_identifier, registry
 
 
 def create_statements(index: Index, vendor: str, quote: Callable[[str], str]) -> list[str]:

@@ -1,5 +1,6 @@
 """The ``entities`` table, and ``cell_head`` through the same shape (a
-:class:`~schemaless_store.indexes.Source`: ``added_id``, a 16-byte key, ``updated``, ``body``).
+:class:`~schemaless_store.config.indexes.Source`: ``added_id``, a 16-byte key, ``updated``,
+``body``).
 
 The write path locks and writes rows here, the read path fetches them by id, the cleaner walks
 them (by ``added_id``, newest ``updated`` first) with plain reads that never block a writer.
@@ -13,14 +14,14 @@ from typing import Any, NamedTuple
 
 from django.db import DatabaseError
 
-from .. import conf
-from ..indexes import ENTITIES, Source
+from ..config import conf
+from ..config.indexes import ENTITIES, Source
+from ..sql.values import UPDATED_TEXT, as_param
 from ..topology import bucket_map, shards
 from . import buckets
-from .values import UPDATED_TEXT, as_param
 
 # ``updated`` as text: fromisoformat() in C reads it several times faster than mysqlclient builds
-# a datetime from the DATETIME column (tables/values.py, datetime_converter).
+# a datetime from the DATETIME column (sql/values.py, datetime_converter).
 ENTITY_COLUMNS = f"added_id, id, {UPDATED_TEXT}, body"
 _SELECT_ONE = f"SELECT {ENTITY_COLUMNS} FROM entities WHERE id = %s"
 INSERT = "INSERT INTO entities (id, updated, body) VALUES (%s, %s, %s)"
@@ -44,7 +45,7 @@ class Locked(NamedTuple):
     body: bytes | None
     version: int | None  # cell_head's ref_key; None for entities
     # When the row was last written, as text (``UPDATED_TEXT``): a move keeps it, where it
-    # gives the row a new added_id (:mod:`..expected`).
+    # gives the row a new added_id (:mod:`..values.expected`).
     updated: str | None = None
 
 
@@ -53,17 +54,28 @@ def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
         yield items[start : start + size]
 
 
+def keys_where(columns: Sequence[str], count: int) -> str:
+    """The condition that matches ``count`` keys of ``columns`` (quoted already), with a
+    ``%s`` for each value, key by key.
+
+    One key is ``a = %s AND b = %s``: MariaDB 10.11 runs a row ``IN`` with a single tuple,
+    ``(a, b) IN ((%s, %s))``, as a full scan (``EXPLAIN``: ``ALL``), and with two tuples or
+    more as a range on the key (tests/queries/test_statement_plans.py)."""
+    if count == 1:
+        return " AND ".join(f"{name} = %s" for name in columns)
+    one = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    return f"({', '.join(columns)}) IN ({', '.join([one] * count)})"
+
+
 def delete_matching(
     cursor: Any, table: str, columns: Sequence[str], keys: Sequence[Sequence[Any]], size: int
 ) -> int:
-    """``DELETE FROM table WHERE (columns) IN ((...), ...)``, ``size`` keys a statement
+    """``DELETE FROM table WHERE`` the keys (:func:`keys_where`), ``size`` keys a statement
     (``table`` and ``columns`` quoted already); the number of rows deleted."""
-    names = ", ".join(columns)
-    one = "(" + ", ".join(["%s"] * len(columns)) + ")"
     deleted = 0
     for chunk in chunks(keys, size):
         cursor.execute(
-            f"DELETE FROM {table} WHERE ({names}) IN ({', '.join([one] * len(chunk))})",
+            f"DELETE FROM {table} WHERE {keys_where(columns, len(chunk))}",
             [value for key in chunk for value in key],
         )
         deleted += cursor.rowcount

@@ -17,12 +17,13 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from ..config.indexes import Index
 from ..exceptions import ShardUnavailable
-from ..indexes import Index
+from ..sql import keyset, literals, sessions
+from ..sql.values import plain_row
 from ..topology import bucket_map, shards
-from . import buckets, keyset, literals, sessions
-from .entities import chunks, delete_matching
-from .values import plain_row
+from . import buckets
+from .entities import chunks, delete_matching, keys_where
 
 # (index, column values, entity id)
 Row = tuple[Index, tuple[Any, ...], bytes]
@@ -210,7 +211,7 @@ _MYSQL_INSERT: weakref.WeakKeyDictionary[Index, literals.Insert | None] = (
 
 def _mysql_insert(index: Index, quote: Callable[[str], str]) -> literals.Insert | None:
     """The idempotent multi-row ``INSERT`` of ``index`` on MySQL, its rows written as literals
-    (:mod:`.literals`); None when a column type does not say what its values are (then the
+    (:mod:`..sql.literals`); None when a column type does not say what its values are (then the
     driver renders them)."""
     try:
         return _MYSQL_INSERT[index]
@@ -296,14 +297,14 @@ def holders(
     any of ``values`` (read without locks: a preview of what claims would find)."""
     conn = shards.connection(alias)
     quote = conn.ops.quote_name
-    names = ", ".join(quote(p) for p in index.properties)
-    one = "(" + ", ".join(["%s"] * len(index.properties)) + ")"
+    columns = [quote(p) for p in index.properties]
+    names = ", ".join(columns)
     found: dict[tuple[Any, ...], bytes] = {}
     for chunk in chunks(list(dict.fromkeys(values)), DELETE_CHUNK):
         rows = shards.read(
             alias,
             f"SELECT {names}, {quote('entity_id')} FROM {quote(index.name)} "
-            f"WHERE ({names}) IN ({', '.join([one] * len(chunk))})",
+            f"WHERE {keys_where(columns, len(chunk))}",
             [value for row in chunk for value in row],
         )
         for row in rows:

@@ -28,8 +28,9 @@ from typing import Any
 
 from django.db import DatabaseError, connections
 
+from ..config.indexes import is_identifier
 from ..exceptions import ConfigurationError, ShardUnavailable
-from ..indexes import is_identifier
+from ..sql import server_errors
 from ..topology import servers, shards
 from .moved_rows import MovedTable
 
@@ -37,8 +38,8 @@ logger = logging.getLogger("schemaless_store.moves")
 
 LOG = "schemaless_move_log"
 PREFIX = "schemaless_mv_"
-# MySQL's "no such table" (ER_NO_SUCH_TABLE): a trigger whose log is gone does nothing.
-IGNORE_MISSING_LOG = "DECLARE CONTINUE HANDLER FOR 1146 BEGIN END"
+# MariaDB's "no such table": a trigger whose log is gone does nothing.
+IGNORE_MISSING_LOG = f"DECLARE CONTINUE HANDLER FOR {server_errors.ER_NO_SUCH_TABLE} BEGIN END"
 EVENTS = (("INSERT", "NEW", "i"), ("UPDATE", "NEW", "u"), ("DELETE", "OLD", "d"))
 
 

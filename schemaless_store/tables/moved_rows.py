@@ -17,14 +17,14 @@ from typing import Any
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .. import conf
-from ..indexes import Index, registry
+from ..config import conf
+from ..config.indexes import Index, registry
+from ..sql import keyset, literals
+from ..sql.values import plain_row
 from ..topology import shards
-from ..topology.bucket_hash import buckets_of
+from ..values.bucket_hash import buckets_of
 from . import buckets as bucket_table
-from . import keyset, literals
-from .entities import chunks, delete_matching
-from .values import plain_row
+from .entities import chunks, delete_matching, keys_where
 
 # Rows per statement when rows are written or deleted by key.
 WRITE_CHUNK = 200
@@ -169,15 +169,13 @@ def rows_at(
     """The ``names`` columns of the rows of ``table`` with these walk keys."""
     conn = conn or shards.connection(alias)
     quote = conn.ops.quote_name
-    key_cols = ", ".join(quote(c) for c in table.walk_key)
-    one = "(" + ", ".join(["%s"] * len(table.walk_key)) + ")"
+    key_cols = [quote(c) for c in table.walk_key]
     selected = ", ".join(quote(c) for c in names)
     found: list[tuple[Any, ...]] = []
     for chunk in chunks(list(keys), WRITE_CHUNK * 5):
         rows = shards.read(
             alias,
-            f"SELECT {selected} FROM {quote(table.name)} "
-            f"WHERE ({key_cols}) IN ({', '.join([one] * len(chunk))})",
+            f"SELECT {selected} FROM {quote(table.name)} WHERE {keys_where(key_cols, len(chunk))}",
             [value for key in chunk for value in key],
             conn,
         )
@@ -262,7 +260,7 @@ def write(alias: str, table: MovedTable, rows: Sequence[Sequence[Any]]) -> None:
 
 
 def _literal_statements(head: str, tail: str, rows: Sequence[Sequence[Any]]) -> list[str] | None:
-    """The rows' ``INSERT`` statements written as literals (:mod:`..tables.literals`), when
+    """The rows' ``INSERT`` statements written as literals (:mod:`..sql.literals`), when
     every value has one (entities and index rows; not cells, whose ``column_name`` is text):
     MySQLdb's rendering of each value was a quarter of a copy's time."""
     kinds = [{type(value) for value in column} for column in zip(*rows, strict=True)]

@@ -26,8 +26,8 @@ from typing import Any
 
 from django.db import transaction
 
+from ..sql import sessions
 from ..topology import shards
-from . import sessions
 
 TABLE = "schemaless_receipts"
 # The most rows one removal deletes: a short statement however far behind the removal is.

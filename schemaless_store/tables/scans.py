@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from ..indexes import Index
+from ..config.indexes import Index
+from ..sql import keyset
 from ..topology import shards
-from . import keyset
 
 SQL_OPERATORS = {"exact": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 

@@ -54,8 +54,8 @@ import MySQLdb
 import MySQLdb.connections
 from django.db import connections
 
-from .. import conf
-from ..server_errors import CR_SERVER_LOST
+from ..config import conf
+from ..sql.server_errors import CR_SERVER_LOST
 from ..tables import receipts as receipt_table
 
 

@@ -37,7 +37,7 @@ class RedisServer:
 
     def cache_config(self) -> dict[str, Any]:
         """A ``CACHES`` entry for the entity cache on this server (the store's serializer)."""
-        from ..entity_cache import cache_from_url
+        from ..cache.backend import cache_from_url
 
         return cache_from_url(self.url, timeout=1)
 

@@ -23,10 +23,10 @@ from typing import Any
 from django.core.signals import setting_changed
 from django.db import DEFAULT_DB_ALIAS, transaction
 
-from .. import conf
+from ..config import conf
+from ..config.metadata import BucketMove, ShardMap
 from ..exceptions import ConfigurationError, NotOwner, SchemalessError
-from ..metadata import BucketMove, ShardMap
-from .bucket_hash import bucket_of
+from ..values.bucket_hash import bucket_of
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 An entity normally lives in the bucket of its id's hash, so a user's entries are spread over every
 shard while the user's index rows (an index sharded on ``user_id``) sit on one. A **placed** id
 carries a bucket instead: the bucket of a property value, as an index sharded on that property
-places its rows (:func:`.entity_ids.placed_bucket`). The entity then lives next to its index
+places its rows (:func:`..values.entity_ids.placed_bucket`). The entity then lives next to its index
 rows, and a page of that index reads rows and entities in one statement (a join on that shard).
 
 Routing by id stays a pure function of the id, with no lookup: the bucket is written in it. A
@@ -18,10 +18,10 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from .. import conf
+from ..config import conf
+from ..config.indexes import KIND_PROPERTY, registry
 from ..exceptions import ConfigurationError, IndexValueError, PlacementError
-from ..indexes import KIND_PROPERTY, registry
-from . import bucket_hash, entity_ids
+from ..values import bucket_hash, entity_ids
 
 
 def bucket_of_value(prop: str, value: Any, kind: str | None = None) -> int:

@@ -36,8 +36,8 @@ from typing import Any
 
 from django.db import connections
 
-from .. import conf
-from ..tables import gtids
+from ..config import conf
+from ..sql import gtids
 
 logger = logging.getLogger("schemaless_store.topology.replicas")
 

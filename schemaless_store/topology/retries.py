@@ -14,8 +14,8 @@ from typing import TypeVar
 
 from django.db import OperationalError, connections
 
-from .. import conf
-from ..server_errors import RETRYABLE, code_of
+from ..config import conf
+from ..sql.server_errors import RETRYABLE, code_of
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)

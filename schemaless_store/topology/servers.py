@@ -10,13 +10,14 @@ from collections.abc import Iterable
 
 from django.db import DatabaseError, connections
 
-from ..tables import sessions
+from ..sql import sessions
 from .shards import errors_named
 
 
 def probe_latency(aliases: Iterable[str]) -> float:
     """The slowest round trip, in seconds, of a trivial statement (``SELECT 1``) to the servers
-    of ``aliases``: how busy they are, for the throttle of background work (:mod:`..throttle`).
+    of ``aliases``: how busy they are, for the throttle of background work
+    (:mod:`..guards.throttle`).
     On SQLite there is no server, and the probe is always quick."""
     slowest = 0.0
     for alias in aliases:

@@ -27,10 +27,10 @@ from django.core.signals import request_finished
 from django.db import OperationalError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .. import conf
+from ..config import conf
 from ..exceptions import ConfigurationError, ShardUnavailable
-from ..server_errors import CONNECTION_LOST, OPEN_CONNECTION_LOST, code_of
-from ..tables import sessions
+from ..sql import sessions
+from ..sql.server_errors import CONNECTION_LOST, OPEN_CONNECTION_LOST, code_of
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)

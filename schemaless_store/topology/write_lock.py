@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import connections
 
-from .. import conf
+from ..config import conf
 
 
 class _StoreWriteLock:

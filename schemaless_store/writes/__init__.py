@@ -6,5 +6,5 @@
 - :mod:`.rows`: what an entity implies (its body, its index rows), validated before writing;
 - :mod:`.index_writes`: adding and deleting index rows where they belong, unique claims.
 
-Cells (``Cell.objects.put``) run the same protocol from :mod:`schemaless_store.cell_store`.
+Cells (``Cell.objects.put``) run the same protocol from :mod:`schemaless_store.cells.store`.
 """

@@ -29,14 +29,15 @@ from django.db.models.signals import (
 )
 from django.utils import timezone
 
-from .. import conf, expected
-from ..codec import decode_body
+from ..config import conf
 from ..exceptions import EntityExists, NotOwner
-from ..lifecycle import maintained_indexes
+from ..sql.values import db_datetime
 from ..tables import cells as cell_table
 from ..tables import entities as entity_table
-from ..tables.values import db_datetime
+from ..tables.lifecycle import maintained_indexes
 from ..topology import bucket_map, shards
+from ..values import expected
+from ..values.codec import decode_body
 from . import with_commit
 from .protocol import Change, SplitWrite, Write, run
 from .rows import encode_body, rows_of

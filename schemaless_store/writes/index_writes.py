@@ -10,12 +10,13 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from ..config.indexes import ENTITIES, Index
 from ..exceptions import NotOwner, ShardUnavailable, UniqueViolation
-from ..indexes import ENTITIES, Index
+from ..guards import fence
 from ..tables import entities as entity_table
 from ..tables import index_rows as index_table
 from ..tables.index_rows import Row
-from ..topology import bucket_map, fence, replicas, shards
+from ..topology import bucket_map, replicas, shards
 from .rows import stored_rows
 
 # Tries of a unique claim whose holder keeps releasing it (a crashed or failing writer).

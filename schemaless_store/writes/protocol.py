@@ -21,7 +21,7 @@ source (entities, or the latest version of a cell column). :func:`run` takes it 
    which is why the rows are written (step 2) before this step;
 4. **receipt and commit**: insert the write's receipt (its id and the result its caller
    returns) in the transaction (:mod:`.receipts`), commit, then invalidate the changed
-   entities in the entity cache, if any (:mod:`..entity_cache`; inside a caller's
+   entities in the entity cache, if any (:mod:`..cache.entity_cache`; inside a caller's
    ``transaction.atomic()``, once it commits; no receipt there). On MySQL's driver route
    ``BEGIN`` goes with step 1's read, and a single entity's step 2 statements with the
    receipt and the ``COMMIT``, after step 3 (:mod:`.with_commit`, :meth:`Write.carrier`);
@@ -55,16 +55,17 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from .. import entity_cache
+from ..cache import entity_cache
+from ..config.indexes import ENTITIES, Source
 from ..exceptions import Conflict, EntityExists, NotOwner, ShardUnavailable
-from ..expected import Expected
-from ..indexes import ENTITIES, Source
+from ..guards import fence
+from ..sql import literals
 from ..tables import entities as entity_table
-from ..tables import literals
 from ..tables.entities import Locked
 from ..tables.index_rows import Row
-from ..topology import bucket_map, fence, replicas, retries, shards
+from ..topology import bucket_map, replicas, retries, shards
 from ..topology.write_lock import write_lock
+from ..values.expected import Expected
 from . import index_writes, receipts, stale_rows
 from .rows import RowSet, stored_rows
 from .transaction import retry_after_loss, shard_transaction
@@ -136,7 +137,7 @@ class Write:
     def fenced_by_insert(self) -> bool:
         """SQLite, one new key (``create``): its ``INSERT`` checks the bucket itself, in the
         same statement (:func:`~..tables.entities.insert_one_fenced`), and step 0 reads
-        nothing. On MySQL step 0 reads nothing anyway (:mod:`..topology.fence`)."""
+        nothing. On MySQL step 0 reads nothing anyway (:mod:`..guards.fence`)."""
         return len(self.changes) == 1 and self.changes[0].fresh and self.conn.vendor != "mysql"
 
     def fence(self) -> None:
@@ -166,7 +167,7 @@ class Write:
             body = None if change.found is None else change.found.body
             change.old = stored_rows(change.key, body, self.source)
         # A conditional write's check, under the lock just taken: nothing can change the row
-        # between it and the commit (:mod:`..expected`).
+        # between it and the commit (:mod:`..values.expected`).
         changed = [
             uuid.UUID(bytes=c.key)
             for c in self.changes

@@ -8,7 +8,7 @@ round trip, first in that query: :func:`..tables.receipts.commit_batch`). A comm
 therefore leaves a receipt, and one that does not leaves none. When the answer of the commit is
 lost (error 2013, 2006, a ``KILL``), :func:`recall` first ends the session that sent the commit
 (on MySQL: ``KILL`` on the node it ran on, then waits until it is gone, since it may still be
-running the query: :func:`..topology.fence.end_session`), then asks the same shard on a fresh
+running the query: :func:`..guards.fence.end_session`), then asks the same shard on a fresh
 connection: a receipt means the write landed, and the protocol returns its recorded result
 without running the write again; no receipt means it did not land, and the protocol runs it
 again. If the shard cannot be asked, or the old session will not end, within
@@ -32,11 +32,12 @@ import time
 from collections import Counter
 from typing import Any
 
-from .. import conf
+from ..config import conf
 from ..exceptions import OutcomeUnknown, ShardUnavailable
+from ..guards import fence
+from ..sql import sessions
 from ..tables import receipts as receipt_table
-from ..tables import sessions
-from ..topology import fence, servers, shards
+from ..topology import servers, shards
 from ..topology.write_lock import write_lock
 
 logger = logging.getLogger("schemaless_store.writes")

@@ -8,11 +8,12 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from .. import conf, lifecycle
-from ..codec import decode_body
+from ..config import conf
+from ..config.indexes import ENTITIES, Index, Source
 from ..exceptions import BodyTooLarge, CorruptBody, IndexValueError, InvalidEntityError
-from ..indexes import ENTITIES, Index, Source
-from ..lifecycle import maintained_indexes
+from ..tables import lifecycle
+from ..tables.lifecycle import maintained_indexes
+from ..values.codec import decode_body
 
 logger = logging.getLogger("schemaless_store.writes")
 

@@ -15,11 +15,12 @@ from collections.abc import Mapping
 
 from django.db import transaction
 
+from ..config.indexes import ENTITIES, Source
 from ..exceptions import NotOwner, ShardUnavailable
-from ..indexes import ENTITIES, Source
+from ..guards import fence
 from ..tables import entities as entity_table
 from ..tables.index_rows import Row
-from ..topology import bucket_map, fence, servers, shards
+from ..topology import bucket_map, servers, shards
 from . import index_writes
 from .rows import RowSet, stored_rows
 from .transaction import own_transaction, retrying_lost

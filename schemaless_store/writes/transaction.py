@@ -14,8 +14,8 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..exceptions import ShardUnavailable
+from ..sql import sessions
 from ..tables import receipts as receipt_table
-from ..tables import sessions
 from ..topology import retries, servers, shards
 from ..topology.write_lock import write_lock
 

@@ -14,11 +14,11 @@ from django.db import connections
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from schemaless_store import index_values, jsonview
 from schemaless_store.admin.entity_admin import EntityAdmin
-from schemaless_store.indexes import registry
+from schemaless_store.config.indexes import registry
 from schemaless_store.models import CleanerCheckpoint, CleanerPass, Entity, IndexState
-from schemaless_store.topology import bucket_hash, bucket_map, shards
+from schemaless_store.topology import bucket_map, shards
+from schemaless_store.values import bucket_hash, index_values, jsonview
 from tests.support import STORE
 from tests.support.admin import (
     CHANGE_PERMS,

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.cache import caches
 from django.test import override_settings
 
-from schemaless_store import entity_cache
+from schemaless_store.cache import entity_cache
 from schemaless_store.models import Entity
 from tests.cache.test_near_cache import held, near_on
 from tests.support import STORE, buckets

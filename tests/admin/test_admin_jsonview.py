@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schemaless_store import index_values, jsonview
 from schemaless_store.admin.browse import Cursor
 from schemaless_store.admin.entity_rows import decode_column
 from schemaless_store.admin.search import SearchError, parse_search
+from schemaless_store.config.indexes import registry
 from schemaless_store.exceptions import IndexValueError
-from schemaless_store.indexes import registry
+from schemaless_store.values import index_values, jsonview
 from tests.support.values import EVERY_TYPE, json_scalars, json_values, same
 
 

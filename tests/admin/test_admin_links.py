@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
-from schemaless_store import jsonview
 from schemaless_store.models import Entity
+from schemaless_store.values import jsonview
 from tests.support import STORE
 from tests.support.admin import CHANGE_PERMS, LIST, VIEW, change_url, client_for, textarea
 from tests.support.browser import ARTIFACTS, admin_page, require_browser

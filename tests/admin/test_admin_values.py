@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemaless_store import jsonview
 from schemaless_store.admin.timestamps import time_note
 from schemaless_store.admin.values_html import (
     PREVIEW_CHARS,
@@ -20,6 +19,7 @@ from schemaless_store.admin.values_html import (
     preview,
     value_html,
 )
+from schemaless_store.values import jsonview
 from tests.support.values import EVERY_TYPE, json_values
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from schemaless_store.indexes import registry
+from schemaless_store.config.indexes import registry
 from schemaless_store.models import CleanerCheckpoint, CleanerPass, Entity, IndexState
 from schemaless_store.topology import shards
 from tests.support import STORE

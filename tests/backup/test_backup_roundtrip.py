@@ -18,8 +18,8 @@ from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemaless_store import conf
-from schemaless_store.indexes import registry
+from schemaless_store.config import conf
+from schemaless_store.config.indexes import registry
 from schemaless_store.models import Entity
 from tests.support import STORE, buckets, restored
 from tests.support.backups import answers, command, entities, export, placement, wipe
@@ -150,7 +150,7 @@ def test_a_dump_from_two_shards_restores_onto_three(contents, tmp_path_factory):
     assert same_entities(found["entities"], before)
     # Each entity sits on the shard that owns its id among the three.
     owners = conf.bucket_aliases(found["shards"], 4096)[1]
-    from schemaless_store.topology.bucket_hash import bucket_of
+    from schemaless_store.values.bucket_hash import bucket_of
 
     for entity_id, alias in found["placement"].items():
         assert alias == owners[bucket_of(entity_id.bytes, 4096)]

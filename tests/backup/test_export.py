@@ -14,8 +14,8 @@ from django.core.management.base import CommandError
 from django.db import connections
 from django.test import override_settings
 
-from schemaless_store import conf
 from schemaless_store.backup.export import Exporter
+from schemaless_store.config import conf
 from schemaless_store.models import Cell, Entity
 from schemaless_store.topology import bucket_map, shards
 from tests.support import STORE

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from schemaless_store.indexes import registry
+from schemaless_store.config.indexes import registry
 from schemaless_store.models import Entity
 from tests.support import STORE, child
 from tests.support.backups import command, entities

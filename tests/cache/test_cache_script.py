@@ -13,7 +13,8 @@ from django.conf import settings
 from django.core.cache import caches
 from django.test import override_settings
 
-from schemaless_store import entity_cache
+from schemaless_store.cache import entity_cache
+from schemaless_store.cache.backend import EntityRedisCache
 from schemaless_store.models import Entity
 from tests.support import STORE, buckets
 
@@ -23,7 +24,7 @@ _REDIS = None
 
 
 @pytest.fixture
-def redis_cache() -> Iterator[entity_cache.EntityRedisCache]:
+def redis_cache() -> Iterator[EntityRedisCache]:
     global _REDIS
     if _REDIS is None:
         from schemaless_store.testing.redis import start_redis
@@ -66,7 +67,7 @@ def test_a_pending_fill_whose_token_a_write_deleted_is_not_stored(redis_cache):
     assert [fill[0] for fill in pending] == ["sls:g:" + two.id.bytes.hex()]
 
 
-def _raw_client(backend: entity_cache.EntityRedisCache):
+def _raw_client(backend: EntityRedisCache):
     return backend._cache.get_client(write=True)
 
 
@@ -149,7 +150,7 @@ def _reversed_key(key: str, key_prefix: str, version: int) -> str:
 
 
 def test_the_script_names_keys_as_the_cache_does():
-    from schemaless_store.entity_cache import EntityRedisCache
+    from schemaless_store.cache.backend import EntityRedisCache
 
     for params in (
         {},

@@ -16,8 +16,9 @@ from django.core.management import call_command
 from django.db import connections, transaction
 from django.test import override_settings
 
-from schemaless_store import checks, entity_cache
-from schemaless_store.entity_cache import EntityCacheSerializer
+from schemaless_store import checks
+from schemaless_store.cache import entity_cache
+from schemaless_store.cache.backend import EntityCacheSerializer
 from schemaless_store.exceptions import ConfigurationError
 from schemaless_store.models import Entity
 from schemaless_store.topology import bucket_map
@@ -168,7 +169,7 @@ def test_reads_survive_a_cache_that_fails(backend):
     dead = {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": f"redis://127.0.0.1:{_closed_port()}/0",
-        "OPTIONS": {"serializer": "schemaless_store.entity_cache.EntityCacheSerializer"},
+        "OPTIONS": {"serializer": "schemaless_store.cache.backend.EntityCacheSerializer"},
     }
     raw = {**settings.SCHEMALESS, "CACHE": "entities"}
     with override_settings(CACHES={**settings.CACHES, "entities": dead}, SCHEMALESS=raw):
@@ -242,7 +243,7 @@ def test_the_backend_reuses_one_redis_client_and_takes_any_key(cached):
     RedisCache builds one per operation), the cache's commands unchanged."""
     import threading
 
-    from schemaless_store.entity_cache import EntityRedisCache
+    from schemaless_store.cache.backend import EntityRedisCache
 
     assert isinstance(cached, EntityRedisCache)
     cached.set_many({"sls:test:a": 1, "sls:test:b": b"\x00two"}, 10)
@@ -297,7 +298,7 @@ def test_configuration_errors_and_checks():
         "schemaless.E006": {
             "BACKEND": redis,
             "LOCATION": ["redis://127.0.0.1:1/0", "redis://127.0.0.1:2/0"],
-            "OPTIONS": {"serializer": "schemaless_store.entity_cache.EntityCacheSerializer"},
+            "OPTIONS": {"serializer": "schemaless_store.cache.backend.EntityCacheSerializer"},
         },
     }
     for code, config in layouts.items():

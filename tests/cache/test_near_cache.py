@@ -22,7 +22,8 @@ from django.conf import settings
 from django.core.cache import caches
 from django.test import override_settings
 
-from schemaless_store import checks, entity_cache, near_cache
+from schemaless_store import checks
+from schemaless_store.cache import entity_cache, near_cache
 from schemaless_store.exceptions import ConfigurationError
 from schemaless_store.models import Entity
 from schemaless_store.topology import bucket_map
@@ -431,7 +432,7 @@ def test_near_cache_settings_and_checks():
     plain = {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": redis_server().url,
-        "OPTIONS": {"serializer": "schemaless_store.entity_cache.EntityCacheSerializer"},
+        "OPTIONS": {"serializer": "schemaless_store.cache.backend.EntityCacheSerializer"},
     }
     locmem = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     for config, codes in (

@@ -1,5 +1,5 @@
 """Which entity cache can carry the near cache: the system check (``schemaless.E009``) and the
-near cache as it is built ask one predicate, ``entity_cache.carries_near_cache``, so they
+near cache as it is built ask one predicate, ``cache.backend.carries_near_cache``, so they
 agree on every backend (the check compared the ``BACKEND`` string, and refused a subclass of
 ``EntityRedisCache`` that the near cache runs on). A real ``redis-server`` on both backends."""
 
@@ -9,8 +9,9 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from schemaless_store import checks, entity_cache, near_cache
-from schemaless_store.entity_cache import EntityRedisCache
+from schemaless_store import checks
+from schemaless_store.cache import entity_cache, near_cache
+from schemaless_store.cache.backend import EntityRedisCache
 from schemaless_store.exceptions import ConfigurationError
 from tests.cache.test_near_cache import redis_server
 
@@ -22,7 +23,7 @@ class SiteEntityCache(EntityRedisCache):
 @pytest.mark.parametrize(
     ("backend", "carries"),
     [
-        ("schemaless_store.entity_cache.EntityRedisCache", True),
+        ("schemaless_store.cache.backend.EntityRedisCache", True),
         (f"{__name__}.SiteEntityCache", True),
         ("django.core.cache.backends.redis.RedisCache", False),
         ("django.core.cache.backends.locmem.LocMemCache", False),

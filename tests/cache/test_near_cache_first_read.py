@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from redis.connection import Connection
 
-from schemaless_store import near_cache
+from schemaless_store.cache import near_cache
 from tests.support import STORE
 
 pytestmark = STORE

@@ -49,7 +49,7 @@ def test_backfill_indexes_existing_entities_then_the_index_is_ready(published, p
 def test_a_pass_stops_before_its_next_batch_once_its_lock_is_lost(published, posts, monkeypatch):
     """A Galera lease can be lost under a running pass (topology/server_lock.py): the pass stops
     before its next batch, failed, and the index stays building for the next round."""
-    from schemaless_store.topology import server_lock as lock_module
+    from schemaless_store.guards import server_lock as lock_module
 
     batches = []
     held = lock_module.ServerLock.held
@@ -77,7 +77,7 @@ def test_a_pass_stops_before_its_next_batch_once_its_lock_is_lost(published, pos
 def test_entities_nobody_changes_are_not_re_checked(published, posts, monkeypatch):
     """The version a batch was read at (added_id, updated) matches its re-read when nothing
     changed: only entities changed in between go to the locked re-check (remove_stale)."""
-    from schemaless_store.indexes import ENTITIES
+    from schemaless_store.config.indexes import ENTITIES
     from schemaless_store.writes import stale_rows
 
     rechecked: list[int] = []

@@ -12,8 +12,8 @@ import time
 from django.core.management import call_command
 
 from schemaless_store.cleaner import Cleaner
+from schemaless_store.guards.server_lock import ServerLock, lock_name
 from schemaless_store.topology import shards
-from schemaless_store.topology.server_lock import ServerLock, lock_name
 from tests.support import STORE, child
 from tests.support.cleaner import PUBLISHED, passes, state
 from tests.support.invariants import assert_exact

@@ -27,9 +27,9 @@ from typing import Any
 import pytest
 from django.db import DEFAULT_DB_ALIAS
 
-from schemaless_store.tables.server_locks import LEASE_TABLE
+from schemaless_store.guards.server_lock import ServerLock
+from schemaless_store.sql.server_locks import LEASE_TABLE
 from schemaless_store.testing.galera import GaleraCluster
-from schemaless_store.topology.server_lock import ServerLock
 from tests.support.aliases import added as aliases_added
 from tests.support.aliases import entry
 
@@ -45,7 +45,7 @@ ALIASES = ("galera_node1", "galera_node2", "galera_node3")
 HOLDER = """
 import sys, time, django
 django.setup()
-from schemaless_store.topology.server_lock import ServerLock
+from schemaless_store.guards.server_lock import ServerLock
 lock = ServerLock("index_link", "default")
 lock.LEASE_SECONDS = float(sys.argv[1])
 print("acquired" if lock.acquire(wait=30) else "refused", flush=True)

@@ -13,7 +13,7 @@ import pytest
 from django.db import connections
 
 from schemaless_store.cleaner import Cleaner
-from schemaless_store.indexes import registry
+from schemaless_store.config.indexes import registry
 from schemaless_store.models import Entity
 from tests.support import STORE
 from tests.support.cleaner import PUBLISHED, fixed_after_backfill, passes, plant_stale_link

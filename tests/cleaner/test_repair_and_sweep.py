@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 
 from schemaless_store.cleaner import Cleaner
-from schemaless_store.indexes import registry
+from schemaless_store.config.indexes import registry
 from schemaless_store.models import Entity
 from schemaless_store.topology import bucket_map, shards
 from tests.support import STORE

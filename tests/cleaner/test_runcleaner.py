@@ -11,12 +11,12 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import OperationalError
 
-from schemaless_store import lifecycle
 from schemaless_store.cleaner import Cleaner, Summary
+from schemaless_store.config.indexes import registry
 from schemaless_store.exceptions import ShardUnavailable
-from schemaless_store.indexes import registry
 from schemaless_store.management.commands import runcleaner
 from schemaless_store.models import CleanerCheckpoint
+from schemaless_store.tables import lifecycle
 from schemaless_store.topology import shards
 from tests.support import STORE, child
 from tests.support.cleaner import PUBLISHED, passes, state

@@ -1,4 +1,4 @@
-"""The throttle the cleaner and a bucket move share (schemaless_store.throttle)."""
+"""The throttle the cleaner and a bucket move share (schemaless_store.guards.throttle)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from schemaless_store.throttle import LatencyProbe, Throttle
+from schemaless_store.guards.throttle import LatencyProbe, Throttle
 from tests.support import STORE
 
 

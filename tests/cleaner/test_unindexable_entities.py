@@ -7,11 +7,12 @@ import logging
 
 import pytest
 
-from schemaless_store import conf, lifecycle
 from schemaless_store.cleaner import Cleaner
+from schemaless_store.config import conf
+from schemaless_store.config.indexes import registry
 from schemaless_store.exceptions import IndexValueError
-from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
+from schemaless_store.tables import lifecycle
 from tests.support import STORE
 from tests.support.cleaner import PUBLISHED, passes, state
 from tests.support.invariants import assert_exact

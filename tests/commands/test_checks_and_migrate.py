@@ -7,10 +7,12 @@ from django.core.management import call_command
 from django.db import DatabaseError, connections
 from django.test import override_settings
 
-from schemaless_store import Index, checks, conf, lifecycle
-from schemaless_store.indexes import registry
+from schemaless_store import Index, checks
+from schemaless_store.config import conf
+from schemaless_store.config.indexes import registry
 from schemaless_store.models import Entity
-from schemaless_store.tables import ddl, sessions
+from schemaless_store.sql import sessions
+from schemaless_store.tables import ddl, lifecycle
 from schemaless_store.topology import shards
 from tests.support import STORE
 

@@ -19,7 +19,7 @@ import pytest
 from django.core.management import call_command, load_command_class
 from django.core.management.base import BaseCommand
 
-from schemaless_store.metadata import BucketMove
+from schemaless_store.config.metadata import BucketMove
 from schemaless_store.models import Entity
 from schemaless_store.moves import plan
 from schemaless_store.topology import shards

@@ -21,7 +21,7 @@ from django.db import OperationalError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from schemaless_store import checks
-from schemaless_store.topology import server_support
+from schemaless_store.config import server_support
 
 
 def fake_server(monkeypatch: pytest.MonkeyPatch, alias: str, mariadb: bool, version) -> None:

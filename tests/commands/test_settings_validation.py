@@ -12,7 +12,8 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from schemaless_store import checks, conf
+from schemaless_store import checks
+from schemaless_store.config import conf
 from schemaless_store.exceptions import ConfigurationError
 
 # What each validated setting may hold, as the error says it: spelled out here, not read from

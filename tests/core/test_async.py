@@ -150,7 +150,7 @@ async def test_a_sync_get_answered_by_the_entity_cache_still_raises(settings):
     see it: the store's methods check themselves."""
     from django.core.cache import caches
 
-    from schemaless_store import entity_cache
+    from schemaless_store.cache import entity_cache
 
     settings.CACHES = {
         **settings.CACHES,

@@ -8,14 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schemaless_store.codec import (
+from schemaless_store.exceptions import CorruptBody, SchemalessError, UnsupportedValue
+from schemaless_store.values.codec import (
     FORMAT_MSGPACK,
     FORMAT_MSGPACK_ZLIB,
     MAX_NESTING,
     MsgpackCodec,
     decode_body,
 )
-from schemaless_store.exceptions import CorruptBody, SchemalessError, UnsupportedValue
 from tests.support.values import EVERY_TYPE, same
 
 codec = MsgpackCodec()

@@ -12,10 +12,11 @@ import uuid
 import pytest
 from django.db import connections
 
-from schemaless_store import DELETE, index_values
+from schemaless_store import DELETE
 from schemaless_store.exceptions import Conflict
 from schemaless_store.models import Entity
 from schemaless_store.topology import shards
+from schemaless_store.values import index_values
 from tests.support import STORE, child
 from tests.support.invariants import assert_exact
 from tests.support.raw import count_everything, index_rows

@@ -23,10 +23,11 @@ from django.db import connections
 
 from schemaless_store import checks
 from schemaless_store.cleaner import Cleaner
-from schemaless_store.indexes import registry
+from schemaless_store.config.indexes import registry
 from schemaless_store.models import Entity
-from schemaless_store.tables import layout, scans
-from schemaless_store.topology import bucket_map, clustering, shards
+from schemaless_store.sql import layout
+from schemaless_store.tables import clustering, scans
+from schemaless_store.topology import bucket_map, shards
 from tests.support import STORE, buckets
 from tests.support.invariants import (
     assert_exact,

@@ -16,7 +16,7 @@ from django.db import connections
 from django.test import override_settings
 from django.utils import timezone
 
-from schemaless_store import feed
+from schemaless_store.cells import feed
 from schemaless_store.exceptions import ConfigurationError, InvalidQuery
 from schemaless_store.models import Cell, Entity
 from schemaless_store.topology import bucket_map, shards

@@ -8,7 +8,7 @@ import time
 import uuid
 
 from schemaless_store.models import Entity
-from schemaless_store.topology import bucket_hash, entity_ids
+from schemaless_store.values import bucket_hash, entity_ids
 
 
 def test_a_generated_id_is_a_version_7_uuid_that_sorts_by_its_millisecond():

@@ -10,9 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schemaless_store import index_values
 from schemaless_store.exceptions import IndexValueError, IndexValueTooLong, InvalidEntityId
-from schemaless_store.topology import bucket_hash, entity_ids
+from schemaless_store.values import bucket_hash, entity_ids, index_values
 
 U = uuid.UUID("0123456789abcdef0123456789abcdef")
 
@@ -47,8 +46,8 @@ def test_buckets_of_many_keys_are_each_keys_bucket():
 
 def test_bucket_is_the_same_in_another_process_with_another_hash_seed():
     code = (
-        "from schemaless_store.topology.bucket_hash import bucket_of; "
-        "from schemaless_store.index_values import encode_key; "
+        "from schemaless_store.values.bucket_hash import bucket_of; "
+        "from schemaless_store.values.index_values import encode_key; "
         "print(bucket_of(b'user-1', 4096), bucket_of(encode_key('x'), 4096))"
     )
     outputs = set()

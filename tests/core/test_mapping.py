@@ -18,11 +18,11 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connections
 
+from schemaless_store.guards.server_lock import ServerLock
 from schemaless_store.mapping import map_entities, walk
 from schemaless_store.models import Entity
 from schemaless_store.tables import map_runs
 from schemaless_store.topology import shards
-from schemaless_store.topology.server_lock import ServerLock
 from tests.support import STORE, child, mapfuncs
 from tests.support.factories import NumberedFactory
 from tests.support.invariants import assert_exact, committed_entities
@@ -292,7 +292,7 @@ def test_a_real_bucket_move_mid_run_stops_it_and_the_rerun_sees_every_entity_onc
 
 
 def test_the_throttle_options_reach_every_batch(monkeypatch):
-    from schemaless_store.throttle import Throttle
+    from schemaless_store.guards.throttle import Throttle
 
     make(10)
     seen = []

@@ -11,10 +11,11 @@ from django.db import connections
 from django.test.utils import CaptureQueriesContext
 
 from schemaless_store import Index
+from schemaless_store.config.indexes import registry
 from schemaless_store.exceptions import PlacementError
-from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
-from schemaless_store.topology import bucket_hash, bucket_map, entity_ids, placement, shards
+from schemaless_store.topology import bucket_map, placement, shards
+from schemaless_store.values import bucket_hash, entity_ids
 from tests.support import STORE
 from tests.support.invariants import assert_exact
 from tests.support.moving import run

@@ -21,7 +21,7 @@ from schemaless_store.exceptions import OutcomeUnknown, ShardUnavailable
 from schemaless_store.mapping import apply as mapping_apply
 from schemaless_store.mapping import map_entities
 from schemaless_store.models import Cell, Entity
-from schemaless_store.server_errors import CR_CONN_HOST_ERROR
+from schemaless_store.sql.server_errors import CR_CONN_HOST_ERROR
 from schemaless_store.tables import map_runs
 from schemaless_store.testing.faults import lost_commit_answers
 from schemaless_store.topology import shards

@@ -12,7 +12,7 @@ import pytest
 from django.db import transaction
 from django.test import override_settings
 
-from schemaless_store import conf
+from schemaless_store.config import conf
 from schemaless_store.exceptions import ConfigurationError, OutcomeUnknown, ShardUnavailable
 from schemaless_store.models import Cell, Entity
 from schemaless_store.tables import receipts as receipt_table

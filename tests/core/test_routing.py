@@ -5,10 +5,11 @@ import uuid
 import pytest
 from django.db import connections
 
-from schemaless_store import conf, index_values
+from schemaless_store.config import conf
 from schemaless_store.exceptions import ConfigurationError
 from schemaless_store.models import Entity
-from schemaless_store.topology import bucket_hash, shards
+from schemaless_store.topology import shards
+from schemaless_store.values import bucket_hash, index_values
 from tests.support import STORE
 from tests.support.factories import PostFactory
 from tests.support.raw import entity_rows, index_rows

@@ -6,10 +6,10 @@ import uuid
 import pytest
 from django.db import transaction
 
-from schemaless_store import index_values
 from schemaless_store.exceptions import UniqueViolation
 from schemaless_store.models import Entity
 from schemaless_store.topology import bucket_map, shards
+from schemaless_store.values import index_values
 from tests.support import STORE
 from tests.support.buckets import ids_on
 from tests.support.raw import count_everything, index_rows, insert_index_row

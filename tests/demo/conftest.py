@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from project.feed.models import LINK_INDEX_NAME, Entry, User, make_link_index
-from schemaless_store import lifecycle
-from schemaless_store.indexes import registry
+from schemaless_store.config.indexes import registry
 from schemaless_store.models import Entity
+from schemaless_store.tables import lifecycle
 from schemaless_store.tables.ddl import create_tables, drop_table
 from schemaless_store.topology import shards
 from tests.support.feed import SHARED

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import call_command
 
 from project.feed.models import LINK_INDEX_NAME, Entry, Like, User
-from schemaless_store.indexes import registry
+from schemaless_store.config.indexes import registry
 from tests.support import STORE
 from tests.support.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, require_browser
 

@@ -128,7 +128,7 @@ def test_feed_live_indexes_declares_the_link_index(tmp_path, value, declared):
     env = {k: v for k, v in os.environ.items() if k not in FOREIGN}
     env.update(SCHEMALESS_DATA_DIR=str(tmp_path), FEED_LIVE_INDEXES=value)
     code = (
-        "import django; django.setup(); from schemaless_store.indexes import registry; "
+        "import django; django.setup(); from schemaless_store.config.indexes import registry; "
         "print(' '.join(sorted(i.name for i in registry.valid())))"
     )
     found = subprocess.run(

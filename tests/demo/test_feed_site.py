@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from project.feed.models import LINK_INDEX_NAME, Entry, Like, User
-from schemaless_store import lifecycle
+from schemaless_store.tables import lifecycle
 from tests.support import STORE
 from tests.support.feed import SHARED, sign_up
 

@@ -21,10 +21,10 @@ from django.test import Client
 from project.feed import views
 from project.feed.factories import EntryFactory, UserFactory
 from project.feed.models import LINK_INDEX_NAME, Comment, Entry, Like, User, now_us
-from schemaless_store import lifecycle
 from schemaless_store.exceptions import UniqueViolation
 from schemaless_store.models import Entity
 from schemaless_store.query import cursors
+from schemaless_store.tables import lifecycle
 from tests.support import STORE
 from tests.support.feed import SHARED, sign_up
 from tests.support.raw import count_everything

@@ -7,8 +7,8 @@ from __future__ import annotations
 from django.db import models
 
 from schemaless_store import Index
-from schemaless_store.index_values import KeyColumn
 from schemaless_store.kinds import Kind
+from schemaless_store.values.index_values import KeyColumn
 
 GENRES = [("sf", "Science fiction"), ("crime", "Crime"), ("poetry", "Poetry")]
 

@@ -173,26 +173,3 @@ def test_docstrings_point_to_modules_that_exist():
             if parts is not None and not module_exists(parts):
                 stale.add(f"{source.relative_to(PACKAGE).as_posix()}: {target}")
     assert sorted(stale) == []
-
-
-def test_topology_names_each_module_in_the_layer_test_layers_gives_it():
-    """``topology/__init__.py`` lists its modules under the layers of test_layers.py: each
-    module once, in its own layer."""
-    import schemaless_store.topology as topology
-
-    from .test_layers import LAYERS, MODULES, layer_of
-
-    stated: dict[str, str] = {}
-    for bullet in re.findall(r"^- ([^:]+):(.*?)(?=^- |^$)", topology.__doc__ or "", re.M | re.S):
-        layer, text = bullet
-        for name in re.findall(r":mod:`\.(\w+)`", text):
-            assert name not in stated, f"topology.{name} is listed twice"
-            stated[name] = layer.lower()
-    modules = {n.removeprefix("topology.") for n in MODULES if n.startswith("topology.")}
-    assert sorted(stated) == sorted(modules)
-    wrong = {
-        name: (layer, LAYERS[layer_of(f"topology.{name}")][0])
-        for name, layer in stated.items()
-        if LAYERS[layer_of(f"topology.{name}")][0] != layer
-    }
-    assert wrong == {}, "(stated, test_layers.py's)"

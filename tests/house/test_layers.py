@@ -9,130 +9,78 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "schemaless_store"
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 MAX_LINES = 450
 
-# Lower layers first. A module belongs to the entry that names the longest part of its dotted
-# name: ``tables`` (the package) holds statements on one session, ``tables.entities`` routes rows.
-LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    (
-        "pure",
-        (
-            "exceptions",
-            "codec",
-            "server_errors",
-            "topology",
-            "topology.entity_ids",
-            "topology.bucket_hash",
-            "index_values",
-            "jsonview",
-            "throttle",
-            "expected",
-            "asyncapi",
-        ),
-    ),
-    (
-        "config",
-        ("conf", "dburls", "topology.server_support", "indexes", "fields", "metadata"),
-    ),
-    (
-        # Statements on a cursor the caller holds: no routing, no connection of their own.
-        "session statements",
-        (
-            "tables",
-            "tables.sessions",
-            "tables.gtids",
-            "tables.layout",
-            "tables.server_locks",
-            "tables.values",
-            "tables.literals",
-            "tables.keyset",
-        ),
-    ),
-    (
-        # Which server holds an id, and how a connection reaches it.
-        "topology",
-        (
-            "topology.bucket_map",
-            "topology.placement",
-            "topology.shards",
-            "topology.servers",
-            "topology.retries",
-            "topology.replicas",
-            "topology.clustering",
-            "topology.write_lock",
-            "topology.server_lock",
-        ),
-    ),
-    (
-        "storage",
-        (
-            "tables.buckets",
-            "tables.cells",
-            "tables.counts",
-            "tables.ddl",
-            "tables.entities",
-            "tables.index_rows",
-            "tables.map_runs",
-            "tables.move_log",
-            "tables.moved_rows",
-            "tables.receipts",
-            "tables.scans",
-            "lifecycle",
-            "near_cache",
-            "cache_script",
-            "entity_cache",
-        ),
-    ),
-    # The write fence decides which writes a shard takes; the statements below it never do.
-    ("guards", ("topology.fence",)),
-    (
-        "paths",
-        (
-            "writes",
-            "query",
-            "cell_store",
-            "feed",
-            "consistency",
-            "cleaner",
-            "backup",
-            "moves",
-            "modify",
-            "mapping",
-        ),
-    ),
-    (
-        "django face",
-        (
-            "models",
-            "kinds",
-            "topology.router",
-            "middleware",
-            "backends",
-            "signals",
-            "checks",
-            "apps",
-            "admin",
-            "templatetags",
-            "management",
-            "testing",
-        ),
-    ),
-]
+# The layers are the folders. Their order is written once, in docs/architecture.md's table
+# (``| 1. values | `values/`, `exceptions.py` | ... |``): this test reads it, and checks that
+# every folder and every module at the package root stands in exactly one row.
+LAYER_ROW = re.compile(r"^\|\s*(\d+)\.\s*(\w+)\s*\|([^|]*)\|", re.MULTILINE)
 
 
-def test_every_tables_module_is_in_a_layer_by_name():
-    """A new module of ``tables/`` must be placed by name: routed, or on a session's cursor."""
-    unplaced = [
-        name
-        for name in MODULES
-        if name.startswith("tables.") and not any(name in prefixes for _layer, prefixes in LAYERS)
-    ]
-    assert not unplaced, f"add these to a layer of tests/house/test_layers.py: {unplaced}"
+def read_layers(text: str) -> list[tuple[str, tuple[str, ...]]]:
+    """``[(layer, (folder or root module, ...)), ...]``, lowest first, from the docs' table."""
+    rows = sorted(
+        (
+            int(number),
+            name,
+            tuple(p.removesuffix("/").removesuffix(".py") for p in re.findall(r"`([^`]+)`", cells)),
+        )
+        for number, name, cells in LAYER_ROW.findall(text)
+    )
+    return [(name, places) for _number, name, places in rows]
+
+
+LAYERS = read_layers(ARCHITECTURE.read_text())
+PATHS = "paths"
+FACES = "faces"
+
+# The third-party packages each layer may import, besides those of the layers below it (and
+# the standard library). A name covers its submodules. The faces may import anything.
+THIRD_PARTY: dict[str, tuple[str, ...]] = {
+    "values": ("msgpack",),
+    "config": (
+        "django.conf",
+        "django.core.exceptions",
+        "django.core.signals",
+        "django.db",
+        "django.dispatch",
+        "django.utils.module_loading",
+        "environ",
+    ),
+    "sql": (),
+    "topology": (),
+    "tables": (),
+    "cache": ("django.core.cache", "redis", "hiredis"),
+    "guards": (),
+    PATHS: ("django.apps", "django.core", "django.utils", "asgiref", "tqdm"),
+}
+
+# The paths are one layer, but not one lump: a path may use another only along these arrows
+# (a package imports its own modules freely). ``moves`` -> ``cleaner`` is not one of them.
+PATH_ARROWS: set[tuple[str, str]] = {
+    ("writes", "query"),  # writes.modify reads the entity it changes
+    ("cells", "writes"),  # a cell's write is a store write
+    ("cleaner", "writes"),  # a repair writes through the write path's rows
+    ("moves", "query"),  # a move reads entities by id
+    ("mapping", "query"),
+    ("mapping", "writes"),  # mapentities reads and saves entities
+    ("backup", "cells"),
+    ("backup", "writes"),  # an import writes entities and cells
+}
+
+# Names loaded through importlib (``import_module("...")``) count as imports, and the one
+# allowed to reach above its layer says why here.
+LAZY_LOADS = {
+    ("", "kinds"): "schemaless_store.Kind (issue 38): a PEP 562 attribute of the package root, "
+    "loaded on first access, after the app registry is ready; no module of the package asks for it",
+}
 
 
 def module_name(path: Path) -> str:
@@ -149,19 +97,36 @@ MODULES = {
 }
 
 
+def test_the_layers_are_read_and_not_empty():
+    """The table parses into the layers, and the walk found the package's modules: a layer
+    test that reads nothing passes everything."""
+    assert [name for name, _ in LAYERS][:3] == ["values", "config", "sql"], LAYERS
+    assert len(LAYERS) >= 8 and all(places for _, places in LAYERS), LAYERS
+    assert len(MODULES) > 100, sorted(MODULES)
+    for name, _places in LAYERS:
+        assert any(layer_of(m) == [n for n, _ in LAYERS].index(name) for m in MODULES), name
+
+
+def test_every_folder_and_root_module_stands_in_one_layer():
+    placed = [place for _layer, places in LAYERS for place in places]
+    assert len(placed) == len(set(placed)), f"named twice in docs/architecture.md: {placed}"
+    tops = {name.split(".")[0] for name in MODULES}
+    assert sorted(tops - set(placed)) == [], "add these to docs/architecture.md's layer table"
+    assert sorted(set(placed) - tops) == [], "docs/architecture.md's layer table names these: gone"
+
+
+def test_the_package_root_holds_at_most_twelve_modules():
+    flat = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(flat) <= 12, flat
+
+
 def layer_of(name: str) -> int:
-    best: tuple[int, int] | None = None  # (length of the matching entry, its layer)
-    for rank, (_layer, prefixes) in enumerate(LAYERS):
-        for prefix in prefixes:
-            if (name == prefix or name.startswith(prefix + ".")) and (
-                best is None or len(prefix) > best[0]
-            ):
-                best = (len(prefix), rank)
-    if best is None:
-        raise AssertionError(
-            f"schemaless_store.{name} is in no layer of tests/house/test_layers.py"
-        )
-    return best[1]
+    """The layer of a module: the row that names its folder (or the root module itself)."""
+    top = name.split(".")[0]
+    for rank, (_layer, places) in enumerate(LAYERS):
+        if top in places:
+            return rank
+    raise AssertionError(f"schemaless_store.{name} is in no layer of docs/architecture.md")
 
 
 def imports_of(name: str) -> dict[str, int]:
@@ -269,7 +234,7 @@ STATEMENT = re.compile(
 # The servers the tests start are set up with statements of their own; dburls writes the
 # connection options of the settings (the driver's ``init_command``), below the storage layer;
 # migrations are Django's.
-OUTSIDE_THE_RULE = ("tables", "testing", "dburls")
+OUTSIDE_THE_RULE = ("tables", "sql", "testing", "config.dburls")
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -283,7 +248,10 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 
 @pytest.mark.parametrize(
-    "name", sorted(n for n in MODULES if n.split(".")[0] not in OUTSIDE_THE_RULE)
+    "name",
+    sorted(
+        n for n in MODULES if not any(n == o or n.startswith(o + ".") for o in OUTSIDE_THE_RULE)
+    ),
 )
 def test_statements_are_spelled_in_tables_only(name):
     """tables/__init__.py's rule: no other module spells a statement (docstrings aside)."""
@@ -300,10 +268,35 @@ def test_statements_are_spelled_in_tables_only(name):
     assert not spelled, f"schemaless_store.{name} spells statements outside tables/: {spelled}"
 
 
+def spelled_numbers(name: str, source: str, numbers: set[int]) -> list[str]:
+    """Where ``source`` spells one of ``numbers``: as an int, or as a word of a string (a
+    statement's text: ``DECLARE CONTINUE HANDLER FOR 1146``, or a message), docstrings
+    aside."""
+    tree = ast.parse(source)
+    skip = _docstrings(tree)
+    words = re.compile(r"\b(" + "|".join(str(n) for n in sorted(numbers)) + r")\b")
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Constant) or id(node) in skip:
+            continue
+        if type(node.value) is int and node.value in numbers:
+            found.append(f"{name} line {node.lineno}: {node.value}")
+        elif isinstance(node.value, str):
+            found += [f"{name} line {node.lineno}: {m}" for m in words.findall(node.value)]
+    return found
+
+
+def test_an_error_number_in_a_statement_is_found():
+    numbers = {1146}
+    assert spelled_numbers("m", 'SQL = "DECLARE CONTINUE HANDLER FOR 1146 BEGIN END"', numbers)
+    assert spelled_numbers("m", "N = 1146", numbers)
+    assert not spelled_numbers("m", 'SQL = f"DECLARE CONTINUE HANDLER FOR {N} BEGIN END"', numbers)
+
+
 def test_server_error_numbers_are_named_in_server_errors_only():
     """A MariaDB error number the store acts on is spelled once, in ``server_errors``; every
     other module names it (docstrings aside, and the test tooling's servers)."""
-    from schemaless_store import server_errors
+    from schemaless_store.sql import server_errors
 
     numbers = {
         value
@@ -312,15 +305,10 @@ def test_server_error_numbers_are_named_in_server_errors_only():
     }
     spelled = []
     for name in sorted(MODULES):
-        if name == "server_errors" or name.split(".")[0] == "testing":
+        if name == "sql.server_errors" or name.split(".")[0] == "testing":
             continue
-        tree = ast.parse(MODULES[name].read_text())
-        spelled += [
-            f"{name} line {node.lineno}: {node.value}"
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and type(node.value) is int and node.value in numbers
-        ]
-    assert not spelled, f"use schemaless_store.server_errors' names: {spelled}"
+        spelled += spelled_numbers(name, MODULES[name].read_text(), numbers)
+    assert not spelled, f"use schemaless_store.sql.server_errors' names: {spelled}"
 
 
 def test_the_package_root_imports_only_the_bottom_layers():
@@ -335,3 +323,114 @@ def test_the_package_root_imports_only_the_bottom_layers():
     }
     high = {name for name in imported if layer_of(name) > 1}
     assert not high, f"schemaless_store/__init__.py imports above config: {sorted(high)}"
+
+
+def third_party_imports(path: Path) -> dict[str, int]:
+    """The modules outside the package and the standard library that ``path`` imports."""
+    found: dict[str, int] = {}
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module]
+        else:
+            continue
+        for imported in names:
+            top = imported.split(".")[0]
+            if top != "schemaless_store" and top not in sys.stdlib_module_names:
+                found.setdefault(imported, node.lineno)
+    return found
+
+
+def allowed_third_party(rank: int) -> tuple[str, ...] | None:
+    """What layer ``rank`` may import from outside (None: anything)."""
+    allowed: list[str] = []
+    for name, _places in LAYERS[: rank + 1]:
+        if name not in THIRD_PARTY:
+            return None
+        allowed += THIRD_PARTY[name]
+    return tuple(allowed)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_each_layer_imports_only_its_third_party_packages(name):
+    """The values know no Django; the storage layers know Django's databases, not its forms,
+    views or admin; the paths do not render; only the faces may import anything."""
+    allowed = allowed_third_party(layer_of(name))
+    if allowed is None:
+        return
+    outside = {
+        imported: line
+        for imported, line in third_party_imports(MODULES[name]).items()
+        if not any(imported == a or imported.startswith(a + ".") for a in allowed)
+    }
+    assert not outside, (
+        f"schemaless_store.{name} ({LAYERS[layer_of(name)][0]}) imports {outside}; its layer "
+        f"may import {allowed} (THIRD_PARTY in tests/house/test_layers.py)"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if LAYERS[layer_of(n)][0] == PATHS))
+def test_a_path_uses_another_only_along_the_drawn_arrows(name):
+    """Imports inside one layer are free, but the paths are many packages: each may use
+    another only along ``PATH_ARROWS``."""
+    own = name.split(".")[0]
+    crossing = {
+        other: line
+        for other, line in imports_of(name).items()
+        if LAYERS[layer_of(other)][0] == PATHS
+        and other.split(".")[0] != own
+        and (own, other.split(".")[0]) not in PATH_ARROWS
+    }
+    assert not crossing, f"schemaless_store.{name} imports the path(s) {crossing}"
+
+
+def lazy_loads(path: Path) -> list[tuple[str, int]]:
+    """The package's modules that ``path`` loads by name: ``import_module("...")`` or
+    ``__import__("...")`` with a literal (or a dict of literals, as the root's ``LAZY``)."""
+    tree = ast.parse(path.read_text())
+    found = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and re.fullmatch(r"schemaless_store(\.\w+)+", node.value)
+            and node.value.split(".")[1] in {m.split(".")[0] for m in MODULES}
+        ):
+            found.append((node.value.removeprefix("schemaless_store."), node.lineno))
+    uses_loader = any(
+        isinstance(node, ast.Attribute | ast.Name)
+        and getattr(node, "attr", getattr(node, "id", None)) in {"import_module", "__import__"}
+        for node in ast.walk(tree)
+    )
+    return found if uses_loader else []
+
+
+def test_modules_loaded_by_name_are_imports_too():
+    """A load through importlib is an import the statements do not show: each one in the
+    package is listed in ``LAZY_LOADS`` with its reason, and a listed one that is gone fails."""
+    seen = set()
+    for name, path in [("", PACKAGE / "__init__.py"), *sorted(MODULES.items())]:
+        for target, line in lazy_loads(path):
+            top = target.split(".")[0]
+            if (name, top) in LAZY_LOADS:
+                seen.add((name, top))
+                continue
+            if name:
+                assert layer_of(target) <= layer_of(name), (
+                    f"schemaless_store.{name} loads {target} (line {line}), a higher layer"
+                )
+            else:
+                raise AssertionError(f"the package root loads {target} (line {line})")
+    assert seen == set(LAZY_LOADS), (
+        f"LAZY_LOADS lists loads that are gone: {set(LAZY_LOADS) - seen}"
+    )
+
+
+def test_a_lazy_load_is_found():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "m.py"
+        path.write_text('import importlib\nimportlib.import_module("schemaless_store.moves")\n')
+        assert lazy_loads(path) == [("moves", 2)]

@@ -14,7 +14,8 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.test import override_settings
 
-from schemaless_store import DELETE, Index, expected
+from schemaless_store import DELETE, Index
+from schemaless_store.config.indexes import registry
 from schemaless_store.exceptions import (
     ConfigurationError,
     Conflict,
@@ -23,11 +24,11 @@ from schemaless_store.exceptions import (
     NoIndexForQuery,
     UniqueViolation,
 )
-from schemaless_store.indexes import registry
 from schemaless_store.kinds import Kind
 from schemaless_store.kinds.kind import KINDS
 from schemaless_store.mapping import map_entities
 from schemaless_store.models import Entity
+from schemaless_store.values import expected
 from tests.kindsapp.models import Note, Tag
 from tests.support import STORE
 

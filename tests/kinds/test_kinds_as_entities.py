@@ -13,7 +13,7 @@ from django.core.cache import caches
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
-from schemaless_store import entity_cache
+from schemaless_store.cache import entity_cache
 from schemaless_store.models import Cell, Entity
 from schemaless_store.topology import bucket_map
 from tests.cache.test_near_cache import held, near_on, sneak

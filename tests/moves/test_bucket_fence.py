@@ -18,9 +18,9 @@ from django.core.management import call_command
 from django.db import connections, transaction
 from django.test import override_settings
 
+from schemaless_store.config.indexes import Index
+from schemaless_store.config.metadata import ShardMap
 from schemaless_store.exceptions import NotOwner, UniqueViolation
-from schemaless_store.indexes import Index
-from schemaless_store.metadata import ShardMap
 from schemaless_store.models import Cell, Entity
 from schemaless_store.tables import buckets as bucket_table
 from schemaless_store.topology import bucket_map, shards

@@ -17,8 +17,8 @@ import pytest
 from django.core.management import CommandError
 from django.db import connections
 
+from schemaless_store.config.metadata import BucketMove
 from schemaless_store.exceptions import NotOwner
-from schemaless_store.metadata import BucketMove
 from schemaless_store.models import Entity
 from schemaless_store.moves.mover import Mover
 from schemaless_store.tables import move_log as capture

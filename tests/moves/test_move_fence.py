@@ -14,8 +14,8 @@ from django.core.management import CommandError
 from django.db import connections
 
 from schemaless_store import checks
-from schemaless_store.metadata import BucketMove
-from schemaless_store.topology import fence
+from schemaless_store.config.metadata import BucketMove
+from schemaless_store.guards import fence
 from tests.support import STORE
 from tests.support.moving import (
     MOVED,
@@ -188,7 +188,7 @@ def test_a_cluster_member_whose_address_is_not_listed_refuses_the_fence(monkeypa
     """The cluster's own list of members' addresses (``wsrep_incoming_addresses``) against the
     shard's configured nodes, names resolved: a member not listed refuses, even when the sizes
     agree. (The suite's Galera nodes report ``AUTO``; the answers are given here.)"""
-    from schemaless_store.tables import sessions
+    from schemaless_store.sql import sessions
 
     source, _target = source_and_target()
     port = int(connections[source].settings_dict["PORT"])

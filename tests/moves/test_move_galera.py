@@ -19,9 +19,9 @@ import MySQLdb
 import pytest
 
 from schemaless_store.exceptions import MoveRefused
+from schemaless_store.guards import fence
 from schemaless_store.tables import move_log as capture
 from schemaless_store.testing.galera import GaleraCluster, GaleraNode
-from schemaless_store.topology import fence
 from tests.support.aliases import added as aliases_added
 
 pytestmark = [pytest.mark.mariadb_only, pytest.mark.slow]

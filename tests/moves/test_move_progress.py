@@ -10,8 +10,8 @@ import re
 import pytest
 from django.core.management import call_command
 
+from schemaless_store.config.metadata import BucketMove
 from schemaless_store.management.commands import movebuckets
-from schemaless_store.metadata import BucketMove
 from schemaless_store.moves import plan
 from schemaless_store.moves.phase_bars import PHASES, MoveProgress
 from schemaless_store.tables.moved_rows import moved_tables

@@ -25,14 +25,14 @@ from django.core.management import CommandError, call_command
 from django.db import connections
 from django.test import override_settings
 
+from schemaless_store.config.metadata import BucketMove
 from schemaless_store.exceptions import NotOwner
-from schemaless_store.metadata import BucketMove
+from schemaless_store.guards.throttle import Throttle
 from schemaless_store.models import Cell, Entity
 from schemaless_store.moves import mover
 from schemaless_store.moves.mover import Mover
 from schemaless_store.tables import buckets as bucket_table
 from schemaless_store.tables import move_log as capture
-from schemaless_store.throttle import Throttle
 from schemaless_store.topology import bucket_map, shards
 from schemaless_store.writes import protocol
 from tests.support import STORE, buckets, child
@@ -231,8 +231,8 @@ def test_the_copy_and_the_deletion_are_throttled_as_the_cleaner_is(monkeypatch):
 
 
 def test_a_second_mover_while_one_runs_is_refused_with_nothing_changed():
+    from schemaless_store.guards.server_lock import ServerLock
     from schemaless_store.moves.decide import MOVER_LOCK
-    from schemaless_store.topology.server_lock import ServerLock
 
     populate(10)
     _source, target = source_and_target()
@@ -381,7 +381,7 @@ def test_a_reader_still_routing_by_the_map_before_the_flip_reads_the_new_owner(m
 
 
 def test_a_feed_consumer_sees_every_change_once_across_a_move():
-    from schemaless_store import feed
+    from schemaless_store.cells import feed
 
     _source, target = source_and_target()
     rows = [buckets.id_in_bucket(n) for n in (1, 2, 3)] + [uuid.uuid4() for _ in range(3)]
@@ -476,7 +476,7 @@ def test_a_write_begun_before_the_fence_and_committing_after_the_flip_lands_on_t
 
 def _link_in_moved_buckets(avoid: str = "") -> str:
     """A link whose ``index_link`` row lives in a moved bucket."""
-    from schemaless_store.indexes import registry
+    from schemaless_store.config.indexes import registry
 
     index = registry.get("index_link")
     for number in range(10_000):

@@ -10,12 +10,12 @@ import pytest
 from django.core.management import call_command
 from django.db import connections
 
-from schemaless_store import lifecycle
-from schemaless_store.codec import decode_body
+from schemaless_store.config.indexes import Index
 from schemaless_store.exceptions import IndexNotReady, NoIndexForQuery
-from schemaless_store.indexes import Index
 from schemaless_store.models import Cell, Entity
+from schemaless_store.tables import lifecycle
 from schemaless_store.topology import bucket_map, shards
+from schemaless_store.values.codec import decode_body
 from tests.support import STORE, child
 from tests.support.raw import index_rows, insert_index_row
 

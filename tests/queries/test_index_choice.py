@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from schemaless_store import lifecycle
+from schemaless_store.config.indexes import Index
 from schemaless_store.exceptions import IndexNotReady, InvalidQuery, NoIndexForQuery
-from schemaless_store.indexes import Index
 from schemaless_store.query import planner
 from schemaless_store.query.conditions import parse_conditions
 from schemaless_store.query.planner import check_index, choose_index, suggest
+from schemaless_store.tables import lifecycle
 
 
 @pytest.fixture

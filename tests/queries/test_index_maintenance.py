@@ -6,10 +6,10 @@ import uuid
 import pytest
 from django.db import connections
 
-from schemaless_store import index_values
-from schemaless_store.indexes import ENTITIES, registry
+from schemaless_store.config.indexes import ENTITIES, registry
 from schemaless_store.models import Entity
 from schemaless_store.topology import bucket_map
+from schemaless_store.values import index_values
 from schemaless_store.writes import stale_rows
 from tests.support import STORE
 from tests.support.factories import PostFactory

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from schemaless_store.config.indexes import Index
 from schemaless_store.exceptions import IndexValueError
-from schemaless_store.indexes import Index
 
 INDEX = Index(
     table="index_a_b",

@@ -8,11 +8,11 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connections
 
-from schemaless_store import lifecycle
 from schemaless_store.cleaner import Cleaner
+from schemaless_store.config.indexes import registry
 from schemaless_store.exceptions import IndexNotReady
-from schemaless_store.indexes import registry
 from schemaless_store.models import CleanerCheckpoint, CleanerPass, Entity, IndexState
+from schemaless_store.tables import lifecycle
 from schemaless_store.topology import shards
 from tests.support import STORE, child
 from tests.support.raw import index_rows

@@ -1,4 +1,4 @@
-"""Index rows written as SQL literals (``schemaless_store.tables.literals``) on MySQL."""
+"""Index rows written as SQL literals (``schemaless_store.sql.literals``) on MySQL."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from django.db import connections
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemaless_store.index_values import KeyColumn
-from schemaless_store.indexes import Index
+from schemaless_store.config.indexes import Index
 from schemaless_store.models import Entity
-from schemaless_store.tables import index_rows, literals
+from schemaless_store.sql import literals
+from schemaless_store.tables import index_rows
+from schemaless_store.values.index_values import KeyColumn
 from tests.support import STORE
 
 BIGINTS = st.integers(-(2**63), 2**63 - 1)

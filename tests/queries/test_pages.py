@@ -5,10 +5,10 @@ import uuid
 import pytest
 from django.db import connections
 
-from schemaless_store import index_values
 from schemaless_store.exceptions import InvalidCursor, InvalidQuery
 from schemaless_store.models import Entity
 from schemaless_store.topology import bucket_map, shards
+from schemaless_store.values import index_values
 from tests.support import STORE
 from tests.support.factories import PostFactory
 from tests.support.raw import record_reads, walk_pages

@@ -5,11 +5,11 @@ import uuid
 
 import pytest
 
-from schemaless_store import index_values
+from schemaless_store.config.indexes import registry
 from schemaless_store.exceptions import InvalidQuery, NoIndexForQuery, SchemalessError
-from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
 from schemaless_store.topology import bucket_map, shards
+from schemaless_store.values import index_values
 from tests.support import STORE
 from tests.support.factories import PostFactory
 from tests.support.raw import index_rows, insert_index_row, record_reads
@@ -162,7 +162,7 @@ def test_a_page_reads_each_entity_from_the_shard_that_owns_it():
     left on a shard that does not own its id (e.g. after a bucket move) must not answer."""
     from django.db import connections
 
-    from schemaless_store import conf
+    from schemaless_store.config import conf
 
     user = uuid.uuid4().bytes
     index = registry.get("index_user_published")  # what the page below reads

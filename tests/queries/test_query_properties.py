@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from schemaless_store import index_values
 from schemaless_store.models import Entity
 from schemaless_store.topology import bucket_map
+from schemaless_store.values import index_values
 from tests.support import STORE
 from tests.support.queries import COMPARE, wipe
 from tests.support.raw import insert_index_row, walk_pages

@@ -22,10 +22,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from schemaless_store import index_values
+from schemaless_store.config.indexes import Index, registry
 from schemaless_store.exceptions import NoIndexForQuery
-from schemaless_store.indexes import Index, registry
 from schemaless_store.models import Entity
+from schemaless_store.values import index_values
 from tests.support import STORE, child
 from tests.support.queries import COMPARE, wipe
 from tests.support.raw import walk_pages

@@ -23,10 +23,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemaless_store.codec import MAX_NESTING
+from schemaless_store.config.indexes import registry
 from schemaless_store.exceptions import UnsupportedValue
-from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
+from schemaless_store.values.codec import MAX_NESTING
 from tests.support import STORE
 from tests.support.hostile_input import check_unchanged, found_ids, nested, rows_by_entity, snapshot
 from tests.support.reliability_report import recording

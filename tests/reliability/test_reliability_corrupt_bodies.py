@@ -17,11 +17,11 @@ import pytest
 from django.core.management import call_command
 from django.db import connections
 
-from schemaless_store.codec import FORMAT_MSGPACK, FORMAT_MSGPACK_ZLIB, MsgpackCodec
+from schemaless_store.config.indexes import registry
 from schemaless_store.exceptions import CorruptBody
-from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
 from schemaless_store.topology import bucket_map
+from schemaless_store.values.codec import FORMAT_MSGPACK, FORMAT_MSGPACK_ZLIB, MsgpackCodec
 from tests.support import STORE
 from tests.support.admin import VIEW, client_for
 from tests.support.hostile_input import LIST, found_ids, rows_by_entity, rows_of

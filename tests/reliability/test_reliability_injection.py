@@ -16,14 +16,15 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connections
 
-from schemaless_store import Index, checks, feed
+from schemaless_store import Index, checks
+from schemaless_store.cells import feed
+from schemaless_store.config.indexes import registry
 from schemaless_store.exceptions import (
     ConfigurationError,
     InvalidCursor,
     InvalidQuery,
     NoIndexForQuery,
 )
-from schemaless_store.indexes import registry
 from schemaless_store.models import Cell, Entity
 from schemaless_store.query.cursors import CURSOR_SALT
 from schemaless_store.query.cursors import CursorSerializer as _CursorSerializer

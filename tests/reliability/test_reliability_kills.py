@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from schemaless_store.cleaner import Cleaner
-from schemaless_store.indexes import registry
+from schemaless_store.config.indexes import registry
 from schemaless_store.models import Entity
 from tests.support import STORE, child, crashes
 from tests.support.invariants import (

@@ -34,10 +34,11 @@ import pytest
 from django.db import connections
 
 from schemaless_store.cleaner import Cleaner
+from schemaless_store.config.indexes import registry
 from schemaless_store.exceptions import EntityExists, ShardUnavailable
-from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
-from schemaless_store.topology import bucket_map, entity_ids, shards
+from schemaless_store.topology import bucket_map, shards
+from schemaless_store.values import entity_ids
 from tests.support import STORE
 from tests.support.crashes import BEFORE, A, B, reset_store
 from tests.support.invariants import (

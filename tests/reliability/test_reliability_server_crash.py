@@ -24,13 +24,13 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
-from schemaless_store import index_values
 from schemaless_store.cleaner import Cleaner
+from schemaless_store.config.indexes import registry
 from schemaless_store.exceptions import ShardUnavailable
-from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
 from schemaless_store.query.pool import reset_scatter_pool
 from schemaless_store.topology import bucket_map, shards
+from schemaless_store.values import index_values
 from tests.support import STORE, child
 from tests.support.buckets import id_on
 from tests.support.crashes import touched_indexes

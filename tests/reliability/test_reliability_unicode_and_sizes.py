@@ -15,7 +15,7 @@ from django.core.management import call_command
 from django.db import connections
 from django.test import override_settings
 
-from schemaless_store.codec import MAX_NESTING
+from schemaless_store.config.indexes import registry
 from schemaless_store.exceptions import (
     BodyTooLarge,
     IndexValueError,
@@ -23,9 +23,9 @@ from schemaless_store.exceptions import (
     InvalidQuery,
     UnsupportedValue,
 )
-from schemaless_store.indexes import registry
 from schemaless_store.models import Entity
 from schemaless_store.topology import shards
+from schemaless_store.values.codec import MAX_NESTING
 from tests.support import STORE
 from tests.support.admin import VIEW, client_for
 from tests.support.hostile_input import (

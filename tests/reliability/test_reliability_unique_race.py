@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from schemaless_store.indexes import registry
+from schemaless_store.config.indexes import registry
 from schemaless_store.models import Entity
 from schemaless_store.topology import shards
 from tests.support import STORE, child

@@ -7,10 +7,10 @@ import time
 import pytest
 from django.db import connections
 
-from schemaless_store import index_values
 from schemaless_store.exceptions import ShardUnavailable
 from schemaless_store.models import Entity
 from schemaless_store.topology import bucket_map
+from schemaless_store.values import index_values
 from tests.support import STORE
 from tests.support.buckets import id_on
 from tests.support.outage import shard_down

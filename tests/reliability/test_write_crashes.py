@@ -18,7 +18,7 @@ import pytest
 from django.db import connections
 
 from schemaless_store.cleaner import Cleaner
-from schemaless_store.indexes import registry
+from schemaless_store.config.indexes import registry
 from schemaless_store.models import Entity
 from schemaless_store.topology import shards
 from tests.support import STORE

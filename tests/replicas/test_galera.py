@@ -107,7 +107,7 @@ def test_writes_through_two_nodes_meet_at_certification_and_are_retried(cluster,
     Galera fails the later of two conflicting commits (error 1213) and the store retries it as
     a deadlock; every save returns, and with no cleaner pass the index tables are exact and
     the entities end in one writer's last state."""
-    from schemaless_store.topology import bucket_hash
+    from schemaless_store.values import bucket_hash
 
     store = GrownStore(tmp_path, GaleraHome(cluster), layout=LAYOUT)
     try:
@@ -160,7 +160,7 @@ def test_appends_through_two_nodes_are_each_applied_once_at_certification(cluste
     the ``COMMIT`` in one query, and the later of two conflicting commits fails certification
     there (error 1213 inside the query). Every acknowledged value is in its entity once, and
     nothing else is: no commit was half applied, lost or applied twice."""
-    from schemaless_store.topology import bucket_hash
+    from schemaless_store.values import bucket_hash
 
     store = GrownStore(tmp_path, GaleraHome(cluster), layout=LAYOUT)
     try:
@@ -282,7 +282,7 @@ def test_a_stale_row_removed_through_one_node_while_another_puts_it_back_is_rest
     see the first one's, puts user_id a back and returns. The held writer then deletes the row
     of a. Its certified re-check (docs/design.md#galera) puts the row back before it returns:
     the index tables are exact with no cleaner pass."""
-    from schemaless_store.topology import bucket_hash
+    from schemaless_store.values import bucket_hash
 
     store = GrownStore(tmp_path, GaleraHome(cluster), layout=LAYOUT)
     try:
@@ -321,7 +321,7 @@ def test_a_stale_row_removed_through_one_node_while_another_puts_it_back_is_rest
 
 
 def _primary_key(server: Any, database: str) -> tuple[str, ...]:
-    from schemaless_store.tables import layout
+    from schemaless_store.sql import layout
 
     conn = server.connect(database)
     try:
@@ -338,7 +338,7 @@ def test_clusterentities_converts_a_galera_shard_only_when_told(cluster, tmp_pat
     ``entities``, so ``clusterentities`` refuses a Galera shard unless given ``--galera``
     (docs/upgrading.md#clustering-entities-by-id); given it, the shard is clustered by id on
     every node, and every acknowledged write is there."""
-    from schemaless_store.tables import layout
+    from schemaless_store.sql import layout
 
     store = GrownStore(tmp_path, GaleraHome(cluster), layout=LAYOUT)
     try:
@@ -380,7 +380,7 @@ def test_a_lost_commit_answer_is_decided_by_the_receipt_on_galera(cluster, tmp_p
     """Issue 34 on a Galera shard: an update's commit lands, another client deletes the
     entity, then the answer is lost. The retry reads the receipt (with ``wsrep_sync_wait``:
     docs/design.md#receipts) and does not write the entity back."""
-    from schemaless_store.topology import bucket_hash
+    from schemaless_store.values import bucket_hash
 
     store = GrownStore(tmp_path, GaleraHome(cluster), layout=LAYOUT)
     try:

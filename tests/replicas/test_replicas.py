@@ -14,7 +14,7 @@ from django.http import HttpResponse
 from django.test import RequestFactory, override_settings
 from django.test.utils import CaptureQueriesContext
 
-from schemaless_store import conf
+from schemaless_store.config import conf
 from schemaless_store.exceptions import ConfigurationError, UniqueViolation
 from schemaless_store.middleware import COOKIE, ReadYourWrites
 from schemaless_store.models import Entity
@@ -312,7 +312,7 @@ def test_replica_settings_are_checked():
 
 
 def test_replica_urls_make_aliases_and_the_replicas_setting():
-    from schemaless_store.dburls import replicas_from_urls
+    from schemaless_store.config.dburls import replicas_from_urls
 
     found, named = replicas_from_urls(
         [
@@ -342,7 +342,7 @@ def test_batches_stay_under_a_galera_write_set_limit(monkeypatch):
     """Where a shard's cluster limits the rows of a write set (wsrep_max_ws_rows), the
     cleaner's index-row statements and a move's copy batches stay under it."""
     from schemaless_store.cleaner import repairs
-    from schemaless_store.metadata import BucketMove
+    from schemaless_store.config.metadata import BucketMove
     from schemaless_store.moves.mover import Mover
 
     limits = {"shard_0": None, "shard_1": 120}
@@ -361,7 +361,7 @@ def test_a_server_without_galera_has_no_write_set_limit():
 
 
 def test_galera_urls_list_the_nodes_and_bad_ones_are_refused():
-    from schemaless_store.dburls import database_from_url
+    from schemaless_store.config.dburls import database_from_url
 
     config = database_from_url("galera://app:pw@h1:3306,h2:3307,h3/shard2?connect_timeout=1")
     assert config["ENGINE"] == "schemaless_store.backends.galera"

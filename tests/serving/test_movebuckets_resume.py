@@ -13,12 +13,12 @@ from django.core.management import CommandError, call_command
 from django.db import Error as DjangoError
 from django.db import InterfaceError, OperationalError, ProgrammingError, connections
 
+from schemaless_store.config.metadata import BucketMove
 from schemaless_store.exceptions import ShardUnavailable
-from schemaless_store.metadata import BucketMove
+from schemaless_store.guards.server_lock import ServerLock
 from schemaless_store.moves import decide
 from schemaless_store.moves.mover import Mover
-from schemaless_store.server_errors import CR_SERVER_GONE_ERROR
-from schemaless_store.topology.server_lock import ServerLock
+from schemaless_store.sql.server_errors import CR_SERVER_GONE_ERROR
 from tests.support import STORE
 from tests.support.moving import MOVED, assert_moved_and_exact, populate, run, source_and_target
 

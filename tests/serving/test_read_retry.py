@@ -18,7 +18,7 @@ from django.test import override_settings
 
 from schemaless_store.exceptions import ShardUnavailable
 from schemaless_store.models import Entity
-from schemaless_store.server_errors import CR_CONN_HOST_ERROR, CR_SERVER_LOST
+from schemaless_store.sql.server_errors import CR_CONN_HOST_ERROR, CR_SERVER_LOST
 from schemaless_store.topology import bucket_map, shards
 from tests.support import STORE
 from tests.support.conn_age import conn_max_age
@@ -141,8 +141,8 @@ def test_scatter_threads_idle_sessions_ended_by_a_fence_do_not_fail_a_query():
 
 
 def _scatter_threads_sessions_ended() -> None:
+    from schemaless_store.guards import fence
     from schemaless_store.query.pool import scatter_pool
-    from schemaless_store.topology import fence
 
     made = Entity.objects.bulk_put([{"n": n} for n in range(80)])  # over PARALLEL_FETCH_MIN
     assert {bucket_map.alias_for(e.id.bytes) for e in made} == set(shards.shard_aliases())

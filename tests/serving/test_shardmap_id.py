@@ -14,7 +14,7 @@ from django.db import connections
 from schemaless_store.models import Entity
 from schemaless_store.moves import plan
 from schemaless_store.topology import bucket_map
-from schemaless_store.topology.bucket_hash import bucket_of
+from schemaless_store.values.bucket_hash import bucket_of
 from tests.support import STORE
 from tests.support.admin import VIEW, change_url, client_for
 from tests.support.buckets import id_in_bucket, other_alias

@@ -18,7 +18,7 @@ from django.test import AsyncClient, Client, RequestFactory
 from project.feed.models import Entry, User
 from schemaless_store.exceptions import NotOwner, ShardUnavailable
 from schemaless_store.middleware import UNAVAILABLE_HEADER, ShardUnavailablePage
-from schemaless_store.server_errors import CR_CONN_HOST_ERROR, ER_LOCK_DEADLOCK
+from schemaless_store.sql.server_errors import CR_CONN_HOST_ERROR, ER_LOCK_DEADLOCK
 from schemaless_store.topology import bucket_map
 from tests.support import STORE
 from tests.support.outage import shard_down

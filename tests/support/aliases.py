@@ -9,8 +9,8 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from schemaless_store import conf
-from schemaless_store.dburls import database_from_url
+from schemaless_store.config import conf
+from schemaless_store.config.dburls import database_from_url
 
 
 def entry(url: str) -> dict[str, Any]:

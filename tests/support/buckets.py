@@ -56,7 +56,7 @@ def hand_over(numbers: Iterable[int], to: str, *, publish: bool = True) -> None:
 def publish_elsewhere(numbers: Iterable[int], to: str) -> None:
     """A new stored map version giving ``numbers`` to ``to``, as another process would store
     it: this process's copy of the map is left as it is (stale until it is read again)."""
-    from schemaless_store.metadata import ShardMap
+    from schemaless_store.config.metadata import ShardMap
 
     found = bucket_map.stored()
     owners = list(found.owners)
@@ -91,7 +91,7 @@ def laid_out_as_settings() -> Iterator[None]:
     """A new store laid out as the current ``SCHEMALESS["SHARDS"]`` says: no stored map (the
     setting is in force) and each shard's bucket table seeded from it. Use inside
     ``restored_afterwards()`` and ``override_settings``."""
-    from schemaless_store.metadata import ShardMap
+    from schemaless_store.config.metadata import ShardMap
 
     ShardMap.objects.all().delete()
     restore()

@@ -135,7 +135,7 @@ def _writer(board: Board, first: int, count: int, seconds: float) -> dict[str, A
 
 
 def _reader(board: Board, seconds: float) -> dict[str, Any]:
-    from schemaless_store import entity_cache
+    from schemaless_store.cache import entity_cache
     from schemaless_store.models import Entity
 
     rng = random.Random(os.getpid())
@@ -166,7 +166,7 @@ def _reader(board: Board, seconds: float) -> dict[str, Any]:
 if __name__ == "__main__":
     child._setup()
     if os.environ.get("SCHEMALESS_TEST_NO_INVALIDATION"):  # the test's negative control
-        from schemaless_store import entity_cache
+        from schemaless_store.cache import entity_cache
 
         entity_cache.invalidate = lambda keys: None  # type: ignore[assignment]
     mode, args = sys.argv[1], sys.argv[2:]

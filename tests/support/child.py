@@ -39,7 +39,7 @@ from typing import Any
 
 from django.db import connections
 
-from schemaless_store.indexes import Index
+from schemaless_store.config.indexes import Index
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,8 +73,8 @@ def declared(which: str | Index) -> Iterator[Index]:
     """Declare an index (``EXTRA_INDEXES[name]``, or one given) as a deploy would (tables on
     every shard, then a state: ``ready`` on an empty store, else ``building``); undeclare it
     and drop its tables after."""
-    from schemaless_store import lifecycle
-    from schemaless_store.indexes import registry
+    from schemaless_store.config.indexes import registry
+    from schemaless_store.tables import lifecycle
     from schemaless_store.tables.ddl import create_tables, drop_table
     from schemaless_store.topology import shards
 
@@ -191,7 +191,7 @@ def _setup() -> None:
     import django
 
     django.setup()
-    from schemaless_store.indexes import registry
+    from schemaless_store.config.indexes import registry
 
     for name in json.loads(os.environ.get("SCHEMALESS_TEST_EXTRA_INDEXES", "[]")):
         registry.register(EXTRA_INDEXES[name])
@@ -240,7 +240,7 @@ def _generate_ids(ids: list[str]) -> None:
     """Make the store's own id generation hand out ``ids`` (so the parent knows them)."""
     import uuid
 
-    from schemaless_store.topology import entity_ids
+    from schemaless_store.values import entity_ids
 
     pending = [uuid.UUID(i).bytes for i in ids]
     entity_ids.new_id = lambda: pending.pop(0)

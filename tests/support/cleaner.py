@@ -4,9 +4,9 @@ hand."""
 
 from __future__ import annotations
 
-from schemaless_store import lifecycle
-from schemaless_store.indexes import registry
+from schemaless_store.config.indexes import registry
 from schemaless_store.models import CleanerPass, Entity
+from schemaless_store.tables import lifecycle
 from schemaless_store.topology import bucket_map
 from tests.support.raw import index_rows, insert_index_row
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db import connections
 
-from schemaless_store.indexes import registry
+from schemaless_store.config.indexes import registry
 from schemaless_store.models import Entity
 from schemaless_store.topology import shards
 from tests.support import child

@@ -40,7 +40,7 @@ class GrownStore:
     ) -> None:
         from django.conf import settings
 
-        from schemaless_store.dburls import databases_from_urls, embedded_urls
+        from schemaless_store.config.dburls import databases_from_urls, embedded_urls
         from tests.support.restored import _sql
 
         self.layout = LAYOUT if layout is None else layout
@@ -106,7 +106,7 @@ def checked_census(store: GrownStore, acks: list[Path]) -> dict[str, Any]:
     """One cleaner pass, then the census, checked: index tables exact and every query right
     (I1-I4), every id on its owner only, every acknowledged write in its last acknowledged
     state (or a begun one that was never acknowledged), nothing else."""
-    from schemaless_store.jsonview import properties_to_json
+    from schemaless_store.values.jsonview import properties_to_json
 
     store.manage("runcleaner", "--once")
     census = store.census()
@@ -247,9 +247,9 @@ def _stored(key: str) -> Any:
 def _census() -> None:
     from django.db import connections
 
-    from schemaless_store.jsonview import properties_to_json
     from schemaless_store.models import Entity
     from schemaless_store.topology import bucket_map, shards
+    from schemaless_store.values.jsonview import properties_to_json
     from tests.support.invariants import check_no_false_negatives, check_no_false_positives, inexact
 
     placed: dict[str, list[str]] = {}
@@ -358,9 +358,9 @@ def _fence_every_node(buckets: str) -> None:
     import MySQLdb
     from django.db import connections
 
+    from schemaless_store.guards import fence
     from schemaless_store.moves.plan import parse_buckets
     from schemaless_store.tables import buckets as bucket_table
-    from schemaless_store.topology import fence
 
     settings = connections["shard_2"].settings_dict
     numbers = parse_buckets(buckets)

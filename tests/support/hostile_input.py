@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db import connections
 
-from schemaless_store.indexes import registry
+from schemaless_store.config.indexes import registry
 from schemaless_store.models import Entity
 from schemaless_store.topology import bucket_map, shards
 from tests.support.reliability_report import Tally
@@ -74,7 +74,7 @@ def check_unchanged(tally: Tally, before: dict, what: str) -> dict:
 
 
 def raw_entities(skip: bytes | None = None) -> dict[bytes, dict[str, Any]]:
-    from schemaless_store.codec import decode_body
+    from schemaless_store.values.codec import decode_body
 
     found = {}
     for alias in shards.shard_aliases():

@@ -17,11 +17,11 @@ from typing import Any
 
 from django.db import connections
 
-from schemaless_store import lifecycle
-from schemaless_store.codec import decode_body
-from schemaless_store.indexes import KIND_PROPERTY, Index, registry
+from schemaless_store.config.indexes import KIND_PROPERTY, Index, registry
 from schemaless_store.models import Entity
+from schemaless_store.tables import lifecycle
 from schemaless_store.topology import bucket_map, shards
+from schemaless_store.values.codec import decode_body
 from tests.support.raw import index_rows
 
 # (index name, alias of the shard holding the row, column values, entity id)

@@ -23,7 +23,7 @@ from tests.support import child
 
 
 def _answer(entity_id: str | None, waited: float = 0.0) -> dict[str, Any]:
-    from schemaless_store import entity_cache, near_cache
+    from schemaless_store.cache import entity_cache, near_cache
     from schemaless_store.models import Entity
 
     n = None
@@ -57,7 +57,7 @@ def _settle(near: Any, since: float) -> None:
 
 
 def _handle(request: dict[str, Any]) -> dict[str, Any]:
-    from schemaless_store import entity_cache, near_cache
+    from schemaless_store.cache import entity_cache, near_cache
 
     op, entity_id = request["op"], request.get("id")
     if op == "read":

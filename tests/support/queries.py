@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db import connections
 
-from schemaless_store.indexes import registry
+from schemaless_store.config.indexes import registry
 from schemaless_store.topology import shards
 
 

@@ -37,7 +37,7 @@ def index_rows(table: str, alias: str | None = None) -> list[tuple]:
 
 def count_everything() -> int:
     """Entities plus index rows on every shard: a write that failed must not change it."""
-    from schemaless_store.indexes import registry
+    from schemaless_store.config.indexes import registry
 
     total = 0
     for alias in shards.shard_aliases():

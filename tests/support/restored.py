@@ -34,7 +34,7 @@ class RestoredStore:
     def __init__(self, workdir: Path) -> None:
         from django.conf import settings
 
-        from schemaless_store.dburls import databases_from_urls, embedded_urls
+        from schemaless_store.config.dburls import databases_from_urls, embedded_urls
 
         self.workdir = workdir
         self.names: list[tuple[Any, str]] = []
@@ -95,7 +95,7 @@ def _sql(server: Any, statement: str) -> None:
 
 def decoded(report: dict[str, Any]) -> dict[str, Any]:
     """The report with properties and answers as the store's values again."""
-    from schemaless_store.jsonview import from_json
+    from schemaless_store.values.jsonview import from_json
 
     return {
         "shards": report["shards"],
@@ -119,9 +119,9 @@ def _report() -> None:
     import django
 
     django.setup()
-    from schemaless_store import conf
-    from schemaless_store.jsonview import properties_to_json
+    from schemaless_store.config import conf
     from schemaless_store.models import Entity
+    from schemaless_store.values.jsonview import properties_to_json
     from tests.support.backups import answers
 
     found = {e.id: (e._state.db, e.body_properties()) for e in Entity.objects.all().iterator()}

@@ -23,9 +23,9 @@ from typing import Any
 import MySQLdb
 from django.db.backends.mysql import base
 
-from ...dburls import parse_nodes
-from ...server_errors import CR_CONN_HOST_ERROR
-from ...tables import sessions
+from ...config.dburls import parse_nodes
+from ...sql import sessions
+from ...sql.server_errors import CR_CONN_HOST_ERROR
 
 logger = logging.getLogger("schemaless_store.galera")
 

@@ -9,9 +9,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connections
 
-from schemaless_store import conf
-from schemaless_store.tables import layout
-from schemaless_store.topology import clustering, servers
+from schemaless_store.config import conf
+from schemaless_store.sql import layout
+from schemaless_store.tables import clustering
+from schemaless_store.topology import servers
 
 
 class Command(BaseCommand):

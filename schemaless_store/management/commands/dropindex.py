@@ -7,8 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from schemaless_store import lifecycle
 from schemaless_store.exceptions import ConfigurationError
+from schemaless_store.tables import lifecycle
 from schemaless_store.tables.counts import exact_count
 from schemaless_store.topology import shards
 

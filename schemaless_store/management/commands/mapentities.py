@@ -13,11 +13,11 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from schemaless_store import jsonview
 from schemaless_store.exceptions import ConfigurationError, SchemalessError
 from schemaless_store.kinds.kind import KINDS
 from schemaless_store.kinds.options import stored_value
 from schemaless_store.mapping import DEFAULT_BATCH_SIZE, map_entities
+from schemaless_store.values import jsonview
 
 from ..arguments import add_throttle_arguments, throttle_options, whole_number
 from ..progress import progress_stream

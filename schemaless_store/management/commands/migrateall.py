@@ -17,9 +17,10 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import connections
 
-from schemaless_store import conf, lifecycle
+from schemaless_store.config import conf
+from schemaless_store.config.indexes import registry
 from schemaless_store.exceptions import ConfigurationError
-from schemaless_store.indexes import registry
+from schemaless_store.tables import lifecycle
 from schemaless_store.topology import shards
 
 

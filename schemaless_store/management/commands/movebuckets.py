@@ -18,7 +18,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from schemaless_store.config.metadata import BucketMove
 from schemaless_store.exceptions import MoveRefused, SchemalessError
+from schemaless_store.guards.server_lock import ServerLock
+from schemaless_store.guards.throttle import Throttle
 from schemaless_store.management.arguments import (
     add_throttle_arguments,
     niceness,
@@ -27,7 +30,6 @@ from schemaless_store.management.arguments import (
 )
 from schemaless_store.management.progress import progress_stream
 from schemaless_store.management.texttable import text_table
-from schemaless_store.metadata import BucketMove
 from schemaless_store.moves import plan
 from schemaless_store.moves.decide import (
     database_errors,
@@ -39,8 +41,6 @@ from schemaless_store.moves.decide import (
 from schemaless_store.moves.mover import COPY_WORKERS, Mover
 from schemaless_store.moves.phase_bars import MoveProgress
 from schemaless_store.moves.record import STATUS_HEADERS, describe, status_row
-from schemaless_store.throttle import Throttle
-from schemaless_store.topology.server_lock import ServerLock
 
 
 def plural(number: int, thing: str, things: str = "") -> str:
@@ -82,7 +82,7 @@ class Command(BaseCommand):
             default=COPY_WORKERS,
             help=f"Tables copied at the same time, on MySQL (default {COPY_WORKERS}).",
         )
-        # The cleaner's throttle (schemaless_store.throttle), with runcleaner's options.
+        # The cleaner's throttle (schemaless_store.guards.throttle), with runcleaner's options.
         add_throttle_arguments(
             parser,
             worker="the copy",

@@ -14,9 +14,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from schemaless_store.config.indexes import registry
+from schemaless_store.config.metadata import BucketMove
 from schemaless_store.exceptions import ShardUnavailable
-from schemaless_store.indexes import registry
-from schemaless_store.metadata import BucketMove
 from schemaless_store.moves.locate import locate
 from schemaless_store.moves.record import describe
 from schemaless_store.tables import buckets as bucket_table

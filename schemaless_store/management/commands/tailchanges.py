@@ -1,11 +1,11 @@
 """``manage.py tailchanges``: print the change feed as JSON lines, resumably.
 
-One line per change (see :mod:`schemaless_store.feed`)::
+One line per change (see :mod:`schemaless_store.cells.feed`)::
 
     {"shard": "shard_0", "position": 42, "row_key": "…uuid…", "column": "_entity", "ref_key": 3,
      "created_at": "2026-11-23T05:00:00.123456+00:00", "deleted": false, "body": {…}}
 
-``body`` is the reversible JSON view the admin uses (``schemaless_store.jsonview``). With
+``body`` is the reversible JSON view the admin uses (``schemaless_store.values.jsonview``). With
 ``--state FILE`` the positions reached are saved after every printed batch (written to a
 temporary file and renamed, so a crash leaves the old or the new positions, never half a file)
 and read back at start: a restarted tail goes on where the last one stopped. A crash between
@@ -28,8 +28,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from schemaless_store import conf, feed, jsonview
+from schemaless_store.cells import feed
+from schemaless_store.config import conf
 from schemaless_store.exceptions import SchemalessError
+from schemaless_store.values import jsonview
 
 from ..arguments import seconds, shard_alias, whole_number
 

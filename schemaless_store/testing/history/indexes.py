@@ -4,6 +4,6 @@ another shard than its entity and move with other buckets. The clients' ``find``
 (:mod:`.client`); the checker proves its answers (:mod:`.checker`, ``index_missed`` and
 ``index_wrong``)."""
 
-from schemaless_store.indexes import Index
+from schemaless_store.config.indexes import Index
 
 value_index = Index(table="index_history_value", properties=["value"], shard_on="value")

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ...dburls import databases_from_urls
+from ...config.dburls import databases_from_urls
 from ..galera import GaleraCluster, GaleraNode, start_galera_cluster
 from ..mariadb import MariaDBServer, start_servers
 

@@ -16,7 +16,7 @@ for _database in DATABASES.values():
     # Persistent connections, as a deployment keeps them: a fault finds sessions mid-use and
     # idle; the clients close a broken one after each operation, as a request's end does.
     _database["CONN_MAX_AGE"] = 600
-DATABASE_ROUTERS = ["schemaless_store.topology.router.ShardRouter"]
+DATABASE_ROUTERS = ["schemaless_store.router.ShardRouter"]
 SCHEMALESS = {
     "BUCKETS": 4096,
     "SHARDS": json.loads(os.environ["SCHEMALESS_HISTORY_SHARDS"]),

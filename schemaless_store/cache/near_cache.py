@@ -57,7 +57,7 @@ class Mark:
 @dataclass
 class NearStats:
     """What this process's near cache did (approximate under threads): shown on the admin's
-    health page (:mod:`.admin.cache_panel`), written by ``bench.ycsb`` into its results (its
+    health page (:mod:`..admin.cache_panel`), written by ``bench.ycsb`` into its results (its
     report's cache table shows ``refused`` and ``pushed``) and by ``bench.near_miss``, read by
     the tests. Its hits are ``entity_cache.stats.near_hits``, its own process's evictions
     ``entity_cache.stats.invalidated``."""

@@ -14,7 +14,7 @@ import struct
 import uuid
 from typing import Any
 
-from .exceptions import IndexValueError, IndexValueTooLong
+from ..exceptions import IndexValueError, IndexValueTooLong
 
 # --- order-preserving encoding of scalar values ---------------------------------------------
 
@@ -150,7 +150,7 @@ class ColumnType:
 
     name: str = ""
     # The type of every value ``to_db`` returns (bytes, int or float), which lets index rows be
-    # written as literals without the driver's escaping (:mod:`.tables.literals`); None:
+    # written as literals without the driver's escaping (:mod:`..sql.literals`); None:
     # unknown, the driver renders them.
     python_type: type | None = None
 

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .exceptions import IndexValueError
-from .indexes import Index
-from .tables import index_rows as index_table
-from .topology import bucket_map
+from ..config.indexes import Index
+from ..exceptions import IndexValueError
+from ..tables import index_rows as index_table
+from ..topology import bucket_map
 
 Row = tuple[tuple[Any, ...], bytes]  # (column values, entity id)
 

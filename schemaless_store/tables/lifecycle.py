@@ -1,7 +1,7 @@
 """Index lifecycle: ``building`` -> ``ready`` -> ``retired``, kept in the metadata database.
 
 Writers maintain every valid declared index, whatever its state: an index is maintained from the
-moment it is declared, while the cleaner backfills it (:mod:`.cleaner`), which makes it ``ready``
+moment it is declared, while the cleaner backfills it (:mod:`..cleaner`), which makes it ``ready``
 (:func:`mark_ready`) once every shard is backfilled. Queries use only ``ready`` indexes.
 Retired indexes are no longer declared, so nothing maintains them; their tables wait for
 ``manage.py dropindex`` (:func:`drop_retired`), after which the index is forgotten.
@@ -15,12 +15,12 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
-from .exceptions import ConfigurationError, IndexNotReady
-from .indexes import ENTITIES, Index, Source, registry
-from .metadata import CleanerCheckpoint, IndexState
-from .tables import entities as entity_table
-from .tables.ddl import drop_table
-from .topology import shards
+from ..config.indexes import ENTITIES, Index, Source, registry
+from ..config.metadata import CleanerCheckpoint, IndexState
+from ..exceptions import ConfigurationError, IndexNotReady
+from ..topology import shards
+from . import entities as entity_table
+from .ddl import drop_table
 
 BUILDING, READY, RETIRED = "building", "ready", "retired"
 # How long a process trusts the states it read (a backfill finishing shows up within this).

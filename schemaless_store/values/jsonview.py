@@ -24,7 +24,7 @@ import math
 import uuid
 from typing import Any
 
-from .exceptions import SchemalessError
+from ..exceptions import SchemalessError
 
 TAGS = ("$bytes", "$uuid", "$datetime", "$float", "$dict")
 

@@ -19,8 +19,8 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
-from .codec import Codec
-from .exceptions import ConfigurationError
+from ..exceptions import ConfigurationError
+from ..values.codec import Codec
 
 # The most a body column holds (MariaDB's MEDIUMBLOB): the ceiling of MAX_BODY_BYTES.
 MEDIUMBLOB_BYTES = 2**24 - 1
@@ -33,7 +33,7 @@ DEFAULTS: dict[str, Any] = {
     # Logical buckets. Changing it rehashes everything: pick it once, large (moving buckets
     # between servers later only edits SHARDS).
     "BUCKETS": 4096,
-    "CODEC": "schemaless_store.codec.MsgpackCodec",
+    "CODEC": "schemaless_store.values.codec.MsgpackCodec",
     # Submodule of each installed app that declares Index instances.
     "INDEX_MODULE": "indexes",
     # MEDIUMBLOB holds 16 MiB - 1 bytes; the server's max_allowed_packet must exceed this.

@@ -3,7 +3,7 @@
 MySQLdb's ``executemany`` renders every value through ``Connection.literal`` (a Python call and
 a type dispatch per value), and a backfill sends millions of rows
 (docs/performance-history.md). Index columns hold only ``bytes``, ``int`` and finite ``float``
-values (:mod:`..index_values`, each column
+values (:mod:`..values.index_values`, each column
 type's ``python_type``), and those have literals that need no escaping: ``X'<hex digits>'``,
 decimal digits, and ``repr`` with an exponent (so MySQL reads a ``DOUBLE``, not a
 ``DECIMAL``). Rows a bucket move copies also hold naive ``datetime`` values (``DATETIME``

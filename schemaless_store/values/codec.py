@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import msgpack
 
-from .exceptions import CorruptBody, UnsupportedValue
+from ..exceptions import CorruptBody, UnsupportedValue
 
 _EXT_UUID = 1
 _EXT_DATETIME = 2
@@ -87,7 +87,7 @@ def check_values(properties: dict[str, Any]) -> None:
         if level > MAX_NESTING:
             raise UnsupportedValue(
                 f"lists and dicts nest more than {MAX_NESTING} levels deep "
-                "(the limit is schemaless_store.codec.MAX_NESTING)"
+                "(the limit is schemaless_store.values.codec.MAX_NESTING)"
             )
         inner: list[Any] = []
         for container in todo:

@@ -21,8 +21,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .. import conf
 from ..exceptions import ConfigurationError
+from . import conf
 
 # The oldest MariaDB the suite runs on (Debian 12's mariadb-server; docker-compose.yml).
 OLDEST_MARIADB = (10, 11)

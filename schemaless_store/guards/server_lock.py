@@ -39,10 +39,10 @@ from typing import Any
 
 from django.db import DatabaseError, connections
 
-from ..server_errors import ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT, ER_NO_SUCH_TABLE, code_of
-from ..tables import server_locks, sessions
-from ..tables.server_locks import LEASE_TABLE
-from . import servers, shards
+from ..sql import server_locks, sessions
+from ..sql.server_errors import ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT, ER_NO_SUCH_TABLE, code_of
+from ..sql.server_locks import LEASE_TABLE
+from ..topology import servers, shards
 
 # The cleaner's logger: runcleaner shows its warnings (a lost lease) on the terminal.
 logger = logging.getLogger("schemaless_store.cleaner")

@@ -26,12 +26,12 @@ from typing import Any
 
 from django.utils import timezone
 
-from . import conf
-from .codec import decode_body
-from .exceptions import CorruptBody, InvalidQuery
-from .tables import cells as cell_table
-from .tables.values import datetime_converter
-from .topology import shards
+from ..config import conf
+from ..exceptions import CorruptBody, InvalidQuery
+from ..sql.values import datetime_converter
+from ..tables import cells as cell_table
+from ..topology import shards
+from ..values.codec import decode_body
 
 MAX_LIMIT = 10_000
 

@@ -3,7 +3,7 @@
 ``save(if_unchanged=True)`` (and ``delete``, ``Entity.objects.modify()``, the admin's edit
 form) hands the write protocol an :class:`Expected`; step 1 compares it with the row it reads
 under ``SELECT ... FOR UPDATE`` anyway, so the check costs no extra round trip and no write can
-slip in between the check and the write (:mod:`.writes.protocol`).
+slip in between the check and the write (:mod:`..writes.protocol`).
 
 The store keeps no version counter. What it compares is what step 1 already reads: the body
 (the exact bytes the instance was read with, or last wrote) and, when the instance knows them,
@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 
 class Found(Protocol):
-    """The row step 1 read and locked (:class:`~.tables.entities.Locked`), as far as the
+    """The row step 1 read and locked (:class:`~..tables.entities.Locked`), as far as the
     comparison needs it."""
 
     @property

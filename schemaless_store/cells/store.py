@@ -13,7 +13,7 @@ entity and its history share a server and a transaction. Writing never changes a
 lock of its ``cell_head`` row so two writers never get the same one) or stores the version it
 is given, and storing an existing version again is fine only with the same body (a retry);
 another body raises :class:`CellImmutable`. A put runs the write protocol
-(:mod:`.writes.protocol`) over ``cell_head``, so indexes over cell columns are kept like
+(:mod:`..writes.protocol`) over ``cell_head``, so indexes over cell columns are kept like
 entity indexes.
 
 Column names starting with ``_`` are the store's own: ``_entity`` holds entity history
@@ -31,17 +31,18 @@ from typing import Any
 
 from django.utils import timezone
 
-from . import conf
-from .codec import decode_body
-from .exceptions import CellImmutable, ConfigurationError, InvalidCell
-from .indexes import cell_source
-from .tables import buckets as bucket_table
-from .tables import cells as cell_table
-from .tables.cells import ENTITY_COLUMN
-from .tables.values import datetime_converter, db_datetime
-from .topology import bucket_map, entity_ids, shards
-from .writes.protocol import Change, SplitWrite, Write, run
-from .writes.rows import encode_body, rows_of
+from ..config import conf
+from ..config.indexes import cell_source
+from ..exceptions import CellImmutable, ConfigurationError, InvalidCell
+from ..sql.values import datetime_converter, db_datetime
+from ..tables import buckets as bucket_table
+from ..tables import cells as cell_table
+from ..tables.cells import ENTITY_COLUMN
+from ..topology import bucket_map, shards
+from ..values import entity_ids
+from ..values.codec import decode_body
+from ..writes.protocol import Change, SplitWrite, Write, run
+from ..writes.rows import encode_body, rows_of
 
 MAX_COLUMN_NAME = 64
 MAX_REF_KEY = 2**63 - 1

@@ -1,7 +1,7 @@
 """A server's client sessions: this session's round trip, variables and settings (Galera's,
 a consistent snapshot, its database), and the others in ``information_schema.PROCESSLIST``,
 for the fence's kill of the connections that may still believe a withdrawn bucket is served
-(:mod:`..topology.fence`; docs/design.md#the-fence).
+(:mod:`..guards.fence`; docs/design.md#the-fence).
 
 A user sees its own sessions without any privilege; another user's need ``PROCESS`` to be seen
 and ``CONNECTION ADMIN`` (or ``SUPER``) to be killed. The fence ends every session on the
@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import DatabaseError
 
-from ..server_errors import ER_NO_SUCH_THREAD, code_of
+from .server_errors import ER_NO_SUCH_THREAD, code_of
 
 # CLIENT_MULTI_STATEMENTS, a connection flag; MYSQL_OPTION_MULTI_STATEMENTS_ON of
 # mysql_set_server_option() (MySQLdb's constants, without importing the driver here).
@@ -26,7 +26,7 @@ MULTI_STATEMENTS_ON = 0
 _MANY = "_schemaless_many_statements"  # set on a driver connection switched on here
 # Set by the Galera backend on a driver connection: ``(host, port)`` of the node it reached
 # (where its session runs: a lost answer's session is ended there,
-# :func:`..topology.fence.end_session`).
+# :func:`..guards.fence.end_session`).
 NODE = "_schemaless_node"
 
 

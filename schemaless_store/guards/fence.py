@@ -38,14 +38,14 @@ from django.db import DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.mysql.base import DatabaseWrapper as MySQLWrapper
 
-from ..dburls import parse_nodes
+from ..config.dburls import parse_nodes
 from ..exceptions import MoveRefused, ShardUnavailable
+from ..sql import sessions
 from ..tables import buckets as bucket_table
-from ..tables import sessions
-from . import shards
-from .write_lock import write_lock
+from ..topology import shards
+from ..topology.write_lock import write_lock
 
-logger = logging.getLogger("schemaless_store.topology.fence")
+logger = logging.getLogger("schemaless_store.guards.fence")
 
 # How long a withdrawal waits for the killed sessions to end (their rollbacks), in seconds.
 KILL_WAIT = 30.0

@@ -124,7 +124,7 @@ class AsyncResults:
         return await sync_to_async(self.exists)()
 
     async def apage(self, size: int = 30, cursor: str | None = None) -> Any:
-        """``page(after=cursor, size=size)``'s twin: a :class:`~.query.indexquery.Page`."""
+        """``page(after=cursor, size=size)``'s twin: a :class:`~.indexquery.Page`."""
         return await sync_to_async(self.page)(after=cursor, size=size)
 
 

@@ -1,6 +1,6 @@
 """The database router: entities and cells on their shards, everything else on ``default``.
 
-Add ``"schemaless_store.topology.router.ShardRouter"`` to ``DATABASE_ROUTERS``.
+Add ``"schemaless_store.router.ShardRouter"`` to ``DATABASE_ROUTERS``.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS
 
-from .. import conf
+from .config import conf
 
 ENTITY_LABEL = "schemaless_store.entity"
 

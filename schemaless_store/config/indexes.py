@@ -1,6 +1,6 @@
 """Index declarations and the registry that discovers them.
 
-An index is a table on every shard (:mod:`.tables.ddl`), one row per combination of property
+An index is a table on every shard (:mod:`..tables.ddl`), one row per combination of property
 values an entity has (:meth:`Index.rows_for`), placed on the shard of its ``shard_on`` value.
 Declarations live in an ``indexes.py`` module of any installed app (``SCHEMALESS["INDEX_MODULE"]``)
 and are found the way ``admin.py`` modules are: every module-level :class:`Index` counts.
@@ -18,8 +18,8 @@ from typing import Any
 
 from django.utils.module_loading import module_has_submodule
 
-from .exceptions import ConfigurationError, IndexValueError
-from .index_values import COLUMN_TYPES, ColumnType, KeyColumn, decode_key, encode_key
+from ..exceptions import ConfigurationError, IndexValueError
+from ..values.index_values import COLUMN_TYPES, ColumnType, KeyColumn, decode_key, encode_key
 
 IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,63}")
 RESERVED_COLUMNS = frozenset({"entity_id"})
@@ -75,9 +75,9 @@ class Index:
     """A secondary index over one or more properties, sharded on one of them.
 
     ``types`` overrides the column type of some properties: a name from
-    :data:`~schemaless_store.index_values.COLUMN_TYPES` (``"key"``, ``"int"``, ``"float"``,
+    :data:`~schemaless_store.values.index_values.COLUMN_TYPES` (``"key"``, ``"int"``, ``"float"``,
     ``"str"``, ``"bytes"``, ``"uuid"``, ``"datetime"``) or a
-    :class:`~schemaless_store.index_values.ColumnType`.
+    :class:`~schemaless_store.values.index_values.ColumnType`.
     The default, ``"key"``, accepts any scalar value. A property whose value is a list gets one
     row per element. Problems with the declaration are reported by ``manage.py check``
     (IDs ``schemaless.E1xx``); an invalid index is never used to build SQL.

@@ -2,14 +2,14 @@
 
 Each attempt reads the entity from its primary (never the entity cache or a replica, which may
 lag and would only cost a conflict), calls ``fn(entity)``, which changes it in place, and saves
-it with ``if_unchanged=True`` (:mod:`.expected`). A :class:`Conflict` (another writer got in
+it with ``if_unchanged=True`` (:mod:`..values.expected`). A :class:`Conflict` (another writer got in
 between) means: read again, call ``fn`` again. ``fn`` may return :data:`schemaless_store.DELETE`
 to delete the entity instead, under the same check.
 
 ``fn`` runs again only after a :class:`Conflict`, which a write that landed never raises: when
 the answer to a save's commit is lost, its receipt on the shard says whether it landed
 (docs/design.md#receipts), and a landed save returns. If the shard cannot be asked,
-:class:`~.exceptions.OutcomeUnknown` reaches the caller and ``fn`` is not called again.
+:class:`~..exceptions.OutcomeUnknown` reaches the caller and ``fn`` is not called again.
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from . import DELETE
-from .exceptions import Conflict
-from .query.fetch import fetch_by_ids
-from .topology import entity_ids, replicas
+from .. import DELETE
+from ..exceptions import Conflict
+from ..query.fetch import fetch_by_ids
+from ..topology import replicas
+from ..values import entity_ids
 
 # The longest pause between two attempts; the pauses grow from 1 ms with jitter, so writers
 # that collided do not collide again in lockstep.

@@ -15,9 +15,9 @@ from typing import Any
 
 from django.db import OperationalError, connections
 
-from .. import conf
-from ..server_errors import ER_LOCK_WAIT_TIMEOUT, code_of
-from ..tables import layout
+from ..config import conf
+from ..sql import layout
+from ..sql.server_errors import ER_LOCK_WAIT_TIMEOUT, code_of
 
 # Rows migrate converts itself: about a second of rebuild (~1.8 s per 100,000 rows measured
 # on the busy test machine, docs/upgrading.md#clustering-entities-by-id).
