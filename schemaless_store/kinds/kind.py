@@ -32,7 +32,7 @@ from ..models.entity import Entity
 from ..query.asyncapi import sync_only
 from ..values.expected import Expected
 from ..writes import entity_writes
-from . import fit
+from .fit import check_indexes, check_unique
 from .manager import KindManager
 from .options import (
     FORBID,
@@ -201,7 +201,7 @@ class Kind(_Base, metaclass=KindBase):
         index read per unique index; :mod:`.fit`). The write decides all the same
         (``UniqueViolation``), so that two racing saves cannot both win; ``save()`` leaves
         this check to it."""
-        fit.check_unique(self, exclude)
+        check_unique(self, exclude)
 
     @classmethod
     def unique_error(cls, violation: UniqueViolation) -> ValidationError:
@@ -228,7 +228,7 @@ class Kind(_Base, metaclass=KindBase):
         once encoded, NaN, ...) is an error on its field (:mod:`.fit`), so that a form that
         is valid saves. ``save()`` leaves this check to the write, which refuses the same
         values (``IndexValueError``). ``Meta.constraints`` is not read."""
-        fit.check_indexes(self, exclude)
+        check_indexes(self, exclude)
 
     def kind_errors(self) -> dict[str, list[str]]:
         """What ``full_clean()`` would refuse, by field, without raising (the admin shows it
