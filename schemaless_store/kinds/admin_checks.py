@@ -2,13 +2,13 @@
 ``search_fields`` and ``ordering`` entry must be one an index of the kind serves, or the page
 would have to refuse it at run time. Django's own checks of the admin run first.
 
-- ``schemaless.E401``: a ``list_filter`` entry that is not a field of the kind with choices, a
+- ``schemaless.E411``: a ``list_filter`` entry that is not a field of the kind with choices, a
   boolean or a date;
-- ``schemaless.E402``: a ``list_filter`` field no index of the kind serves;
-- ``schemaless.E403``: a ``search_fields`` entry other than ``"=field"`` or ``"^field"`` (Django's
+- ``schemaless.E412``: a ``list_filter`` field no index of the kind serves;
+- ``schemaless.E413``: a ``search_fields`` entry other than ``"=field"`` or ``"^field"`` (Django's
   default, ``icontains``, and ``"@"`` need a scan no index does);
-- ``schemaless.E404``: a ``search_fields`` field no index of the kind serves;
-- ``schemaless.E405``: an ``ordering`` no index of the kind serves.
+- ``schemaless.E414``: a ``search_fields`` field no index of the kind serves;
+- ``schemaless.E415``: an ``ordering`` no index of the kind serves.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class KindAdminChecks(ModelAdminChecks):
                         "choices, yes/no or date ranges; search other fields with "
                         f"search_fields = ['=field'] ({DOCS})",
                         obj=admin_obj.__class__,
-                        id="schemaless.E401",
+                        id="schemaless.E411",
                     )
                 )
                 continue
@@ -88,7 +88,7 @@ class KindAdminChecks(ModelAdminChecks):
                         f"kind {name} serves a filter on {item!r}",
                         hint=index_hint(model, item),
                         obj=admin_obj.__class__,
-                        id="schemaless.E402",
+                        id="schemaless.E412",
                     )
                 )
         return errors
@@ -119,7 +119,7 @@ class KindAdminChecks(ModelAdminChecks):
                         "text, '^title' what starts with it; 'contains' and full text need a "
                         f"scan no index does ({DOCS})",
                         obj=admin_obj.__class__,
-                        id="schemaless.E403",
+                        id="schemaless.E413",
                     )
                 )
                 continue
@@ -129,7 +129,7 @@ class KindAdminChecks(ModelAdminChecks):
                         f"{label}: no index of kind {model.__name__} serves a search of {name!r}",
                         hint=index_hint(model, name),
                         obj=admin_obj.__class__,
-                        id="schemaless.E404",
+                        id="schemaless.E414",
                     )
                 )
         return errors
@@ -154,6 +154,6 @@ class KindAdminChecks(ModelAdminChecks):
                 hint=f"ordering = ['-published'] (one field), and "
                 f"{index_hint(model, str(first).lstrip('-'))}",
                 obj=admin_obj.__class__,
-                id="schemaless.E405",
+                id="schemaless.E415",
             )
         ]
