@@ -35,9 +35,11 @@ from ..exceptions import (
 from ..values import expected
 from .admin_actions import delete_selected, run_action
 from .admin_checks import KindAdminChecks
-from .changelist import ORDER_VAR, PAGE_VAR, SEARCH_VAR, KindList
+from .admin_widgets import ReferenceIdWidget
+from .changelist import ORDER_VAR, PAGE_VAR, POPUP_VAR, SEARCH_VAR, KindList
 from .fit import index_error
 from .listpage import ACTION_CHECKBOX, filters, headers, rows
+from .references import ReferenceField
 
 SEARCH_HELP = (
     "An id, or property=value conditions joined by ' & ' that one of the kind's indexes "
@@ -63,6 +65,13 @@ class KindAdmin(admin.ModelAdmin):
         if self.list_display != ("__str__",):
             return self.list_display
         return ["id", *self.declared()[:6]]
+
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        """Django's form fields; a reference is edited by id in the raw-id widget."""
+        if isinstance(db_field, ReferenceField):
+            kwargs["widget"] = ReferenceIdWidget(db_field.target(), self.admin_site)
+            return db_field.formfield(**kwargs)
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return [*(self.fields or self.declared()), "loaded"]
@@ -171,7 +180,8 @@ class KindAdmin(admin.ModelAdmin):
             response = run_action(self, request)
             if response is not None:
                 return response
-        actions = self.get_actions(request)
+        popup = POPUP_VAR in request.GET
+        actions = {} if popup else self.get_actions(request)
         list_display = list(self.get_list_display(request))
         columns = list(list_display)
         if actions:
@@ -201,6 +211,10 @@ class KindAdmin(admin.ModelAdmin):
             ),
             "previous_url": self.previous_url(request, kind_list.page),
             "media": self.media,
+            "is_popup": popup,
+            "popup_params": {
+                k: request.GET[k] for k in (POPUP_VAR, "_to_field") if k in request.GET
+            },
             **(extra_context or {}),
         }
         request.current_app = self.admin_site.name

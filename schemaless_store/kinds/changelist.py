@@ -33,7 +33,7 @@ from ..values import entity_ids
 from ..values.index_values import encode_key
 from .options import stored_value
 
-SEARCH_VAR, PAGE_VAR, ORDER_VAR = "q", "p", "o"
+SEARCH_VAR, PAGE_VAR, ORDER_VAR, POPUP_VAR = "q", "p", "o", "_popup"
 # Django's own parameters that are not conditions (popups, the error flag, facets).
 IGNORED_VARS = frozenset({"e", "_facets", "_popup", "_to_field", "_changelist_filters"})
 LOOKUPS = ("exact", "gt", "gte", "lt", "lte")

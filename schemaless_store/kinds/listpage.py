@@ -21,7 +21,9 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from ..admin.common import with_query
-from .changelist import ORDER_VAR, PAGE_VAR, KindList, Listing
+from .admin_widgets import change_url
+from .changelist import ORDER_VAR, PAGE_VAR, POPUP_VAR, KindList, Listing
+from .references import ReferenceField, prefetch, reference_names
 
 ACTION_CHECKBOX = "action_checkbox"
 
@@ -45,12 +47,24 @@ def cell(kind_list: KindList, column: Any, entity: Any) -> Any:
         model_field, attr, value = lookup_field(column, entity, kind_list.admin)
     except (AttributeError, FieldDoesNotExist, KeyError):
         return empty
+    if isinstance(model_field, ReferenceField):
+        return reference_cell(kind_list, entity, column, value)
     try:
         if model_field is None:
             return display_for_value(value, empty, boolean=getattr(attr, "boolean", False))
         return display_for_field(value, model_field, empty)
     except (TypeError, ValueError, AttributeError):
         return display_for_value(value, empty)
+
+
+def reference_cell(kind_list: KindList, entity: Any, name: str, target: Any) -> Any:
+    """A reference: the referenced entity, linked to its admin page; a dangling one's id."""
+    if target is None:
+        key = entity._properties().get(name)
+        empty = kind_list.admin.get_empty_value_display()
+        return empty if key is None else format_html("{} (no such entity)", key)
+    url = change_url(kind_list.admin.admin_site, target)
+    return format_html('<a href="{}">{}</a>', url, target) if url else str(target)
 
 
 def headers(kind_list: KindList, listing: Listing, columns: list[Any]) -> list[dict[str, Any]]:
@@ -86,18 +100,25 @@ def _safe_conditions(kind_list: KindList) -> dict[str, Any]:
 
 
 def rows(kind_list: KindList, listing: Listing, columns: list[Any]) -> list[dict[str, Any]]:
-    opts = kind_list.model._meta
+    model = kind_list.model
+    opts = model._meta
     links = kind_list.admin.get_list_display_links(kind_list.request, columns)
     linked = set(links or ())
+    # The page's references, read in one get_many per field (one query per shard).
+    prefetch(model, listing.entities, [c for c in columns if c in reference_names(model)])
+    popup = POPUP_VAR in kind_list.request.GET
     found = []
     for entity in listing.entities:
         url = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[entity.id])
+        link = '<a href="{}">{}</a>'
+        if popup:  # the lookup of a reference's widget: choosing a row gives its id
+            url, link = str(entity.id), '<a href="#" data-popup-opener="{}">{}</a>'
         found.append(
             {
                 "id": str(entity.id),
                 "label": str(entity),
                 "cells": [
-                    format_html('<a href="{}">{}</a>', url, cell(kind_list, c, entity))
+                    format_html(link, url, cell(kind_list, c, entity))
                     if c in linked
                     else cell(kind_list, c, entity)
                     for c in columns

@@ -2,7 +2,7 @@ from django.contrib import admin
 
 from schemaless_store.kinds.admin import KindAdmin
 
-from .models import Novel
+from .models import Critique, Novel
 
 
 @admin.display(description="Loud title")
@@ -21,3 +21,8 @@ class NovelAdmin(KindAdmin):
     @admin.display(description="Stars")
     def stars_shown(self, novel: Novel) -> str:
         return "*" * int(novel.stars)
+
+
+@admin.register(Critique)
+class CritiqueAdmin(KindAdmin):
+    list_display = ["text", "novel"]

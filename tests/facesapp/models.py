@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.db import models
 
 from schemaless_store import Index
-from schemaless_store.kinds import Kind
+from schemaless_store.kinds import Kind, ReferenceField
 from schemaless_store.values.index_values import KeyColumn
 
 GENRES = [("sf", "Science fiction"), ("crime", "Crime"), ("poetry", "Poetry")]
@@ -47,3 +47,14 @@ class Novel(Kind):
 
     def shout(self) -> str:
         return str(self.title).upper()
+
+
+class Critique(Kind):
+    """A review of a novel: a reference, shown in the admin as a link and edited by id."""
+
+    novel = ReferenceField(Novel)
+    text = models.CharField(max_length=100)
+
+    class Meta:
+        kind_name = "critique"
+        indexes = [Index("index_critique_novel", ["novel"], shard_on="novel")]
