@@ -166,8 +166,7 @@ class KindAdmin(admin.ModelAdmin):
         return found
 
     def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
-        for entity in queryset:
-            entity.delete()
+        queryset.delete()  # the kind's queryset: each entity deleted through the store
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None

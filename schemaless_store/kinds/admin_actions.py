@@ -1,10 +1,10 @@
 """A kind's admin actions (:class:`~.admin.KindAdmin`): Django's action form over the list,
 given the selected entities, and ``delete_selected`` deleting them through the store.
 
-An action is called as Django calls it, ``action(modeladmin, request, selection)``. The
-selection is a :class:`Selection`: the selected entities of the kind, read by id (one read per
-shard), a list with what actions ask of a queryset (``count()``, ``exists()``, ``delete()``,
-``model``); ids that are not the kind's are left out.
+An action is called as Django calls it, ``action(modeladmin, request, queryset)``. The
+queryset is the kind's, ``Entry.objects.filter(pk__in=selected)`` (read by id, one read per
+shard; ids that are not the kind's are left out), so ``queryset.update(...)``,
+``queryset.delete()``, ``count()`` and iteration work as in Django.
 """
 
 from __future__ import annotations
@@ -25,28 +25,8 @@ from django.utils.text import capfirst
 from .changelist import selected_ids
 
 
-class Selection(list[Any]):
-    """The entities an action was given (see the module docs)."""
-
-    def __init__(self, model: Any, entities: list[Any]) -> None:
-        super().__init__(entities)
-        self.model = model
-
-    def count(self) -> int:  # type: ignore[override]
-        return len(self)
-
-    def exists(self) -> bool:
-        return bool(self)
-
-    def delete(self) -> tuple[int, dict[str, int]]:
-        """Delete each entity through the store (its index rows with it)."""
-        for entity in self:
-            entity.delete()
-        return len(self), {self.model._meta.label: len(self)}
-
-
 @action(permissions=["delete"], description="Delete selected %(verbose_name_plural)s")
-def delete_selected(modeladmin: Any, request: HttpRequest, selection: Selection) -> Any:
+def delete_selected(modeladmin: Any, request: HttpRequest, selection: Any) -> Any:
     """Django's "Delete selected" for a kind: the confirmation page, then each entity deleted
     through the store, logged and counted in a message."""
     opts = modeladmin.model._meta
@@ -110,8 +90,7 @@ def run_action(modeladmin: Any, request: HttpRequest) -> HttpResponse | None:
         )
         return back
     func = actions[name][0]
-    found = modeladmin.model.objects.get_many(ids)
-    selection = Selection(modeladmin.model, list(found.values()))
+    selection = modeladmin.model.objects.filter(pk__in=ids)
     response = func(modeladmin, request, selection)
     if isinstance(response, HttpResponse):
         return response

@@ -17,6 +17,12 @@ class NovelAdmin(KindAdmin):
     search_fields = ["=isbn", "^title"]
     ordering = ["-published"]
     list_per_page = 3
+    actions = ["out_of_print"]
+
+    @admin.action(description="Mark as out of print")
+    def out_of_print(self, request, queryset) -> None:
+        count = queryset.update(in_print=False)
+        self.message_user(request, f"{count} marked out of print.")
 
     @admin.display(description="Stars")
     def stars_shown(self, novel: Novel) -> str:

@@ -124,6 +124,18 @@ def test_actions_delete_selected_deletes(admin_client, novels):
     assert "Items must be selected" in nothing.content.decode()
 
 
+def test_a_custom_action_gets_the_kinds_queryset(admin_client, novels):
+    ids = [str(novels[0].id), str(novels[3].id)]
+    done = admin_client.post(LIST, {"action": "out_of_print", "_selected_action": ids}, follow=True)
+    assert "2 marked out of print." in done.content.decode()
+    assert sorted(n.title for n in Novel.objects.filter(in_print=False)) == [
+        "Dune",
+        "Dust",
+        "Odes",
+        "Solaris",
+    ]
+
+
 def test_refusals_are_messages_not_500s(admin_client, novels):
     for query, said in [
         ("?p=0", "is not a page number"),
