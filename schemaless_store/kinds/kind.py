@@ -195,6 +195,20 @@ class Kind(_Base, metaclass=KindBase):
             except ValidationError as exc:
                 errors[attr] = exc.error_list
                 continue
+            except (TypeError, ValueError, OverflowError):  # a type the field never parses
+                errors[attr] = [
+                    ValidationError(
+                        "%(kind)s.%(field)s holds a %(type)s, not a value of its field (%(what)s).",
+                        code="invalid",
+                        params={
+                            "kind": type(self).__name__,
+                            "field": attr,
+                            "type": type(raw).__name__,
+                            "what": model_field.description % model_field.__dict__,
+                        },
+                    )
+                ]
+                continue
             if key is not None and len(memo) < MEMO_LIMIT:
                 memo[key] = cleaned
         if self._kind.extra == FORBID:

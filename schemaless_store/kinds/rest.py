@@ -32,6 +32,7 @@ from rest_framework.exceptions import ValidationError
 
 from ..exceptions import InvalidEntityId, SchemalessError, UniqueViolation
 from .options import FORBID
+from .references import ReferenceField
 from .rest_query import StoreCursorPagination, conditions_from, list_query, orderable
 
 
@@ -48,6 +49,14 @@ def _refusal(exc: Exception, model: Any = None) -> ValidationError:
             )
         return ValidationError(exc.messages)
     return ValidationError({"non_field_errors": [str(exc)]})
+
+
+class ReferenceIdField(serializers.UUIDField):
+    """A reference (``ReferenceField``) as the referenced entity's id, read and written; the
+    kind's ``full_clean()`` refuses an id of no entity of the referenced kind."""
+
+    def get_attribute(self, instance: Any) -> Any:
+        return getattr(instance, f"{self.source}_id")
 
 
 class KindSerializer(serializers.ModelSerializer):
@@ -70,6 +79,8 @@ class KindSerializer(serializers.ModelSerializer):
         declared = model_class._kind.fields.get(field_name)
         if declared is not None:
             built: tuple[Any, dict[str, Any]] = self.build_standard_field(field_name, declared)
+            if isinstance(declared, ReferenceField):
+                return ReferenceIdField, built[1]
             return built
         return super().build_field(field_name, info, model_class, nested_depth)
 
