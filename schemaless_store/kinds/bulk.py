@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import F, Value
 from django.db.models.expressions import CombinedExpression
@@ -73,8 +73,11 @@ class KindWrites:
     _offset: int
     _limit: int | None
 
-    __iter__: Callable[[], Iterator[Any]]
-    filter: Callable[..., Any]
+    if TYPE_CHECKING:
+
+        def __iter__(self) -> Iterator[Any]: ...
+
+        def filter(self, *args: Any, **kwargs: Any) -> Any: ...
 
     def _no_slice(self, what: str) -> None:
         if self._offset or self._limit is not None:

@@ -180,7 +180,7 @@ class Lookups:
             if isinstance(child, Q):
                 parts.append(self._q(child))
             else:
-                key, value = child
+                key, value = child  # type: ignore[misc]
                 parts.append([self._one(key, value)])
         if q.connector == Q.OR:
             result = [b for part in parts for b in part]

@@ -120,6 +120,17 @@ class KindManager(EntityManager):
         return self.query().last()
 
     @sync_only
+    def earliest(self, field: str) -> Any:
+        return self.query().earliest(field)
+
+    @sync_only
+    def latest(self, field: str) -> Any:
+        return self.query().latest(field)
+
+    def iterator(self, chunk_size: int | None = None) -> Any:
+        return self.query().iterator(chunk_size)
+
+    @sync_only
     def in_bulk(self, id_list: Any = None, *, field_name: str = "pk") -> dict[uuid.UUID, Any]:
         return self.query().in_bulk(id_list, field_name=field_name)
 

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from ..exceptions import InvalidQuery, NoIndexForQuery
+from ..exceptions import IndexNotReady, InvalidQuery, NoIndexForQuery
 from ..query.allentities import AllEntities
 from ..query.asyncapi import AsyncResults, sync_only
 from ..query.indexquery import MAX_PAGE, IndexQuery, Page
@@ -32,6 +32,7 @@ from .references import prefetch, reference_names
 
 # Results get() reads to tell one from several (as Django's MAX_GET_RESULTS).
 MAX_GET_RESULTS = 21
+_UNKNOWN = object()
 
 
 class KindQuery(KindWrites, AsyncResults, CachedResults):
@@ -48,6 +49,7 @@ class KindQuery(KindWrites, AsyncResults, CachedResults):
         self._prefetch: tuple[str, ...] = ()
         self._alias: str | None = None
         self._cache: list[Any] | None = None
+        self._default_order: Any = _UNKNOWN  # Meta.ordering, if it applies (chosen once)
 
     # --- building ---------------------------------------------------------------------------
 
@@ -55,6 +57,7 @@ class KindQuery(KindWrites, AsyncResults, CachedResults):
         clone = KindQuery.__new__(KindQuery)
         clone.__dict__.update(self.__dict__)
         clone._cache = None
+        clone._default_order = _UNKNOWN
         return clone
 
     def _chained(self, what: str) -> KindQuery:
@@ -182,6 +185,11 @@ class KindQuery(KindWrites, AsyncResults, CachedResults):
             return self._order, self._descending
         if self._explicit:
             return None
+        if self._default_order is _UNKNOWN:
+            self._default_order = self._meta_ordering()
+        return self._default_order
+
+    def _meta_ordering(self) -> tuple[str, bool] | None:
         ordering = self.model._meta.ordering
         if not ordering or not isinstance(ordering[0], str):
             return None
@@ -192,7 +200,7 @@ class KindQuery(KindWrites, AsyncResults, CachedResults):
             if branch.ids is None and not branch.empty:
                 try:
                     self._index_query(branch, order).index  # noqa: B018 - choose it
-                except NoIndexForQuery:
+                except (NoIndexForQuery, IndexNotReady):
                     return None
         return order
 
@@ -311,6 +319,21 @@ class KindQuery(KindWrites, AsyncResults, CachedResults):
             found = list(self)
             return found[-1] if found else None
         return self.reverse().first()
+
+    @sync_only
+    def earliest(self, field: str) -> Any:
+        """The first match by ``field`` (an indexed property): ``DoesNotExist`` if none."""
+        return self._end(self.order_by(field))
+
+    @sync_only
+    def latest(self, field: str) -> Any:
+        return self._end(self.order_by(field[1:] if field.startswith("-") else "-" + field))
+
+    def _end(self, query: KindQuery) -> Any:
+        found = query.first()
+        if found is None:
+            raise self.model.DoesNotExist(f"{self.model.__name__} matching query does not exist.")
+        return found
 
     @sync_only
     def get(self, *args: Any, **kwargs: Any) -> Any:

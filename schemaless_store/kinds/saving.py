@@ -3,6 +3,8 @@ values that are expressions (``F("title")``), which a save cannot apply."""
 
 from __future__ import annotations
 
+import datetime as dt
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -10,6 +12,9 @@ from django.core.exceptions import ValidationError
 
 from ..config.indexes import KIND_PROPERTY
 from .options import FORBID
+
+# Value types that are never expressions (checked first: every save looks at every value).
+PLAIN = frozenset((str, int, float, bool, type(None), bytes, uuid.UUID, dt.datetime, list, dict))
 
 
 def only_named(entity: Any, update_fields: Iterable[str] | None) -> frozenset[str] | None:
@@ -42,6 +47,8 @@ def check_expressions(entity: Any, named: frozenset[str] | None) -> None:
     would otherwise store the expression's text."""
     kind = type(entity).__name__
     for name, value in entity._properties().items():
+        if type(value) in PLAIN:  # the usual case: no expression
+            continue
         if (named is None or name in named) and hasattr(value, "resolve_expression"):
             raise ValidationError(
                 {

@@ -74,6 +74,17 @@ def test_get_count_exists_first_last_slicing_and_in_bulk(books):
     assert Book.objects.first().title == "Alpha" and Book.objects.last().title == "Gamma"
     by_stars = Book.objects.order_by("-stars")
     assert by_stars.first().title == "Epsilon" and by_stars.last().title == "Alpha"
+    assert Book.objects.earliest("stars").title == "Alpha"
+    assert Book.objects.filter(genre="sf").latest("title").title == "Delta"
+    assert [b.title for b in Book.objects.iterator()] == [
+        "Alpha",
+        "Beta",
+        "Delta",
+        "Epsilon",
+        "Gamma",
+    ]
+    with pytest.raises(Book.DoesNotExist):
+        Book.objects.filter(genre="poetry").latest("title")
     assert titles(by_stars[1:3]) == ["Delta", "Gamma"] and by_stars[4].title == "Alpha"
     assert by_stars[1:3].count() == 2 and len(by_stars[3:]) == 2
     with pytest.raises(IndexError):
