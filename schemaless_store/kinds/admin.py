@@ -17,7 +17,6 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -202,7 +201,6 @@ class KindAdmin(admin.ModelAdmin):
             "search_help_text": self.get_search_help(request),
             "has_add_permission": self.has_add_permission(request),
             "actions": bool(actions),
-            "action_form": helpers.ActionForm(auto_id=None) if actions else None,
             "action_choices": self.get_action_choices(request) if actions else [],
             "page": kind_list.page,
             "next_url": (

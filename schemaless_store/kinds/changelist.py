@@ -224,11 +224,12 @@ class KindList:
                 problems.append(f"{name}: {' '.join(exc.messages)}")
                 continue
             branch = dict(conditions)
-            bounds = prefix_range(value) if spec.startswith("^") and isinstance(value, str) else 0
-            if bounds == 0:
+            if spec.startswith("^") and isinstance(value, str):
+                bounds = prefix_range(value)
+                if bounds is not None:  # else every value starts with "": no condition
+                    branch[f"{name}__gte"], branch[f"{name}__lt"] = bounds
+            else:
                 branch[name] = value
-            elif bounds is not None:
-                branch[f"{name}__gte"], branch[f"{name}__lt"] = bounds
             branches.append(branch)
         if not branches:
             raise Refused(f"{self.term!r} fits no field searched: {'; '.join(problems)}")

@@ -33,7 +33,7 @@ def index_error(model: Any, exc: IndexValueError) -> ValidationError:
     else:
         text = f"This value cannot be indexed: {exc}."
     error = ValidationError(text, code="index")
-    if name in model._kind.fields:
+    if name is not None and name in model._kind.fields:
         return ValidationError({name: error})
     return ValidationError({NON_FIELD_ERRORS: error})
 

@@ -295,11 +295,9 @@ class Kind(_Base, metaclass=KindBase):
         if validate:
             # The unique indexes and the index values are the write's to refuse (no read
             # more per save): validate_unique/validate_constraints are for forms.
-            skipped = {"validate_unique": False, "validate_constraints": False}
-            if named is None:
-                self.full_clean(**skipped)
-            else:  # as Django's: only the fields written are checked
-                self.full_clean(exclude=[f for f in options.fields if f not in named], **skipped)
+            exclude = None if named is None else [f for f in options.fields if f not in named]
+            # (with update_fields, as Django's: only the fields written are checked)
+            self.full_clean(exclude=exclude, validate_unique=False, validate_constraints=False)
         self._properties()[KIND_PROPERTY] = options.name
         if expect is not None:
             entity_writes.save(
