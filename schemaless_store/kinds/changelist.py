@@ -45,6 +45,15 @@ class Refused(Exception):
     """The list cannot run as asked: the message is shown on the page."""
 
 
+def refusal_text(model: Any, exc: Exception) -> str:
+    """A query's refusal in a line or two: the kind, why, and what would serve it (the
+    planner's "To serve it: declare Index(...)" line), without the list of every index."""
+    lines = str(exc).split("\n")
+    first = lines[0] if lines[0].startswith(model.__name__) else f"{model.__name__}: {lines[0]}"
+    fix = next((line for line in lines[1:] if line.startswith("To serve it")), "")
+    return f"{first} {fix}".strip()
+
+
 def field_value(model: Any, name: str, raw: str) -> Any:
     """``raw`` (text from a URL) as the value the kind stores for field ``name``: converted
     by the field, a naive date or time made aware in the current time zone, a date given for a
@@ -186,7 +195,7 @@ class KindList:
         try:
             query.index  # noqa: B018 (choose the index now)
         except SchemalessError as exc:
-            raise Refused(str(exc).split("\n")[0]) from None
+            raise Refused(refusal_text(self.model, exc)) from None
         return query
 
     def serves(self, conditions: dict[str, Any], order: tuple[str, bool] | None) -> bool:

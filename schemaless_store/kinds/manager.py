@@ -79,6 +79,14 @@ class KindManager(EntityManager):
         """Every entity of the kind, as a :class:`~.query.KindQuery` to narrow."""
         return KindQuery(self.model)
 
+    def using(self, alias: str | None) -> Any:  # type: ignore[override]
+        """``using(shard)``: the Django queryset of one shard, pinned to the kind.
+        ``using(None)``, Django's "the default database" (its content types' lookup, behind
+        the admin's "View on site"): the kind's queryset over every shard."""
+        if alias is None:
+            return self.query()
+        return super().using(alias)
+
     def all(self) -> KindQuery:  # type: ignore[override]
         """Every entity of this kind, in ``Entity.objects.all()``'s order (or by
         ``Meta.ordering``, when an index serves it); lazy, sliceable, countable (counting

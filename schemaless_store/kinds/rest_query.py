@@ -28,7 +28,7 @@ from rest_framework.response import Response
 
 from ..exceptions import InvalidCursor, SchemalessError
 from .admin_checks import served
-from .changelist import field_value
+from .changelist import field_value, refusal_text
 
 LOOKUPS = ("exact", "in", "gt", "gte", "lt", "lte")
 
@@ -91,12 +91,12 @@ def orderable(model: Any) -> list[str]:
     return [name for name in model._kind.fields if served(model, {}, name)]
 
 
-def planned(query: Any) -> Any:
+def planned(model: Any, query: Any) -> Any:
     """The query with its index chosen now (``ValidationError`` if none serves it)."""
     try:
         query.index  # noqa: B018
     except SchemalessError as exc:
-        raise refused("non_field_errors", str(exc).split("\n")[0]) from None
+        raise refused("non_field_errors", refusal_text(model, exc)) from None
     return query
 
 
@@ -110,7 +110,7 @@ def list_query(
         return model.objects.all()
     query = model.objects.filter_index(**conditions)
     if asked is not None:
-        return planned(query.order_by(asked))
+        return planned(model, query.order_by(asked))
     if default is not None:
         ordered = query.order_by(default)
         try:
@@ -120,7 +120,7 @@ def list_query(
                 return model.objects.all()
         else:
             return ordered
-    return planned(query)
+    return planned(model, query)
 
 
 class StoreCursorPagination(pagination.BasePagination):
@@ -154,7 +154,9 @@ class StoreCursorPagination(pagination.BasePagination):
         except InvalidCursor as exc:
             raise refused(self.cursor_query_param, str(exc)) from None
         except SchemalessError as exc:  # a value the index cannot hold, met as it runs
-            raise refused("non_field_errors", str(exc).split("\n")[0]) from None
+            model = getattr(view, "kind_model", lambda: None)()
+            text = str(exc) if model is None else refusal_text(model, exc)
+            raise refused("non_field_errors", text) from None
         return list(self.page.entities)
 
     def get_paginated_response(self, data: Any) -> Response:

@@ -5,10 +5,13 @@ would refuse, and the system checks refusing a ``list_filter``, ``search_fields`
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from django import forms
 from django.contrib import admin
 from django.contrib.admin.models import LogEntry
+from django.contrib.contenttypes.models import ContentType
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -35,6 +38,11 @@ def test_view_on_site_opens_the_instances_page(admin_client):
     assert page.status_code == 200
     assert f'href="/novels/{novel.id}/" class="viewsitelink"' in page.content.decode()
     assert admin_client.get(f"/novels/{novel.id}/").content.decode() == f"novel {novel.id}"
+    # Django's own redirect through the content type reads the entity too.
+    kind = ContentType.objects.get_for_model(Novel, for_concrete_model=False)
+    shortcut = admin_client.get(f"/admin/r/{kind.id}/{novel.id}/")
+    assert shortcut.status_code == 302 and shortcut["Location"].endswith(f"/novels/{novel.id}/")
+    assert admin_client.get(f"/admin/r/{kind.id}/{uuid.uuid4()}/").status_code == 404
 
 
 def test_a_value_too_long_for_its_index_is_a_form_error(admin_client):

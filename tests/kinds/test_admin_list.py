@@ -101,7 +101,8 @@ def test_search_fields_through_indexes(admin_client, novels):
     assert sorted(titles(admin_client, "?q=Du")) == ["Dune", "Dust"]  # ^title: starts with
     # A search with a filter no index serves together is refused, naming what is missing.
     refused = page_text(admin_client, "?q=Du&genre__exact=crime").replace("&#x27;", "'")
-    assert "no index serves filter_index(genre='crime'" in refused
+    assert "Novel: no index serves filter_index(genre='crime'" in refused
+    assert "To serve it: declare Index(" in refused
     assert "the list did not run" in refused
     assert titles(admin_client, "?q=zzz") == []
     assert "No novels match" in page_text(admin_client, "?q=zzz")

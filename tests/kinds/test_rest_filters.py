@@ -104,12 +104,14 @@ def test_refusals_are_400s_that_say_why(api, novels):
         ({"stars": "many"}, "stars", "must be an integer"),
         ({"colour": "red"}, "colour", "Novel has no field 'colour'; filter by one of"),
         ({"title__contains": "x"}, "title__contains", "unknown lookup 'contains'"),
-        ({"genre": "sf", "stars": "3"}, "non_field_errors", "no index serves"),
+        ({"genre": "sf", "stars": "3"}, "non_field_errors", "Novel: no index serves"),
         ({"cursor": "forged"}, "cursor", ""),
     ]:
         response = api.get(URL, params)
         assert response.status_code == 400, (params, response.content)
         assert said in response.json()[field][0], params
+    fix = api.get(URL, {"genre": "sf", "stars": "3"}).json()["non_field_errors"][0]
+    assert "To serve it: declare Index(" in fix and "of kind 'novel'" in fix
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
