@@ -16,6 +16,7 @@ from ..query.asyncapi import sync_only
 from ..query.fetch import EntityFetcher, fetch_by_ids, get_many, get_one
 from ..query.indexquery import IndexQuery
 from ..topology import placement
+from .asyncmethods import AsyncKindManager
 from .lookups import Lookups
 from .query import KindQuery
 from .queryset import KindQuerySet
@@ -38,7 +39,7 @@ class KindFetcher(EntityFetcher):
         }
 
 
-class KindManager(EntityManager):
+class KindManager(AsyncKindManager, EntityManager):
     """The manager of a kind (see the module docs)."""
 
     _queryset_class = KindQuerySet

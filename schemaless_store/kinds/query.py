@@ -26,6 +26,7 @@ from ..query.allentities import AllEntities
 from ..query.asyncapi import AsyncResults, sync_only
 from ..query.indexquery import MAX_PAGE, IndexQuery, Page
 from ..query.results import CachedResults
+from .asyncmethods import AsyncKindQuery
 from .bulk import KindWrites
 from .lookups import Branch, Lookups, sort_key
 from .references import prefetch, reference_names
@@ -35,7 +36,7 @@ MAX_GET_RESULTS = 21
 _UNKNOWN = object()
 
 
-class KindQuery(KindWrites, AsyncResults, CachedResults):
+class KindQuery(AsyncKindQuery, KindWrites, AsyncResults, CachedResults):
     """A lazy query over one kind's entities (see the module docs)."""
 
     def __init__(self, model: Any) -> None:

@@ -161,11 +161,25 @@ def test_using_a_shard_counts_with_meta_ordering(books):
     }
 
 
-def test_pages_and_async(books):
+def test_pages(books):
     page = Book.objects.filter(genre="sf").order_by("title").page(size=2)
     assert titles(page) == ["Alpha", "Beta"] and page.has_next
     rest = Book.objects.filter(genre="sf").order_by("title").page(after=page.next_cursor, size=2)
     assert titles(rest) == ["Delta"] and not rest.has_next
     with pytest.raises(InvalidQuery, match="page\\(\\) pages a query one index serves"):
         Book.objects.filter(Q(genre="sf") | Q(genre="crime")).page(size=2)
-    assert Author.objects.count() == 0
+
+
+@pytest.mark.asyncio
+async def test_the_async_twins(books):
+    assert await Book.objects.acount() == 5 and await Book.objects.aexists()
+    assert (await Book.objects.aget(title="Beta")).id == books["Beta"].id
+    assert (await Book.objects.filter(genre="sf").alast()).title == "Delta"
+    assert (await Book.objects.alatest("stars")).title == "Epsilon"
+    assert set(await Book.objects.ain_bulk([books["Alpha"].id])) == {books["Alpha"].id}
+    assert [b.title async for b in Book.objects.filter(genre="crime")] == ["Epsilon", "Gamma"]
+    assert await Book.objects.filter(genre="crime").aupdate(stars=9) == 2
+    _author, created = await Author.objects.aget_or_create(name="Ada")
+    assert created and await Author.objects.acount() == 1
+    assert await Book.objects.filter(genre="crime").adelete() == (2, {"kindsapp.Book": 2})
+    assert await Book.objects.acount() == 3
