@@ -53,6 +53,7 @@ def test_filter_sort_search_and_delete_selected(live_server, admin_user):
         page.goto(f"{live_server.url}{LIST}")
         page.locator("#changelist-filter").get_by_role("link", name="Crime").click()
         shows(page, ["Dust", "Maigret"])
+        page.screenshot(path=str(ARTIFACTS / "kind-admin-list-filtered.png"))
         expect(page.locator("#changelist-filter li.selected")).to_contain_text(["Crime", "All"])
 
         page.goto(f"{live_server.url}{LIST}")
