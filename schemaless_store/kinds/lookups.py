@@ -80,14 +80,19 @@ class Branch:
         """Nothing can match (``id__in=[]``)."""
         return self.ids is not None and not self.ids
 
-    def keeps(self, properties: dict[str, Any], fields: dict[str, Any]) -> bool:
+    def keeps(self, entity: Any, fields: dict[str, Any]) -> bool:
         """Whether an entity read for this branch meets its re-checks: by id, the positive
-        conditions; always, none of the negated ones."""
-        if self.ids is not None and not all(matches(properties, c, fields) for c in self.checks):
+        conditions; always, none of the negated ones (``exclude(pk=...)`` included)."""
+        properties, key = entity.body_properties(), entity.id
+        if self.ids is not None and not all(
+            matches(properties, c, fields, key) for c in self.checks
+        ):
             return False
-        if not all(matches(properties, c, fields) for c in self.rechecks):
+        if not all(matches(properties, c, fields, key) for c in self.rechecks):
             return False
-        return not any(all(matches(properties, c, fields) for c in group) for group in self.negated)
+        return not any(
+            all(matches(properties, c, fields, key) for c in group) for group in self.negated
+        )
 
 
 def sort_key(model_field: Any, value: Any) -> bytes:
@@ -97,13 +102,18 @@ def sort_key(model_field: Any, value: Any) -> bytes:
     return encode_key(value)
 
 
-def matches(properties: dict[str, Any], check: tuple[str, str, Any], fields: dict) -> bool:
+def matches(
+    properties: dict[str, Any], check: tuple[str, str, Any], fields: dict, key: Any = None
+) -> bool:
     """One condition in Python, comparing as the index does (a missing property never
-    matches, as it has no index row)."""
+    matches, as it has no index row); ``"id"`` is the entity's id, ``key``."""
     prop, lookup, target = check
-    if prop not in properties:
+    if prop == "id":
+        value: Any = key
+    elif prop not in properties:
         return False
-    value = properties[prop]
+    else:
+        value = properties[prop]
     if lookup == "startswith":
         return isinstance(value, str) and value.startswith(target)
     model_field = fields.get(prop)

@@ -103,6 +103,12 @@ class KindManager(AsyncKindManager, EntityManager):
     def order_by(self, *fields: str) -> KindQuery:
         return self.query().order_by(*fields)
 
+    def values(self, *fields: str) -> Any:
+        return self.query().values(*fields)
+
+    def values_list(self, *fields: str, flat: bool = False, named: bool = False) -> Any:
+        return self.query().values_list(*fields, flat=flat, named=named)
+
     def none(self) -> KindQuery:
         return self.query().none()
 

@@ -30,13 +30,14 @@ from .asyncmethods import AsyncKindQuery
 from .bulk import KindWrites
 from .lookups import Branch, Lookups, sort_key
 from .references import prefetch, reference_names
+from .shapes import KindShapes
 
 # Results get() reads to tell one from several (as Django's MAX_GET_RESULTS).
 MAX_GET_RESULTS = 21
 _UNKNOWN = object()
 
 
-class KindQuery(AsyncKindQuery, KindWrites, AsyncResults, CachedResults):
+class KindQuery(AsyncKindQuery, KindWrites, KindShapes, AsyncResults, CachedResults):
     """A lazy query over one kind's entities (see the module docs)."""
 
     def __init__(self, model: Any) -> None:
@@ -234,7 +235,7 @@ class KindQuery(AsyncKindQuery, KindWrites, AsyncResults, CachedResults):
     def _keeps(self, branch: Branch, entity: Any) -> bool:
         if self._alias is not None and entity.shard != self._alias:
             return False
-        return branch.keeps(entity.body_properties(), self.model._kind.fields)
+        return branch.keeps(entity, self.model._kind.fields)
 
     def _branch_results(self, branch: Branch, want: int | None) -> Iterator[Any]:
         """The branch's matches in order, at least the first ``want`` (None: all)."""

@@ -52,6 +52,9 @@ def test_filter_exclude_and_order_by_read_the_kinds_indexes(books):
     ]
     assert titles(Book.objects.exclude(genre="sf")) == ["Epsilon", "Gamma"]
     assert titles(Book.objects.filter(genre="sf").filter(title="Delta")) == ["Delta"]
+    beta = books["Beta"]
+    assert titles(Book.objects.filter(genre="sf").exclude(pk=beta.pk)) == ["Alpha", "Delta"]
+    assert titles(Book.objects.filter(Q(genre="sf") & ~Q(id__in=[beta.id]))) == ["Alpha", "Delta"]
     assert titles(Book.objects.filter(genre__in=["crime"]).order_by("title")) == [
         "Epsilon",
         "Gamma",
@@ -183,3 +186,22 @@ async def test_the_async_twins(books):
     assert created and await Author.objects.acount() == 1
     assert await Book.objects.filter(genre="crime").adelete() == (2, {"kindsapp.Book": 2})
     assert await Book.objects.acount() == 3
+
+
+def test_values_and_what_no_kind_query_serves(books):
+    assert Book.objects.filter(genre="crime").values_list("title", flat=True) == [
+        "Epsilon",
+        "Gamma",
+    ]
+    assert Book.objects.filter(genre="crime").values("pk", "stars") == [
+        {"pk": books["Epsilon"].id, "stars": 5},
+        {"pk": books["Gamma"].id, "stars": 3},
+    ]
+    (row,) = Book.objects.filter(title="Beta").values_list("title", "stars", named=True)
+    assert (row.title, row.stars) == ("Beta", 2)
+    with pytest.raises(InvalidQuery, match="Book has no field 'nope'"):
+        Book.objects.values("nope")
+    for refused in ("aggregate", "annotate", "distinct", "select_for_update"):
+        with pytest.raises(InvalidQuery, match=rf"Book\.objects\.\.\.{refused}\(\) is not served"):
+            getattr(Book.objects.filter(genre="sf"), refused)()
+    assert not hasattr(Book.objects.all(), "annotate")  # an AttributeError too
