@@ -128,3 +128,22 @@ def test_a_filter_no_index_serves_is_refused_by_the_check():
     assert error.id == "schemaless.E412"
     assert "kind Note" in error.msg
     assert "Index('index_note_color', ['color'], shard_on='color')" in error.hint
+
+
+def test_the_checks_read_no_database(monkeypatch):
+    """``manage.py check`` (and ``makemigrations``) runs them before the store's tables exist:
+    whether an index serves is the planner's own test of the declarations."""
+    from schemaless_store.tables import lifecycle
+
+    def no_database():
+        raise AssertionError("a system check read the indexes' states")
+
+    monkeypatch.setattr(lifecycle, "states", no_database)
+    assert check_ids(list_filter=["genre", "stars"], search_fields=["=genre", "=isbn"]) == [
+        "schemaless.E411"
+    ]
+    assert check_ids(search_fields=["=stars", "=in_print", "^nope"]) == ["schemaless.E413"]
+    from tests.kindsapp.models import Note
+
+    bad = type("NoteAdmin", (KindAdmin,), {"list_filter": ["color"], "search_fields": ["=body"]})
+    assert [e.id for e in bad(Note, admin.site).check()] == ["schemaless.E412", "schemaless.E414"]
