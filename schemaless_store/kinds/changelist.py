@@ -172,7 +172,13 @@ class KindList:
                 return None
             first = ordering[0]
             return first.lstrip("-"), first.startswith("-")
-        part = raw.split(".")[0]
+        parts = raw.split(".")
+        if len(parts) > 1:
+            raise Refused(
+                f"?{ORDER_VAR}={raw!r}: {self.model.__name__}'s list is sorted by one column "
+                "at a time (an index orders by one property)"
+            )
+        part = parts[0]
         number = part.lstrip("-")
         if not number.isdigit() or int(number) >= len(self.list_display):
             raise Refused(f"?{ORDER_VAR}={raw!r} names no column of the list")

@@ -142,6 +142,7 @@ def test_refusals_are_messages_not_500s(admin_client, novels):
         ("?p=0", "is not a page number"),
         ("?p=abc", "is not a page number"),
         ("?o=99", "names no column"),
+        ("?o=1.4", "sorted by one column at a time"),
         ("?o=2", "no index serves"),  # genre: no index orders by it alone
         ("?colour__exact=red", "cannot be filtered by 'colour__exact'"),
         ("?stars__exact=many", "must be an integer"),
