@@ -140,6 +140,9 @@ class KindViewSet(viewsets.ModelViewSet):
 
     permission_classes = [KindPermissions]
     pagination_class = StoreCursorPagination
+    # Filters and orderings are the kind's indexes' (:mod:`.rest_query`): DRF's backends
+    # (``DEFAULT_FILTER_BACKENDS``: django-filter, ``OrderingFilter``) speak SQL to a table.
+    filter_backends: list[Any] = []
     # An indexed property to list by (``"-published"``: newest first), through the kind's
     # indexes; None: ``all()``'s order, and filters only on an index of exactly their fields.
     ordering: str | None = None
