@@ -76,6 +76,12 @@ def galera_ready(cursor: Any) -> str | None:
     return None if row is None else str(row[1])
 
 
+def lock_wait(cursor: Any) -> float:
+    """The session's ``innodb_lock_wait_timeout``, seconds (its ``init_command`` applied)."""
+    cursor.execute("SELECT @@SESSION.innodb_lock_wait_timeout")
+    return float(cursor.fetchone()[0])
+
+
 def begin_snapshot(cursor: Any) -> None:
     """Start a read-only ``REPEATABLE READ`` transaction ``WITH CONSISTENT SNAPSHOT`` (as
     ``mysqldump --single-transaction`` takes): its reads see the database as of one instant."""

@@ -323,13 +323,14 @@ def snapshot(alias: str) -> BaseDatabaseWrapper:
     """A connection of its own to ``alias`` reading the shard as of now until it is closed."""
     conn = connections.create_connection(alias)
     with conn.cursor() as cursor:
-        if conn.vendor == "mysql":
+        if conn.vendor == "mysql":  # the snapshot is taken here; no read needed to begin it
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
         else:
             cursor.execute("BEGIN")
-        cursor.execute(f"SELECT COUNT(*) FROM {bucket_table.TABLE}")  # SQLite: the read begins
-        cursor.fetchall()
+            # SQLite's snapshot begins with the first read (one row: not a count of the table)
+            cursor.execute(f"SELECT bucket FROM {bucket_table.TABLE} LIMIT 1")
+            cursor.fetchall()
     return conn
 
 
