@@ -80,7 +80,7 @@ class KindManager(AsyncKindManager, EntityManager):
         """Every entity of the kind, as a :class:`~.query.KindQuery` to narrow."""
         return KindQuery(self.model)
 
-    def using(self, alias: str | None) -> Any:  # type: ignore[override]
+    def using(self, alias: str | None) -> Any:
         """``using(shard)``: the Django queryset of one shard, pinned to the kind.
         ``using(None)``, Django's "the default database" (its content types' lookup, behind
         the admin's "View on site"): the kind's queryset over every shard."""
