@@ -8,7 +8,9 @@ would have to refuse it at run time. Django's own checks of the admin run first.
 - ``schemaless.E413``: a ``search_fields`` entry other than ``"=field"`` or ``"^field"`` (Django's
   default, ``icontains``, and ``"@"`` need a scan no index does);
 - ``schemaless.E414``: a ``search_fields`` field no index of the kind serves;
-- ``schemaless.E415``: an ``ordering`` no index of the kind serves.
+- ``schemaless.E415``: an ``ordering`` no index of the kind serves;
+- ``schemaless.E416``: ``list_editable`` or ``date_hierarchy``, which a kind's list does not
+  offer (they would be silently ignored).
 """
 
 from __future__ import annotations
@@ -60,6 +62,24 @@ class KindAdminChecks(ModelAdminChecks):
             *self._kind_list_filter(admin_obj),
             *self._kind_search_fields(admin_obj),
             *self._kind_ordering(admin_obj),
+            *self._kind_unoffered(admin_obj),
+        ]
+
+    def _kind_unoffered(self, admin_obj: Any) -> list[CheckMessage]:
+        found = []
+        if admin_obj.list_editable:
+            found.append(("list_editable", "edit each entity on its page"))
+        if admin_obj.date_hierarchy:
+            found.append(("date_hierarchy", f"list_filter = [{admin_obj.date_hierarchy!r}]"))
+        return [
+            Error(
+                f"{option} of {type(admin_obj).__name__}: a kind's list (kind "
+                f"{admin_obj.model.__name__}) does not offer it",
+                hint=f"{instead} ({DOCS})",
+                obj=admin_obj.__class__,
+                id="schemaless.E416",
+            )
+            for option, instead in found
         ]
 
     def _kind_list_filter(self, admin_obj: Any) -> list[CheckMessage]:

@@ -115,6 +115,10 @@ def test_system_checks_refuse_what_no_index_serves():
     assert check_ids(search_fields=["=genre"]) == []  # [genre, published] orders by published
     assert check_ids(ordering=["-published"]) == []
     assert check_ids(ordering=["genre"]) == ["schemaless.E415"]
+    assert check_ids(date_hierarchy="published") == ["schemaless.E416"]
+    assert check_ids(list_display=["title", "stars"], list_editable=["stars"]) == [
+        "schemaless.E416"
+    ]
     bad = type("BadAdmin", (KindAdmin,), {"search_fields": ["title"]})
     (error,) = bad(Novel, admin.site).check()
     assert "kind Novel" in error.msg and "'^title'" in error.hint
