@@ -39,6 +39,8 @@ IGNORED_VARS = frozenset({"e", "_facets", "_popup", "_to_field", "_changelist_fi
 LOOKUPS = ("exact", "gt", "gte", "lt", "lte")
 # A search over several fields reads at most this many entities from each.
 MAX_SEARCH_RESULTS = 1000
+# A page starts at most this far in (a page is read from the start of its list: offsets).
+MAX_OFFSET = 100_000
 
 
 class Refused(Exception):
@@ -148,6 +150,11 @@ class KindList:
         raw = self.params.get(PAGE_VAR, "1")
         if not raw.isdigit() or int(raw) < 1 or len(raw) > 9:
             raise Refused(f"?{PAGE_VAR}={raw!r} is not a page number (1, 2, 3, ...)")
+        if (int(raw) - 1) * self.per_page > MAX_OFFSET:
+            raise Refused(
+                f"page {raw} starts past the {MAX_OFFSET:,}th {self.model.__name__}: pages are "
+                "read from the start of the list; narrow it with a filter or a search"
+            )
         return int(raw)
 
     def column_field(self, column: Any) -> str | None:

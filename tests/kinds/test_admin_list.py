@@ -141,6 +141,7 @@ def test_refusals_are_messages_not_500s(admin_client, novels):
     for query, said in [
         ("?p=0", "is not a page number"),
         ("?p=abc", "is not a page number"),
+        ("?p=99999999", "narrow it with a filter or a search"),
         ("?o=99", "names no column"),
         ("?o=1.4", "sorted by one column at a time"),
         ("?o=2", "no index serves"),  # genre: no index orders by it alone
