@@ -1,13 +1,17 @@
 """``admin.site.register(Entry, KindAdmin)``: a kind's own admin (docs/kinds.md#the-admin).
 
-A kind's entities live on many shards, so the list is the store's: ``Entry.objects.all()``
-paged by signed cursor, or a search through the kind's indexes (``user_id=...``, or an id).
-The add, change, delete and history pages are Django's own: the form is a ``ModelForm`` of the
-kind, addressed by the entity's id, saved through ``save()`` (validated) with the token of the
-page it was loaded from, so an edit made meanwhile by someone else is refused, not overwritten.
-A write refused after the form was valid (someone wrote between the form's check and the write,
-or a unique index holds a value) shows the same form again with the refusal as its error, as
-Django's own failed validation does; nothing is written.
+A kind's entities live on many shards, so the list is served by the kind's indexes, with
+Django's options and parameters (``list_display``, ``list_filter``, ``search_fields``,
+``ordering``, ``?o=``, ``?p=``, actions): :mod:`.changelist` decides what it lists,
+:mod:`.listpage` draws it, :mod:`.admin_actions` runs the actions, :mod:`.admin_checks` refuses
+at ``manage.py check`` what no index serves. The add, change, delete and history pages are
+Django's own: the form is a ``ModelForm`` of the kind, addressed by the entity's id, saved
+through ``save()`` with the token of the page it was loaded from, so an edit made meanwhile by
+someone else is refused, not overwritten; a reference is edited in a raw-id widget
+(:mod:`.admin_widgets`). A write refused after the form was valid (someone wrote between the
+form's check and the write, a unique index holds the value, an index cannot hold it) shows the
+same form again with the refusal as its error, as Django's own failed validation does; nothing
+is written.
 The operators' raw entity view (``EntityAdmin``) stays, linked from each page.
 """
 
