@@ -125,6 +125,25 @@ def others(cursor: Any, database: str, user: str | None = None) -> list[int]:
     return [int(row[0]) for row in cursor.fetchall()]
 
 
+def writing_elsewhere(cursor: Any, database: str) -> list[int]:
+    """The ids of the other client sessions whose current database is not ``database`` (or
+    none) and whose transaction holds uncommitted changes or locks (``INNODB_TRX``): such a
+    session may have written ``database``'s tables by their qualified names, and its commit
+    must not come after a fence. One that has written nothing (a lock connection, a reader)
+    is not listed. Needs ``PROCESS``, as the process list does."""
+    users = ", ".join(["%s"] * len(_SERVER_USERS))
+    commands = ", ".join(["%s"] * len(_SERVER_COMMANDS))
+    cursor.execute(
+        "SELECT DISTINCT p.ID FROM information_schema.PROCESSLIST p "
+        "JOIN information_schema.INNODB_TRX t ON t.trx_mysql_thread_id = p.ID "
+        "WHERE (p.DB IS NULL OR p.DB <> %s) AND p.ID <> CONNECTION_ID() "
+        f"AND p.USER NOT IN ({users}) AND p.COMMAND NOT IN ({commands}) "
+        "AND (t.trx_rows_modified > 0 OR t.trx_rows_locked > 0 OR t.trx_tables_locked > 0)",
+        [database, *_SERVER_USERS, *_SERVER_COMMANDS],
+    )
+    return [int(row[0]) for row in cursor.fetchall()]
+
+
 def missing_fence_grants(cursor: Any) -> list[str]:
     """Which of :data:`FENCE_GRANTS` this session's user lacks (with its default role's),
     as ``SHOW GRANTS`` lists the global privileges: ``["PROCESS", "CONNECTION ADMIN or
