@@ -149,7 +149,7 @@ class KindViewSet(viewsets.ModelViewSet):
     # The fields ``?ordering=`` may name (None: each one an index of the kind orders by).
     ordering_fields: list[str] | None = None
     # Query parameters that are never filters.
-    reserved_params = frozenset({"cursor", "page_size", "size", "format", "ordering"})
+    reserved_params = frozenset({"cursor", "back", "page_size", "size", "format", "ordering"})
 
     def kind_model(self) -> Any:
         return self.get_serializer_class().Meta.model

@@ -127,13 +127,17 @@ class StoreCursorPagination(pagination.BasePagination):
     """Pages by the store's signed cursors, keyset pages that neither skip nor repeat while
     entities are added, under DRF's ``CursorPagination`` names: ``?cursor=`` and
     ``?page_size=`` (up to ``max_page_size``; ``?size=`` is the same). The answer is DRF's:
-    ``next``, ``previous`` (always null: the cursors go forward; go back by the URLs you
-    followed) and ``results``."""
+    ``next``, ``previous`` and ``results``. The store's cursors lead forward only, so each
+    ``next`` URL carries the cursors of the pages before it (``?back=``, the last
+    ``back_limit``), and ``previous`` pops the last one: null on the first page and past the
+    trail's start."""
 
     page_size = 30
     max_page_size = 200
     cursor_query_param = "cursor"
     page_size_query_param = "page_size"
+    back_query_param = "back"
+    back_limit = 50
 
     def get_page_size(self, request: Any) -> int:
         for name in (self.page_size_query_param, "size"):
@@ -159,13 +163,25 @@ class StoreCursorPagination(pagination.BasePagination):
             raise refused("non_field_errors", text) from None
         return list(self.page.entities)
 
+    def _url(self, cursor: str, back: list[str]) -> str:
+        params = self.request.query_params.copy()
+        params.pop(self.cursor_query_param, None)
+        if cursor:
+            params[self.cursor_query_param] = cursor
+        params.setlist(self.back_query_param, back)
+        query = params.urlencode()
+        return self.request.build_absolute_uri("?" + query if query else self.request.path)
+
     def get_paginated_response(self, data: Any) -> Response:
-        next_url = None
+        params = self.request.query_params
+        current = params.get(self.cursor_query_param) or ""
+        trail = params.getlist(self.back_query_param)[-self.back_limit :]
+        next_url = previous = None
         if self.page.next_cursor is not None:
-            params = self.request.query_params.copy()
-            params[self.cursor_query_param] = self.page.next_cursor
-            next_url = self.request.build_absolute_uri("?" + params.urlencode())
-        return Response({"next": next_url, "previous": None, "results": data})
+            next_url = self._url(self.page.next_cursor, [*trail, current][-self.back_limit :])
+        if current and trail:  # the page before this one: the trail's last cursor
+            previous = self._url(trail[-1], trail[:-1])
+        return Response({"next": next_url, "previous": previous, "results": data})
 
     def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
         return {

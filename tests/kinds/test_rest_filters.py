@@ -83,6 +83,18 @@ def test_cursor_pages_under_drfs_names(api, novels):
     assert len(first["results"]) == 3 and "cursor=" in first["next"]
     rest = api.get(first["next"]).json()
     assert [r["title"] for r in rest["results"]] == ["Dune"] and rest["next"] is None
+    assert first["previous"] is None
+    # One at a time, forward to the end, then back to the first page by "previous".
+    pages, url = [], f"http://testserver{URL}?page_size=1"
+    while url:
+        pages.append(api.get(url).json())
+        url = pages[-1]["next"]
+    assert [p["results"][0]["title"] for p in pages] == ["Odes", "Solaris", "Maigret", "Dune"]
+    back, url = [], pages[-1]["previous"]
+    while url:
+        back.append(api.get(url).json())
+        url = back[-1]["previous"]
+    assert [p["results"][0]["title"] for p in back] == ["Maigret", "Solaris", "Odes"]
     page = api.get(URL, {"page": "2"})
     assert page.status_code == 400
     assert "follow 'next'" in page.json()["page"][0]
