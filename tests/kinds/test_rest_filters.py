@@ -141,6 +141,7 @@ def test_refusals_are_400s_that_say_why(api, novels):
                 "in_print",
                 "ordering",
                 "page",
+                "back",
                 "page_size",
                 "size",
                 "cursor",
