@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "schemaless_store",
     "tests.testapp",
     "tests.kindsapp",
+    "tests.facesapp",
     "rest_framework",
     "project.feed",
 ]

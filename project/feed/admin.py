@@ -12,12 +12,16 @@ from .models import Comment, Entry, Like, User
 
 @admin.register(User)
 class UserAdmin(KindAdmin):
-    list_display = ["id", "username", "email", "name"]
+    list_display = ["username", "email", "name", "joined"]
+    search_fields = ["=username", "=email"]
+    ordering = ["username"]
 
 
 @admin.register(Entry)
 class EntryAdmin(KindAdmin):
-    list_display = ["id", "title", "link", "user_id"]
+    list_display = ["title", "user", "published", "link"]
+    list_filter = ["published"]
+    ordering = ["-published"]
 
 
 admin.site.register(Like, KindAdmin)

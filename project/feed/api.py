@@ -22,8 +22,8 @@ async def entry_json(request: HttpRequest, entry_id: uuid.UUID) -> JsonResponse:
     if entry is None:
         raise Http404("no such entry")
     likes, comments, users = await asyncio.gather(
-        Like.objects.filter_index(entry_id=entry.id).order_by("created").acount(),
-        Comment.objects.filter_index(entry_id=entry.id).order_by("created").acount(),
+        Like.objects.filter(entry_id=entry.id).order_by("created").acount(),
+        Comment.objects.filter(entry_id=entry.id).order_by("created").acount(),
         User.objects.aget_many([entry.user_id]),
     )
     author = users.get(entry.user_id)
@@ -32,7 +32,7 @@ async def entry_json(request: HttpRequest, entry_id: uuid.UUID) -> JsonResponse:
             "id": str(entry.id),
             "title": entry.title,
             "link": entry.link,
-            "published": entry.published_at.isoformat(),
+            "published": entry.published.isoformat(),
             "author": None if author is None else author.username,
             "likes": likes,
             "comments": comments,

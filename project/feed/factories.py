@@ -7,16 +7,24 @@ is derived from its entry and user (:meth:`project.feed.models.Like.id_for`), as
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import uuid
 
 import factory
 import factory.random
 
-from .models import Like, now_us
+from .models import Like, now
 
 # Seeded data spans the last 30 days, so the pages read like a feed that has been running a while.
 SPAN_US = 30 * 24 * 3600 * 1_000_000
+
+
+def _ago() -> dt.datetime:
+    """A time in the last 30 days (to the microsecond)."""
+    return now() - dt.timedelta(microseconds=factory.random.randgen.randrange(SPAN_US))
+
+
 # A few links that many people share: the "who else shared this?" page has something to show.
 POPULAR_LINKS = [
     "https://friendfeed.com/",
@@ -58,11 +66,14 @@ class UserFactory(factory.DictFactory):
     username = factory.LazyAttributeSequence(lambda o, n: _username(o.first, o.last, n))
     email = factory.LazyAttribute(lambda o: f"{o.username}@example.com")
     name = factory.LazyAttribute(lambda o: f"{o.first} {o.last}")
-    joined = factory.LazyFunction(lambda: now_us() - factory.random.randgen.randrange(SPAN_US))
+    joined = factory.LazyFunction(_ago)
 
 
 class EntryFactory(factory.DictFactory):
     """An entry by ``user`` (a user dict), published some time in the last 30 days."""
+
+    class Meta:
+        rename = {"user_ref": "user"}
 
     class Params:
         user = factory.SubFactory(UserFactory)
@@ -71,16 +82,17 @@ class EntryFactory(factory.DictFactory):
 
     id = factory.LazyFunction(_uuid)
     kind = "entry"
-    user_id = factory.LazyAttribute(lambda o: o.user["id"])
+    # The reference, stored as the user's id under "user" (the name of the Params above).
+    user_ref = factory.LazyAttribute(lambda o: o.user["id"])
     title = factory.Faker("sentence", nb_words=6)
     link = factory.LazyAttributeSequence(lambda o, n: _link(o.domain, o.path, n))
-    published = factory.LazyFunction(lambda: now_us() - factory.random.randgen.randrange(SPAN_US))
+    published = factory.LazyFunction(_ago)
 
 
-def _after(published: int) -> int:
+def _after(published: dt.datetime) -> dt.datetime:
     """A time after ``published`` and not in the future."""
-    now = now_us()
-    return published + factory.random.randgen.randrange(max(1, now - published))
+    span = max(1, (now() - published) // dt.timedelta(microseconds=1))
+    return published + dt.timedelta(microseconds=factory.random.randgen.randrange(span))
 
 
 class LikeFactory(factory.DictFactory):

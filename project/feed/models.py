@@ -4,13 +4,17 @@
 kind       fields
 =========  ================================================================================
 User       username (lowercase, unique), email (lowercase, unique), name, joined
-Entry      user_id, title, link, published
+Entry      user (a reference to the User), title, link, published
 Like       entry_id, user_id, created; its id is derived from (entry, user): one per pair
 Comment    entry_id, user_id, body, created
 =========  ================================================================================
 
-Ids (``user_id``, ``entry_id``) are ``uuid.UUID`` values; times are ints, microseconds since the
-epoch, in ``int`` index columns so newest-first is exact. Each kind's indexes are declared on it
+An entry's ``user`` is a ``ReferenceField``: ``entry.user`` is the ``User`` (a page reads its
+entries' users in one ``get_many``, ``select_related("user")``), ``entry.user_id`` the id. The
+other ids (``user_id``, ``entry_id``) are ``uuid.UUID`` values; times are aware datetimes
+(``DateTimeField``), in ``datetime`` index columns (microseconds) so newest-first is exact.
+Entities stored before these types (ints of microseconds, an entry's ``user_id``) are brought
+to them by :mod:`project.feed.upgrade` (docs/demo.md). Each kind's indexes are declared on it
 (``Meta.indexes``) and pinned to it: a like never turns up on a user's page because it happens
 to have a ``user_id``. The kinds need no ``indexes.py``.
 
@@ -26,28 +30,24 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
-import time
 import uuid
 
 from django.core.validators import RegexValidator
 from django.db import models
+from django.urls import reverse
 
 from schemaless_store import Index
 from schemaless_store.exceptions import EntityExists
-from schemaless_store.kinds import Kind
+from schemaless_store.kinds import Kind, ReferenceField
 
 LINK_INDEX_NAME = "index_feed_link"
 # Like ids are uuid5(this namespace, "<entry id>:<user id>"): liking twice finds the same entity.
 LIKE_NAMESPACE = uuid.UUID("6f0c3a52-1d7e-4f55-9a43-0b8f1c2e5d70")
 
 
-def now_us() -> int:
-    """Now, in microseconds since the epoch: the feed's timestamps."""
-    return time.time_ns() // 1000
-
-
-def as_datetime(microseconds: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(microseconds / 1_000_000, tz=dt.UTC)
+def now() -> dt.datetime:
+    """Now, an aware datetime in UTC: the feed's timestamps."""
+    return dt.datetime.now(dt.UTC)
 
 
 def make_link_index() -> Index:
@@ -56,7 +56,7 @@ def make_link_index() -> Index:
         table=LINK_INDEX_NAME,
         properties=["link", "published"],
         shard_on="link",
-        types={"published": "int"},
+        types={"published": "datetime"},
         kind="entry",
     )
 
@@ -77,7 +77,7 @@ class User(Kind):
     )
     email = models.EmailField(max_length=200)
     name = models.CharField(max_length=80, blank=True, help_text="Shown next to your entries.")
-    joined = models.BigIntegerField(default=now_us)
+    joined = models.DateTimeField(default=now)
 
     class Meta:
         kind_name = "user"
@@ -88,6 +88,12 @@ class User(Kind):
             Index("index_feed_email", ["email"], shard_on="email", unique=True),
         ]
 
+    def __str__(self) -> str:
+        return str(self.username)
+
+    def get_absolute_url(self) -> str:
+        return reverse("feed:user", args=[self.username])
+
     @classmethod
     def named(cls, username: str) -> User | None:
         """The user with this username, in any letter case (usernames are stored lowercase)."""
@@ -95,10 +101,10 @@ class User(Kind):
 
 
 class Entry(Kind):
-    user_id = models.UUIDField()
+    user = ReferenceField(User)
     title = models.CharField(max_length=200)
     link = models.URLField(max_length=200)
-    published = models.BigIntegerField(default=now_us)
+    published = models.DateTimeField(default=now)
 
     class Meta:
         kind_name = "entry"
@@ -107,26 +113,27 @@ class Entry(Kind):
         indexes = [
             # A user's entries, newest first: on the shard of the user's id, so one shard answers.
             Index(
-                "index_feed_user_published",
-                ["user_id", "published"],
-                shard_on="user_id",
-                types={"published": "int"},
+                "index_feed_entry_user",
+                ["user", "published"],
+                shard_on="user",
+                types={"published": "datetime"},
             ),
             # The public feed: rows spread over the shards by time, read back by scatter-gather.
             Index(
                 "index_feed_published",
                 ["published"],
                 shard_on="published",
-                types={"published": "int"},
+                types={"published": "datetime"},
             ),
             # The live index, only when FEED_LIVE_INDEXES asks for it.
             *([make_link_index()] if "link" in live_indexes_requested() else []),
         ]
 
-    @property
-    def published_at(self) -> dt.datetime:
-        """``published`` as an aware datetime (UTC), for the templates' ``date`` and ``ago``."""
-        return as_datetime(self.published)
+    def __str__(self) -> str:
+        return str(self.title)
+
+    def get_absolute_url(self) -> str:
+        return reverse("feed:entry", args=[self.id])
 
     @property
     def safe_href(self) -> str:
@@ -140,7 +147,7 @@ class Entry(Kind):
 class Like(Kind):
     entry_id = models.UUIDField()
     user_id = models.UUIDField()
-    created = models.BigIntegerField(default=now_us)
+    created = models.DateTimeField(default=now)
 
     class Meta:
         kind_name = "like"
@@ -151,7 +158,7 @@ class Like(Kind):
                 "index_feed_entry_likes",
                 ["entry_id", "created"],
                 shard_on="entry_id",
-                types={"created": "int"},
+                types={"created": "datetime"},
             )
         ]
 
@@ -178,7 +185,7 @@ class Comment(Kind):
     entry_id = models.UUIDField()
     user_id = models.UUIDField()
     body = models.TextField(max_length=1000)
-    created = models.BigIntegerField(default=now_us)
+    created = models.DateTimeField(default=now)
 
     class Meta:
         kind_name = "comment"
@@ -188,10 +195,6 @@ class Comment(Kind):
                 "index_feed_entry_comments",
                 ["entry_id", "created"],
                 shard_on="entry_id",
-                types={"created": "int"},
+                types={"created": "datetime"},
             )
         ]
-
-    @property
-    def created_at(self) -> dt.datetime:
-        return as_datetime(self.created)

@@ -1,6 +1,7 @@
 """The feed's small JSON API, through the REST extra (``schemaless_store.kinds.rest``):
 ``/api/entries/`` lists everyone's entries, newest first, by the store's signed cursors
-(``?user_id=`` for one user's, through the kind's index), ``/api/entries/<id>/`` reads one.
+(``?user=<id>`` for one user's, through the kind's index; ``?published=2026-11-27`` for a day's,
+``?published__gte=...``; ``?ordering=published`` oldest first), ``/api/entries/<id>/`` reads one.
 Read only, and open to anyone, as the site's pages are: the app says so here, since a kind's
 viewset otherwise asks for the kind's model permissions."""
 
@@ -17,7 +18,7 @@ from .models import Entry
 class EntrySerializer(KindSerializer):
     class Meta:
         model = Entry
-        fields = ["id", "user_id", "title", "link", "published"]
+        fields = ["id", "user", "title", "link", "published"]
 
 
 class EntryViewSet(KindViewSet):

@@ -29,7 +29,8 @@ from schemaless_store.exceptions import (
     NoIndexForQuery,
     UniqueViolation,
 )
-from schemaless_store.query.indexquery import IndexQuery, Page
+from schemaless_store.kinds.query import KindQuery
+from schemaless_store.query.indexquery import Page
 from schemaless_store.tables import lifecycle
 
 from .forms import ActAsForm, CommentForm, EntryForm, SignUpForm
@@ -128,7 +129,7 @@ def _bad_cursor(request: HttpRequest, first_page: str) -> HttpResponse:
 
 
 def _paged(
-    request: HttpRequest, query: IndexQuery, size: int | None = None
+    request: HttpRequest, query: KindQuery, size: int | None = None
 ) -> tuple[Page | None, str | None]:
     """The page of ``query`` that ``?after=`` asks for (None for a cursor that is not ours)."""
     after = request.GET.get("after") or None
@@ -180,19 +181,21 @@ def _pager(
 
 
 def _with_activity(entries: list[Entry], viewer: User | None) -> list[Entry]:
-    """Give each entry its ``author``, ``likers``, ``comments`` (oldest first, each with its
-    ``author``) and ``liked_by_viewer``: one index query for the likes and one for the comments
-    of all the entries, and one ``get_many`` (a query per shard) for all the people in them."""
+    """Give each entry its ``author`` (its ``user`` reference: the page's queries read them
+    with ``select_related("user")``, one ``get_many`` for the page), ``likers``, ``comments``
+    (oldest first, each with its ``author``) and ``liked_by_viewer``: one index query for the
+    likes and one for the comments of all the entries, and one ``get_many`` (a query per shard)
+    for the people in them."""
     if not entries:
         return entries
     ids = [entry.id for entry in entries]
-    likes = list(Like.objects.filter_index(entry_id__in=ids).order_by("created"))
-    comments = list(Comment.objects.filter_index(entry_id__in=ids).order_by("created"))
-    people = {item.user_id for item in [*entries, *likes, *comments]}
+    likes = list(Like.objects.filter(entry_id__in=ids).order_by("created"))
+    comments = list(Comment.objects.filter(entry_id__in=ids).order_by("created"))
+    people = {item.user_id for item in [*likes, *comments]}
     users = User.objects.get_many(p for p in people if isinstance(p, uuid.UUID))
     by_id = {entry.id: entry for entry in entries}
     for entry in entries:
-        entry.author = users.get(entry.user_id)
+        entry.author = entry.user
         entry.likers, entry.comments, entry.liked_by_viewer = [], [], False
     for like in likes:
         if like.user_id in users:
@@ -211,7 +214,8 @@ def _with_activity(entries: list[Entry], viewer: User | None) -> list[Entry]:
 @allow("GET", "HEAD")
 def home(request: HttpRequest) -> HttpResponse:
     """The public feed: everyone's entries, newest first."""
-    page, after = _paged(request, Entry.objects.filter_index().order_by("-published"))
+    entries = Entry.objects.order_by("-published").select_related("user")
+    page, after = _paged(request, entries)
     if page is None:
         return _bad_cursor(request, reverse("feed:home"))
     return render_page(
@@ -232,7 +236,7 @@ def user_detail(request: HttpRequest, username: str) -> HttpResponse:
     user = User.named(username)
     if user is None:
         raise Http404(f"no user named {username!r}")
-    entries = Entry.objects.filter_index(user_id=user.id).order_by("-published")
+    entries = Entry.objects.filter(user=user).order_by("-published").select_related("user")
     page, after = _paged(request, entries)
     if page is None:
         return _bad_cursor(request, reverse("feed:user", args=[user.username]))
@@ -252,7 +256,7 @@ def user_detail(request: HttpRequest, username: str) -> HttpResponse:
 
 @allow("GET", "HEAD")
 def user_list(request: HttpRequest) -> HttpResponse:
-    page, after = _paged(request, User.objects.filter_index().order_by("username"), size=50)
+    page, after = _paged(request, User.objects.order_by("username"), size=50)
     if page is None:
         return _bad_cursor(request, reverse("feed:users"))
     return render_page(
@@ -308,7 +312,7 @@ def post_entry(request: HttpRequest) -> HttpResponse:
         response = redirect("feed:users")
         response[OUTCOME_HEADER] = "not-acting"
         return response
-    form = EntryForm(request.POST or None, instance=Entry(user_id=viewer.id))
+    form = EntryForm(request.POST or None, instance=Entry(user=viewer))
     if request.method == "POST" and form.is_valid():
         entry = form.save()
         messages.success(request, "Posted.")
@@ -321,7 +325,8 @@ def post_entry(request: HttpRequest) -> HttpResponse:
 
 @allow("GET", "HEAD")
 def entry_detail(request: HttpRequest, entry_id: uuid.UUID) -> HttpResponse:
-    return _entry_page(request, get_object_or_404(Entry.objects, id=entry_id), CommentForm())
+    entry = get_object_or_404(Entry.objects.select_related("user"), id=entry_id)
+    return _entry_page(request, entry, CommentForm())
 
 
 def _entry_page(
@@ -383,7 +388,8 @@ def shared(request: HttpRequest) -> HttpResponse:
             request, "feed/shared.html", {**context, "problem": "no-link"}, status=400
         )
     try:
-        page, after = _paged(request, Entry.objects.filter_index(link=link).order_by("published"))
+        entries = Entry.objects.filter(link=link).order_by("published").select_related("user")
+        page, after = _paged(request, entries)
     except NoIndexForQuery:  # an InvalidQuery too: caught first
         return render_page(request, "feed/shared.html", {**context, "problem": "undeclared"}, 503)
     except InvalidQuery:

@@ -1,13 +1,17 @@
 """``admin.site.register(Entry, KindAdmin)``: a kind's own admin (docs/kinds.md#the-admin).
 
-A kind's entities live on many shards, so the list is the store's: ``Entry.objects.all()``
-paged by signed cursor, or a search through the kind's indexes (``user_id=...``, or an id).
-The add, change, delete and history pages are Django's own: the form is a ``ModelForm`` of the
-kind, addressed by the entity's id, saved through ``save()`` (validated) with the token of the
-page it was loaded from, so an edit made meanwhile by someone else is refused, not overwritten.
-A write refused after the form was valid (someone wrote between the form's check and the write,
-or a unique index holds a value) shows the same form again with the refusal as its error, as
-Django's own failed validation does; nothing is written.
+A kind's entities live on many shards, so the list is served by the kind's indexes, with
+Django's options and parameters (``list_display``, ``list_filter``, ``search_fields``,
+``ordering``, ``?o=``, ``?p=``, actions): :mod:`.changelist` decides what it lists,
+:mod:`.listpage` draws it, :mod:`.admin_actions` runs the actions, :mod:`.admin_checks` refuses
+at ``manage.py check`` what no index serves. The add, change, delete and history pages are
+Django's own: the form is a ``ModelForm`` of the kind, addressed by the entity's id, saved
+through ``save()`` with the token of the page it was loaded from, so an edit made meanwhile by
+someone else is refused, not overwritten; a reference is edited in a raw-id widget
+(:mod:`.admin_widgets`). A write refused after the form was valid (someone wrote between the
+form's check and the write, a unique index holds the value, an index cannot hold it) shows the
+same form again with the refusal as its error, as Django's own failed validation does; nothing
+is written.
 The operators' raw entity view (``EntityAdmin``) stays, linked from each page.
 """
 
@@ -20,18 +24,25 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import reverse
 
 from ..admin.common import entity_url, with_query
 from ..admin.entity_form import CHANGED_MEANWHILE
 from ..exceptions import (
     Conflict,
-    InvalidCursor,
+    IndexValueError,
+    InvalidEntityError,
     InvalidEntityId,
     SchemalessError,
     UniqueViolation,
 )
-from ..values import entity_ids, expected
+from ..values import expected
+from .admin_actions import delete_selected, run_action
+from .admin_checks import KindAdminChecks
+from .admin_widgets import ReferenceIdWidget
+from .changelist import ORDER_VAR, PAGE_VAR, POPUP_VAR, SEARCH_VAR, KindList
+from .fit import index_error
+from .listpage import ACTION_CHECKBOX, filters, headers, rows
+from .references import ReferenceField
 
 SEARCH_HELP = (
     "An id, or property=value conditions joined by ' & ' that one of the kind's indexes "
@@ -48,6 +59,7 @@ class KindAdmin(admin.ModelAdmin):
     change_list_template = "admin/schemaless_store/kind/change_list.html"
     change_form_template = "admin/schemaless_store/kind/change_form.html"
     search_help_text = SEARCH_HELP
+    checks_class = KindAdminChecks
 
     def declared(self) -> list[str]:
         return list(self.model._kind.fields)
@@ -56,6 +68,13 @@ class KindAdmin(admin.ModelAdmin):
         if self.list_display != ("__str__",):
             return self.list_display
         return ["id", *self.declared()[:6]]
+
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        """Django's form fields; a reference is edited by id in the raw-id widget."""
+        if isinstance(db_field, ReferenceField):
+            kwargs["widget"] = ReferenceIdWidget(db_field.target(), self.admin_site)
+            return db_field.formfield(**kwargs)
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return [*(self.fields or self.declared()), "loaded"]
@@ -114,92 +133,108 @@ class KindAdmin(admin.ModelAdmin):
                         )
         try:
             return super().changeform_view(request, object_id, form_url, context)
-        except (Conflict, UniqueViolation) as exc:
+        except (Conflict, UniqueViolation, IndexValueError, InvalidEntityError) as exc:
             # Refused by the write after the form was valid: nothing was written (Django's
             # transaction around the view is rolled back too, its log entry with it). The same
             # form again, bound to what was posted, with the refusal as its error.
             setattr(request, REFUSED, self.refusal(exc))
             return super().changeform_view(request, object_id, form_url, context)
 
-    def refusal(self, exc: Conflict | UniqueViolation) -> ValidationError:
+    def refusal(self, exc: SchemalessError) -> ValidationError:
         """The form error for a write's refusal (by field where it names one)."""
         if isinstance(exc, Conflict):
             return ValidationError(CHANGED_MEANWHILE)
-        return self.model.unique_error(exc)
+        if isinstance(exc, UniqueViolation):
+            return self.model.unique_error(exc)
+        if isinstance(exc, IndexValueError):
+            return index_error(self.model, exc)
+        return ValidationError(f"The store refused this {self.model._meta.verbose_name}: {exc}")
+
+    def get_view_on_site_url(self, obj: Any = None) -> str | None:
+        """The instance's own page (``get_absolute_url()``), linked directly: Django's
+        redirect through the content type would read the entity with a plain queryset."""
+        if obj is None or not self.view_on_site:
+            return None
+        if callable(self.view_on_site):
+            return str(self.view_on_site(obj))
+        if hasattr(obj, "get_absolute_url"):
+            return str(obj.get_absolute_url())
+        return None
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        """Django's actions, with "Delete selected" deleting through the store."""
+        found = super().get_actions(request)
+        if "delete_selected" in found and self.has_delete_permission(request):
+            found["delete_selected"] = self.get_action(delete_selected)
+        return found
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        queryset.delete()  # the kind's queryset: each entity deleted through the store
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         if not self.has_view_or_change_permission(request):
             raise PermissionDenied
-        text = request.GET.get("q", "").strip()
-        after = request.GET.get("after") or None
-        errors: list[str] = []
-        entities: list[Any] = []
-        next_cursor = None
-        try:
-            if text:
-                query = self.search(text)
-                if isinstance(query, list):
-                    entities = query
-                else:
-                    page = query.page(after=after, size=self.list_per_page)
-                    entities, next_cursor = page.entities, page.next_cursor
-            else:
-                page = self.model.objects.all().page(after=after, size=self.list_per_page)
-                entities, next_cursor = page.entities, page.next_cursor
-        except InvalidCursor:
-            errors.append("That page link is no longer valid; showing the first page.")
-        except (SchemalessError, ValidationError, ValueError) as exc:
-            errors.append(str(exc))
-        columns = [c for c in self.get_list_display(request) if isinstance(c, str)]
+        if request.method == "POST":
+            if not self.has_change_permission(request) and not self.has_delete_permission(request):
+                raise PermissionDenied
+            response = run_action(self, request)
+            if response is not None:
+                return response
+        popup = POPUP_VAR in request.GET
+        actions = {} if popup else self.get_actions(request)
+        list_display = list(self.get_list_display(request))
+        columns = list(list_display)
+        if actions:
+            list_display = [ACTION_CHECKBOX, *list_display]
+        kind_list = KindList(self, request, list_display)
+        listing = kind_list.run()
         opts = self.model._meta
-        rows = [
-            {
-                "url": reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[e.id]),
-                "cells": [e.id if c == "id" else getattr(e, c, "") for c in columns],
-            }
-            for e in entities
-        ]
         context = {
             **self.admin_site.each_context(request),
             "opts": opts,
             "title": opts.verbose_name_plural.capitalize(),
-            "columns": [c if c == "id" else opts.get_field(c).verbose_name for c in columns],
-            "rows": rows,
-            "query": text,
-            "errors": errors,
-            "search_help_text": self.search_help_text,
+            "headers": headers(kind_list, listing, columns),
+            "rows": rows(kind_list, listing, columns),
+            "filters": filters(kind_list),
+            "listing": listing,
+            "query": kind_list.term,
+            "search_var": SEARCH_VAR,
+            "has_filters": any(k not in (SEARCH_VAR, PAGE_VAR, ORDER_VAR) for k in request.GET),
+            "search_help_text": self.get_search_help(request),
             "has_add_permission": self.has_add_permission(request),
-            "next_url": with_query(request, after=next_cursor) if next_cursor else "",
-            "first_url": with_query(request, after=None) if after else "",
+            "actions": bool(actions),
+            "action_choices": self.get_action_choices(request) if actions else [],
+            "page": kind_list.page,
+            "next_url": (
+                with_query(request, **{PAGE_VAR: kind_list.page + 1}) if listing.has_next else ""
+            ),
+            "previous_url": self.previous_url(request, kind_list.page),
+            "media": self.media,
+            "is_popup": popup,
+            "popup_params": {
+                k: request.GET[k] for k in (POPUP_VAR, "_to_field") if k in request.GET
+            },
             **(extra_context or {}),
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, self.change_list_template, context)
 
-    def search(self, text: str) -> Any:
-        """An id: that entity (a list); else ``a=b & c=d``: the kind's index query, each
-        value converted by its field (``ValueError``/``ValidationError`` if it does not fit)."""
-        try:
-            key = entity_ids.entity_id_bytes(text)
-        except InvalidEntityId:
-            pass
-        else:
-            found = self.model.objects.get_many([key])
-            return list(found.values())
-        conditions: dict[str, Any] = {}
-        for part in text.split("&"):
-            name, sep, value = part.partition("=")
-            name, value = name.strip(), value.strip()
-            if not sep or not name:
-                raise ValueError(f"{part.strip()!r} is not property=value")
-            field_name = name.split("__", 1)[0]
-            model_field = self.model._kind.fields.get(field_name)
-            if model_field is None:
-                raise ValueError(f"{self.model.__name__} has no field {field_name!r}")
-            conditions[name] = model_field.to_python(value)
-        return self.model.objects.filter_index(**conditions)
+    @staticmethod
+    def previous_url(request: HttpRequest, page: int) -> str:
+        if page <= 1:
+            return ""
+        return with_query(request, **{PAGE_VAR: page - 1 if page > 2 else None})
+
+    def get_search_help(self, request: HttpRequest) -> str:
+        if self.search_help_text != SEARCH_HELP:
+            return str(self.search_help_text)
+        fields = self.get_search_fields(request)
+        if not fields:
+            return SEARCH_HELP
+        shown = ", ".join(f"{f[1:]} (starts with)" if f.startswith("^") else f[1:] for f in fields)
+        return f"An id, or a value of: {shown}."
 
     def history_view(
         self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None

@@ -32,6 +32,7 @@ from ..models.entity import Entity
 from ..query.asyncapi import sync_only
 from ..values.expected import Expected
 from ..writes import entity_writes
+from .fit import check_indexes, check_unique
 from .manager import KindManager
 from .options import (
     FORBID,
@@ -194,6 +195,20 @@ class Kind(_Base, metaclass=KindBase):
             except ValidationError as exc:
                 errors[attr] = exc.error_list
                 continue
+            except (TypeError, ValueError, OverflowError):  # a type the field never parses
+                errors[attr] = [
+                    ValidationError(
+                        "%(kind)s.%(field)s holds a %(type)s, not a value of its field (%(what)s).",
+                        code="invalid",
+                        params={
+                            "kind": type(self).__name__,
+                            "field": attr,
+                            "type": type(raw).__name__,
+                            "what": model_field.description % model_field.__dict__,
+                        },
+                    )
+                ]
+                continue
             if key is not None and len(memo) < MEMO_LIMIT:
                 memo[key] = cleaned
         if self._kind.extra == FORBID:
@@ -210,8 +225,11 @@ class Kind(_Base, metaclass=KindBase):
             raise ValidationError(errors)
 
     def validate_unique(self, exclude: Iterable[str] | None = None) -> None:
-        """Nothing to check here: uniqueness is a unique index's, decided by the write
-        (``UniqueViolation``), so that two racing saves cannot both win."""
+        """A value a unique index of the kind holds for another entity, on its field (one
+        index read per unique index; :mod:`.fit`). The write decides all the same
+        (``UniqueViolation``), so that two racing saves cannot both win; ``save()`` leaves
+        this check to it."""
+        check_unique(self, exclude)
 
     @classmethod
     def unique_error(cls, violation: UniqueViolation) -> ValidationError:
@@ -234,13 +252,17 @@ class Kind(_Base, metaclass=KindBase):
         return ValidationError({name: ValidationError(message, code="unique")})
 
     def validate_constraints(self, exclude: Iterable[str] | None = None) -> None:
-        """A kind has no database constraints (``Meta.constraints`` is not read)."""
+        """The kind's constraints are its indexes': a value an index cannot hold (too long
+        once encoded, NaN, ...) is an error on its field (:mod:`.fit`), so that a form that
+        is valid saves. ``save()`` leaves this check to the write, which refuses the same
+        values (``IndexValueError``). ``Meta.constraints`` is not read."""
+        check_indexes(self, exclude)
 
     def kind_errors(self) -> dict[str, list[str]]:
         """What ``full_clean()`` would refuse, by field, without raising (the admin shows it
         beside a stored entity whose values no longer fit)."""
         try:
-            self.full_clean()
+            self.full_clean(validate_unique=False)
         except ValidationError as exc:
             return exc.message_dict
         return {}
@@ -271,10 +293,11 @@ class Kind(_Base, metaclass=KindBase):
                 model_field.pre_save(self, self._state.adding)
         check_expressions(self, named)
         if validate:
-            if named is None:
-                self.full_clean()
-            else:  # as Django's: only the fields written are checked
-                self.full_clean(exclude=[f for f in options.fields if f not in named])
+            # The unique indexes and the index values are the write's to refuse (no read
+            # more per save): validate_unique/validate_constraints are for forms.
+            exclude = None if named is None else [f for f in options.fields if f not in named]
+            # (with update_fields, as Django's: only the fields written are checked)
+            self.full_clean(exclude=exclude, validate_unique=False, validate_constraints=False)
         self._properties()[KIND_PROPERTY] = options.name
         if expect is not None:
             entity_writes.save(

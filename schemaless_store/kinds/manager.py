@@ -55,7 +55,7 @@ class KindManager(AsyncKindManager, EntityManager):
         if placed_with is not None and "id" in properties:
             raise PlacementError("give create() an id or placed_with, not both")
         entity = self.model(**properties)
-        entity.full_clean()
+        entity.full_clean(validate_unique=False, validate_constraints=False)
         if placed_with is not None:
             entity.row_id = placement.placed_id_for(entity.body_properties(), placed_with).bytes
         entity.save(force_insert=True, validate=False)
@@ -79,6 +79,14 @@ class KindManager(AsyncKindManager, EntityManager):
     def query(self) -> KindQuery:
         """Every entity of the kind, as a :class:`~.query.KindQuery` to narrow."""
         return KindQuery(self.model)
+
+    def using(self, alias: str | None) -> Any:
+        """``using(shard)``: the Django queryset of one shard, pinned to the kind.
+        ``using(None)``, Django's "the default database" (its content types' lookup, behind
+        the admin's "View on site"): the kind's queryset over every shard."""
+        if alias is None:
+            return self.query()
+        return super().using(alias)
 
     def all(self) -> KindQuery:  # type: ignore[override]
         """Every entity of this kind, in ``Entity.objects.all()``'s order (or by
@@ -213,5 +221,5 @@ class KindManager(AsyncKindManager, EntityManager):
             for e in entities
         ]
         for item in items:
-            item.full_clean()
+            item.full_clean(validate_unique=False, validate_constraints=False)
         return super().bulk_put(items, batch_size=batch_size, placed_with=placed_with)

@@ -11,8 +11,9 @@ docs/kinds.md#a-json-api)::
 
     router.register("notes", NoteViewSet, basename="note")
 
-- list (``?cursor=`` pages: the store's signed cursors; ``?field=value`` filters through the
-  kind's indexes), retrieve, create, update, partial update, delete;
+- list (``?cursor=`` and ``?page_size=`` pages: the store's signed cursors; ``?field=value``
+  and ``?field__gte=value`` filter through the kind's indexes, ``?ordering=`` among the orders
+  they serve: :mod:`.rest_query`), retrieve, create, update, partial update, delete;
 - validation is the kind's own (``full_clean()``); a body the kind or the store refuses (wrong
   types, undeclared fields on a ``forbid`` kind, values an index or the body cannot hold, a
   taken unique value) is a 400 and nothing is written;
@@ -26,15 +27,18 @@ from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
-from rest_framework import pagination, permissions, serializers, viewsets
+from rest_framework import permissions, serializers, viewsets
 from rest_framework.exceptions import ValidationError
-from rest_framework.response import Response
 
-from ..exceptions import InvalidCursor, InvalidEntityId, InvalidQuery, SchemalessError
+from ..exceptions import InvalidEntityId, SchemalessError, UniqueViolation
 from .options import FORBID
+from .references import ReferenceField
+from .rest_query import StoreCursorPagination, conditions_from, list_query, orderable
 
 
-def _refusal(exc: Exception) -> ValidationError:
+def _refusal(exc: Exception, model: Any = None) -> ValidationError:
+    if isinstance(exc, UniqueViolation) and model is not None:
+        exc = model.unique_error(exc)  # the field, not the id of the entity holding the value
     if isinstance(exc, DjangoValidationError):
         if hasattr(exc, "error_dict"):
             return ValidationError(
@@ -45,6 +49,14 @@ def _refusal(exc: Exception) -> ValidationError:
             )
         return ValidationError(exc.messages)
     return ValidationError({"non_field_errors": [str(exc)]})
+
+
+class ReferenceIdField(serializers.UUIDField):
+    """A reference (``ReferenceField``) as the referenced entity's id, read and written; the
+    kind's ``full_clean()`` refuses an id of no entity of the referenced kind."""
+
+    def get_attribute(self, instance: Any) -> Any:
+        return getattr(instance, f"{self.source}_id")
 
 
 class KindSerializer(serializers.ModelSerializer):
@@ -67,6 +79,8 @@ class KindSerializer(serializers.ModelSerializer):
         declared = model_class._kind.fields.get(field_name)
         if declared is not None:
             built: tuple[Any, dict[str, Any]] = self.build_standard_field(field_name, declared)
+            if isinstance(declared, ReferenceField):
+                return ReferenceIdField, built[1]
             return built
         return super().build_field(field_name, info, model_class, nested_depth)
 
@@ -100,7 +114,7 @@ class KindSerializer(serializers.ModelSerializer):
         try:
             instance.save(force_insert=force_insert, validate=False)
         except SchemalessError as exc:  # a value an index or the body cannot hold, a taken one
-            raise _refusal(exc) from None
+            raise _refusal(exc, type(instance)) from None
         return instance
 
 
@@ -121,75 +135,50 @@ class KindPermissions(permissions.DjangoModelPermissions):
         return bool(request.user.has_perms(perms))
 
 
-class StoreCursorPagination(pagination.BasePagination):
-    """Pages of ``size`` by the store's signed cursors (``?cursor=``; ``?size=`` up to
-    ``max_page_size``): keyset pages that neither skip nor repeat while entities are added."""
-
-    page_size = 30
-    max_page_size = 200
-
-    def paginate_queryset(self, queryset: Any, request: Any, view: Any = None) -> list[Any]:
-        self.request = request
-        size = self.page_size
-        raw = request.query_params.get("size")
-        if raw is not None:
-            if not raw.isdigit() or not 1 <= int(raw) <= self.max_page_size:
-                raise ValidationError({"size": [f"a whole number from 1 to {self.max_page_size}"]})
-            size = int(raw)
-        try:
-            self.page = queryset.page(after=request.query_params.get("cursor") or None, size=size)
-        except InvalidCursor as exc:
-            raise ValidationError({"cursor": [str(exc)]}) from None
-        return list(self.page.entities)
-
-    def get_paginated_response(self, data: Any) -> Response:
-        next_url = None
-        if self.page.next_cursor is not None:
-            params = self.request.query_params.copy()
-            params["cursor"] = self.page.next_cursor
-            next_url = self.request.build_absolute_uri("?" + params.urlencode())
-        return Response({"next": next_url, "results": data})
-
-
 class KindViewSet(viewsets.ModelViewSet):
     """List, retrieve, create, update and delete the entities of the serializer's kind."""
 
     permission_classes = [KindPermissions]
     pagination_class = StoreCursorPagination
+    # Filters and orderings are the kind's indexes' (:mod:`.rest_query`): DRF's backends
+    # (``DEFAULT_FILTER_BACKENDS``: django-filter, ``OrderingFilter``) speak SQL to a table.
+    filter_backends: list[Any] = []
     # An indexed property to list by (``"-published"``: newest first), through the kind's
     # indexes; None: ``all()``'s order, and filters only on an index of exactly their fields.
     ordering: str | None = None
+    # The fields ``?ordering=`` may name (None: each one an index of the kind orders by).
+    ordering_fields: list[str] | None = None
     # Query parameters that are never filters.
-    reserved_params = frozenset({"cursor", "size", "format"})
+    reserved_params = frozenset({"cursor", "back", "page_size", "size", "format", "ordering"})
 
     def kind_model(self) -> Any:
         return self.get_serializer_class().Meta.model
 
+    def get_ordering_fields(self) -> list[str]:
+        if self.ordering_fields is not None:
+            return list(self.ordering_fields)
+        return orderable(self.kind_model())
+
     def get_queryset(self) -> Any:
-        """``all()`` of the kind, or ``filter_index(...)`` of the query's ``field=value``
-        parameters (each converted by its field; an index of the kind must serve them)."""
+        """``all()`` of the kind, or its index query of the query's parameters
+        (:mod:`.rest_query`: a 400 for what no index serves or a field refuses)."""
         model = self.kind_model()
-        conditions: dict[str, Any] = {}
-        for name, value in self.request.query_params.items():
-            if name in self.reserved_params:
-                continue
-            field = model._kind.fields.get(name)
-            if field is None:
-                raise ValidationError({name: [f"{model.__name__} has no field {name!r}"]})
-            try:
-                conditions[name] = field.to_python(value)
-            except DjangoValidationError as exc:
-                raise ValidationError({name: exc.messages}) from None
-        if not conditions and self.ordering is None:
-            return model.objects.all()
-        query = model.objects.filter_index(**conditions)
-        if self.ordering is not None:
-            query = query.order_by(self.ordering)
-        try:
-            query.index  # noqa: B018 (choose the index now: a query none serves is a 400)
-        except InvalidQuery as exc:
-            raise ValidationError({"non_field_errors": [str(exc).split("\n")[0]]}) from None
-        return query
+        params = self.request.query_params
+        conditions = conditions_from(model, params, self.reserved_params)
+        asked = params.get("ordering")
+        if asked is not None:
+            allowed = self.get_ordering_fields()
+            if asked.lstrip("-") not in allowed:
+                raise ValidationError(
+                    {
+                        "ordering": [
+                            f"{model.__name__} lists can be ordered by "
+                            f"{', '.join(allowed) or 'nothing'} (an index of the kind orders "
+                            f"each); not {asked!r}"
+                        ]
+                    }
+                )
+        return list_query(model, conditions, asked, self.ordering)
 
     def get_object(self) -> Any:
         model = self.kind_model()

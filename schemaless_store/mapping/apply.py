@@ -123,6 +123,7 @@ class Applier:
         """What the function makes of ``entity``: a :class:`Change` to save, ``DELETE``,
         None (nothing changed), or the message of a failure."""
         original = bytes(entity.row_body)
+        returned: Any = DELETE  # until the function returns: its raising is a failure
         try:
             returned = self.fn(entity)
             if returned is DELETE:
@@ -135,6 +136,8 @@ class Applier:
                 )
             change = entity_writes.prepare(entity)
         except Exception as exc:
+            if returned is None and _unchanged(original, entity):
+                return None  # nothing to write (another kind's, say), though it would not fit
             return f"{type(exc).__name__}: {exc}"
         if change.body == original or decode_body(original) == entity.body_properties():
             return None
@@ -207,3 +210,10 @@ class Applier:
     def _read(self, key: bytes) -> Any | None:
         with replicas.from_primary():
             return fetch_by_ids(self.model, [key]).get(key)
+
+
+def _unchanged(original: bytes, entity: Any) -> bool:
+    try:
+        return bool(decode_body(original) == entity.body_properties())
+    except Exception:  # a body that does not decode has changed, or is refused
+        return False

@@ -40,12 +40,9 @@ def sharers() -> list[Entity]:
         User.objects.create(username=f"sharer{n}", email=f"s{n}@example.com") for n in range(3)
     ]
     posted = [
-        Entry.objects.create(user_id=p.id, title=f"Look {n}", link=SHARED)
-        for n, p in enumerate(people)
+        Entry.objects.create(user=p, title=f"Look {n}", link=SHARED) for n, p in enumerate(people)
     ]
-    Entry.objects.create(
-        user_id=people[0].id, title="Something else", link="https://example.com/other"
-    )
+    Entry.objects.create(user=people[0], title="Something else", link="https://example.com/other")
     return posted
 
 

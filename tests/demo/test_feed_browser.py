@@ -121,7 +121,7 @@ def test_a_visitor_signs_up_posts_and_sees_the_entry_on_their_page(live_server, 
 
     assert dialogs == [], "a property value ran as script"
     ada = User.named("ada")
-    (entry,) = Entry.objects.filter_index(user_id=ada.id).order_by("published")
+    (entry,) = Entry.objects.filter(user=ada).order_by("published")
     assert entry["title"] == TITLE
     assert Like.objects.filter_index(entry_id=entry.id).order_by("created").count() == 1
 

@@ -144,8 +144,8 @@ def test_feed_live_indexes_declares_the_link_index(tmp_path, value, declared):
         "index_feed_email",
         "index_feed_entry_comments",
         "index_feed_entry_likes",
+        "index_feed_entry_user",
         "index_feed_published",
-        "index_feed_user_published",
         "index_feed_username",
     ]
     assert found == sorted([*feed, "index_feed_link"] if declared else feed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import Counter
 from io import StringIO
 
@@ -39,6 +40,9 @@ def test_seed_writes_users_and_entries_with_their_likes_and_comments():
     feed = list(Entry.objects.filter_index().order_by("-published"))
     assert len(feed) == 12  # every entry is found through the feed's indexes
     assert [e["published"] for e in feed] == sorted((e["published"] for e in feed), reverse=True)
+    # Real types (issue 44): an aware datetime, and the author as a reference to a User.
+    assert all(isinstance(e.published, dt.datetime) and e.published.tzinfo for e in feed)
+    assert all(e.user.id == e.user_id and e.user_id in users for e in feed)
     likes = list(Like.objects.filter_index(entry_id__in=[e.id for e in feed]).order_by("created"))
     assert len(likes) == counted["like"]
     assert len({(like["entry_id"], like["user_id"]) for like in likes}) == len(likes)

@@ -44,7 +44,7 @@ def test_who_else_is_offered_once_the_index_is_built(client, sharers, declared_l
 def test_a_like_or_comment_url_opened_in_the_browser_leads_to_the_entry(client):
     author = User.objects.create(username="fay", email="fay@example.com")
     entry = Entry.objects.create(
-        user_id=author.id, title="Schemaless MySQL", link="https://example.com/schemaless"
+        user=author, title="Schemaless MySQL", link="https://example.com/schemaless"
     )
     sign_up(client, "gus")
     for action in ("like", "comment"):
@@ -58,7 +58,7 @@ def test_a_like_or_comment_url_opened_in_the_browser_leads_to_the_entry(client):
 def test_another_method_gets_the_sites_own_405_page(client):
     author = User.objects.create(username="fay", email="fay@example.com")
     entry = Entry.objects.create(
-        user_id=author.id, title="Schemaless MySQL", link="https://example.com/schemaless"
+        user=author, title="Schemaless MySQL", link="https://example.com/schemaless"
     )
     for method, path, allowed in [
         ("get", "/leave/", "POST"),

@@ -76,14 +76,22 @@ def test_an_invalid_form_names_the_field_and_writes_nothing(data, field):
 
 
 def test_a_taken_unique_value_is_an_error_on_the_field_its_index_guards():
-    Note.objects.create(title="taken")
+    """``is_valid()`` reads the unique index (issue 44: a valid form saves); a value taken
+    after it, by a racing writer, is still refused by the write, and ``unique_error`` puts
+    that refusal on the same field."""
+    holder = Note.objects.create(title="taken")
     form = NoteForm(data={"title": "taken", "stars": "3", "color": "red"})
-    assert form.is_valid()  # uniqueness is the unique index's, decided by the write
-    with pytest.raises(UniqueViolation) as refused:
-        form.save()
-    form.add_error(None, Note.unique_error(refused.value))
+    assert not form.is_valid()
     assert form.errors == {"title": ["Note with this Title already exists."]}
-    assert Entity.objects.all().count() == 1
+    assert str(holder.id) not in str(form.errors)
+    raced = NoteForm(data={"title": "free", "stars": "3", "color": "red"})
+    assert raced.is_valid()
+    Note.objects.create(title="free")  # taken between is_valid() and save()
+    with pytest.raises(UniqueViolation) as refused:
+        raced.save()
+    raced.add_error(None, Note.unique_error(refused.value))
+    assert raced.errors == {"title": ["Note with this Title already exists."]}
+    assert Entity.objects.all().count() == 2
 
 
 @pytest.mark.parametrize(
