@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import dialects
+
 TABLE = "entities"
 CLUSTERED = "id"  # the first column of the primary key, by layout
 SEED = "added_id"
@@ -45,7 +47,7 @@ def clustered_by(conn: Any) -> str | None:
     """The column ``entities`` is clustered by on this Django connection: ``"id"`` (new
     layout), ``"added_id"`` (the seed layout; always on SQLite, a rowid table), or None when
     the table does not exist."""
-    if conn.vendor != "mysql":
+    if not dialects.of(conn).relayout:
         with conn.cursor() as cursor:
             return SEED if TABLE in conn.introspection.table_names(cursor) else None
     with conn.cursor() as cursor:

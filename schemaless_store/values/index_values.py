@@ -153,6 +153,11 @@ class ColumnType:
     # written as literals without the driver's escaping (:mod:`..sql.literals`); None:
     # unknown, the driver renders them.
     python_type: type | None = None
+    # How the column stores its values, which each backend spells as its SQL type
+    # (:meth:`..sql.dialects.base.Dialect.column_type`): ``"bytes"`` (up to ``max_bytes``),
+    # ``"int64"``, ``"float64"`` or ``"uuid"``. A column type of one's own may define
+    # ``sql_type(vendor)`` instead.
+    storage: str = ""
 
     def __init__(self, max_bytes: int = 255) -> None:
         self.max_bytes = max_bytes
@@ -164,12 +169,6 @@ class ColumnType:
         """The property value a column value stands for (the inverse of :meth:`to_db`, for
         display); ``ValueError`` for a value this column type never produces."""
         return bytes(value) if isinstance(value, bytearray | memoryview) else value
-
-    def sql_type(self, vendor: str) -> str:
-        raise NotImplementedError
-
-    def _varbinary(self, vendor: str) -> str:
-        return f"VARBINARY({self.max_bytes})" if vendor == "mysql" else "BLOB"
 
     def _check_length(self, encoded: bytes) -> bytes:
         if len(encoded) > self.max_bytes:
@@ -187,6 +186,7 @@ class KeyColumn(ColumnType):
 
     name = "key"
     python_type = bytes
+    storage = "bytes"
 
     def to_db(self, value: Any) -> bytes:
         return self._check_length(encode_key(value))
@@ -194,15 +194,13 @@ class KeyColumn(ColumnType):
     def from_db(self, value: Any) -> Any:
         return decode_key(bytes(value))
 
-    def sql_type(self, vendor: str) -> str:
-        return self._varbinary(vendor)
-
 
 class IntColumn(ColumnType):
     """``BIGINT``: Python ints only (not bools)."""
 
     name = "int"
     python_type = int
+    storage = "int64"
 
     def to_db(self, value: Any) -> int:
         if type(value) is not int:
@@ -211,15 +209,13 @@ class IntColumn(ColumnType):
             raise IndexValueError(f"integer {value} is outside the BIGINT range")
         return value
 
-    def sql_type(self, vendor: str) -> str:
-        return "BIGINT"
-
 
 class FloatColumn(ColumnType):
     """``DOUBLE``: ints and floats, NaN and infinities refused."""
 
     name = "float"
     python_type = float
+    storage = "float64"
 
     def to_db(self, value: Any) -> float:
         if type(value) not in (int, float):
@@ -231,15 +227,13 @@ class FloatColumn(ColumnType):
             raise IndexValueError("a float column cannot hold an infinity (MySQL's DOUBLE cannot)")
         return result + 0.0  # -0.0 -> 0.0
 
-    def sql_type(self, vendor: str) -> str:
-        return "DOUBLE" if vendor == "mysql" else "REAL"
-
 
 class StrColumn(ColumnType):
     """UTF-8 bytes in a ``VARBINARY``: compares by code point, no collation or padding rules."""
 
     name = "str"
     python_type = bytes
+    storage = "bytes"
 
     def to_db(self, value: Any) -> bytes:
         if type(value) is not str:
@@ -252,15 +246,13 @@ class StrColumn(ColumnType):
     def from_db(self, value: Any) -> str:
         return bytes(value).decode("utf-8")
 
-    def sql_type(self, vendor: str) -> str:
-        return self._varbinary(vendor)
-
 
 class BytesColumn(ColumnType):
     """Raw bytes in a ``VARBINARY``."""
 
     name = "bytes"
     python_type = bytes
+    storage = "bytes"
 
     def to_db(self, value: Any) -> bytes:
         if type(value) is not bytes:
@@ -270,15 +262,13 @@ class BytesColumn(ColumnType):
     def from_db(self, value: Any) -> bytes:
         return bytes(value)
 
-    def sql_type(self, vendor: str) -> str:
-        return self._varbinary(vendor)
-
 
 class UUIDColumn(ColumnType):
     """``BINARY(16)``: ``uuid.UUID`` values."""
 
     name = "uuid"
     python_type = bytes
+    storage = "uuid"
 
     def to_db(self, value: Any) -> bytes:
         if type(value) is not uuid.UUID:
@@ -288,15 +278,13 @@ class UUIDColumn(ColumnType):
     def from_db(self, value: Any) -> uuid.UUID:
         return uuid.UUID(bytes=bytes(value))
 
-    def sql_type(self, vendor: str) -> str:
-        return "BINARY(16)" if vendor == "mysql" else "BLOB"
-
 
 class DateTimeColumn(ColumnType):
     """``BIGINT`` microseconds since the epoch (UTC): aware datetimes only."""
 
     name = "datetime"
     python_type = int
+    storage = "int64"
 
     def to_db(self, value: Any) -> int:
         if type(value) is not dt.datetime:
@@ -305,9 +293,6 @@ class DateTimeColumn(ColumnType):
 
     def from_db(self, value: Any) -> dt.datetime:
         return _EPOCH + dt.timedelta(microseconds=int(value))
-
-    def sql_type(self, vendor: str) -> str:
-        return "BIGINT"
 
 
 COLUMN_TYPES: dict[str, type[ColumnType]] = {
