@@ -26,6 +26,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..config import conf
 from ..exceptions import ConfigurationError
+from ..sql import dialects
 from ..sql.server_errors import ER_NO_SUCH_TABLE, code_of
 from ..topology import bucket_map, shards
 
@@ -55,8 +56,8 @@ def create(alias: str, owned: Iterable[int]) -> int:
     bucket moves change them. Returns how many rows were added."""
     conn = connections[alias]
     table = conn.ops.quote_name(TABLE)
-    kind = "INT" if conn.vendor == "mysql" else "INTEGER"
-    engine = " ENGINE=InnoDB" if conn.vendor == "mysql" else ""
+    dialect = dialects.of(conn)
+    kind, engine = dialect.int_type, dialect.table_options
     rows = [(number, OWNED) for number in owned]
     with conn.cursor() as cursor:
         cursor.execute(
@@ -73,13 +74,14 @@ def create(alias: str, owned: Iterable[int]) -> int:
 
 def _create_generation(cursor: Any, conn: BaseDatabaseWrapper) -> None:
     """The one-row generation table, if missing (a store from before it gets it here too)."""
-    kind, engine = ("BIGINT", " ENGINE=InnoDB") if conn.vendor == "mysql" else ("INTEGER", "")
+    dialect = dialects.of(conn)
     cursor.execute(
         f"CREATE TABLE IF NOT EXISTS {GENERATION_TABLE} (id INT NOT NULL PRIMARY KEY, "
-        f"generation {kind} NOT NULL){engine}"
+        f"generation {dialect.counter_type} NOT NULL){dialect.table_options}"
     )
-    verb = "INSERT IGNORE" if conn.vendor == "mysql" else "INSERT OR IGNORE"
-    cursor.execute(f"{verb} INTO {GENERATION_TABLE} (id, generation) VALUES (1, 1)")
+    cursor.execute(
+        f"{dialect.insert_ignore} INTO {GENERATION_TABLE} (id, generation) VALUES (1, 1)"
+    )
 
 
 def generation(cursor: Any) -> int | None:
@@ -123,8 +125,7 @@ def serving(conn: BaseDatabaseWrapper, buckets: Sequence[int]) -> set[int]:
     (MySQL: ``LOCK IN SHARE MODE``, held until it ends)."""
     marks = ", ".join(["%s"] * len(buckets))
     sql = f"SELECT bucket FROM {TABLE} WHERE bucket IN ({marks}) AND state IN ({_SERVING_SQL})"
-    if conn.vendor == "mysql":
-        sql += " LOCK IN SHARE MODE"
+    sql += dialects.of(conn).for_share
     try:
         with shards.statement_cursor(conn) as cursor:
             cursor.execute(sql, list(buckets))
@@ -167,7 +168,7 @@ def set_states(alias: str, buckets: Sequence[int], state: int | None) -> set[int
         if generation(cursor) is None:  # DDL commits: before the transaction, only if missing
             _create_generation(cursor, conn)
     with transaction.atomic(using=alias), conn.cursor() as cursor:
-        lock = " FOR UPDATE" if conn.vendor == "mysql" else ""
+        lock = dialects.of(conn).for_update
         cursor.execute(
             f"SELECT bucket FROM {TABLE} WHERE bucket IN ({marks}) "
             f"AND state IN ({_SERVING_SQL}){lock}",
@@ -177,7 +178,7 @@ def set_states(alias: str, buckets: Sequence[int], state: int | None) -> set[int
         if state is None:
             cursor.execute(f"DELETE FROM {TABLE} WHERE bucket IN ({marks})", list(buckets))
         else:
-            verb = "REPLACE" if conn.vendor == "mysql" else "INSERT OR REPLACE"
+            verb = dialects.of(conn).insert_or_replace
             cursor.executemany(
                 f"{verb} INTO {TABLE} (bucket, state) VALUES (%s, %s)",
                 [(number, state) for number in buckets],

@@ -16,7 +16,7 @@ from typing import Any
 from django.db import OperationalError, connections
 
 from ..config import conf
-from ..sql import layout
+from ..sql import dialects, layout
 from ..sql.server_errors import ER_LOCK_WAIT_TIMEOUT, code_of
 
 # Rows migrate converts itself: about a second of rebuild (~1.8 s per 100,000 rows measured
@@ -37,7 +37,7 @@ def seed_layout_shards(aliases: list[str] | None = None) -> list[str]:
 
 def on_seed_layout(conn: Any) -> bool:
     """Whether this MySQL connection's ``entities`` is clustered by ``added_id``."""
-    return conn.vendor == "mysql" and layout.clustered_by(conn) == layout.SEED
+    return dialects.of(conn).relayout and layout.clustered_by(conn) == layout.SEED
 
 
 def cluster(

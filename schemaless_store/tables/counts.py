@@ -9,6 +9,7 @@ from django.db import DatabaseError
 
 from ..config.indexes import is_identifier
 from ..exceptions import ShardUnavailable
+from ..sql import dialects
 from ..topology import shards
 
 # MySQL's estimate (information_schema) is used from this many rows: counting would scan.
@@ -41,7 +42,7 @@ def count_tables(alias: str, tables: Iterable[str]) -> dict[str, TableCount]:
         with shards.errors_named(alias), conn.cursor() as cursor:
             existing = set(conn.introspection.table_names(cursor))
             estimates: dict[str, int] = {}
-            if conn.vendor == "mysql":
+            if dialects.of(conn).information_schema:
                 cursor.execute(
                     "SELECT TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES "
                     "WHERE TABLE_SCHEMA = DATABASE()"

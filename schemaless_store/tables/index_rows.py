@@ -19,7 +19,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..config.indexes import Index
 from ..exceptions import ShardUnavailable
-from ..sql import keyset, literals, sessions
+from ..sql import dialects, keyset, literals, sessions
 from ..sql.values import plain_row
 from ..topology import bucket_map, shards
 from . import buckets
@@ -81,7 +81,7 @@ def insert(
     conn = shards.index_connection(alias)
     placed = _with_buckets(index, rows)
     with shards.errors_named(alias):
-        if conn.vendor == "mysql":
+        if dialects.of(conn).fence_by_kill:  # the buckets are checked in the client
             refused = refused_by(conn, {row[-1] for row in placed})
             _insert_mysql(index, conn, [row[:-1] for row in placed if row[-1] not in refused])
             return [row[:-1] for row in placed if row[-1] in refused]
@@ -103,7 +103,7 @@ def insert_on(
     statements of every index go to the server in one round trip (a multi-statement query on
     the index writer, whose statements are all the store's own, their values typed literals)."""
     conn = shards.index_connection(alias)
-    if conn.vendor != "mysql" or len(groups) == 1:
+    if not dialects.of(conn).driver_route or len(groups) == 1:
         return [
             (index, row) for index, rows in groups for row in insert(index, alias, rows, refused_by)
         ]
@@ -258,7 +258,7 @@ def claim(
     conn = shards.index_connection(alias)
     quote = conn.ops.quote_name
     row = _with_buckets(index, [(*values, entity_id)])[0]
-    if conn.vendor == "mysql":
+    if dialects.of(conn).fence_by_kill:
         with shards.errors_named(alias):
             if refused_by(conn, [row[-1]]):
                 return False

@@ -30,7 +30,7 @@ from django.db import DatabaseError, connections
 
 from ..config.indexes import is_identifier
 from ..exceptions import ConfigurationError, ShardUnavailable
-from ..sql import server_errors
+from ..sql import dialects, server_errors
 from ..topology import servers, shards
 from .moved_rows import MovedTable
 
@@ -52,19 +52,13 @@ def install(alias: str, tables: Sequence[MovedTable]) -> None:
     """Create the log table and the triggers of ``tables`` on ``alias`` (idempotent)."""
     conn = connections[alias]
     quote = conn.ops.quote_name
-    mysql = conn.vendor == "mysql"
+    dialect = dialects.of(conn)
     with shards.errors_named(alias), conn.cursor() as cursor:
-        if mysql:
-            cursor.execute(
-                f"CREATE TABLE IF NOT EXISTS {LOG} (seq BIGINT NOT NULL AUTO_INCREMENT "
-                "PRIMARY KEY, tbl VARCHAR(64) NOT NULL, row_key VARBINARY(16) NOT NULL) "
-                "ENGINE=InnoDB"
-            )
-        else:
-            cursor.execute(
-                f"CREATE TABLE IF NOT EXISTS {LOG} (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
-                "tbl TEXT NOT NULL, row_key BLOB NOT NULL)"
-            )
+        cursor.execute(
+            f"CREATE TABLE IF NOT EXISTS {LOG} (seq {dialect.serial_key}, "
+            f"tbl {dialect.varchar(64)} NOT NULL, row_key {dialect.varbinary(16)} NOT NULL)"
+            f"{dialect.table_options}"
+        )
         for table in tables:
             if not is_identifier(table.name):
                 raise ConfigurationError(f"{table.name!r} is not a valid table name")
@@ -72,18 +66,9 @@ def install(alias: str, tables: Sequence[MovedTable]) -> None:
             for event, row, suffix in EVENTS:
                 name = trigger_name(table.name, suffix)
                 action = f"INSERT INTO {LOG} (tbl, row_key) VALUES ('{table.name}', {row}.{key})"
-                if mysql:
-                    statement = (
-                        f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} ON "
-                        f"{quote(table.name)} FOR EACH ROW BEGIN {IGNORE_MISSING_LOG}; "
-                        f"{action}; END"
-                    )
-                else:
-                    statement = (
-                        f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} ON "
-                        f"{quote(table.name)} BEGIN {action}; END"
-                    )
-                cursor.execute(statement)
+                cursor.execute(
+                    dialect.trigger(name, event, quote(table.name), action, IGNORE_MISSING_LOG)
+                )
 
 
 def remove(alias: str, tables: Sequence[MovedTable]) -> list[str]:
@@ -111,8 +96,7 @@ def remove(alias: str, tables: Sequence[MovedTable]) -> list[str]:
 def leftovers(alias: str) -> list[str]:
     """The move triggers the server lists on ``alias``'s database (MySQL; SQLite: none, its
     triggers are rows of its schema table, dropped atomically)."""
-    conn = connections[alias]
-    if conn.vendor != "mysql":
+    if not dialects.of(connections[alias]).information_schema:
         return []
     try:
         rows = shards.read(

@@ -26,42 +26,30 @@ from typing import Any
 
 from django.db import transaction
 
-from ..sql import sessions
+from ..sql import dialects, sessions
 from ..topology import shards
 
 TABLE = "schemaless_receipts"
 # The most rows one removal deletes: a short statement however far behind the removal is.
 REMOVE_BATCH = 1000
-_MYSQL_DDL = (
-    f"CREATE TABLE IF NOT EXISTS {TABLE} (created BIGINT NOT NULL, "
-    "write_id BINARY(16) NOT NULL, result VARCHAR(255) NOT NULL, "
-    "PRIMARY KEY (created, write_id)) ENGINE=InnoDB"
-)
-_SQLITE_DDL = (
-    f"CREATE TABLE IF NOT EXISTS {TABLE} (created BIGINT NOT NULL, write_id BLOB NOT NULL, "
-    "result TEXT NOT NULL, PRIMARY KEY (created, write_id)) WITHOUT ROWID",
-)
 _INSERT_HEAD = f"INSERT INTO {TABLE} (write_id, created, result) VALUES "
 INSERT = _INSERT_HEAD + "(%s, %s, %s)"
 # A locking read: a commit of this very write still under way on the server (its answer lost
 # on the way, its session not yet ended) holds the row's insert lock, so the read waits for
 # its outcome instead of seeing "absent" too early.
 _FIND = f"SELECT result FROM {TABLE} WHERE created = %s AND write_id = %s"
-_FIND_LOCKED = _FIND + " LOCK IN SHARE MODE"
-_REMOVE_MYSQL = f"DELETE FROM {TABLE} WHERE created < %s ORDER BY created LIMIT %s"
-_REMOVE_SQLITE = (
-    f"DELETE FROM {TABLE} WHERE (created, write_id) IN "
-    f"(SELECT created, write_id FROM {TABLE} WHERE created < %s ORDER BY created LIMIT %s)"
-)
 
 
 def create_table(alias: str) -> None:
     """Create the receipts table on a shard (idempotent)."""
     conn = shards.connection(alias)
-    statements = (_MYSQL_DDL,) if conn.vendor == "mysql" else _SQLITE_DDL
+    dialect = dialects.of(conn)
     with conn.cursor() as cursor:
-        for statement in statements:
-            cursor.execute(statement)
+        cursor.execute(
+            f"CREATE TABLE IF NOT EXISTS {TABLE} (created BIGINT NOT NULL, "
+            f"write_id {dialect.binary16} NOT NULL, result {dialect.varchar(255)} NOT NULL, "
+            f"PRIMARY KEY (created, write_id)){dialect.clustered_table_options}"
+        )
 
 
 def encode(result: dict[str, Any]) -> str:
@@ -175,12 +163,12 @@ def find(alias: str, write_id: bytes, created: int, *, galera: bool) -> dict[str
     fresh one after a loss), in a transaction of its own; on Galera with the node caught up
     with the cluster (``wsrep_sync_wait``) first."""
     conn = shards.connection(alias)
-    locked = conn.vendor == "mysql"
+    find = _FIND + dialects.of(conn).for_share
     with shards.errors_named(alias), transaction.atomic(using=alias), conn.cursor() as cursor:
         if galera:
             sessions.apply_first(cursor)
         try:
-            cursor.execute(_FIND_LOCKED if locked else _FIND, [created, write_id])
+            cursor.execute(find, [created, write_id])
             row = cursor.fetchone()
         finally:
             if galera:
@@ -195,7 +183,9 @@ def remove_expired(alias: str, before: int, limit: int = REMOVE_BATCH) -> int:
     """Delete up to ``limit`` receipts created before ``before`` (Unix seconds), oldest
     first, in one autocommitted statement; returns how many."""
     conn = shards.connection(alias)
-    statement = _REMOVE_MYSQL if conn.vendor == "mysql" else _REMOVE_SQLITE
+    statement = dialects.of(conn).delete_first(
+        TABLE, "created < %s", "created", "created, write_id"
+    )
     with shards.errors_named(alias), conn.cursor() as cursor:
         cursor.execute(statement, [before, limit])
         return int(cursor.rowcount)
