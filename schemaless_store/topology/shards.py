@@ -29,7 +29,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..config import conf
 from ..exceptions import ConfigurationError, ShardUnavailable
-from ..sql import sessions
+from ..sql import dialects, sessions
 from ..sql.server_errors import CONNECTION_LOST, OPEN_CONNECTION_LOST, code_of
 
 T = TypeVar("T")
@@ -74,13 +74,18 @@ def vendor(alias: str) -> str:
     return connections[alias].vendor
 
 
+def dialect(alias: str) -> dialects.Dialect:
+    """What the shard's kind of server can do and how it spells statements."""
+    return dialects.of(connections[alias])
+
+
 _local = threading.local()
 
 
 def index_connection(alias: str) -> BaseDatabaseWrapper:
     """The connection that writes index rows on ``alias`` (autocommit; see the module docs)."""
     conn = connections[alias]
-    if conn.vendor != "mysql":
+    if not dialects.of(conn).index_writer:
         return conn
     pool: dict[str, BaseDatabaseWrapper] = _local.__dict__.setdefault("index_writers", {})
     writer = pool.get(alias)
@@ -98,8 +103,7 @@ def committed_reader(alias: str) -> Iterator[BaseDatabaseWrapper]:
     transaction there has written: the autocommit index writer on MySQL; on SQLite (whose index
     rows share Django's connection) a connection of its own, closed afterwards, which WAL lets
     read the last commit while a write transaction is open."""
-    conn = connections[alias]
-    if conn.vendor == "mysql":
+    if dialects.of(connections[alias]).index_writer:
         yield index_connection(alias)
         return
     reader = connections.create_connection(alias)
@@ -231,7 +235,7 @@ def _not_there(exc: OperationalError) -> bool:
 
 
 def _fetch_all(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-    if conn.vendor != "mysql" or conn.queries_logged:
+    if not dialects.of(conn).driver_route or conn.queries_logged:
         with conn.cursor() as cursor:
             cursor.execute(sql, params)
             return list(cursor.fetchall())
@@ -260,7 +264,7 @@ def snapshot(alias: str) -> Iterator[bool]:
     yields False and each read sees the latest commits. Inside the block a lost connection
     raises :class:`ShardUnavailable` rather than reading on afresh without the snapshot."""
     conn = connections[alias]
-    if conn.vendor != "mysql" or conn.in_atomic_block:
+    if not dialects.of(conn).consistent_snapshot or conn.in_atomic_block:
         yield False
         return
     with errors_named(alias), transaction.atomic(using=alias):
@@ -287,7 +291,7 @@ class statement_cursor:  # lower case: used like the function it replaced
 
     def __enter__(self) -> Any:
         conn = self._conn
-        if conn.vendor != "mysql" or conn.queries_logged:
+        if not dialects.of(conn).driver_route or conn.queries_logged:
             self._django = conn.cursor()
             return self._django.__enter__()
         self._django = None
