@@ -40,7 +40,7 @@ from django.db.backends.mysql.base import DatabaseWrapper as MySQLWrapper
 
 from ..config.dburls import parse_nodes
 from ..exceptions import MoveRefused, ShardUnavailable
-from ..sql import sessions
+from ..sql import dialects, sessions
 from ..tables import buckets as bucket_table
 from ..topology import shards
 from ..topology.write_lock import write_lock
@@ -71,7 +71,7 @@ class Snapshot:
 def refused(conn: BaseDatabaseWrapper, buckets: Collection[int]) -> frozenset[int]:
     """Which of ``buckets`` the shard of ``conn`` does not serve (empty: the write may go on).
     On MySQL no statement runs unless the connection is new or a bucket is refused."""
-    if conn.vendor != "mysql":
+    if not dialects.of(conn).fence_by_kill:
         return frozenset(buckets) - bucket_table.serving(conn, sorted(buckets))
     snap = conn.__dict__.get(_ATTRIBUTE)
     driver = conn.connection
@@ -119,13 +119,14 @@ def withdraw(
     from the shard (or ``end_connections``, a resumed fence), end the connections that may
     still believe it is served (MySQL). Returns the buckets withdrawn. :class:`MoveRefused`,
     with nothing changed, when the fence could not end every session (:func:`unready`)."""
-    if end_connections and shards.vendor(alias) == "mysql":
+    kills = shards.dialect(alias).fence_by_kill
+    if end_connections and kills:
         problem = unready(alias)
         if problem is not None:
             raise MoveRefused(problem)
     with write_lock():
         withdrawn = bucket_table.set_states(alias, buckets, state)
-    if (withdrawn or end_connections) and shards.vendor(alias) == "mysql":
+    if (withdrawn or end_connections) and kills:
         end_other_connections(alias)
     return withdrawn
 
@@ -310,7 +311,7 @@ def _own_sessions() -> set[tuple[Any, ...]]:
     """``(hostname, port, session id)`` of this thread's open MySQL connections."""
     found: set[tuple[Any, ...]] = set()
     for wrapper in shards.open_connections():
-        if wrapper.vendor != "mysql" or wrapper.connection is None:
+        if not dialects.of(wrapper).fence_by_kill or wrapper.connection is None:
             continue
         try:
             with wrapper.cursor() as cursor:

@@ -39,7 +39,7 @@ from typing import Any
 
 from django.db import DatabaseError, connections
 
-from ..sql import server_locks, sessions
+from ..sql import dialects, server_locks, sessions
 from ..sql.server_errors import ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT, ER_NO_SUCH_TABLE, code_of
 from ..sql.server_locks import LEASE_TABLE
 from ..topology import servers, shards
@@ -92,9 +92,11 @@ class ServerLock:
         self._stop_renewing = threading.Event()
         self._renewer: threading.Thread | None = None
         settings = connections[alias].settings_dict
-        self.vendor = connections[alias].vendor
+        # Named locks on the server (GET_LOCK, Galera's lease), else a file lock beside the
+        # database file, else (an in-memory database) a lock in this process.
+        self.named = dialects.of(connections[alias]).named_locks
         self._database = str(settings["NAME"])
-        if self.vendor == "mysql":
+        if self.named:
             self.name = lock_name(self._database, index_name)
             self.path: Path | None = None
         elif (
@@ -110,9 +112,9 @@ class ServerLock:
             self.name = f"in-process lock {alias}/{index_name}"
 
     def describe(self) -> str:
-        if self.vendor == "mysql" and self._galera:
+        if self.named and self._galera:
             return f"the lease {self.name!r} in {LEASE_TABLE} on the Galera cluster of {self.alias}"
-        if self.vendor == "mysql":
+        if self.named:
             return f"GET_LOCK({self.name!r}) on the server of {self.alias}"
         if self.path is not None:
             return f"flock on {self.path}"
@@ -192,7 +194,7 @@ class ServerLock:
     # --- one attempt per backend ------------------------------------------------------------
 
     def _try(self) -> bool:
-        if self.vendor == "mysql":
+        if self.named:
             return self._try_mysql()
         if self.path is not None:
             return self._try_flock(self.path)

@@ -59,7 +59,7 @@ from ..cache import entity_cache
 from ..config.indexes import ENTITIES, Source
 from ..exceptions import Conflict, EntityExists, NotOwner, ShardUnavailable
 from ..guards import fence
-from ..sql import literals
+from ..sql import dialects, literals
 from ..tables import entities as entity_table
 from ..tables.entities import Locked
 from ..tables.index_rows import Row
@@ -138,7 +138,11 @@ class Write:
         """SQLite, one new key (``create``): its ``INSERT`` checks the bucket itself, in the
         same statement (:func:`~..tables.entities.insert_one_fenced`), and step 0 reads
         nothing. On MySQL step 0 reads nothing anyway (:mod:`..guards.fence`)."""
-        return len(self.changes) == 1 and self.changes[0].fresh and self.conn.vendor != "mysql"
+        return (
+            len(self.changes) == 1
+            and self.changes[0].fresh
+            and not dialects.of(self.conn).fence_by_kill
+        )
 
     def fence(self) -> None:
         """Step 0: :class:`NotOwner` unless the shard serves every bucket the write touches

@@ -35,7 +35,7 @@ from typing import Any
 from ..config import conf
 from ..exceptions import OutcomeUnknown, ShardUnavailable
 from ..guards import fence
-from ..sql import sessions
+from ..sql import dialects, sessions
 from ..tables import receipts as receipt_table
 from ..topology import servers, shards
 from ..topology.write_lock import write_lock
@@ -59,7 +59,7 @@ def record(write: Any, transaction: Any) -> None:
     if not RECORD:
         return
     created = write.receipt_created = int(time.time())
-    if write.conn.vendor == "mysql":  # the session its commit will run in (no round trip)
+    if dialects.of(write.conn).driver_route:  # the session its commit will run in (no round trip)
         driver = write.conn.connection
         write.session = (getattr(driver, sessions.NODE, None), int(driver.thread_id()))
     defer = getattr(transaction, "defer_receipt", None)
