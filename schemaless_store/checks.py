@@ -14,6 +14,7 @@ from .config import conf, server_support
 from .config.indexes import registry
 from .exceptions import ConfigurationError
 from .guards import fence
+from .sql import dialects
 from .tables import clustering
 from .topology import bucket_map
 
@@ -214,7 +215,7 @@ def check_servers(app_configs: Any = None, databases: Any = None, **kwargs: Any)
     errors: list[Any] = []
     for alias in sorted(store & set(databases)):
         connection = connections[alias]
-        if connection.vendor != "mysql":
+        if not dialects.of(connection).version_checked:
             continue
         try:
             mariadb = connection.mysql_is_mariadb  # type: ignore[attr-defined]
@@ -238,7 +239,7 @@ def check_fence_privileges(
     with ``--database``, as ``migrate`` does."""
     errors = []
     for alias in conf.get().shards if databases else ():
-        if alias not in databases or connections[alias].vendor != "mysql":
+        if alias not in databases or not dialects.of(connections[alias]).fence_by_kill:
             continue
         try:
             refused = fence.kill_refused(alias)

@@ -11,6 +11,8 @@ from typing import Any
 
 from django.db import models
 
+from .sql import dialects
+
 
 class Binary16Field(models.BinaryField):
     """``BINARY(16)`` on MySQL, ``BLOB`` elsewhere; the value is 16 raw bytes."""
@@ -21,7 +23,7 @@ class Binary16Field(models.BinaryField):
         super().__init__(*args, **kwargs)
 
     def db_type(self, connection: Any) -> str:
-        return "binary(16)" if connection.vendor == "mysql" else "blob"
+        return dialects.of(connection).id_field_type
 
     def deconstruct(self) -> tuple[Any, ...]:
         name, path, args, kwargs = super().deconstruct()
@@ -33,4 +35,4 @@ class BodyField(models.BinaryField):
     """``MEDIUMBLOB`` on MySQL (up to 16 MiB - 1), ``BLOB`` elsewhere."""
 
     def db_type(self, connection: Any) -> str:
-        return "mediumblob" if connection.vendor == "mysql" else "blob"
+        return dialects.of(connection).body_field_type

@@ -57,7 +57,7 @@ class RowMoves:
         SQLite (whose writes the store serializes)."""
         jobs = [(s, table, numbers) for s, numbers in self.sources.items() for table in self.tables]
         aliases = [*self.sources, self.move.target]
-        if self.workers <= 1 or any(shards.vendor(alias) != "mysql" for alias in aliases):
+        if self.workers <= 1 or not all(shards.dialect(a).parallel_connections for a in aliases):
             for job in jobs:
                 self._copy_table(*job)
             return

@@ -206,7 +206,7 @@ def decide(target: str, numbers: list[int], *, dry_run: bool) -> Decision:
     if dry_run:
         return Decision(counted=plan.count_rows(found))
     for source in found.sources:
-        if shards.vendor(source) == "mysql":
+        if shards.dialect(source).fence_by_kill:
             problem = fence.unready(source)
             if problem is not None:
                 raise MoveRefused(f"the move cannot fence {source}, nothing was changed: {problem}")

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connections
 
 from schemaless_store.config import conf
-from schemaless_store.sql import layout
+from schemaless_store.sql import dialects, layout
 from schemaless_store.tables import clustering
 from schemaless_store.topology import servers
 
@@ -56,7 +56,7 @@ class Command(BaseCommand):
         todo: list[tuple[str, str]] = []
         for alias in aliases:
             conn = connections[alias]
-            if conn.vendor != "mysql":
+            if not dialects.of(conn).relayout:
                 self.stdout.write(f"{alias}: {conn.vendor}, which keeps its one layout.")
                 continue
             clustered_by = layout.clustered_by(conn)
