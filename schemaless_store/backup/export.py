@@ -26,6 +26,7 @@ from ..tables import cells as cell_table
 from ..tables import entities as entity_table
 from ..topology import bucket_map, shards
 from ..topology.shards import resolve_aliases
+from ..values import bounds
 from ..values.codec import decode_body
 from . import lines
 
@@ -84,7 +85,7 @@ class Exporter:
         progress: bool = False,
         progress_file: TextIO | None = None,
     ) -> None:
-        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        if not bounds.whole(chunk_size):
             raise ValueError(f"chunk_size must be a whole number of at least 1, not {chunk_size!r}")
         if since is not None and timezone.is_naive(since):
             raise ValueError(f"since must be an aware datetime, not {since!r}")
