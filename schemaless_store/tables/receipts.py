@@ -43,13 +43,17 @@ _FIND = f"SELECT result FROM {TABLE} WHERE created = %s AND write_id = %s"
 def create_table(alias: str) -> None:
     """Create the receipts table on a shard (idempotent)."""
     conn = shards.connection(alias)
-    dialect = dialects.of(conn)
     with conn.cursor() as cursor:
-        cursor.execute(
-            f"CREATE TABLE IF NOT EXISTS {TABLE} (created BIGINT NOT NULL, "
-            f"write_id {dialect.binary16} NOT NULL, result {dialect.varchar(255)} NOT NULL, "
-            f"PRIMARY KEY (created, write_id)){dialect.clustered_table_options}"
-        )
+        cursor.execute(create_statement(dialects.of(conn)))
+
+
+def create_statement(dialect: dialects.Dialect) -> str:
+    """The receipts table's ``CREATE TABLE IF NOT EXISTS`` on ``dialect``'s servers."""
+    return (
+        f"CREATE TABLE IF NOT EXISTS {TABLE} (created BIGINT NOT NULL, "
+        f"write_id {dialect.binary16} NOT NULL, result {dialect.varchar(255)} NOT NULL, "
+        f"PRIMARY KEY (created, write_id)){dialect.clustered_table_options}"
+    )
 
 
 def encode(result: dict[str, Any]) -> str:
@@ -59,12 +63,6 @@ def encode(result: dict[str, Any]) -> str:
 def record(cursor: Any, write_id: bytes, created: int, result: dict[str, int]) -> None:
     """Insert a write's receipt (inside the write's own transaction)."""
     cursor.execute(INSERT, [write_id, created, encode(result)])
-
-
-def record_and_commit(driver: Any, write_id: bytes, created: int, result: dict[str, Any]) -> None:
-    """Insert a write's receipt and commit its transaction, in one round trip on the driver's
-    connection ``driver`` (an open ``BEGIN`` ... ``COMMIT``)."""
-    commit_batch(driver, [], (write_id, created, result), begin=False)
 
 
 # A receipt's result value the server fills in, in the same query: the ``added_id`` of the
