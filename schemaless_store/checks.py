@@ -194,8 +194,8 @@ def check_shard_map(app_configs: Any = None, databases: Any = None, **kwargs: An
 
 @register(Tags.database, Tags.compatibility)
 def check_servers(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Any]:
-    """Every MySQL-backed database of the store (the shards, ``default`` and the replicas) is a
-    MariaDB server at least as new as the oldest tested,
+    """Every database of the store on Django's MySQL backend (the shards, ``default`` and the
+    replicas) is a MariaDB server at least as new as the oldest tested,
     :data:`~.config.server_support.OLDEST_MARIADB` (``schemaless.E007``).
 
     As Django's own database checks, it runs only for the aliases named: ``manage.py check
@@ -234,7 +234,7 @@ def check_servers(app_configs: Any = None, databases: Any = None, **kwargs: Any)
 def check_fence_privileges(
     app_configs: Any = None, databases: Any = None, **kwargs: Any
 ) -> list[Any]:
-    """A MySQL shard's user must be able to see and end every other session on the shard's
+    """A MariaDB shard's user must be able to see and end every other session on the shard's
     database, whatever user opened it: a move's fence does (docs/design.md#the-fence). Run
     with ``--database``, as ``migrate`` does."""
     errors = []
@@ -280,7 +280,7 @@ def check_debug(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 def check_entities_layout(
     app_configs: Any = None, databases: Any = None, **kwargs: Any
 ) -> list[Any]:
-    """A MySQL shard whose ``entities`` is still clustered by ``added_id`` (W006): it serves,
+    """A MariaDB shard whose ``entities`` is still clustered by ``added_id`` (W006): it serves,
     but a page costs one more B-tree descent per entity (docs/design.md#the-entities-table).
     Run with ``--database``, as ``migrate`` does."""
     if not databases:

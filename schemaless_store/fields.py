@@ -1,6 +1,6 @@
 """Model fields for the ``entities`` table's binary columns, typed as the design asks.
 
-Django's ``BinaryField`` is ``LONGBLOB`` on MySQL, which cannot be a unique key without a prefix
+Django's ``BinaryField`` is ``LONGBLOB`` on MariaDB, which cannot be a unique key without a prefix
 length, and ``UUIDField`` becomes MariaDB's native ``UUID`` type, which refuses arbitrary 16-byte
 values. These fields give ``BINARY(16)`` and ``MEDIUMBLOB`` instead.
 """
@@ -15,7 +15,7 @@ from .sql import dialects
 
 
 class Binary16Field(models.BinaryField):
-    """``BINARY(16)`` on MySQL, ``BLOB`` elsewhere; the value is 16 raw bytes."""
+    """``BINARY(16)`` on MariaDB, ``BLOB`` elsewhere; the value is 16 raw bytes."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("editable", True)
@@ -32,7 +32,7 @@ class Binary16Field(models.BinaryField):
 
 
 class BodyField(models.BinaryField):
-    """``MEDIUMBLOB`` on MySQL (up to 16 MiB - 1), ``BLOB`` elsewhere."""
+    """``MEDIUMBLOB`` on MariaDB (up to 16 MiB - 1), ``BLOB`` elsewhere."""
 
     def db_type(self, connection: Any) -> str:
         return dialects.of(connection).body_field_type

@@ -2,7 +2,7 @@
 
 Shard after shard, in the order of ``SCHEMALESS["SHARDS"]``: the shard's entities in
 ``added_id`` order, read in chunks by keyset (memory stays flat at any size), then, with
-``cells``, its cells in ``added_at`` order. On MySQL/MariaDB each shard is read inside one
+``cells``, its cells in ``added_at`` order. On MariaDB each shard is read inside one
 consistent snapshot (:func:`~schemaless_store.topology.shards.snapshot`), so a shard's
 lines are that shard as of one instant; different shards are read at different instants
 (docs/backup.md).

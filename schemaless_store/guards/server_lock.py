@@ -1,7 +1,7 @@
 """A lock on a shard's server that dies with the process holding it: one cleaner per (index,
 shard), one mover at a time, one ``mapentities`` walk per (run, shard).
 
-On MySQL/MariaDB it is ``GET_LOCK()`` taken on a connection of its own to the shard's server:
+On MariaDB it is ``GET_LOCK()`` taken on a connection of its own to the shard's server:
 the server releases it when that connection goes away, so a cleaner killed with ``kill -9``
 leaves nothing to clean up. A dedicated connection, because Django's connection is closed and
 reopened between batches (``close_old_connections()``), which would drop the lock mid-pass.
@@ -47,7 +47,7 @@ from ..topology import servers, shards
 # The cleaner's logger: runcleaner shows its warnings (a lost lease) on the terminal.
 logger = logging.getLogger("schemaless_store.cleaner")
 
-# MariaDB and MySQL refuse lock names longer than this.
+# MariaDB refuses lock names longer than this.
 MAX_LOCK_NAME = 64
 POLL_SECONDS = 0.2
 

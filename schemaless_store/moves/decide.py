@@ -42,7 +42,7 @@ MOVER_LOCK = "bucket-moves"
 @contextlib.contextmanager
 def one_mover() -> Iterator[ServerLock]:
     """One ``movebuckets`` (or ``--abort``) at a time in the whole store: a lock on ``default``
-    (where the moves are recorded) that dies with its process (``GET_LOCK`` on MySQL, ``flock``
+    (where the moves are recorded) that dies with its process (``GET_LOCK`` on MariaDB, ``flock``
     on SQLite: :class:`~schemaless_store.guards.server_lock.ServerLock`), so a second mover
     started on the same move is refused instead of running it twice, and a SIGKILLed one leaves
     no lock behind."""

@@ -63,7 +63,7 @@ def locate(entity_id: uuid.UUID) -> Location:
 
 
 def server_of(alias: str) -> str:
-    """``host:port/database`` of a MySQL shard (each node of a Galera one), a SQLite file's
+    """``host:port/database`` of a MariaDB shard (each node of a Galera one), a SQLite file's
     path: never the user or the password."""
     settings = connections[alias].settings_dict
     name = str(settings.get("NAME") or "")

@@ -46,7 +46,7 @@ class EntityFetcher:
 def fetch_by_ids(model: Any, ids: Iterable[bytes]) -> dict[bytes, Any]:
     """``{id bytes: entity}`` for the ids that exist; one ``IN`` query per shard and batch.
 
-    Many ids on several MySQL shards (at least :data:`PARALLEL_FETCH_MIN`, outside any
+    Many ids on several MariaDB shards (at least :data:`PARALLEL_FETCH_MIN`, outside any
     transaction) are read at once, the first shard in this thread and each other one on a
     scatter thread; fewer are read one shard after the other, where handing work to a thread
     costs more than it saves.

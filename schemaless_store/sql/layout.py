@@ -1,4 +1,4 @@
-"""The physical layout of a shard's ``entities`` table on MySQL/MariaDB, and the online
+"""The physical layout of a shard's ``entities`` table on MariaDB, and the online
 ``ALTER`` between its two layouts (docs/design.md#the-entities-table).
 
 - **clustered by id** (new stores): ``PRIMARY KEY (id)``, ``UNIQUE KEY (added_id)`` (still

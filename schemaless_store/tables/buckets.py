@@ -1,14 +1,14 @@
 """Each shard's own bucket table, ``schemaless_buckets(bucket, state)``: the authority on which
 buckets the shard serves (docs/design.md#the-fence; docs/resharding.md).
 
-A bucket with no row is not the shard's. On MySQL a write checks its buckets against its
+A bucket with no row is not the shard's. On MariaDB a write checks its buckets against its
 connection's snapshot of this table (:mod:`..guards.fence`); on SQLite it reads them inside
 its own transaction (:func:`serving`), and index rows are inserted only where their bucket is served
 (:func:`served_insert`).
 
 Beside it, ``schemaless_bucket_generation`` holds one number, bumped in the same transaction as
 every change of states: a connection that has read the served buckets once keeps them until the
-generation moves (:mod:`..guards.fence`, MySQL's fence). :data:`epoch` counts this
+generation moves (:mod:`..guards.fence`, MariaDB's fence). :data:`epoch` counts this
 process's own changes.
 
 The tables are created and seeded by ``migrate`` on the shard (from the stored map), and changed
@@ -122,7 +122,7 @@ def not_migrated(alias: str) -> ConfigurationError:
 
 def serving(conn: BaseDatabaseWrapper, buckets: Sequence[int]) -> set[int]:
     """Which of ``buckets`` the shard of ``conn`` serves, read inside the caller's transaction
-    (MySQL: ``LOCK IN SHARE MODE``, held until it ends)."""
+    (MariaDB: ``LOCK IN SHARE MODE``, held until it ends)."""
     marks = ", ".join(["%s"] * len(buckets))
     sql = f"SELECT bucket FROM {TABLE} WHERE bucket IN ({marks}) AND state IN ({_SERVING_SQL})"
     sql += dialects.of(conn).for_share
@@ -193,7 +193,7 @@ def set_states(alias: str, buckets: Sequence[int], state: int | None) -> set[int
 def served_insert(table: str, names: Sequence[str], *, idempotent: bool) -> tuple[str, str]:
     """SQLite: the text before and after ``(*values, bucket)`` rows (placeholders) of an
     ``INSERT`` into ``table`` that inserts only the rows whose bucket this shard serves, in one
-    statement (the fence of an index row on SQLite; MySQL checks in the client,
+    statement (the fence of an index row on SQLite; MariaDB checks in the client,
     :mod:`..guards.fence`)::
 
         INSERT INTO t (a, entity_id) SELECT r.column1, r.column2 FROM (VALUES ...) r

@@ -1,4 +1,4 @@
-"""Clustering ``entities`` by ``id`` on MySQL/MariaDB shards (docs/design.md#the-entities-table):
+"""Clustering ``entities`` by ``id`` on MariaDB shards (docs/design.md#the-entities-table):
 what ``migrate`` converts at once, what ``manage.py clusterentities`` converts online, and what
 the system check ``schemaless.W006`` reports.
 
@@ -26,7 +26,7 @@ COMMAND = "manage.py clusterentities"
 
 
 def seed_layout_shards(aliases: list[str] | None = None) -> list[str]:
-    """The MySQL shards among ``aliases`` (default: all) whose ``entities`` is still clustered
+    """The MariaDB shards among ``aliases`` (default: all) whose ``entities`` is still clustered
     by ``added_id``."""
     return [
         alias
@@ -36,7 +36,7 @@ def seed_layout_shards(aliases: list[str] | None = None) -> list[str]:
 
 
 def on_seed_layout(conn: Any) -> bool:
-    """Whether this MySQL connection's ``entities`` is clustered by ``added_id``."""
+    """Whether this MariaDB connection's ``entities`` is clustered by ``added_id``."""
     return dialects.of(conn).relayout and layout.clustered_by(conn) == layout.SEED
 
 

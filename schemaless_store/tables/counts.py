@@ -12,7 +12,7 @@ from ..exceptions import ShardUnavailable
 from ..sql import dialects
 from ..topology import shards
 
-# MySQL's estimate (information_schema) is used from this many rows: counting would scan.
+# MariaDB's estimate (information_schema) is used from this many rows: counting would scan.
 EXACT_COUNT_BELOW = 100_000
 
 
@@ -30,7 +30,7 @@ class TableCount:
 
 
 def count_tables(alias: str, tables: Iterable[str]) -> dict[str, TableCount]:
-    """Rows of each table on one shard: exact, or MySQL's estimate for big tables
+    """Rows of each table on one shard: exact, or MariaDB's estimate for big tables
     (:data:`EXACT_COUNT_BELOW`). A missing table or an unreachable shard is reported in
     ``error``, never raised."""
     tables = list(tables)

@@ -1,7 +1,7 @@
 """Index tables: ``index_<name>(<property columns>, entity_id)``, one per index on every shard.
 
 A row lives on the shard that owns the bucket of its ``shard_on`` value (:func:`group`).
-Writes go through the shard's *index writer* connection (autocommit on MySQL, see
+Writes go through the shard's *index writer* connection (autocommit on MariaDB, see
 :mod:`~schemaless_store.topology.shards`); inserts are idempotent, so a retried or repeated
 write never fails on a row that is already there.
 """
@@ -74,7 +74,7 @@ def insert(
     where the shard serves their bucket. Returns the rows it refused (their buckets moved away
     or are being flipped): they belong on another shard.
 
-    MySQL: the writer's ``refused_by`` (the fence, ``topology.fence.refused``) names the buckets
+    MariaDB: the writer's ``refused_by`` (the fence, ``topology.fence.refused``) names the buckets
     the index writer's connection may not write, and the rows served are one plain multi-row
     ``INSERT``. SQLite (whose writes the store serializes):
     one statement that joins the rows to the bucket table (:func:`.buckets.served_insert`)."""
@@ -99,7 +99,7 @@ def insert_on(
     alias: str, groups: Sequence[tuple[Index, Sequence[tuple[Any, ...]]]], refused_by: Refusal
 ) -> list[tuple[Index, tuple[Any, ...]]]:
     """:func:`insert` for the rows of several indexes on one shard, ``[(index, rows)]``:
-    returns the ``(index, row)`` pairs refused. On MySQL the buckets are checked once, and the
+    returns the ``(index, row)`` pairs refused. On MariaDB the buckets are checked once, and the
     statements of every index go to the server in one round trip (a multi-statement query on
     the index writer, whose statements are all the store's own, their values typed literals)."""
     conn = shards.index_connection(alias)
@@ -203,14 +203,14 @@ def _with_buckets(index: Index, rows: Sequence[tuple[Any, ...]]) -> list[tuple[A
 
 
 # Per index object (a redeclared index is another object; one no longer referenced drops out):
-# its multi-row INSERT on MySQL.
+# its multi-row INSERT on MariaDB.
 _MYSQL_INSERT: weakref.WeakKeyDictionary[Index, literals.Insert | None] = (
     weakref.WeakKeyDictionary()
 )
 
 
 def _mysql_insert(index: Index, quote: Callable[[str], str]) -> literals.Insert | None:
-    """The idempotent multi-row ``INSERT`` of ``index`` on MySQL, its rows written as literals
+    """The idempotent multi-row ``INSERT`` of ``index`` on MariaDB, its rows written as literals
     (:mod:`..sql.literals`); None when a column type does not say what its values are (then the
     driver renders them)."""
     try:
@@ -228,7 +228,7 @@ def _mysql_insert(index: Index, quote: Callable[[str], str]) -> literals.Insert 
 
 
 def _plain_insert_text(index: Index, quote: Callable[[str], str]) -> tuple[str, str]:
-    """MySQL's idempotent ``INSERT`` of ``index`` around its ``(*values, entity_id)`` rows."""
+    """MariaDB's idempotent ``INSERT`` of ``index`` around its ``(*values, entity_id)`` rows."""
     entity = quote("entity_id")
     return (
         f"INSERT INTO {quote(index.name)} ({', '.join(columns(index, quote))}) ",
@@ -253,7 +253,7 @@ def claim(
     index: Index, alias: str, values: Sequence[Any], entity_id: bytes, refused_by: Refusal
 ) -> bool:
     """Insert one row of a unique index, not idempotently: ``IntegrityError`` if taken. False
-    if the shard does not serve the row's bucket (it belongs on another shard now; on MySQL
+    if the shard does not serve the row's bucket (it belongs on another shard now; on MariaDB
     ``refused_by`` says so, as in :func:`insert`)."""
     conn = shards.index_connection(alias)
     quote = conn.ops.quote_name

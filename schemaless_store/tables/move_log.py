@@ -14,7 +14,7 @@ A trigger left behind must never fail a write. MariaDB keeps a table's triggers 
 (``.TRG``, and a ``.TRN`` per trigger name); a history soak found a trigger that outlived its
 move on a server whose sessions and processes were being killed, still firing while
 ``DROP TRIGGER IF EXISTS`` found no trigger by its name, so every write it fired on failed for
-want of the dropped log (docs/reliability.md). On MySQL each trigger therefore ignores a
+want of the dropped log (docs/reliability.md). On MariaDB each trigger therefore ignores a
 missing log (a ``CONTINUE`` handler for "no such table", nothing else), and :func:`remove`
 names any trigger it could not drop (:func:`leftovers`).
 """
@@ -94,7 +94,7 @@ def remove(alias: str, tables: Sequence[MovedTable]) -> list[str]:
 
 
 def leftovers(alias: str) -> list[str]:
-    """The move triggers the server lists on ``alias``'s database (MySQL; SQLite: none, its
+    """The move triggers the server lists on ``alias``'s database (MariaDB; SQLite: none, its
     triggers are rows of its schema table, dropped atomically)."""
     if not dialects.of(connections[alias]).information_schema:
         return []

@@ -11,7 +11,7 @@ driver's ``Connection.commit()``, and the plain ``BEGIN`` ... ``COMMIT`` of
 ``writes.transaction._DriverTransaction`` through ``Connection.commit()`` or, with the write's
 receipt (and the statements that travel with its ``COMMIT``) in the same round trip,
 ``tables.receipts.commit_batch()``; the injector replaces both while the block runs.
-MySQL/MariaDB only (SQLite never loses an answer).
+MariaDB only (SQLite never loses an answer).
 
 Usage::
 

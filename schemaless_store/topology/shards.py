@@ -5,7 +5,7 @@ reach a server means (:class:`~..exceptions.ShardUnavailable`).
 Which shard holds a key is the map's (:mod:`.bucket_map`); running a transaction again after a
 deadlock is :mod:`.retries`; what a shard's server is (Galera, its latency) :mod:`.servers`.
 
-Two connections per shard and thread are used on MySQL: Django's own, which carries the entity
+Two connections per shard and thread are used on MariaDB: Django's own, which carries the entity
 transaction (it holds entity row locks), and an *index writer* in autocommit mode for index rows.
 An entity transaction therefore never holds index-table locks while it waits on another server,
 so writers on different servers cannot deadlock across servers. SQLite cannot open a second
@@ -100,7 +100,7 @@ def index_connection(alias: str) -> BaseDatabaseWrapper:
 @contextlib.contextmanager
 def committed_reader(alias: str) -> Iterator[BaseDatabaseWrapper]:
     """A connection on ``alias`` that reads what is committed, whatever this thread's open
-    transaction there has written: the autocommit index writer on MySQL; on SQLite (whose index
+    transaction there has written: the autocommit index writer on MariaDB; on SQLite (whose index
     rows share Django's connection) a connection of its own, closed afterwards, which WAL lets
     read the last commit while a write transaction is open."""
     if dialects.of(connections[alias]).index_writer:
@@ -229,7 +229,7 @@ def _unavailable(alias: str, exc: OperationalError) -> ShardUnavailable | None:
 
 
 def _not_there(exc: OperationalError) -> bool:
-    """Whether ``exc`` says the server is not there: a connection refused or lost (MySQL), or
+    """Whether ``exc`` says the server is not there: a connection refused or lost (MariaDB), or
     a database file that cannot be opened (SQLite)."""
     return code_of(exc) in CONNECTION_LOST or "unable to open database file" in str(exc)
 
@@ -258,7 +258,7 @@ def _fetch_all(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> li
 
 @contextlib.contextmanager
 def snapshot(alias: str) -> Iterator[bool]:
-    """Reads on ``alias`` inside the block see the shard as of one instant (MySQL/MariaDB: a
+    """Reads on ``alias`` inside the block see the shard as of one instant (MariaDB: a
     read-only ``REPEATABLE READ`` transaction ``WITH CONSISTENT SNAPSHOT``, as ``mysqldump
     --single-transaction`` takes; writers are not blocked). Yields True if so; on SQLite it
     yields False and each read sees the latest commits. Inside the block a lost connection
@@ -276,7 +276,7 @@ def snapshot(alias: str) -> Iterator[bool]:
 class statement_cursor:  # lower case: used like the function it replaced
     """A cursor for the hot paths' own SQL (``%s`` placeholders, Django's exceptions).
 
-    On MySQL, when Django is not recording queries (``DEBUG``, ``assertNumQueries``), it is
+    On MariaDB, when Django is not recording queries (``DEBUG``, ``assertNumQueries``), it is
     the driver's own cursor: Django's two cursor wrappers cost more client time than a
     statement's own work. Otherwise (and on other backends) it is Django's cursor. Either way
     the driver's errors leave the block as Django's (``IntegrityError``, ``OperationalError``...).

@@ -1,6 +1,6 @@
 """The store-wide write lock of SQLite shards: SQLite has one writer per file, so the store
 serializes its writes across threads (a lock) and processes (a file lock beside the first
-SQLite shard). Where every shard is MySQL it is a no-op (``write_lock()`` returns a null
+SQLite shard). Where every shard is MariaDB it is a no-op (``write_lock()`` returns a null
 context)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Index values: their order-preserving encoding and the index column types.
 
 Nothing here knows about Django or SQL. Index values are encoded so that comparing the encoded
-bytes (``memcmp``, which is how MySQL compares ``VARBINARY`` and SQLite compares ``BLOB``) gives
+bytes (``memcmp``, which is how MariaDB compares ``VARBINARY`` and SQLite compares ``BLOB``) gives
 the same order as comparing the values, and the query path compares the same encodings when it
 re-checks an entity, so SQL and Python can never disagree about what matches.
 """
@@ -224,7 +224,9 @@ class FloatColumn(ColumnType):
         if math.isnan(result):
             raise IndexValueError("NaN cannot be indexed: it is not equal to itself")
         if math.isinf(result):  # the "key" column type holds them
-            raise IndexValueError("a float column cannot hold an infinity (MySQL's DOUBLE cannot)")
+            raise IndexValueError(
+                "a float column cannot hold an infinity (MariaDB's DOUBLE cannot)"
+            )
         return result + 0.0  # -0.0 -> 0.0
 
 

@@ -27,7 +27,7 @@ LOST_ATTEMPTS = 3
 
 def shard_transaction(write: Any, conn: BaseDatabaseWrapper) -> Any:
     """The shard transaction: Django's ``atomic()``, or where nothing but the store's own
-    statements run inside, a plain ``BEGIN`` ... ``COMMIT`` on MySQL (not on Galera)."""
+    statements run inside, a plain ``BEGIN`` ... ``COMMIT`` on MariaDB (not on Galera)."""
     if not (
         write.quiet
         and dialects.of(conn).driver_route
@@ -51,7 +51,7 @@ def shard_transaction(write: Any, conn: BaseDatabaseWrapper) -> Any:
 
 def own_transaction(alias: str, conn: BaseDatabaseWrapper) -> Any:
     """A transaction of the store's own statements on ``alias`` that no write's signals or
-    claims enter (step 5's re-check): the driver's ``BEGIN`` ... ``COMMIT`` on MySQL, outside
+    claims enter (step 5's re-check): the driver's ``BEGIN`` ... ``COMMIT`` on MariaDB, outside
     a caller's transaction and with Django not recording queries; else ``atomic()``."""
     if dialects.of(conn).driver_route and not conn.in_atomic_block and not conn.queries_logged:
         return _DriverTransaction(conn)

@@ -17,7 +17,7 @@ from schemaless_store.topology import servers
 
 class Command(BaseCommand):
     help = (
-        "Cluster the entities table of MySQL/MariaDB shards by id (PRIMARY KEY (id)), with one "
+        "Cluster the entities table of MariaDB shards by id (PRIMARY KEY (id)), with one "
         "online ALTER per shard (ALGORITHM=INPLACE, LOCK=NONE): reads and writes go on while "
         "the table is rebuilt. Shards already clustered by id are left alone."
     )
