@@ -92,6 +92,7 @@ def cost(blocks: int) -> None:
 def raw(blocks: int) -> None:
     import MySQLdb
 
+    from schemaless_store.sql import dialects
     from schemaless_store.tables import receipts as receipt_table
     from schemaless_store.testing.mariadb import start_servers
 
@@ -105,7 +106,7 @@ def raw(blocks: int) -> None:
             "CREATE TABLE entities (id BINARY(16) PRIMARY KEY, "
             "added_id BIGINT AUTO_INCREMENT UNIQUE, body MEDIUMBLOB)"
         )
-        cursor.execute(receipt_table._MYSQL_DDL)
+        cursor.execute(receipt_table.create_statement(dialects.MARIADB))
 
         def transaction(receipt: bool) -> None:
             conn.begin()
@@ -114,7 +115,9 @@ def raw(blocks: int) -> None:
             )
             if receipt:
                 result = {"added_id": 1, "created": 1}
-                receipt_table.record_and_commit(conn, os.urandom(16), int(time.time()), result)
+                # The receipt and the COMMIT in one round trip, as a write's own commit sends them.
+                batch = (os.urandom(16), int(time.time()), result)
+                receipt_table.commit_batch(conn, [], batch, begin=False)
             else:
                 conn.commit()
 

@@ -14,7 +14,7 @@ from .config import conf, server_support
 from .config.indexes import registry
 from .exceptions import ConfigurationError
 from .guards import fence
-from .sql import sessions
+from .sql import dialects, sessions
 from .tables import clustering
 from .topology import bucket_map
 
@@ -194,8 +194,8 @@ def check_shard_map(app_configs: Any = None, databases: Any = None, **kwargs: An
 
 @register(Tags.database, Tags.compatibility)
 def check_servers(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Any]:
-    """Every MySQL-backed database of the store (the shards, ``default`` and the replicas) is a
-    MariaDB server at least as new as the oldest tested,
+    """Every database of the store on Django's MySQL backend (the shards, ``default`` and the
+    replicas) is a MariaDB server at least as new as the oldest tested,
     :data:`~.config.server_support.OLDEST_MARIADB` (``schemaless.E007``).
 
     As Django's own database checks, it runs only for the aliases named: ``manage.py check
@@ -215,7 +215,7 @@ def check_servers(app_configs: Any = None, databases: Any = None, **kwargs: Any)
     errors: list[Any] = []
     for alias in sorted(store & set(databases)):
         connection = connections[alias]
-        if connection.vendor != "mysql":
+        if not dialects.of(connection).version_checked:
             continue
         try:
             mariadb = connection.mysql_is_mariadb  # type: ignore[attr-defined]
@@ -234,12 +234,12 @@ def check_servers(app_configs: Any = None, databases: Any = None, **kwargs: Any)
 def check_fence_privileges(
     app_configs: Any = None, databases: Any = None, **kwargs: Any
 ) -> list[Any]:
-    """A MySQL shard's user must be able to see and end every other session on the shard's
+    """A MariaDB shard's user must be able to see and end every other session on the shard's
     database, whatever user opened it: a move's fence does (docs/design.md#the-fence). Run
     with ``--database``, as ``migrate`` does."""
     errors = []
     for alias in conf.get().shards if databases else ():
-        if alias not in databases or connections[alias].vendor != "mysql":
+        if alias not in databases or not dialects.of(connections[alias]).fence_by_kill:
             continue
         try:
             refused = fence.kill_refused(alias)
@@ -280,7 +280,7 @@ def check_debug(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 def check_entities_layout(
     app_configs: Any = None, databases: Any = None, **kwargs: Any
 ) -> list[Any]:
-    """A MySQL shard whose ``entities`` is still clustered by ``added_id`` (W006): it serves,
+    """A MariaDB shard whose ``entities`` is still clustered by ``added_id`` (W006): it serves,
     but a page costs one more B-tree descent per entity (docs/design.md#the-entities-table).
     Run with ``--database``, as ``migrate`` does."""
     if not databases:
@@ -309,7 +309,7 @@ def check_receipt_retention(
     app_configs: Any = None, databases: Any = None, **kwargs: Any
 ) -> list[Any]:
     """Receipts outlive every retry (docs/design.md#receipts): ``RECEIPT_RETENTION`` at least
-    the longest a retry can take to read its receipt (E010); a MySQL shard without
+    the longest a retry can take to read its receipt (E010); a MariaDB shard without
     ``read_timeout`` waits for a lost answer without end (W007). With ``--database`` (as
     ``migrate`` runs it) the lock wait of each shard named is read from its server."""
     try:
@@ -319,7 +319,7 @@ def check_receipt_retention(
     problems: list[Any] = []
     lock_waits: dict[str, float] = {}
     for alias in resolved.shards if databases else ():
-        if alias not in databases or connections[alias].vendor != "mysql":
+        if alias not in databases or not dialects.of(connections[alias]).lock_wait_timeout:
             continue
         try:
             with connections[alias].cursor() as cursor:

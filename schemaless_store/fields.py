@@ -1,6 +1,6 @@
 """Model fields for the ``entities`` table's binary columns, typed as the design asks.
 
-Django's ``BinaryField`` is ``LONGBLOB`` on MySQL, which cannot be a unique key without a prefix
+Django's ``BinaryField`` is ``LONGBLOB`` on MariaDB, which cannot be a unique key without a prefix
 length, and ``UUIDField`` becomes MariaDB's native ``UUID`` type, which refuses arbitrary 16-byte
 values. These fields give ``BINARY(16)`` and ``MEDIUMBLOB`` instead.
 """
@@ -11,9 +11,11 @@ from typing import Any
 
 from django.db import models
 
+from .sql import dialects
+
 
 class Binary16Field(models.BinaryField):
-    """``BINARY(16)`` on MySQL, ``BLOB`` elsewhere; the value is 16 raw bytes."""
+    """``BINARY(16)`` on MariaDB, ``BLOB`` elsewhere; the value is 16 raw bytes."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("editable", True)
@@ -21,7 +23,7 @@ class Binary16Field(models.BinaryField):
         super().__init__(*args, **kwargs)
 
     def db_type(self, connection: Any) -> str:
-        return "binary(16)" if connection.vendor == "mysql" else "blob"
+        return dialects.of(connection).id_field_type
 
     def deconstruct(self) -> tuple[Any, ...]:
         name, path, args, kwargs = super().deconstruct()
@@ -30,7 +32,7 @@ class Binary16Field(models.BinaryField):
 
 
 class BodyField(models.BinaryField):
-    """``MEDIUMBLOB`` on MySQL (up to 16 MiB - 1), ``BLOB`` elsewhere."""
+    """``MEDIUMBLOB`` on MariaDB (up to 16 MiB - 1), ``BLOB`` elsewhere."""
 
     def db_type(self, connection: Any) -> str:
-        return "mediumblob" if connection.vendor == "mysql" else "blob"
+        return dialects.of(connection).body_field_type

@@ -165,7 +165,7 @@ class CleanerPassAdmin(ReadOnlyAdmin):
         "errors",
     )
     list_filter = ("index_name", "shard", "kind", "status")
-    # No date_hierarchy: on MySQL it needs the server's time zone tables, often not loaded.
+    # No date_hierarchy: on MariaDB it needs the server's time zone tables, often not loaded.
 
     @admin.display(description="index", ordering="index_name")
     def index(self, obj: CleanerPass) -> str:

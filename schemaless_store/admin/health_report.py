@@ -1,5 +1,5 @@
 """Index health, for the admin: what each index holds, how far its backfill got and what the
-cleaner last did. Rows per shard are exact (``COUNT(*)``) unless MySQL's estimate says a table
+cleaner last did. Rows per shard are exact (``COUNT(*)``) unless MariaDB's estimate says a table
 is large (:mod:`schemaless_store.tables.counts`); then the estimate is shown, marked as one.
 """
 

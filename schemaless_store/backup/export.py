@@ -2,7 +2,7 @@
 
 Shard after shard, in the order of ``SCHEMALESS["SHARDS"]``: the shard's entities in
 ``added_id`` order, read in chunks by keyset (memory stays flat at any size), then, with
-``cells``, its cells in ``added_at`` order. On MySQL/MariaDB each shard is read inside one
+``cells``, its cells in ``added_at`` order. On MariaDB each shard is read inside one
 consistent snapshot (:func:`~schemaless_store.topology.shards.snapshot`), so a shard's
 lines are that shard as of one instant; different shards are read at different instants
 (docs/backup.md).
@@ -26,6 +26,7 @@ from ..tables import cells as cell_table
 from ..tables import entities as entity_table
 from ..topology import bucket_map, shards
 from ..topology.shards import resolve_aliases
+from ..values import bounds
 from ..values.codec import decode_body
 from . import lines
 
@@ -84,7 +85,7 @@ class Exporter:
         progress: bool = False,
         progress_file: TextIO | None = None,
     ) -> None:
-        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        if not bounds.whole(chunk_size):
             raise ValueError(f"chunk_size must be a whole number of at least 1, not {chunk_size!r}")
         if since is not None and timezone.is_naive(since):
             raise ValueError(f"since must be an aware datetime, not {since!r}")

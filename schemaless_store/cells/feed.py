@@ -31,6 +31,7 @@ from ..exceptions import CorruptBody, InvalidQuery
 from ..sql.values import datetime_converter
 from ..tables import cells as cell_table
 from ..topology import shards
+from ..values import bounds
 from ..values.codec import decode_body
 
 MAX_LIMIT = 10_000
@@ -88,9 +89,9 @@ class ChangePage:
 def changes(shard: str, after: int = 0, limit: int = 100) -> ChangePage:
     """The cells appended on ``shard`` after position ``after`` (at most ``limit``), in order."""
     shards.check_alias(shard)
-    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+    if not bounds.whole(after, 0):
         raise InvalidQuery(f"after is a feed position (an int >= 0), not {after!r}")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+    if not bounds.whole(limit, 1, MAX_LIMIT):
         raise InvalidQuery(f"limit is an int from 1 to {MAX_LIMIT}, not {limit!r}")
     rows = cell_table.appended_after(shard, after, limit, with_moved=True)
     convert = datetime_converter(shards.connection(shard))

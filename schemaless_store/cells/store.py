@@ -39,7 +39,7 @@ from ..tables import buckets as bucket_table
 from ..tables import cells as cell_table
 from ..tables.cells import ENTITY_COLUMN
 from ..topology import bucket_map, shards
-from ..values import entity_ids
+from ..values import bounds, entity_ids
 from ..values.codec import decode_body
 from ..writes.protocol import Change, SplitWrite, Write, run
 from ..writes.rows import encode_body, rows_of
@@ -319,7 +319,7 @@ def _check_column(column_name: Any, *, user: bool) -> None:
 
 
 def _check_ref_key(ref_key: Any) -> None:
-    if isinstance(ref_key, bool) or not isinstance(ref_key, int) or not 1 <= ref_key <= MAX_REF_KEY:
+    if not bounds.whole(ref_key, 1, MAX_REF_KEY):
         raise InvalidCell(f"ref_key is an int from 1 to 2**63 - 1, not {ref_key!r}")
 
 

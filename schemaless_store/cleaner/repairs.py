@@ -43,7 +43,7 @@ def write(operation: Callable[[], Any]) -> Any:
     """Run index writes briefly under the store's write lock (it serializes SQLite shards),
     retried after a deadlock. On SQLite the batch is one transaction per shard file: index
     rows share Django's connection there, and a commit per row would be slow."""
-    sqlite_aliases = [a for a in shards.shard_aliases() if shards.vendor(a) == "sqlite"]
+    sqlite_aliases = [a for a in shards.shard_aliases() if shards.dialect(a).file_database]
 
     def attempt() -> Any:
         with contextlib.ExitStack() as stack:

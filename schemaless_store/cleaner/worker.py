@@ -23,6 +23,7 @@ from ..guards.throttle import LatencyProbe, Throttle
 from ..tables import lifecycle
 from ..topology import servers, shards
 from ..topology.shards import resolve_aliases
+from ..values import bounds
 from .passes import backfill, repair, sweep
 from .records import (
     BACKFILL,
@@ -76,10 +77,10 @@ class Cleaner:
         progress: bool = False,
         progress_file: TextIO | None = None,
     ) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        if not bounds.whole(batch_size):
             raise ValueError(f"batch_size must be a whole number of at least 1, not {batch_size!r}")
         for name, value in (("interval", interval), ("lock_wait", lock_wait)):
-            if not isinstance(value, int | float) or value < 0:
+            if not bounds.number(value, 0):
                 raise ValueError(f"{name} must be a number of seconds (0 or more), not {value!r}")
         self.throttle = Throttle(sleep, duty, max_latency)
         self._latency: LatencyProbe | None = None  # the probe thread, while run() runs

@@ -20,6 +20,7 @@ from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
 from ..exceptions import ConfigurationError
+from ..values import bounds
 from ..values.codec import Codec
 
 # The most a body column holds (MariaDB's MEDIUMBLOB): the ceiling of MAX_BODY_BYTES.
@@ -120,13 +121,10 @@ class Rule:
     def check(self, name: str, value: Any) -> None:
         if self.flag:
             fits = isinstance(value, bool)
+        elif self.whole:
+            fits = bounds.whole(value, int(self.low), None if self.high is None else int(self.high))
         else:
-            fits = (
-                not isinstance(value, bool)
-                and isinstance(value, int if self.whole else int | float)
-                and self.low <= value  # a NaN fails every bound
-                and (self.high is None or value <= self.high)
-            )
+            fits = bounds.number(value, self.low, self.high)
         if not fits:
             raise ConfigurationError(f"{name} must be {self.wanted()}, not {value!r}")
 

@@ -1,7 +1,7 @@
 """Build ``DATABASES`` entries from URLs (django-environ), with the options the store relies on.
 
 ``databases_from_urls(meta_url, shard_urls)`` gives ``{"default": ..., "shard_0": ..., ...}``.
-MySQL/MariaDB entries get utf8mb4, READ COMMITTED, strict mode and bounded timeouts; SQLite
+MariaDB entries get utf8mb4, READ COMMITTED, strict mode and bounded timeouts; SQLite
 entries get WAL and ``BEGIN IMMEDIATE`` transactions. Anything given in a URL's query string
 (``?connect_timeout=2``) overrides these defaults.
 """

@@ -34,7 +34,7 @@ _MISSING = object()
 
 
 def is_identifier(name: object) -> bool:
-    """True for names safe to use unquoted-or-quoted as a MySQL and SQLite identifier."""
+    """True for names safe to use unquoted-or-quoted as a MariaDB and SQLite identifier."""
     return isinstance(name, str) and IDENTIFIER.fullmatch(name) is not None
 
 

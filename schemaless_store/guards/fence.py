@@ -1,7 +1,7 @@
 """The write fence: a write lands only on a shard that serves its buckets, and the shard's own
 bucket table says which it serves (docs/design.md#the-fence; docs/resharding.md).
 
-On MySQL/MariaDB the check costs no statement. Each connection learns once which buckets its
+On MariaDB the check costs no statement. Each connection learns once which buckets its
 shard serves (:class:`Snapshot`: one primary-key read of the shard's generation, the served set
 itself cached per process and generation) and every write checks its buckets against that in
 the client (:func:`refused`). Taking a bucket away from a shard (:func:`withdraw`, a move's
@@ -42,7 +42,7 @@ from django.db.backends.mysql.base import DatabaseWrapper as MySQLWrapper
 
 from ..config.dburls import parse_nodes
 from ..exceptions import MoveRefused, ShardUnavailable
-from ..sql import sessions
+from ..sql import dialects, sessions
 from ..tables import buckets as bucket_table
 from ..topology import shards
 from ..topology.write_lock import write_lock
@@ -72,8 +72,8 @@ class Snapshot:
 
 def refused(conn: BaseDatabaseWrapper, buckets: Collection[int]) -> frozenset[int]:
     """Which of ``buckets`` the shard of ``conn`` does not serve (empty: the write may go on).
-    On MySQL no statement runs unless the connection is new or a bucket is refused."""
-    if conn.vendor != "mysql":
+    On MariaDB no statement runs unless the connection is new or a bucket is refused."""
+    if not dialects.of(conn).fence_by_kill:
         return frozenset(buckets) - bucket_table.serving(conn, sorted(buckets))
     snap = conn.__dict__.get(_ATTRIBUTE)
     driver = conn.connection
@@ -95,7 +95,7 @@ def refused(conn: BaseDatabaseWrapper, buckets: Collection[int]) -> frozenset[in
 
 
 def learn(conn: BaseDatabaseWrapper) -> Snapshot:
-    """Read the connection's snapshot of the buckets its shard serves (MySQL)."""
+    """Read the connection's snapshot of the buckets its shard serves (MariaDB)."""
     epoch = bucket_table.epoch  # before the read: a change meanwhile makes it read again
     conn.ensure_connection()
     key = _server(conn)
@@ -119,15 +119,16 @@ def withdraw(
 ) -> set[int]:
     """Give ``buckets`` on ``alias`` the state ``state``; if that takes a served bucket away
     from the shard (or ``end_connections``, a resumed fence), end the connections that may
-    still believe it is served (MySQL). Returns the buckets withdrawn. :class:`MoveRefused`,
+    still believe it is served (MariaDB). Returns the buckets withdrawn. :class:`MoveRefused`,
     with nothing changed, when the fence could not end every session (:func:`unready`)."""
-    if end_connections and shards.vendor(alias) == "mysql":
+    kills = shards.dialect(alias).fence_by_kill
+    if end_connections and kills:
         problem = unready(alias)
         if problem is not None:
             raise MoveRefused(problem)
     with write_lock():
         withdrawn = bucket_table.set_states(alias, buckets, state)
-    if (withdrawn or end_connections) and shards.vendor(alias) == "mysql":
+    if (withdrawn or end_connections) and kills:
         end_other_connections(alias)
     return withdrawn
 
@@ -187,7 +188,7 @@ def end_other_connections(alias: str) -> int:
 
 
 def unready(alias: str) -> str | None:
-    """Why a fence on ``alias`` (MySQL) could not end every session on its database, or None:
+    """Why a fence on ``alias`` (MariaDB) could not end every session on its database, or None:
     the mover's user lacks a privilege it needs, or the Galera nodes configured for the shard
     are not all the cluster's members (a node left out would never be visited). Each reason
     says what fixes it."""
@@ -315,10 +316,10 @@ def _await_gone(cursor: Any, ids: Sequence[int], where: str, until: float | None
 
 
 def _own_sessions() -> set[tuple[Any, ...]]:
-    """``(hostname, port, session id)`` of this thread's open MySQL connections."""
+    """``(hostname, port, session id)`` of this thread's open MariaDB connections."""
     found: set[tuple[Any, ...]] = set()
     for wrapper in shards.open_connections():
-        if wrapper.vendor != "mysql" or wrapper.connection is None:
+        if not dialects.of(wrapper).fence_by_kill or wrapper.connection is None:
             continue
         try:
             with wrapper.cursor() as cursor:

@@ -1,7 +1,7 @@
 """A lock on a shard's server that dies with the process holding it: one cleaner per (index,
 shard), one mover at a time, one ``mapentities`` walk per (run, shard).
 
-On MySQL/MariaDB it is ``GET_LOCK()`` taken on a connection of its own to the shard's server:
+On MariaDB it is ``GET_LOCK()`` taken on a connection of its own to the shard's server:
 the server releases it when that connection goes away, so a cleaner killed with ``kill -9``
 leaves nothing to clean up. A dedicated connection, because Django's connection is closed and
 reopened between batches (``close_old_connections()``), which would drop the lock mid-pass.
@@ -39,7 +39,7 @@ from typing import Any
 
 from django.db import DatabaseError, connections
 
-from ..sql import server_locks, sessions
+from ..sql import dialects, server_locks, sessions
 from ..sql.server_errors import ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT, ER_NO_SUCH_TABLE, code_of
 from ..sql.server_locks import LEASE_TABLE
 from ..topology import servers, shards
@@ -47,7 +47,7 @@ from ..topology import servers, shards
 # The cleaner's logger: runcleaner shows its warnings (a lost lease) on the terminal.
 logger = logging.getLogger("schemaless_store.cleaner")
 
-# MariaDB and MySQL refuse lock names longer than this.
+# MariaDB refuses lock names longer than this.
 MAX_LOCK_NAME = 64
 POLL_SECONDS = 0.2
 
@@ -92,9 +92,11 @@ class ServerLock:
         self._stop_renewing = threading.Event()
         self._renewer: threading.Thread | None = None
         settings = connections[alias].settings_dict
-        self.vendor = connections[alias].vendor
+        # Named locks on the server (GET_LOCK, Galera's lease), else a file lock beside the
+        # database file, else (an in-memory database) a lock in this process.
+        self.named = dialects.of(connections[alias]).named_locks
         self._database = str(settings["NAME"])
-        if self.vendor == "mysql":
+        if self.named:
             self.name = lock_name(self._database, index_name)
             self.path: Path | None = None
         elif (
@@ -110,9 +112,9 @@ class ServerLock:
             self.name = f"in-process lock {alias}/{index_name}"
 
     def describe(self) -> str:
-        if self.vendor == "mysql" and self._galera:
+        if self.named and self._galera:
             return f"the lease {self.name!r} in {LEASE_TABLE} on the Galera cluster of {self.alias}"
-        if self.vendor == "mysql":
+        if self.named:
             return f"GET_LOCK({self.name!r}) on the server of {self.alias}"
         if self.path is not None:
             return f"flock on {self.path}"
@@ -192,7 +194,7 @@ class ServerLock:
     # --- one attempt per backend ------------------------------------------------------------
 
     def _try(self) -> bool:
-        if self.vendor == "mysql":
+        if self.named:
             return self._try_mysql()
         if self.path is not None:
             return self._try_flock(self.path)

@@ -22,6 +22,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..values import bounds
+
 # The first wait when a probe is too slow, and the longest (doubling in between).
 FIRST_HOLD = 0.01
 LONGEST_HOLD = 0.5
@@ -39,19 +41,17 @@ class Throttle:
     max_hold: float = 30.0
 
     def __post_init__(self) -> None:
-        if not _number(self.sleep) or not self.sleep >= 0:  # a NaN fails every bound
+        if not bounds.number(self.sleep, 0):
             raise ValueError(f"sleep must be a number of seconds (0 or more), not {self.sleep!r}")
-        if not _number(self.duty) or not 0 < self.duty <= 1:
+        if not bounds.number(self.duty, 0, 1, above=True):
             raise ValueError(
                 f"duty must be a share of the time above 0 and at most 1, not {self.duty!r}"
             )
-        if self.max_latency is not None and (
-            not _number(self.max_latency) or not self.max_latency > 0
-        ):
+        if self.max_latency is not None and not bounds.number(self.max_latency, 0, above=True):
             raise ValueError(
                 f"max_latency must be a number of seconds above 0, not {self.max_latency!r}"
             )
-        if not _number(self.max_hold) or not self.max_hold >= 0:
+        if not bounds.number(self.max_hold, 0):
             raise ValueError(
                 f"max_hold must be a number of seconds (0 or more), not {self.max_hold!r}"
             )
@@ -145,7 +145,3 @@ class LatencyProbe:
         finally:
             if self._on_exit is not None:
                 self._on_exit()
-
-
-def _number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)

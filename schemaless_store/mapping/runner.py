@@ -20,6 +20,7 @@ from ..exceptions import ConfigurationError
 from ..guards.throttle import LatencyProbe, Throttle
 from ..tables.map_runs import Checkpoint, create_tables, forget_run, has_saved, load, run_key
 from ..topology import bucket_map, servers, shards
+from ..values import bounds
 from .apply import Example
 from .walk import DONE, ShardOutcome, ShardWalk
 
@@ -106,7 +107,7 @@ class MapOptions:
 
     def __post_init__(self) -> None:
         size = self.batch_size
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        if not bounds.whole(size):
             raise ValueError(f"batch_size must be a whole number of at least 1, not {size!r}")
 
 

@@ -1,4 +1,4 @@
-"""Cluster each shard's ``entities`` by ``id`` on MySQL/MariaDB (docs/design.md#the-entities-table).
+"""Cluster each shard's ``entities`` by ``id`` on MariaDB (docs/design.md#the-entities-table).
 
 Django's model is unchanged (``added_id`` stays its primary key: the store's own SQL never names
 the primary key). A table of more than ``clustering.AT_MIGRATE_MAX_ROWS`` rows is left as it is,

@@ -52,12 +52,12 @@ class RowMoves:
     _saved: float
 
     def _copy_all(self) -> None:
-        """Copy every table of every source: ``workers`` tables at a time on MySQL (each on
+        """Copy every table of every source: ``workers`` tables at a time on MariaDB (each on
         its own connections; the servers work while the client renders), one at a time on
         SQLite (whose writes the store serializes)."""
         jobs = [(s, table, numbers) for s, numbers in self.sources.items() for table in self.tables]
         aliases = [*self.sources, self.move.target]
-        if self.workers <= 1 or any(shards.vendor(alias) != "mysql" for alias in aliases):
+        if self.workers <= 1 or not all(shards.dialect(a).parallel_connections for a in aliases):
             for job in jobs:
                 self._copy_table(*job)
             return

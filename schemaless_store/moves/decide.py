@@ -42,7 +42,7 @@ MOVER_LOCK = "bucket-moves"
 @contextlib.contextmanager
 def one_mover() -> Iterator[ServerLock]:
     """One ``movebuckets`` (or ``--abort``) at a time in the whole store: a lock on ``default``
-    (where the moves are recorded) that dies with its process (``GET_LOCK`` on MySQL, ``flock``
+    (where the moves are recorded) that dies with its process (``GET_LOCK`` on MariaDB, ``flock``
     on SQLite: :class:`~schemaless_store.guards.server_lock.ServerLock`), so a second mover
     started on the same move is refused instead of running it twice, and a SIGKILLed one leaves
     no lock behind."""
@@ -206,7 +206,7 @@ def decide(target: str, numbers: list[int], *, dry_run: bool) -> Decision:
     if dry_run:
         return Decision(counted=plan.count_rows(found))
     for source in found.sources:
-        if shards.vendor(source) == "mysql":
+        if shards.dialect(source).fence_by_kill:
             problem = fence.unready(source)
             if problem is not None:
                 raise MoveRefused(f"the move cannot fence {source}, nothing was changed: {problem}")

@@ -15,6 +15,7 @@ from django.db import connections
 from ..config import conf
 from ..config.metadata import BucketMove
 from ..exceptions import ShardUnavailable
+from ..sql import dialects
 from ..tables import buckets as bucket_table
 from ..topology import bucket_map
 from ..values.bucket_hash import bucket_of
@@ -62,11 +63,11 @@ def locate(entity_id: uuid.UUID) -> Location:
 
 
 def server_of(alias: str) -> str:
-    """``host:port/database`` of a MySQL shard (each node of a Galera one), a SQLite file's
+    """``host:port/database`` of a MariaDB shard (each node of a Galera one), a SQLite file's
     path: never the user or the password."""
     settings = connections[alias].settings_dict
     name = str(settings.get("NAME") or "")
-    if connections[alias].vendor == "sqlite":
+    if dialects.of(connections[alias]).file_database:
         return f"SQLite file {name}"
     nodes = (settings.get("OPTIONS") or {}).get("nodes")
     where = (

@@ -10,7 +10,7 @@ starts, and each safe to run again, so a killed mover resumes where it was:
    throttled as the cleaner is (:mod:`..guards.throttle`), with a checkpoint per batch.
 2. **catching up**: the logged changes are replayed (the target's rows of each changed key
    made what the source's are) until a pass finds few.
-3. **fenced**: each source marks the buckets ``fenced`` and, on MySQL, ends every other
+3. **fenced**: each source marks the buckets ``fenced`` and, on MariaDB, ends every other
    session on its database, of any user (:mod:`..guards.fence`; once per move): a
    transaction begun before cannot commit, and every later write to the buckets is refused
    (writers wait for the flip); the last changes are replayed.
@@ -60,7 +60,7 @@ logger = logging.getLogger("schemaless_store.moves")
 # A catch-up pass that handles fewer log entries than this ends the catching up: the fence
 # replays the rest while writes to the buckets wait.
 CONVERGED = 500
-# Tables copied at the same time (MySQL): two measured faster than one on a 2-core machine
+# Tables copied at the same time (MariaDB): two measured faster than one on a 2-core machine
 # (docs/performance-history.md).
 COPY_WORKERS = 2
 

@@ -24,6 +24,7 @@ from ..tables import entities as entity_table
 from ..tables.buckets import retrying_stale
 from ..topology import bucket_map, shards
 from ..topology.bucket_map import moves_unfinished
+from ..values import bounds
 from ..values.bucket_hash import bucket_of
 from . import cursors
 from .asyncapi import AsyncChunks, AsyncResults, sync_only
@@ -121,7 +122,7 @@ class AllEntities(AsyncResults, AsyncChunks, CachedResults):
         duplicate or a skip of an entity that existed when the reader started."""
         if self._start or self._stop is not None:
             raise InvalidQuery("page() works on an unsliced all(); use size= for the page size")
-        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_PAGE:
+        if not bounds.whole(size, 1, MAX_PAGE):
             raise InvalidQuery(f"page size must be an int from 1 to {MAX_PAGE}, not {size!r}")
         aliases = shards.shard_aliases()
         kind = () if self.kind is None else (self.kind,)
@@ -174,7 +175,7 @@ class AllEntities(AsyncResults, AsyncChunks, CachedResults):
         bucket move that flips while the iterator runs makes it raise ``StaleRead`` (iterating
         the query itself starts again instead)."""
         size = self.chunk_size if chunk_size is None else chunk_size
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        if not bounds.whole(size):
             raise ValueError(f"Chunk size must be strictly positive, not {size!r}.")
         wanted = None if self._stop is None else self._stop - self._start
         if wanted is not None and wanted <= 0:

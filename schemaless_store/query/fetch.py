@@ -16,6 +16,7 @@ from django.db import connections
 from ..cache import entity_cache
 from ..cache.entity_cache import Row as CachedRow
 from ..config import conf
+from ..sql import dialects
 from ..sql.values import datetime_converter
 from ..tables import buckets
 from ..tables import entities as entity_table
@@ -45,7 +46,7 @@ class EntityFetcher:
 def fetch_by_ids(model: Any, ids: Iterable[bytes]) -> dict[bytes, Any]:
     """``{id bytes: entity}`` for the ids that exist; one ``IN`` query per shard and batch.
 
-    Many ids on several MySQL shards (at least :data:`PARALLEL_FETCH_MIN`, outside any
+    Many ids on several MariaDB shards (at least :data:`PARALLEL_FETCH_MIN`, outside any
     transaction) are read at once, the first shard in this thread and each other one on a
     scatter thread; fewer are read one shard after the other, where handing work to a thread
     costs more than it saves.
@@ -65,7 +66,7 @@ def _fetch_by_ids(model: Any, ids: list[bytes]) -> dict[bytes, Any]:
     source = {alias: replicas.reader(alias) for alias in by_alias}
     if len(by_alias) > 1 and sum(map(len, by_alias.values())) >= PARALLEL_FETCH_MIN:
         conns = [shards.connection(alias) for alias in by_alias]
-        if all(c.vendor == "mysql" and not c.in_atomic_block for c in conns):
+        if all(dialects.of(c).parallel_connections and not c.in_atomic_block for c in conns):
             parts = scatter(
                 lambda item: fetch_shard(model, item[0], source[item[0]], item[1], used),
                 by_alias.items(),

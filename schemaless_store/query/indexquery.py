@@ -25,6 +25,7 @@ from ..config.indexes import KIND_PROPERTY, Index
 from ..exceptions import InvalidQuery, NoIndexForQuery
 from ..tables.buckets import retrying_stale
 from ..topology import bucket_map, shards
+from ..values import bounds
 from . import cursors
 from .asyncapi import AsyncResults, sync_only
 from .conditions import ColumnConditions, parse_conditions
@@ -400,7 +401,7 @@ class IndexQuery(AsyncResults, CachedResults):
         """
         if self.offset or self.limit is not None:
             raise InvalidQuery("page() works on an unsliced query; use size= for the page size")
-        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_PAGE:
+        if not bounds.whole(size, 1, MAX_PAGE):
             raise InvalidQuery(f"page size must be an int from 1 to {MAX_PAGE}, not {size!r}")
         fingerprint = self._fingerprint()
         start = (

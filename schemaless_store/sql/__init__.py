@@ -9,5 +9,7 @@
   server (``GET_LOCK``, or the Galera lease row);
 - :mod:`.gtids`: a server's GTID positions (read-your-writes on replicas);
 - :mod:`.layout`: the ``entities`` table's layout as the server reports it;
-- :mod:`.server_errors`: MariaDB's error numbers the store acts on, named once.
+- :mod:`.server_errors`: MariaDB's error numbers the store acts on, named once;
+- :mod:`.dialects`: each backend's features and statements, in one place per backend (MariaDB,
+  SQLite): the store asks ``dialects.of(connection)`` instead of comparing its ``vendor``.
 """

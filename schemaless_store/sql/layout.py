@@ -1,4 +1,4 @@
-"""The physical layout of a shard's ``entities`` table on MySQL/MariaDB, and the online
+"""The physical layout of a shard's ``entities`` table on MariaDB, and the online
 ``ALTER`` between its two layouts (docs/design.md#the-entities-table).
 
 - **clustered by id** (new stores): ``PRIMARY KEY (id)``, ``UNIQUE KEY (added_id)`` (still
@@ -15,6 +15,8 @@ serve the same SQL. SQLite keeps the seed layout (a rowid table): see the design
 from __future__ import annotations
 
 from typing import Any
+
+from . import dialects
 
 TABLE = "entities"
 CLUSTERED = "id"  # the first column of the primary key, by layout
@@ -45,7 +47,7 @@ def clustered_by(conn: Any) -> str | None:
     """The column ``entities`` is clustered by on this Django connection: ``"id"`` (new
     layout), ``"added_id"`` (the seed layout; always on SQLite, a rowid table), or None when
     the table does not exist."""
-    if conn.vendor != "mysql":
+    if not dialects.of(conn).relayout:
         with conn.cursor() as cursor:
             return SEED if TABLE in conn.introspection.table_names(cursor) else None
     with conn.cursor() as cursor:

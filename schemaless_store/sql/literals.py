@@ -1,11 +1,11 @@
-"""Multi-row ``INSERT`` statements for MySQL, rendered from values of known types.
+"""Multi-row ``INSERT`` statements for MariaDB, rendered from values of known types.
 
 MySQLdb's ``executemany`` renders every value through ``Connection.literal`` (a Python call and
 a type dispatch per value), and a backfill sends millions of rows
 (docs/performance-history.md). Index columns hold only ``bytes``, ``int`` and finite ``float``
 values (:mod:`..values.index_values`, each column
 type's ``python_type``), and those have literals that need no escaping: ``X'<hex digits>'``,
-decimal digits, and ``repr`` with an exponent (so MySQL reads a ``DOUBLE``, not a
+decimal digits, and ``repr`` with an exponent (so MariaDB reads a ``DOUBLE``, not a
 ``DECIMAL``). Rows a bucket move copies also hold naive ``datetime`` values (``DATETIME``
 columns as MySQLdb reads them), written ``'YYYY-MM-DD HH:MM:SS.ffffff'``. A
 :class:`RowFormat` turns a row into its literal with one ``%``. Nothing from a value can reach
@@ -91,10 +91,6 @@ class Insert:
     def __init__(self, head: str, row_format: RowFormat, tail: str = "") -> None:
         self._head, self._tail = head.encode("ascii"), tail.encode("ascii")
         self._row_format = row_format
-
-    def render_row(self, row: Sequence[Any]) -> str:
-        """One row's literal, ``(v1,v2,...)``."""
-        return self._row_format.render(row).decode("ascii")
 
     def statements(self, rows: Sequence[Sequence[Any]]) -> Iterator[str]:
         """The statements that insert ``rows``, each at most :data:`MAX_STATEMENT_BYTES`

@@ -1,14 +1,14 @@
 """Each shard's own bucket table, ``schemaless_buckets(bucket, state)``: the authority on which
 buckets the shard serves (docs/design.md#the-fence; docs/resharding.md).
 
-A bucket with no row is not the shard's. On MySQL a write checks its buckets against its
+A bucket with no row is not the shard's. On MariaDB a write checks its buckets against its
 connection's snapshot of this table (:mod:`..guards.fence`); on SQLite it reads them inside
 its own transaction (:func:`serving`), and index rows are inserted only where their bucket is served
 (:func:`served_insert`).
 
 Beside it, ``schemaless_bucket_generation`` holds one number, bumped in the same transaction as
 every change of states: a connection that has read the served buckets once keeps them until the
-generation moves (:mod:`..guards.fence`, MySQL's fence). :data:`epoch` counts this
+generation moves (:mod:`..guards.fence`, MariaDB's fence). :data:`epoch` counts this
 process's own changes.
 
 The tables are created and seeded by ``migrate`` on the shard (from the stored map), and changed
@@ -26,6 +26,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..config import conf
 from ..exceptions import ConfigurationError
+from ..sql import dialects
 from ..sql.server_errors import ER_NO_SUCH_TABLE, code_of
 from ..topology import bucket_map, shards
 
@@ -55,8 +56,8 @@ def create(alias: str, owned: Iterable[int]) -> int:
     bucket moves change them. Returns how many rows were added."""
     conn = connections[alias]
     table = conn.ops.quote_name(TABLE)
-    kind = "INT" if conn.vendor == "mysql" else "INTEGER"
-    engine = " ENGINE=InnoDB" if conn.vendor == "mysql" else ""
+    dialect = dialects.of(conn)
+    kind, engine = dialect.int_type, dialect.table_options
     rows = [(number, OWNED) for number in owned]
     with conn.cursor() as cursor:
         cursor.execute(
@@ -73,13 +74,14 @@ def create(alias: str, owned: Iterable[int]) -> int:
 
 def _create_generation(cursor: Any, conn: BaseDatabaseWrapper) -> None:
     """The one-row generation table, if missing (a store from before it gets it here too)."""
-    kind, engine = ("BIGINT", " ENGINE=InnoDB") if conn.vendor == "mysql" else ("INTEGER", "")
+    dialect = dialects.of(conn)
     cursor.execute(
         f"CREATE TABLE IF NOT EXISTS {GENERATION_TABLE} (id INT NOT NULL PRIMARY KEY, "
-        f"generation {kind} NOT NULL){engine}"
+        f"generation {dialect.counter_type} NOT NULL){dialect.table_options}"
     )
-    verb = "INSERT IGNORE" if conn.vendor == "mysql" else "INSERT OR IGNORE"
-    cursor.execute(f"{verb} INTO {GENERATION_TABLE} (id, generation) VALUES (1, 1)")
+    cursor.execute(
+        f"{dialect.insert_ignore} INTO {GENERATION_TABLE} (id, generation) VALUES (1, 1)"
+    )
 
 
 def generation(cursor: Any) -> int | None:
@@ -120,11 +122,10 @@ def not_migrated(alias: str) -> ConfigurationError:
 
 def serving(conn: BaseDatabaseWrapper, buckets: Sequence[int]) -> set[int]:
     """Which of ``buckets`` the shard of ``conn`` serves, read inside the caller's transaction
-    (MySQL: ``LOCK IN SHARE MODE``, held until it ends)."""
+    (MariaDB: ``LOCK IN SHARE MODE``, held until it ends)."""
     marks = ", ".join(["%s"] * len(buckets))
     sql = f"SELECT bucket FROM {TABLE} WHERE bucket IN ({marks}) AND state IN ({_SERVING_SQL})"
-    if conn.vendor == "mysql":
-        sql += " LOCK IN SHARE MODE"
+    sql += dialects.of(conn).for_share
     try:
         with shards.statement_cursor(conn) as cursor:
             cursor.execute(sql, list(buckets))
@@ -167,7 +168,7 @@ def set_states(alias: str, buckets: Sequence[int], state: int | None) -> set[int
         if generation(cursor) is None:  # DDL commits: before the transaction, only if missing
             _create_generation(cursor, conn)
     with transaction.atomic(using=alias), conn.cursor() as cursor:
-        lock = " FOR UPDATE" if conn.vendor == "mysql" else ""
+        lock = dialects.of(conn).for_update
         cursor.execute(
             f"SELECT bucket FROM {TABLE} WHERE bucket IN ({marks}) "
             f"AND state IN ({_SERVING_SQL}){lock}",
@@ -177,7 +178,7 @@ def set_states(alias: str, buckets: Sequence[int], state: int | None) -> set[int
         if state is None:
             cursor.execute(f"DELETE FROM {TABLE} WHERE bucket IN ({marks})", list(buckets))
         else:
-            verb = "REPLACE" if conn.vendor == "mysql" else "INSERT OR REPLACE"
+            verb = dialects.of(conn).insert_or_replace
             cursor.executemany(
                 f"{verb} INTO {TABLE} (bucket, state) VALUES (%s, %s)",
                 [(number, state) for number in buckets],
@@ -192,7 +193,7 @@ def set_states(alias: str, buckets: Sequence[int], state: int | None) -> set[int
 def served_insert(table: str, names: Sequence[str], *, idempotent: bool) -> tuple[str, str]:
     """SQLite: the text before and after ``(*values, bucket)`` rows (placeholders) of an
     ``INSERT`` into ``table`` that inserts only the rows whose bucket this shard serves, in one
-    statement (the fence of an index row on SQLite; MySQL checks in the client,
+    statement (the fence of an index row on SQLite; MariaDB checks in the client,
     :mod:`..guards.fence`)::
 
         INSERT INTO t (a, entity_id) SELECT r.column1, r.column2 FROM (VALUES ...) r

@@ -21,6 +21,7 @@ from typing import Any
 
 from django.db import connections, transaction
 
+from ..sql import dialects
 from ..topology import shards
 from ..topology.write_lock import write_lock
 from .moved_rows import MovedTable
@@ -57,7 +58,7 @@ def _probe(alias: str, table: MovedTable) -> list[str]:
     sample, here = _sample(alias, table, names)
     if sample is None:
         return _unlisted(alias, table)
-    same = "<=>" if conn.vendor == "mysql" else "IS"
+    same = dialects.of(conn).null_safe_equal
     where = " AND ".join(f"{quote(c)} {same} %s" for c in table.natural_key)
     keys = [sample[names.index(c)] for c in table.natural_key]
     first = quote(table.natural_key[0])
@@ -86,8 +87,10 @@ def _probe(alias: str, table: MovedTable) -> list[str]:
 def _sample(alias: str, table: MovedTable, names: list[str]) -> tuple[Any, bool]:
     """A row of ``table`` (its ``names`` columns) on ``alias``, and True; or one on another
     shard of the same kind of server, and False; or (None, False)."""
-    vendor = connections[alias].vendor
-    others = [a for a in shards.shard_aliases() if a != alias and shards.vendor(a) == vendor]
+    dialect = dialects.of(connections[alias])
+    others = [
+        a for a in shards.shard_aliases() if a != alias and dialects.of(connections[a]) is dialect
+    ]
     for where in (alias, *others):
         conn = connections[where]
         quote = conn.ops.quote_name
@@ -112,7 +115,7 @@ def _unlisted(alias: str, table: MovedTable) -> list[str]:
     conn = connections[alias]
     wanted = {trigger_name(table.name, suffix): verb for verb, _row, suffix in EVENTS}
     with conn.cursor() as cursor:
-        if conn.vendor == "mysql":
+        if dialects.of(conn).information_schema:
             cursor.execute(
                 "SELECT TRIGGER_NAME, EVENT_MANIPULATION FROM information_schema.TRIGGERS "
                 "WHERE TRIGGER_SCHEMA = DATABASE() AND EVENT_OBJECT_TABLE = %s "

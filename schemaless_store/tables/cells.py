@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..sql import dialects
 from ..sql.values import as_param
 from ..topology import bucket_map, shards
 from .entities import chunks
@@ -207,17 +208,12 @@ def insert_versions(
     """Store ``(row_key, column_name, ref_key, body, created_at)`` cells as they are, each
     unless that version is stored already (a restore of entity history: rerunning it adds
     nothing). ``cell_head`` is left alone: the store's own columns have no head row."""
-    if vendor == "mysql":
-        sql = (
-            "INSERT INTO cell (row_key, column_name, ref_key, body, created_at) "
-            "VALUES (%s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE ref_key = ref_key"
-        )
-    else:
-        sql = (
-            "INSERT OR IGNORE INTO cell (row_key, column_name, ref_key, body, created_at) "
-            "VALUES (%s, %s, %s, %s, %s)"
-        )
-    cursor.executemany(sql, versions)
+    verb, tail = dialects.for_vendor(vendor).keep_existing("ref_key")
+    cursor.executemany(
+        f"{verb} INTO cell (row_key, column_name, ref_key, body, created_at) "
+        f"VALUES (%s, %s, %s, %s, %s){tail}",
+        versions,
+    )
 
 
 def last_position(alias: str) -> int:

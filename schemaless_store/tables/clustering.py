@@ -1,4 +1,4 @@
-"""Clustering ``entities`` by ``id`` on MySQL/MariaDB shards (docs/design.md#the-entities-table):
+"""Clustering ``entities`` by ``id`` on MariaDB shards (docs/design.md#the-entities-table):
 what ``migrate`` converts at once, what ``manage.py clusterentities`` converts online, and what
 the system check ``schemaless.W006`` reports.
 
@@ -16,7 +16,7 @@ from typing import Any
 from django.db import OperationalError, connections
 
 from ..config import conf
-from ..sql import layout
+from ..sql import dialects, layout
 from ..sql.server_errors import ER_LOCK_WAIT_TIMEOUT, code_of
 
 # Rows migrate converts itself: about a second of rebuild (~1.8 s per 100,000 rows measured
@@ -26,7 +26,7 @@ COMMAND = "manage.py clusterentities"
 
 
 def seed_layout_shards(aliases: list[str] | None = None) -> list[str]:
-    """The MySQL shards among ``aliases`` (default: all) whose ``entities`` is still clustered
+    """The MariaDB shards among ``aliases`` (default: all) whose ``entities`` is still clustered
     by ``added_id``."""
     return [
         alias
@@ -36,8 +36,8 @@ def seed_layout_shards(aliases: list[str] | None = None) -> list[str]:
 
 
 def on_seed_layout(conn: Any) -> bool:
-    """Whether this MySQL connection's ``entities`` is clustered by ``added_id``."""
-    return conn.vendor == "mysql" and layout.clustered_by(conn) == layout.SEED
+    """Whether this MariaDB connection's ``entities`` is clustered by ``added_id``."""
+    return dialects.of(conn).relayout and layout.clustered_by(conn) == layout.SEED
 
 
 def cluster(

@@ -9,9 +9,10 @@ from django.db import DatabaseError
 
 from ..config.indexes import is_identifier
 from ..exceptions import ShardUnavailable
+from ..sql import dialects
 from ..topology import shards
 
-# MySQL's estimate (information_schema) is used from this many rows: counting would scan.
+# MariaDB's estimate (information_schema) is used from this many rows: counting would scan.
 EXACT_COUNT_BELOW = 100_000
 
 
@@ -29,7 +30,7 @@ class TableCount:
 
 
 def count_tables(alias: str, tables: Iterable[str]) -> dict[str, TableCount]:
-    """Rows of each table on one shard: exact, or MySQL's estimate for big tables
+    """Rows of each table on one shard: exact, or MariaDB's estimate for big tables
     (:data:`EXACT_COUNT_BELOW`). A missing table or an unreachable shard is reported in
     ``error``, never raised."""
     tables = list(tables)
@@ -41,7 +42,7 @@ def count_tables(alias: str, tables: Iterable[str]) -> dict[str, TableCount]:
         with shards.errors_named(alias), conn.cursor() as cursor:
             existing = set(conn.introspection.table_names(cursor))
             estimates: dict[str, int] = {}
-            if conn.vendor == "mysql":
+            if dialects.of(conn).information_schema:
                 cursor.execute(
                     "SELECT TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES "
                     "WHERE TABLE_SCHEMA = DATABASE()"

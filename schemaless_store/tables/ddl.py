@@ -12,36 +12,34 @@ from django.db import connections
 
 from ..config.indexes import Index, is_identifier, registry
 from ..exceptions import ConfigurationError
+from ..sql import dialects
+from ..values.index_values import ColumnType
 
 
 def create_statements(index: Index, vendor: str, quote: Callable[[str], str]) -> list[str]:
     """``CREATE TABLE IF NOT EXISTS`` statements for ``index`` on one backend."""
     index.require_valid()
-    table = quote(index.name)
-    cols = [f"{quote(p)} {index.columns[p].sql_type(vendor)} NOT NULL" for p in index.properties]
-    entity_col = "BINARY(16)" if vendor == "mysql" else "BLOB"
-    cols.append(f"{quote('entity_id')} {entity_col} NOT NULL")
-    pk = ", ".join(quote(c) for c in (*index.properties, "entity_id"))
-    key_name = quote(f"{index.name[:48]}_entity")
-    props = ", ".join(quote(p) for p in index.properties)
-    unique_name = quote(f"{index.name[:48]}_unique")
-    if vendor == "mysql":
-        keys_sql = [f"PRIMARY KEY ({pk})", f"KEY {key_name} ({quote('entity_id')})"]
-        if index.unique:
-            keys_sql.append(f"UNIQUE KEY {unique_name} ({props})")
-        body = ",\n  ".join([*cols, *keys_sql])
-        return [
-            f"CREATE TABLE IF NOT EXISTS {table} (\n  {body}\n) "
-            "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
-        ]
-    body = ",\n  ".join([*cols, f"PRIMARY KEY ({pk})"])
-    statements = [
-        f"CREATE TABLE IF NOT EXISTS {table} (\n  {body}\n) WITHOUT ROWID",
-        f"CREATE INDEX IF NOT EXISTS {key_name} ON {table} ({quote('entity_id')})",
+    dialect = dialects.for_vendor(vendor)
+    cols = [
+        f"{quote(p)} {column_type(index.columns[p], vendor)} NOT NULL" for p in index.properties
     ]
-    if index.unique:
-        statements.append(f"CREATE UNIQUE INDEX IF NOT EXISTS {unique_name} ON {table} ({props})")
-    return statements
+    cols.append(f"{quote('entity_id')} {dialect.binary16} NOT NULL")
+    pk = ", ".join(quote(c) for c in (*index.properties, "entity_id"))
+    props = ", ".join(quote(p) for p in index.properties)
+    unique = (quote(f"{index.name[:48]}_unique"), props) if index.unique else None
+    entity_key = (quote(f"{index.name[:48]}_entity"), quote("entity_id"))
+    return dialect.index_table(quote(index.name), cols, pk, entity_key, unique)
+
+
+def column_type(column: ColumnType, vendor: str) -> str:
+    """A column's SQL type on ``vendor``: its own ``sql_type(vendor)``, if it defines one
+    (docs/configuration.md), else how the backend spells its ``storage``."""
+    own = getattr(column, "sql_type", None)
+    if own is not None:
+        return str(own(vendor))
+    if not column.storage:
+        raise NotImplementedError(f"{column!r} defines neither storage nor sql_type(vendor)")
+    return dialects.for_vendor(vendor).column_type(column.storage, column.max_bytes)
 
 
 def create_tables(alias: str, indexes: Iterable[Index] | None = None) -> list[str]:

@@ -1,7 +1,7 @@
 """Index tables: ``index_<name>(<property columns>, entity_id)``, one per index on every shard.
 
 A row lives on the shard that owns the bucket of its ``shard_on`` value (:func:`group`).
-Writes go through the shard's *index writer* connection (autocommit on MySQL, see
+Writes go through the shard's *index writer* connection (autocommit on MariaDB, see
 :mod:`~schemaless_store.topology.shards`); inserts are idempotent, so a retried or repeated
 write never fails on a row that is already there.
 """
@@ -19,7 +19,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..config.indexes import Index
 from ..exceptions import ShardUnavailable
-from ..sql import keyset, literals, sessions
+from ..sql import dialects, keyset, literals, sessions
 from ..sql.values import plain_row
 from ..topology import bucket_map, shards
 from . import buckets
@@ -74,14 +74,14 @@ def insert(
     where the shard serves their bucket. Returns the rows it refused (their buckets moved away
     or are being flipped): they belong on another shard.
 
-    MySQL: the writer's ``refused_by`` (the fence, ``topology.fence.refused``) names the buckets
+    MariaDB: the writer's ``refused_by`` (the fence, ``topology.fence.refused``) names the buckets
     the index writer's connection may not write, and the rows served are one plain multi-row
     ``INSERT``. SQLite (whose writes the store serializes):
     one statement that joins the rows to the bucket table (:func:`.buckets.served_insert`)."""
     conn = shards.index_connection(alias)
     placed = _with_buckets(index, rows)
     with shards.errors_named(alias):
-        if conn.vendor == "mysql":
+        if dialects.of(conn).fence_by_kill:  # the buckets are checked in the client
             refused = refused_by(conn, {row[-1] for row in placed})
             _insert_mysql(index, conn, [row[:-1] for row in placed if row[-1] not in refused])
             return [row[:-1] for row in placed if row[-1] in refused]
@@ -99,11 +99,11 @@ def insert_on(
     alias: str, groups: Sequence[tuple[Index, Sequence[tuple[Any, ...]]]], refused_by: Refusal
 ) -> list[tuple[Index, tuple[Any, ...]]]:
     """:func:`insert` for the rows of several indexes on one shard, ``[(index, rows)]``:
-    returns the ``(index, row)`` pairs refused. On MySQL the buckets are checked once, and the
+    returns the ``(index, row)`` pairs refused. On MariaDB the buckets are checked once, and the
     statements of every index go to the server in one round trip (a multi-statement query on
     the index writer, whose statements are all the store's own, their values typed literals)."""
     conn = shards.index_connection(alias)
-    if conn.vendor != "mysql" or len(groups) == 1:
+    if not dialects.of(conn).driver_route or len(groups) == 1:
         return [
             (index, row) for index, rows in groups for row in insert(index, alias, rows, refused_by)
         ]
@@ -203,14 +203,14 @@ def _with_buckets(index: Index, rows: Sequence[tuple[Any, ...]]) -> list[tuple[A
 
 
 # Per index object (a redeclared index is another object; one no longer referenced drops out):
-# its multi-row INSERT on MySQL.
+# its multi-row INSERT on MariaDB.
 _MYSQL_INSERT: weakref.WeakKeyDictionary[Index, literals.Insert | None] = (
     weakref.WeakKeyDictionary()
 )
 
 
 def _mysql_insert(index: Index, quote: Callable[[str], str]) -> literals.Insert | None:
-    """The idempotent multi-row ``INSERT`` of ``index`` on MySQL, its rows written as literals
+    """The idempotent multi-row ``INSERT`` of ``index`` on MariaDB, its rows written as literals
     (:mod:`..sql.literals`); None when a column type does not say what its values are (then the
     driver renders them)."""
     try:
@@ -228,7 +228,7 @@ def _mysql_insert(index: Index, quote: Callable[[str], str]) -> literals.Insert 
 
 
 def _plain_insert_text(index: Index, quote: Callable[[str], str]) -> tuple[str, str]:
-    """MySQL's idempotent ``INSERT`` of ``index`` around its ``(*values, entity_id)`` rows."""
+    """MariaDB's idempotent ``INSERT`` of ``index`` around its ``(*values, entity_id)`` rows."""
     entity = quote("entity_id")
     return (
         f"INSERT INTO {quote(index.name)} ({', '.join(columns(index, quote))}) ",
@@ -253,12 +253,12 @@ def claim(
     index: Index, alias: str, values: Sequence[Any], entity_id: bytes, refused_by: Refusal
 ) -> bool:
     """Insert one row of a unique index, not idempotently: ``IntegrityError`` if taken. False
-    if the shard does not serve the row's bucket (it belongs on another shard now; on MySQL
+    if the shard does not serve the row's bucket (it belongs on another shard now; on MariaDB
     ``refused_by`` says so, as in :func:`insert`)."""
     conn = shards.index_connection(alias)
     quote = conn.ops.quote_name
     row = _with_buckets(index, [(*values, entity_id)])[0]
-    if conn.vendor == "mysql":
+    if dialects.of(conn).fence_by_kill:
         with shards.errors_named(alias):
             if refused_by(conn, [row[-1]]):
                 return False

@@ -24,6 +24,7 @@ from typing import Any
 from django.db import transaction
 
 from ..exceptions import ShardUnavailable
+from ..sql import dialects
 from ..topology import shards
 from ..topology.write_lock import write_lock
 from .entities import chunks
@@ -105,8 +106,8 @@ def _write(alias: str, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
 def create_tables(alias: str) -> None:
     """The three tables on ``alias``, if absent (DDL: outside any transaction)."""
     conn = shards.connection(alias)
-    binary = "VARBINARY(16)" if conn.vendor == "mysql" else "BLOB"
-    suffix = " ENGINE=InnoDB" if conn.vendor == "mysql" else ""
+    dialect = dialects.of(conn)
+    binary, suffix = dialect.varbinary(16), dialect.table_options
     with conn.cursor() as cursor:
         for table, ddl in _DDL.items():
             cursor.execute(ddl.format(t=table, bin=binary) + suffix)
@@ -142,7 +143,7 @@ def save(point: Checkpoint) -> None:
 def mark_saved(cursor: Any, vendor: str, run: str, keys: Sequence[bytes]) -> None:
     """Inside the transaction that saves the entities: note them as saved by the run."""
     if keys:
-        verb = "INSERT IGNORE" if vendor == "mysql" else "INSERT OR IGNORE"
+        verb = dialects.for_vendor(vendor).insert_ignore
         cursor.executemany(
             f"{verb} INTO {SAVED} (run, id) VALUES (%s, %s)", [(run, key) for key in keys]
         )

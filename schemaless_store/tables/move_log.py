@@ -14,7 +14,7 @@ A trigger left behind must never fail a write. MariaDB keeps a table's triggers 
 (``.TRG``, and a ``.TRN`` per trigger name); a history soak found a trigger that outlived its
 move on a server whose sessions and processes were being killed, still firing while
 ``DROP TRIGGER IF EXISTS`` found no trigger by its name, so every write it fired on failed for
-want of the dropped log (docs/reliability.md). On MySQL each trigger therefore ignores a
+want of the dropped log (docs/reliability.md). On MariaDB each trigger therefore ignores a
 missing log (a ``CONTINUE`` handler for "no such table", nothing else), and :func:`remove`
 names any trigger it could not drop (:func:`leftovers`).
 """
@@ -30,7 +30,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..config.indexes import is_identifier
 from ..exceptions import ConfigurationError, MoveRefused, ShardUnavailable
-from ..sql import server_errors
+from ..sql import dialects, server_errors
 from ..topology import servers, shards
 from .capture_probe import EVENTS, LOG, PREFIX, prove, trigger_name
 from .moved_rows import MovedTable
@@ -50,17 +50,12 @@ def install(alias: str, tables: Sequence[MovedTable]) -> list[str]:
     (:class:`MoveRefused`, naming it and the next step). Returns the triggers recreated."""
     conn = connections[alias]
     with shards.errors_named(alias), conn.cursor() as cursor:
-        if conn.vendor == "mysql":
-            cursor.execute(
-                f"CREATE TABLE IF NOT EXISTS {LOG} (seq BIGINT NOT NULL AUTO_INCREMENT "
-                "PRIMARY KEY, tbl VARCHAR(64) NOT NULL, row_key VARBINARY(16) NOT NULL) "
-                "ENGINE=InnoDB"
-            )
-        else:
-            cursor.execute(
-                f"CREATE TABLE IF NOT EXISTS {LOG} (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
-                "tbl TEXT NOT NULL, row_key BLOB NOT NULL)"
-            )
+        dialect = dialects.of(conn)
+        cursor.execute(
+            f"CREATE TABLE IF NOT EXISTS {LOG} (seq {dialect.serial_key}, "
+            f"tbl {dialect.varchar(64)} NOT NULL, row_key {dialect.varbinary(16)} NOT NULL)"
+            f"{dialect.table_options}"
+        )
         for table in tables:
             for event in EVENTS:
                 cursor.execute(_create(conn, table, event))
@@ -102,15 +97,7 @@ def _create(conn: BaseDatabaseWrapper, table: MovedTable, event: tuple[str, str,
     action = (
         f"INSERT INTO {LOG} (tbl, row_key) VALUES ('{table.name}', {row}.{quote(table.log_key())})"
     )
-    if conn.vendor == "mysql":
-        return (
-            f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {verb} ON {quote(table.name)} "
-            f"FOR EACH ROW BEGIN {IGNORE_MISSING_LOG}; {action}; END"
-        )
-    return (
-        f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {verb} ON {quote(table.name)} "
-        f"BEGIN {action}; END"
-    )
+    return dialects.of(conn).trigger(name, verb, quote(table.name), action, IGNORE_MISSING_LOG)
 
 
 def drop_trigger(cursor: Any, name: str) -> None:
@@ -140,10 +127,9 @@ def remove(alias: str, tables: Sequence[MovedTable]) -> list[str]:
 
 
 def leftovers(alias: str) -> list[str]:
-    """The move triggers the server lists on ``alias``'s database (MySQL; SQLite: none, its
+    """The move triggers the server lists on ``alias``'s database (MariaDB; SQLite: none, its
     triggers are rows of its schema table, dropped atomically)."""
-    conn = connections[alias]
-    if conn.vendor != "mysql":
+    if not dialects.of(connections[alias]).information_schema:
         return []
     try:
         rows = shards.read(

@@ -19,7 +19,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..config import conf
 from ..config.indexes import Index, registry
-from ..sql import keyset, literals
+from ..sql import dialects, keyset, literals
 from ..sql.values import plain_row
 from ..topology import shards
 from ..values.bucket_hash import buckets_of
@@ -221,32 +221,20 @@ def write(alias: str, table: MovedTable, rows: Sequence[Sequence[Any]]) -> None:
         constants = tuple(value for _name, value in table.marks)
         rows = [(*row, *constants) for row in rows]
     others = [c for c in table.columns if c not in table.natural_key]
-    if conn.vendor == "mysql":
-        if table.mutable:
-            verb = "INSERT"
-            tail = " ON DUPLICATE KEY UPDATE " + ", ".join(
-                f"{quote(c)} = VALUES({quote(c)})" for c in others
-            )
-        elif table.index is not None:
-            # The source is the truth for the buckets: a target row that holds the same unique
-            # value for another entity is an older state, and gives way.
-            verb, tail = "REPLACE", ""
-        else:
-            verb, tail = "INSERT IGNORE", ""
-    elif table.mutable:
-        verb = "INSERT"
-        keys = ", ".join(quote(c) for c in table.natural_key)
-        sets = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in others)
-        tail = f" ON CONFLICT ({keys}) DO UPDATE SET {sets}"
+    dialect = dialects.of(conn)
+    if table.mutable:
+        verb, tail = "INSERT", dialect.upsert(quote, table.natural_key, others)
     elif table.index is not None:
-        verb, tail = "INSERT OR REPLACE", ""
+        # The source is the truth for the buckets: a target row that holds the same unique
+        # value for another entity is an older state, and gives way.
+        verb, tail = dialect.insert_or_replace, ""
     else:
-        verb, tail = "INSERT OR IGNORE", ""
-    if conn.vendor != "mysql":  # SQLite keeps datetimes as text: written as Django writes them
+        verb, tail = dialect.insert_ignore, ""
+    if dialect.datetimes_as_text:  # written as Django writes them
         adapt = conn.ops.adapt_datetimefield_value
         rows = [[adapt(v) if isinstance(v, dt.datetime) else v for v in row] for row in rows]
     head = f"{verb} INTO {quote(table.name)} ({cols}) VALUES "
-    rendered = _literal_statements(head, tail, rows) if conn.vendor == "mysql" else None
+    rendered = _literal_statements(head, tail, rows) if dialect.literal_rows else None
     with shards.errors_named(alias), conn.cursor() as cursor:
         if rendered is not None:
             for sql in rendered:
@@ -337,11 +325,10 @@ def snapshot(alias: str) -> BaseDatabaseWrapper:
     """A connection of its own to ``alias`` reading the shard as of now until it is closed."""
     conn = connections.create_connection(alias)
     with conn.cursor() as cursor:
-        if conn.vendor == "mysql":  # the snapshot is taken here; no read needed to begin it
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
-        else:
-            cursor.execute("BEGIN")
+        dialect = dialects.of(conn)
+        for statement in dialect.begin_snapshot:  # MariaDB: the snapshot is taken here
+            cursor.execute(statement)
+        if not dialect.consistent_snapshot:
             # SQLite's snapshot begins with the first read (one row: not a count of the table)
             cursor.execute(f"SELECT bucket FROM {bucket_table.TABLE} LIMIT 1")
             cursor.fetchall()

@@ -27,46 +27,34 @@ from typing import Any
 
 from django.db import transaction
 
-from ..sql import sessions
+from ..sql import dialects, sessions
 from ..topology import shards
 
 TABLE = "schemaless_receipts"
 # The most rows one removal deletes: a short statement however far behind the removal is.
 REMOVE_BATCH = 1000
-_MYSQL_DDL = (
-    f"CREATE TABLE IF NOT EXISTS {TABLE} (created BIGINT NOT NULL, "
-    "write_id BINARY(16) NOT NULL, result VARCHAR(255) NOT NULL, "
-    "PRIMARY KEY (created, write_id)) ENGINE=InnoDB"
-)
-_SQLITE_DDL = (
-    f"CREATE TABLE IF NOT EXISTS {TABLE} (created BIGINT NOT NULL, write_id BLOB NOT NULL, "
-    "result TEXT NOT NULL, PRIMARY KEY (created, write_id)) WITHOUT ROWID",
-)
 _INSERT_HEAD = f"INSERT INTO {TABLE} (write_id, created, result) VALUES "
 INSERT = _INSERT_HEAD + "(%s, %s, %s)"
 # A locking read: a commit of this very write still under way on the server (its answer lost
 # on the way, its session not yet ended) holds the row's insert lock, so the read waits for
 # its outcome instead of seeing "absent" too early.
 _FIND = f"SELECT result FROM {TABLE} WHERE created = %s AND write_id = %s"
-_FIND_LOCKED = _FIND + " LOCK IN SHARE MODE"
-# The shard's clock, in Unix seconds: what is expired, and a receipt's age, are judged by it,
-# never by a process's own clock (docs/design.md#receipts).
-_NOW_MYSQL = "UNIX_TIMESTAMP()"
-_NOW_SQLITE = "CAST(strftime('%%s', 'now') AS INTEGER)"
-_REMOVE_MYSQL = f"DELETE FROM {TABLE} WHERE created < {_NOW_MYSQL} - %s ORDER BY created LIMIT %s"
-_REMOVE_SQLITE = (
-    f"DELETE FROM {TABLE} WHERE (created, write_id) IN (SELECT created, write_id FROM "
-    f"{TABLE} WHERE created < {_NOW_SQLITE} - %s ORDER BY created LIMIT %s)"
-)
 
 
 def create_table(alias: str) -> None:
     """Create the receipts table on a shard (idempotent)."""
     conn = shards.connection(alias)
-    statements = (_MYSQL_DDL,) if conn.vendor == "mysql" else _SQLITE_DDL
     with conn.cursor() as cursor:
-        for statement in statements:
-            cursor.execute(statement)
+        cursor.execute(create_statement(dialects.of(conn)))
+
+
+def create_statement(dialect: dialects.Dialect) -> str:
+    """The receipts table's ``CREATE TABLE IF NOT EXISTS`` on ``dialect``'s servers."""
+    return (
+        f"CREATE TABLE IF NOT EXISTS {TABLE} (created BIGINT NOT NULL, "
+        f"write_id {dialect.binary16} NOT NULL, result {dialect.varchar(255)} NOT NULL, "
+        f"PRIMARY KEY (created, write_id)){dialect.clustered_table_options}"
+    )
 
 
 def encode(result: dict[str, Any]) -> str:
@@ -76,12 +64,6 @@ def encode(result: dict[str, Any]) -> str:
 def record(cursor: Any, write_id: bytes, created: int, result: dict[str, int]) -> None:
     """Insert a write's receipt (inside the write's own transaction)."""
     cursor.execute(INSERT, [write_id, created, encode(result)])
-
-
-def record_and_commit(driver: Any, write_id: bytes, created: int, result: dict[str, Any]) -> None:
-    """Insert a write's receipt and commit its transaction, in one round trip on the driver's
-    connection ``driver`` (an open ``BEGIN`` ... ``COMMIT``)."""
-    commit_batch(driver, [], (write_id, created, result), begin=False)
 
 
 # A receipt's result value the server fills in, in the same query: the ``added_id`` of the
@@ -180,12 +162,12 @@ def find(alias: str, write_id: bytes, created: int, *, galera: bool) -> dict[str
     fresh one after a loss), in a transaction of its own; on Galera with the node caught up
     with the cluster (``wsrep_sync_wait``) first."""
     conn = shards.connection(alias)
-    locked = conn.vendor == "mysql"
+    find = _FIND + dialects.of(conn).for_share
     with shards.errors_named(alias), transaction.atomic(using=alias), conn.cursor() as cursor:
         if galera:
             sessions.apply_first(cursor)
         try:
-            cursor.execute(_FIND_LOCKED if locked else _FIND, [created, write_id])
+            cursor.execute(find, [created, write_id])
             row = cursor.fetchone()
         finally:
             if galera:
@@ -200,7 +182,11 @@ def remove_expired(alias: str, retention: float, limit: int = REMOVE_BATCH) -> i
     """Delete up to ``limit`` receipts more than ``retention`` seconds old by the shard's
     clock, oldest first, in one autocommitted statement; returns how many."""
     conn = shards.connection(alias)
-    statement = _REMOVE_MYSQL if conn.vendor == "mysql" else _REMOVE_SQLITE
+    dialect = dialects.of(conn)
+    # Judged by the shard's clock, never a process's own (docs/design.md#receipts).
+    statement = dialect.delete_first(
+        TABLE, f"created < {dialect.unix_now} - %s", "created", "created, write_id"
+    )
     with shards.errors_named(alias), conn.cursor() as cursor:
         cursor.execute(statement, [math.ceil(retention), limit])
         return int(cursor.rowcount)
@@ -209,7 +195,7 @@ def remove_expired(alias: str, retention: float, limit: int = REMOVE_BATCH) -> i
 def age(alias: str, created: int) -> int:
     """Seconds since ``created`` by the shard's clock (read after a :func:`find`, so that a
     removal the find missed was judged against an earlier time of the same clock)."""
-    now = _NOW_MYSQL if shards.vendor(alias) == "mysql" else _NOW_SQLITE
+    now = dialects.of(shards.connection(alias)).unix_now
     return int(shards.read(alias, f"SELECT {now} - %s", [created])[0][0])
 
 

@@ -11,7 +11,7 @@ driver's ``Connection.commit()``, and the plain ``BEGIN`` ... ``COMMIT`` of
 ``writes.transaction._DriverTransaction`` through ``Connection.commit()`` or, with the write's
 receipt (and the statements that travel with its ``COMMIT``) in the same round trip,
 ``tables.receipts.commit_batch()``; the injector replaces both while the block runs.
-MySQL/MariaDB only (SQLite never loses an answer).
+MariaDB only (SQLite never loses an answer).
 
 Usage::
 
@@ -57,6 +57,7 @@ from django.db import connections
 from ..config import conf
 from ..sql.server_errors import CR_SERVER_LOST
 from ..tables import receipts as receipt_table
+from ..values import bounds
 
 
 @dataclass
@@ -94,7 +95,7 @@ def lost_commit_answers(
     ``land=False``: the chosen commits do *not* land (the connection dies before the server
     takes the ``COMMIT``: it rolls the transaction back); the client sees the same error.
     """
-    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
+    if count is not None and not bounds.whole(count, 0):
         raise ValueError(f"count is a whole number of at least 0 or None, not {count!r}")
     if probability is not None and not 0.0 <= probability <= 1.0:
         raise ValueError(f"probability is between 0 and 1, not {probability!r}")

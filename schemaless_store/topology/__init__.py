@@ -1,4 +1,5 @@
-"""Which server holds an id, and how a connection reaches it (docs/architecture.md#topology).
+"""Which server holds an id, and how a connection reaches it
+(docs/architecture.md#the-modules-layer-by-layer).
 
 - :mod:`.bucket_map`: bucket → shard, the stored map and moves;
 - :mod:`.placement`: ids placed beside a property's value;

@@ -37,7 +37,7 @@ from typing import Any
 from django.db import connections
 
 from ..config import conf
-from ..sql import gtids
+from ..sql import dialects, gtids
 
 logger = logging.getLogger("schemaless_store.topology.replicas")
 
@@ -118,7 +118,7 @@ def reset_positions(token: contextvars.Token[Mapping[str, str]]) -> None:
 def note_write(alias: str, conn: Any) -> None:
     """After a commit on ``alias`` through ``conn``: keep the transaction's GTID as this
     thread's position on ``alias`` (only where the shard has replicas: it costs a round trip)."""
-    if not replicas_of(alias) or conn.vendor != "mysql":
+    if not replicas_of(alias) or not dialects.of(conn).replication:
         return
     try:
         with conn.cursor() as cursor:

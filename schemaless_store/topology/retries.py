@@ -1,4 +1,4 @@
-"""Running a transaction again after a deadlock or a lock wait timeout (MySQL/MariaDB errors
+"""Running a transaction again after a deadlock or a lock wait timeout (MariaDB errors
 1213 and 1205, SQLite's "database is locked"), a bounded number of times
 (``SCHEMALESS["WRITE_RETRIES"]``), with how many retries this process made (docs/usage.md).
 """

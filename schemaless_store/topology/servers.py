@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from django.db import DatabaseError, connections
 
-from ..sql import sessions
+from ..sql import dialects, sessions
 from .shards import errors_named
 
 
@@ -38,7 +38,7 @@ def _galera_of(alias: str) -> tuple[bool, int | None]:
     key = (alias, str(conn.settings_dict.get("NAME")))
     if key not in _galera:
         found: tuple[bool, int | None] = (False, None)
-        if conn.vendor == "mysql":
+        if dialects.of(conn).may_be_galera:
             try:
                 with errors_named(alias), conn.cursor() as cursor:
                     on, rows = sessions.galera_settings(cursor)

@@ -5,7 +5,7 @@ reach a server means (:class:`~..exceptions.ShardUnavailable`).
 Which shard holds a key is the map's (:mod:`.bucket_map`); running a transaction again after a
 deadlock is :mod:`.retries`; what a shard's server is (Galera, its latency) :mod:`.servers`.
 
-Two connections per shard and thread are used on MySQL: Django's own, which carries the entity
+Two connections per shard and thread are used on MariaDB: Django's own, which carries the entity
 transaction (it holds entity row locks), and an *index writer* in autocommit mode for index rows.
 An entity transaction therefore never holds index-table locks while it waits on another server,
 so writers on different servers cannot deadlock across servers. SQLite cannot open a second
@@ -29,7 +29,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..config import conf
 from ..exceptions import ConfigurationError, ShardUnavailable
-from ..sql import sessions
+from ..sql import dialects, sessions
 from ..sql.server_errors import CONNECTION_LOST, OPEN_CONNECTION_LOST, code_of
 
 T = TypeVar("T")
@@ -74,13 +74,18 @@ def vendor(alias: str) -> str:
     return connections[alias].vendor
 
 
+def dialect(alias: str) -> dialects.Dialect:
+    """What the shard's kind of server can do and how it spells statements."""
+    return dialects.of(connections[alias])
+
+
 _local = threading.local()
 
 
 def index_connection(alias: str) -> BaseDatabaseWrapper:
     """The connection that writes index rows on ``alias`` (autocommit; see the module docs)."""
     conn = connections[alias]
-    if conn.vendor != "mysql":
+    if not dialects.of(conn).index_writer:
         return conn
     pool: dict[str, BaseDatabaseWrapper] = _local.__dict__.setdefault("index_writers", {})
     writer = pool.get(alias)
@@ -95,11 +100,10 @@ def index_connection(alias: str) -> BaseDatabaseWrapper:
 @contextlib.contextmanager
 def committed_reader(alias: str) -> Iterator[BaseDatabaseWrapper]:
     """A connection on ``alias`` that reads what is committed, whatever this thread's open
-    transaction there has written: the autocommit index writer on MySQL; on SQLite (whose index
+    transaction there has written: the autocommit index writer on MariaDB; on SQLite (whose index
     rows share Django's connection) a connection of its own, closed afterwards, which WAL lets
     read the last commit while a write transaction is open."""
-    conn = connections[alias]
-    if conn.vendor == "mysql":
+    if dialects.of(connections[alias]).index_writer:
         yield index_connection(alias)
         return
     reader = connections.create_connection(alias)
@@ -225,13 +229,13 @@ def _unavailable(alias: str, exc: OperationalError) -> ShardUnavailable | None:
 
 
 def _not_there(exc: OperationalError) -> bool:
-    """Whether ``exc`` says the server is not there: a connection refused or lost (MySQL), or
+    """Whether ``exc`` says the server is not there: a connection refused or lost (MariaDB), or
     a database file that cannot be opened (SQLite)."""
     return code_of(exc) in CONNECTION_LOST or "unable to open database file" in str(exc)
 
 
 def _fetch_all(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-    if conn.vendor != "mysql" or conn.queries_logged:
+    if not dialects.of(conn).driver_route or conn.queries_logged:
         with conn.cursor() as cursor:
             cursor.execute(sql, params)
             return list(cursor.fetchall())
@@ -254,13 +258,13 @@ def _fetch_all(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> li
 
 @contextlib.contextmanager
 def snapshot(alias: str) -> Iterator[bool]:
-    """Reads on ``alias`` inside the block see the shard as of one instant (MySQL/MariaDB: a
+    """Reads on ``alias`` inside the block see the shard as of one instant (MariaDB: a
     read-only ``REPEATABLE READ`` transaction ``WITH CONSISTENT SNAPSHOT``, as ``mysqldump
     --single-transaction`` takes; writers are not blocked). Yields True if so; on SQLite it
     yields False and each read sees the latest commits. Inside the block a lost connection
     raises :class:`ShardUnavailable` rather than reading on afresh without the snapshot."""
     conn = connections[alias]
-    if conn.vendor != "mysql" or conn.in_atomic_block:
+    if not dialects.of(conn).consistent_snapshot or conn.in_atomic_block:
         yield False
         return
     with errors_named(alias), transaction.atomic(using=alias):
@@ -272,7 +276,7 @@ def snapshot(alias: str) -> Iterator[bool]:
 class statement_cursor:  # lower case: used like the function it replaced
     """A cursor for the hot paths' own SQL (``%s`` placeholders, Django's exceptions).
 
-    On MySQL, when Django is not recording queries (``DEBUG``, ``assertNumQueries``), it is
+    On MariaDB, when Django is not recording queries (``DEBUG``, ``assertNumQueries``), it is
     the driver's own cursor: Django's two cursor wrappers cost more client time than a
     statement's own work. Otherwise (and on other backends) it is Django's cursor. Either way
     the driver's errors leave the block as Django's (``IntegrityError``, ``OperationalError``...).
@@ -287,7 +291,7 @@ class statement_cursor:  # lower case: used like the function it replaced
 
     def __enter__(self) -> Any:
         conn = self._conn
-        if conn.vendor != "mysql" or conn.queries_logged:
+        if not dialects.of(conn).driver_route or conn.queries_logged:
             self._django = conn.cursor()
             return self._django.__enter__()
         self._django = None

@@ -1,6 +1,6 @@
 """The store-wide write lock of SQLite shards: SQLite has one writer per file, so the store
 serializes its writes across threads (a lock) and processes (a file lock beside the first
-SQLite shard). Where every shard is MySQL it is a no-op (``write_lock()`` returns a null
+SQLite shard). Where every shard is MariaDB it is a no-op (``write_lock()`` returns a null
 context)."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 from django.db import connections
 
 from ..config import conf
+from ..sql import dialects
 
 
 class _StoreWriteLock:
@@ -26,13 +27,14 @@ class _StoreWriteLock:
         self._depth = threading.local()
         self._fd: int | None = None
         self._fd_path: str | None = None
-        # Whether every shard is MySQL (nothing to serialize), for the settings it was read from.
+        # Whether no shard is a file (nothing to serialize), for the settings it was read from.
         self._all_mysql: tuple[Any, bool] | None = None
 
     def _lock_path(self) -> str | None:
         for alias in conf.get().shards:
-            name = str(connections[alias].settings_dict["NAME"])
-            if connections[alias].vendor == "sqlite" and name and ":memory:" not in name:
+            conn = connections[alias]
+            name = str(conn.settings_dict["NAME"])
+            if dialects.of(conn).file_database and name and ":memory:" not in name:
                 return str(Path(name).with_name(".schemaless-write.lock"))
         return None
 
@@ -40,8 +42,8 @@ class _StoreWriteLock:
         settings = conf.get()  # a new object whenever SCHEMALESS or DATABASES change
         known = self._all_mysql
         if known is None or known[0] is not settings:
-            mysql = all(connections[a].vendor == "mysql" for a in settings.shards)
-            known = self._all_mysql = (settings, mysql)
+            no_file = not any(dialects.of(connections[a]).file_database for a in settings.shards)
+            known = self._all_mysql = (settings, no_file)
         return _NO_LOCK if known[1] else self._locked()
 
     @contextlib.contextmanager

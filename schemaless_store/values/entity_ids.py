@@ -46,7 +46,7 @@ def entity_id_bytes(value: Any) -> bytes:
 #   byte 8      the RFC 9562 variant (10), then 6 random bits
 #   the rest    random (74 random bits in all)
 #
-# On MySQL ``entities`` is clustered by ``id`` (docs/design.md#the-entities-table): ids that
+# On MariaDB ``entities`` is clustered by ``id`` (docs/design.md#the-entities-table): ids that
 # grow with time are appended at the right edge of each shard's B-tree, where random ones
 # (uuid4) would split pages all over it. Routing is unchanged: a generated id is not a placed
 # id (its version nibble is 7, never the placed mark's 8), so its bucket is its stable hash.

@@ -1,7 +1,7 @@
 """Index values: their order-preserving encoding and the index column types.
 
 Nothing here knows about Django or SQL. Index values are encoded so that comparing the encoded
-bytes (``memcmp``, which is how MySQL compares ``VARBINARY`` and SQLite compares ``BLOB``) gives
+bytes (``memcmp``, which is how MariaDB compares ``VARBINARY`` and SQLite compares ``BLOB``) gives
 the same order as comparing the values, and the query path compares the same encodings when it
 re-checks an entity, so SQL and Python can never disagree about what matches.
 """
@@ -180,6 +180,11 @@ class ColumnType:
     # written as literals without the driver's escaping (:mod:`..sql.literals`); None:
     # unknown, the driver renders them.
     python_type: type | None = None
+    # How the column stores its values, which each backend spells as its SQL type
+    # (:meth:`..sql.dialects.base.Dialect.column_type`): ``"bytes"`` (up to ``max_bytes``),
+    # ``"int64"``, ``"float64"`` or ``"uuid"``. A column type of one's own may define
+    # ``sql_type(vendor)`` instead.
+    storage: str = ""
 
     def __init__(self, max_bytes: int = 255) -> None:
         self.max_bytes = max_bytes
@@ -191,12 +196,6 @@ class ColumnType:
         """The property value a column value stands for (the inverse of :meth:`to_db`, for
         display); ``ValueError`` for a value this column type never produces."""
         return bytes(value) if isinstance(value, bytearray | memoryview) else value
-
-    def sql_type(self, vendor: str) -> str:
-        raise NotImplementedError
-
-    def _varbinary(self, vendor: str) -> str:
-        return f"VARBINARY({self.max_bytes})" if vendor == "mysql" else "BLOB"
 
     def _check_length(self, encoded: bytes) -> bytes:
         if len(encoded) > self.max_bytes:
@@ -214,6 +213,7 @@ class KeyColumn(ColumnType):
 
     name = "key"
     python_type = bytes
+    storage = "bytes"
 
     def to_db(self, value: Any) -> bytes:
         return self._check_length(encode_key(value))
@@ -221,15 +221,13 @@ class KeyColumn(ColumnType):
     def from_db(self, value: Any) -> Any:
         return decode_key(bytes(value))
 
-    def sql_type(self, vendor: str) -> str:
-        return self._varbinary(vendor)
-
 
 class IntColumn(ColumnType):
     """``BIGINT``: Python ints only (not bools)."""
 
     name = "int"
     python_type = int
+    storage = "int64"
 
     def to_db(self, value: Any) -> int:
         if type(value) is not int:
@@ -238,15 +236,13 @@ class IntColumn(ColumnType):
             raise IndexValueError(f"integer {value} is outside the BIGINT range")
         return value
 
-    def sql_type(self, vendor: str) -> str:
-        return "BIGINT"
-
 
 class FloatColumn(ColumnType):
     """``DOUBLE``: ints and floats, NaN and infinities refused."""
 
     name = "float"
     python_type = float
+    storage = "float64"
 
     def to_db(self, value: Any) -> float:
         if type(value) not in (int, float):
@@ -255,11 +251,10 @@ class FloatColumn(ColumnType):
         if math.isnan(result):
             raise IndexValueError("NaN cannot be indexed: it is not equal to itself")
         if math.isinf(result):  # the "key" column type holds them
-            raise IndexValueError("a float column cannot hold an infinity (MySQL's DOUBLE cannot)")
+            raise IndexValueError(
+                "a float column cannot hold an infinity (MariaDB's DOUBLE cannot)"
+            )
         return result + 0.0  # -0.0 -> 0.0
-
-    def sql_type(self, vendor: str) -> str:
-        return "DOUBLE" if vendor == "mysql" else "REAL"
 
 
 class StrColumn(ColumnType):
@@ -267,6 +262,7 @@ class StrColumn(ColumnType):
 
     name = "str"
     python_type = bytes
+    storage = "bytes"
 
     def to_db(self, value: Any) -> bytes:
         if type(value) is not str:
@@ -279,15 +275,13 @@ class StrColumn(ColumnType):
     def from_db(self, value: Any) -> str:
         return bytes(value).decode("utf-8")
 
-    def sql_type(self, vendor: str) -> str:
-        return self._varbinary(vendor)
-
 
 class BytesColumn(ColumnType):
     """Raw bytes in a ``VARBINARY``."""
 
     name = "bytes"
     python_type = bytes
+    storage = "bytes"
 
     def to_db(self, value: Any) -> bytes:
         if type(value) is not bytes:
@@ -297,15 +291,13 @@ class BytesColumn(ColumnType):
     def from_db(self, value: Any) -> bytes:
         return bytes(value)
 
-    def sql_type(self, vendor: str) -> str:
-        return self._varbinary(vendor)
-
 
 class UUIDColumn(ColumnType):
     """``BINARY(16)``: ``uuid.UUID`` values."""
 
     name = "uuid"
     python_type = bytes
+    storage = "uuid"
 
     def to_db(self, value: Any) -> bytes:
         if type(value) is not uuid.UUID:
@@ -315,15 +307,13 @@ class UUIDColumn(ColumnType):
     def from_db(self, value: Any) -> uuid.UUID:
         return uuid.UUID(bytes=bytes(value))
 
-    def sql_type(self, vendor: str) -> str:
-        return "BINARY(16)" if vendor == "mysql" else "BLOB"
-
 
 class DateTimeColumn(ColumnType):
     """``BIGINT`` microseconds since the epoch (UTC): aware datetimes only."""
 
     name = "datetime"
     python_type = int
+    storage = "int64"
 
     def to_db(self, value: Any) -> int:
         if type(value) is not dt.datetime:
@@ -333,9 +323,6 @@ class DateTimeColumn(ColumnType):
     def from_db(self, value: Any) -> dt.datetime:
         return _EPOCH + dt.timedelta(microseconds=int(value))
 
-    def sql_type(self, vendor: str) -> str:
-        return "BIGINT"
-
 
 class DecimalColumn(ColumnType):
     """Decimal numbers in a ``VARBINARY``, by :func:`decimal_key`: what a kind's
@@ -344,6 +331,7 @@ class DecimalColumn(ColumnType):
 
     name = "decimal"
     python_type = bytes
+    storage = "bytes"
 
     def to_db(self, value: Any) -> bytes:
         return self._check_length(decimal_key(value))
@@ -360,9 +348,6 @@ class DecimalColumn(ColumnType):
         digits = body[4:].decode("ascii")
         number = decimal.Decimal(f"{'-' if negative else ''}0.{digits}")
         return number.scaleb(exponent + 1)
-
-    def sql_type(self, vendor: str) -> str:
-        return self._varbinary(vendor)
 
 
 COLUMN_TYPES: dict[str, type[ColumnType]] = {

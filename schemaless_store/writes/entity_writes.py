@@ -36,7 +36,7 @@ from ..tables import cells as cell_table
 from ..tables import entities as entity_table
 from ..tables.lifecycle import maintained_indexes
 from ..topology import bucket_map, shards
-from ..values import expected
+from ..values import bounds, expected
 from ..values.codec import decode_body
 from . import with_commit
 from .protocol import Change, SplitWrite, Write, run
@@ -298,7 +298,7 @@ def put_many(entities: Sequence[EntityRecord], batch_size: int = 500) -> None:
 
 
 def check_batch_size(batch_size: object) -> None:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+    if not bounds.whole(batch_size):
         raise ValueError(f"batch_size must be a whole number of at least 1, not {batch_size!r}")
 
 

@@ -64,7 +64,7 @@ def add(rows: Iterable[Row], wait: bool = True, noted_later: str | None = None) 
 
 def delete(rows: Iterable[Row]) -> tuple[int, dict[str, list[Row]]]:
     """Delete index rows where the map puts them, only on shards that serve their buckets (the
-    fence, as for inserts: on MySQL the index writer's snapshot, no statement; on SQLite a read
+    fence, as for inserts: on MariaDB the index writer's snapshot, no statement; on SQLite a read
     of the bucket table under the store's write lock). Returns the number deleted and the rows
     refused, by the shard that refused them: their buckets moved away or are being flipped, so
     a copy of each may be on the move's target, where the source's removal would never be

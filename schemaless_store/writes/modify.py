@@ -24,7 +24,7 @@ from .. import DELETE
 from ..exceptions import Conflict
 from ..query.fetch import fetch_by_ids
 from ..topology import replicas
-from ..values import entity_ids
+from ..values import bounds, entity_ids
 
 # The longest pause between two attempts; the pauses grow from 1 ms with jitter, so writers
 # that collided do not collide again in lockstep.
@@ -45,7 +45,7 @@ def modify(model: Any, entity_id: Any, fn: Callable[[Any], Any], attempts: int =
     ``attempts`` times. Returns the saved entity (or the deleted one, if ``fn`` returned
     :data:`~schemaless_store.DELETE`); :class:`Conflict` once the attempts run out;
     ``model.DoesNotExist`` if there is no such entity (or it was deleted meanwhile)."""
-    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+    if not bounds.whole(attempts):
         raise ValueError(f"attempts must be a whole number of at least 1, not {attempts!r}")
     key = entity_ids.entity_id_bytes(entity_id)
     for attempt in range(attempts):

@@ -22,7 +22,7 @@ source (entities, or the latest version of a cell column). :func:`run` takes it 
 4. **receipt and commit**: insert the write's receipt (its id and the result its caller
    returns) in the transaction (:mod:`.receipts`), commit, then invalidate the changed
    entities in the entity cache, if any (:mod:`..cache.entity_cache`; inside a caller's
-   ``transaction.atomic()``, once it commits; no receipt there). On MySQL's driver route
+   ``transaction.atomic()``, once it commits; no receipt there). On MariaDB's driver route
    ``BEGIN`` goes with step 1's read, and a single entity's step 2 statements with the
    receipt and the ``COMMIT``, after step 3 (:mod:`.with_commit`, :meth:`Write.carrier`);
 5. **remove stale** (:mod:`.stale_rows`): lock each changed row again, re-check which of the
@@ -60,7 +60,7 @@ from ..cache import entity_cache
 from ..config.indexes import ENTITIES, Source
 from ..exceptions import Conflict, EntityExists, NotOwner, ShardUnavailable
 from ..guards import fence
-from ..sql import literals
+from ..sql import dialects, literals
 from ..tables import entities as entity_table
 from ..tables.entities import Locked
 from ..tables.index_rows import Row
@@ -102,7 +102,7 @@ class Write:
     """One transaction on one shard over changes of one source; :func:`run` runs it.
     ``insert_only``: the rows must be new (``create``): a duplicate raises
     :class:`EntityExists`. ``quiet``: nothing but the store's own statements runs inside the
-    transaction (no signal receivers), so it may be a plain ``BEGIN`` ... ``COMMIT`` on MySQL."""
+    transaction (no signal receivers), so it may be a plain ``BEGIN`` ... ``COMMIT`` on MariaDB."""
 
     def __init__(
         self,
@@ -138,12 +138,16 @@ class Write:
     def fenced_by_insert(self) -> bool:
         """SQLite, one new key (``create``): its ``INSERT`` checks the bucket itself, in the
         same statement (:func:`~..tables.entities.insert_one_fenced`), and step 0 reads
-        nothing. On MySQL step 0 reads nothing anyway (:mod:`..guards.fence`)."""
-        return len(self.changes) == 1 and self.changes[0].fresh and self.conn.vendor != "mysql"
+        nothing. On MariaDB step 0 reads nothing anyway (:mod:`..guards.fence`)."""
+        return (
+            len(self.changes) == 1
+            and self.changes[0].fresh
+            and not dialects.of(self.conn).fence_by_kill
+        )
 
     def fence(self) -> None:
         """Step 0: :class:`NotOwner` unless the shard serves every bucket the write touches
-        (MySQL: checked against the connection's snapshot, no statement)."""
+        (MariaDB: checked against the connection's snapshot, no statement)."""
         if self.buckets and not self.fenced_by_insert:
             refused = fence.refused(self.conn, self.buckets)
             if refused:
@@ -310,7 +314,7 @@ def _run_here(write: Write, store: Callable[[Write], None], cached: list[bytes])
         with shard_transaction(write, conn) as shard_tx:
             write.tx = shard_tx
             write.fence()  # 0
-            write.lock()  # 1 (on MySQL's driver route, BEGIN goes with its read)
+            write.lock()  # 1 (on MariaDB's driver route, BEGIN goes with its read)
             if not write.defers and shard_tx is not None:
                 shard_tx.begin()  # before a step 2 that sends its statements itself
             store(write)  # 2 (write.carrier(): they may wait for the COMMIT, step 4)

@@ -7,7 +7,7 @@ the transaction, inserts its receipt: the id, the time, and the result its calle
 round trip, first in that query: :func:`..tables.receipts.commit_batch`). A commit that lands
 therefore leaves a receipt, and one that does not leaves none. When the answer of the commit is
 lost (error 2013, 2006, a ``KILL``), :func:`recall` first ends the session that sent the commit
-(on MySQL: ``KILL`` on the node it ran on, then waits until it is gone, since it may still be
+(on MariaDB: ``KILL`` on the node it ran on, then waits until it is gone, since it may still be
 running the query: :func:`..guards.fence.end_session`), then asks the same shard on a fresh
 connection: a receipt means the write landed, and the protocol returns its recorded result
 without running the write again; no receipt means it did not land, and the protocol runs it
@@ -37,7 +37,7 @@ from typing import Any
 from ..config import conf
 from ..exceptions import OutcomeUnknown, ShardUnavailable
 from ..guards import fence
-from ..sql import sessions
+from ..sql import dialects, sessions
 from ..tables import receipts as receipt_table
 from ..topology import servers, shards
 from ..topology.write_lock import write_lock
@@ -61,7 +61,7 @@ def record(write: Any, transaction: Any) -> None:
     if not RECORD:
         return
     created = write.receipt_created = int(time.time())
-    if write.conn.vendor == "mysql":  # the session its commit will run in (no round trip)
+    if dialects.of(write.conn).driver_route:  # the session its commit will run in (no round trip)
         driver = write.conn.connection
         write.session = (getattr(driver, sessions.NODE, None), int(driver.thread_id()))
     defer = getattr(transaction, "defer_receipt", None)
@@ -79,7 +79,7 @@ def recall(write: Any, lost: ShardUnavailable) -> dict[str, int] | None:
     :class:`OutcomeUnknown`."""
     deadline = time.monotonic() + conf.get().receipt_wait
     pause = 0.01
-    # MySQL: the try's server session, ``(node or None, thread id)``, noted by record().
+    # MariaDB: the try's server session, ``(node or None, thread id)``, noted by record().
     session: tuple[tuple[str, int] | None, int] | None = getattr(write, "session", None)
     while True:
         try:

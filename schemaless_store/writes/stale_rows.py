@@ -45,7 +45,7 @@ def remove_stale(alias: str, candidates: Mapping[bytes, RowSet], source: Source 
     def attempt() -> tuple[int, dict[str, list[Row]]]:
         failure: ShardUnavailable | None = None
         conn = shards.connection(alias)
-        with own_transaction(alias, conn) as tx:  # MySQL: BEGIN goes with the locking read
+        with own_transaction(alias, conn) as tx:  # MariaDB: BEGIN goes with the locking read
             if not_served := fence.refused(conn, wanted):
                 raise NotOwner(alias, set(not_served))
             first = tx.opening() if tx is not None else ""

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..exceptions import ShardUnavailable
-from ..sql import sessions
+from ..sql import dialects, sessions
 from ..tables import receipts as receipt_table
 from ..topology import retries, servers, shards
 from ..topology.write_lock import write_lock
@@ -27,10 +27,10 @@ LOST_ATTEMPTS = 3
 
 def shard_transaction(write: Any, conn: BaseDatabaseWrapper) -> Any:
     """The shard transaction: Django's ``atomic()``, or where nothing but the store's own
-    statements run inside, a plain ``BEGIN`` ... ``COMMIT`` on MySQL (not on Galera)."""
+    statements run inside, a plain ``BEGIN`` ... ``COMMIT`` on MariaDB (not on Galera)."""
     if not (
         write.quiet
-        and conn.vendor == "mysql"
+        and dialects.of(conn).driver_route
         and not conn.in_atomic_block
         and not conn.queries_logged
     ):
@@ -51,9 +51,9 @@ def shard_transaction(write: Any, conn: BaseDatabaseWrapper) -> Any:
 
 def own_transaction(alias: str, conn: BaseDatabaseWrapper) -> Any:
     """A transaction of the store's own statements on ``alias`` that no write's signals or
-    claims enter (step 5's re-check): the driver's ``BEGIN`` ... ``COMMIT`` on MySQL, outside
+    claims enter (step 5's re-check): the driver's ``BEGIN`` ... ``COMMIT`` on MariaDB, outside
     a caller's transaction and with Django not recording queries; else ``atomic()``."""
-    if conn.vendor == "mysql" and not conn.in_atomic_block and not conn.queries_logged:
+    if dialects.of(conn).driver_route and not conn.in_atomic_block and not conn.queries_logged:
         return _DriverTransaction(conn)
     return transaction.atomic(using=alias)
 

@@ -6,46 +6,24 @@ mark, push and copy is played exactly."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
-from redis.connection import Connection
 
 from schemaless_store.cache import near_cache
 from tests.support import STORE
+from tests.support.near import standalone
 
 pytestmark = STORE
 
 PREFIX = "firstread:"
 H = "ab" * 16
 
-_REDIS = None
-
 
 @pytest.fixture
 def near() -> Iterator[near_cache.NearCache]:
-    global _REDIS
-    if _REDIS is None:
-        from schemaless_store.testing.redis import start_redis
-
-        _REDIS = start_redis()
-    port = _REDIS.port
-    near = near_cache.NearCache(
-        lambda: Connection(host="127.0.0.1", port=port, protocol=2, socket_timeout=1),
-        PREFIX,
-        max_entries=10,
-        drop_timeout=2.0,
-        entry_timeout=60,
-    )
-    deadline = time.monotonic() + 10
-    while not near.usable():
-        assert time.monotonic() < deadline, "the tracking connection never came up"
-        time.sleep(0.01)
-    try:
-        yield near
-    finally:
-        near.close()
+    with standalone(PREFIX, max_entries=10, drop_timeout=2.0, entry_timeout=60) as built:
+        yield built
 
 
 def push(near: near_cache.NearCache, h: str = H) -> None:

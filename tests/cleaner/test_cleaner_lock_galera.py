@@ -32,6 +32,7 @@ from schemaless_store.sql.server_locks import LEASE_TABLE
 from schemaless_store.testing.galera import GaleraCluster
 from tests.support.aliases import added as aliases_added
 from tests.support.aliases import entry
+from tests.support.galera import cluster_with_database
 
 pytestmark = [pytest.mark.mariadb_only, pytest.mark.slow]
 
@@ -53,10 +54,7 @@ time.sleep(600)
 """
 
 
-@pytest.fixture(scope="module")
-def cluster(galera_cluster: GaleraCluster) -> GaleraCluster:
-    galera_cluster.nodes[0].query(f"CREATE DATABASE {DATABASE}")
-    return galera_cluster
+cluster = cluster_with_database(DATABASE)
 
 
 @pytest.fixture(scope="module")

@@ -26,19 +26,12 @@ from schemaless_store.topology import shards
 from tests.support import STORE, child, mapfuncs
 from tests.support.factories import NumberedFactory
 from tests.support.invariants import assert_exact, committed_entities
-from tests.support.mapping import forget_runs
+from tests.support.mapping import fresh_runs
 
 pytestmark = STORE
 
 
-@pytest.fixture(autouse=True)
-def _fresh_runs():
-    """No run's checkpoints, saved marks or failures from another test (Django's flush
-    empties model tables only)."""
-    mapfuncs.CALLS.clear()
-    mapfuncs.BROKEN["on"] = True
-    yield
-    forget_runs()
+_fresh_runs = fresh_runs()
 
 
 def make(count: int, **extra) -> list[uuid.UUID]:

@@ -217,9 +217,9 @@ def test_step_5s_galera_recheck_after_a_flip_is_fenced_and_no_escaped_write(monk
     see it as an escaped write: the re-check is fenced as every write is, is refused on the
     old shard, and runs on the owner. (Unfenced, it wrote the source's frozen copy after the
     flip and the move was held: the hold found by the 25-minute Galera soak.) Galera is
-    stood in for by the step's own check; the statements are MySQL's."""
+    stood in for by the step's own check; the statements are MariaDB's."""
     if connections["shard_0"].vendor != "mysql":
-        pytest.skip("the re-check's statements are MySQL's (it runs on Galera shards only)")
+        pytest.skip("the re-check's statements are MariaDB's (it runs on Galera shards only)")
     entity_id = buckets.id_in_bucket(7)
     entity = Entity.objects.create(id=entity_id, user_id=b"\x01" * 16, title="before")
     source, target = source_and_target()

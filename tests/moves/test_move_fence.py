@@ -65,7 +65,7 @@ def test_a_mover_resumed_after_the_fence_fences_once_more(monkeypatch):
     assert_moved_and_exact(made, target)
 
 
-# --- every session, whatever its user (MySQL) ---------------------------------------------------
+# --- every session, whatever its user (MariaDB) ---------------------------------------------------
 
 
 def root(alias: str) -> Any:

@@ -23,16 +23,14 @@ from schemaless_store.guards import fence
 from schemaless_store.tables import move_log as capture
 from schemaless_store.testing.galera import GaleraCluster, GaleraNode
 from tests.support.aliases import added as aliases_added
+from tests.support.galera import cluster_with_database
 
 pytestmark = [pytest.mark.mariadb_only, pytest.mark.slow]
 
 DATABASE = "moves"
 
 
-@pytest.fixture(scope="module")
-def cluster(galera_cluster: GaleraCluster) -> GaleraCluster:
-    galera_cluster.nodes[0].query(f"CREATE DATABASE {DATABASE}")
-    return galera_cluster
+cluster = cluster_with_database(DATABASE)
 
 
 def listing(nodes: list[GaleraNode]) -> str:

@@ -14,7 +14,7 @@ from schemaless_store.mapping import map_entities
 from schemaless_store.models import Entity
 from schemaless_store.topology import bucket_map
 from tests.support import STORE, buckets, mapfuncs
-from tests.support.mapping import forget_runs
+from tests.support.mapping import fresh_runs
 from tests.support.moving import MOVED, MOVED_SET, run, source_and_target
 
 pytestmark = [STORE, pytest.mark.usefixtures("buckets_restored")]
@@ -22,11 +22,7 @@ pytestmark = [STORE, pytest.mark.usefixtures("buckets_restored")]
 ADD_ONE = "tests.support.mapfuncs.add_one"
 
 
-@pytest.fixture(autouse=True)
-def _fresh_runs():
-    mapfuncs.CALLS.clear()
-    yield
-    forget_runs()
+_fresh_runs = fresh_runs()
 
 
 def mapped() -> dict[uuid.UUID, int | None]:

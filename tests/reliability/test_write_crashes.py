@@ -62,7 +62,7 @@ OPERATIONS = {
     ),
     "delete": ({"op": "delete", "id": B.hex}, B, None),
     # New entities whose ids the store generates (Entity.objects.create(**props) and bulk_put
-    # of dicts): no locking read, and on MySQL a create skips Django's save().
+    # of dicts): no locking read, and on MariaDB a create skips Django's save().
     "put_generated": ({"op": "create_generated", "id": D.hex}, D, NEW),
     "bulk_put_generated": ({"op": "bulk_put_generated", "items": [[D.hex, NEW]]}, D, NEW),
 }

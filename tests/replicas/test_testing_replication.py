@@ -19,6 +19,7 @@ import pytest
 from schemaless_store.testing.galera import GaleraCluster, GaleraNode
 from schemaless_store.testing.mariadb import MariaDBServer, ServerError, start_servers
 from schemaless_store.testing.replication import ReplicaServer, start_replica
+from tests.support.galera import cluster_with_database
 
 pytestmark = [pytest.mark.mariadb_only, pytest.mark.slow]
 
@@ -220,14 +221,10 @@ def test_a_replica_needs_a_binary_log() -> None:
 # Galera --------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def cluster(galera_cluster: GaleraCluster) -> GaleraCluster:
-    """The module's cluster (its stop is checked to leave no process and no file: conftest.py)."""
-    galera_cluster.nodes[0].query("CREATE DATABASE d")
-    galera_cluster.nodes[0].query(
-        "CREATE TABLE d.t (id INT AUTO_INCREMENT PRIMARY KEY, node INT, v INT DEFAULT 0)"
-    )
-    return galera_cluster
+# The module's cluster (its stop is checked to leave no process and no file: conftest.py).
+cluster = cluster_with_database(
+    "d", "CREATE TABLE d.t (id INT AUTO_INCREMENT PRIMARY KEY, node INT, v INT DEFAULT 0)"
+)
 
 
 def synced_reader(node: GaleraNode) -> Any:

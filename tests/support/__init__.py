@@ -1,4 +1,6 @@
-"""What the tests share that is not a fixture (fixtures are in the conftest.py files).
+"""What the tests share beside the conftest.py files' fixtures; a fixture that several modules
+of different areas build alike is made here once, as a factory the module assigns
+(``cluster = galera.cluster_with_database("moves")``) or a context manager.
 
 - ``STORE``: the mark of a test that uses the store's databases (every alias, in transactions).
 - ``factories``: factory-boy factories for what tests store when the values are incidental.
@@ -24,7 +26,15 @@
 - ``hostile_input``: the hostile-input tests' strings (``INJECTIONS``) and raw snapshots of
   every row of the shards (``snapshot``, ``check_unchanged``, ``rows_by_entity``).
 - ``queries``: the query property tests' raw ``wipe`` and each lookup's comparison (``COMPARE``).
-- ``mapfuncs``: functions the mapentities tests apply by dotted path.
+- ``mapfuncs``: functions the mapentities tests apply by dotted path; ``mapping``: a run's
+  tables emptied (``forget_runs``) and the autouse fixture that does it around each test
+  (``fresh_runs``).
+- ``galera``: the module's Galera cluster with a database created (``cluster_with_database``)
+  or whole again for each test (``whole_cluster``), a grown store's shard on it
+  (``GaleraHome``, ``LAYOUT``).
+- ``near``: the near cache built either way the tests need one, on one Redis: the process's own
+  through the settings (``near_on``) or one on a key prefix fed by hand (``standalone``); a
+  second process reading through one (``Other``).
 - ``plans``, ``plan_workload``: the plan test's capture of every statement sent to a shard, its
   shapes, the grown copies they are explained on, the judge; and the workload it captures.
 - ``aliases``: databases added to ``connections`` for one module (the Galera nodes), and
@@ -32,8 +42,9 @@
 - ``package``: the package tests' pyproject.toml and requirements files as data, the python
   blocks of a page with their markers, a fresh virtualenv, the sdist and wheel built.
 - Child processes, each run as ``python -m tests.support.<name>``: ``child`` (writers killed or
-  signalled, commands), ``cached`` (writers and readers through the entity cache), ``grown`` (a
-  store on a third server), ``restored`` (a second store with three shards).
+  signalled, commands; its ``crashwriter`` mode forks the writers of ``crash_writer``),
+  ``cached`` (writers and readers through the entity cache), ``grown`` (a store on a third
+  server), ``restored`` (a second store with three shards).
 """
 
 from __future__ import annotations

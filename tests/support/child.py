@@ -16,12 +16,12 @@ Modes:
   :func:`mixed_loop` and prints its counts (with this process's write retries) as JSON.
 - ``counter <id> <times>``: :func:`add_to_counter` ``times`` times; prints how many
   conflicts it retried, as JSON.
-- ``crashwriter``: a fork server for fault injection. It reads one JSON request per line on
-  stdin; for each it forks a writer process that counts the SQL statements and commits it sends
-  (by patching Django's ``CursorWrapper`` and ``commit()``) and SIGKILLs itself just before
-  number ``kill_at``. It answers
-  with one JSON line: how the writer ended and how many statements it sent. Forking from a
-  process that has Django loaded (and no open connection) makes each writer cheap to start.
+- ``crashwriter``: a fork server for fault injection (:mod:`tests.support.crash_writer`). It
+  reads one JSON request per line on stdin; for each it forks a writer process that counts the
+  SQL statements and commits it sends (by patching Django's ``CursorWrapper`` and ``commit()``)
+  and SIGKILLs itself just before number ``kill_at``. It answers with one JSON line: how the
+  writer ended and how many statements it sent. Forking from a process that has Django loaded
+  (and no open connection) makes each writer cheap to start.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ import os
 import signal
 import subprocess
 import sys
-import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from typing import Any
 from django.db import connections
 
 from schemaless_store.config.indexes import Index
+from tests.support.crash_writer import mixed_props
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -197,162 +197,6 @@ def _setup() -> None:
         registry.register(EXTRA_INDEXES[name])
 
 
-def _count_statements(kill_at: int | None) -> list[int]:
-    """Patch Django's cursor wrapper: count statements, SIGKILL before number ``kill_at``.
-
-    Commits count too (Django sends them through the connection, not a cursor): a kill between
-    a transaction's last statement and its COMMIT is a state of its own.
-    """
-    from django.db.backends import utils
-    from django.db.backends.base.base import BaseDatabaseWrapper
-
-    count = [0]
-
-    def counting(original: Any) -> Any:
-        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            count[0] += 1
-            if kill_at is not None and count[0] >= kill_at:
-                os.kill(os.getpid(), signal.SIGKILL)
-            return original(self, *args, **kwargs)
-
-        return wrapper
-
-    from django.db import connections
-
-    if connections["default"].vendor == "mysql":
-        # At the driver, so that writes on the driver's own cursor (a new entity's direct
-        # insert) are counted too: every statement and every COMMIT is a kill point.
-        import MySQLdb.connections
-        import MySQLdb.cursors
-
-        cursors = MySQLdb.cursors.BaseCursor
-        cursors.execute = counting(cursors.execute)
-        cursors.executemany = counting(cursors.executemany)
-        MySQLdb.connections.Connection.commit = counting(MySQLdb.connections.Connection.commit)
-        return count
-    utils.CursorWrapper.execute = counting(utils.CursorWrapper.execute)
-    utils.CursorWrapper.executemany = counting(utils.CursorWrapper.executemany)
-    BaseDatabaseWrapper.commit = counting(BaseDatabaseWrapper.commit)
-    return count
-
-
-def _generate_ids(ids: list[str]) -> None:
-    """Make the store's own id generation hand out ``ids`` (so the parent knows them)."""
-    import uuid
-
-    from schemaless_store.values import entity_ids
-
-    pending = [uuid.UUID(i).bytes for i in ids]
-    entity_ids.new_id = lambda: pending.pop(0)
-
-
-def _write(request: dict[str, Any]) -> None:
-    """One write, in a forked writer; prints the statement count if it was not killed."""
-    import uuid
-
-    from schemaless_store.models import Entity
-
-    op = request["op"]
-    entity = None
-    if op in ("update", "delete"):
-        entity = Entity.objects.get(id=uuid.UUID(request["id"]))
-    count = _count_statements(request.get("kill_at"))
-    if op == "create":
-        Entity.objects.create(id=uuid.UUID(request["id"]), **request["props"])
-    elif op == "create_new":
-        entity = Entity(**request["props"])
-        print(json.dumps({"id": entity.id.hex}), flush=True)
-        entity.save(force_insert=True)
-    elif op == "update":
-        assert entity is not None
-        for name in list(entity.body_properties()):
-            del entity[name]
-        for name, value in request["props"].items():
-            entity[name] = value
-        entity.save()
-    elif op == "delete":
-        assert entity is not None
-        entity.delete()
-    elif op == "bulk_put":
-        Entity.objects.bulk_put([{"id": uuid.UUID(i), **p} for i, p in request["items"]])
-    elif op == "create_generated":  # the id is the store's own: a new entity's fast insert
-        _generate_ids([request["id"]])
-        Entity.objects.create(**request["props"])
-    elif op == "bulk_put_generated":  # new entities with generated ids: no locking read
-        _generate_ids([i for i, _p in request["items"]])
-        Entity.objects.bulk_put([p for _i, p in request["items"]])
-    elif op == "mixed":
-        _mixed(request)
-    else:
-        raise ValueError(f"unknown op {op!r}")
-    print(json.dumps({"statements": count[0]}), flush=True)
-
-
-MIXED_LINKS = ["https://a", "https://b", "https://c"]
-MIXED_TAGS = ["red", "green", "blue"]
-
-
-def mixed_props(rng: Any) -> dict[str, Any]:
-    """Properties for the mixed writer: they touch the link, tags and user indexes."""
-    props: dict[str, Any] = {"link": rng.choice(MIXED_LINKS), "n": rng.randint(0, 9)}
-    if rng.random() < 0.7:
-        props["tags"] = rng.sample(MIXED_TAGS, rng.randint(1, 2))
-    if rng.random() < 0.5:
-        props["user_id"] = rng.choice(["u1", "u2"])
-    return props
-
-
-def _mixed(request: dict[str, Any]) -> None:
-    """A seeded mix of writes on ``request["ids"]``; each is logged as begun, then acknowledged."""
-    import random
-    import uuid
-
-    from schemaless_store.models import Entity
-
-    rng = random.Random(request["seed"])
-    ids = list(request["ids"])
-    with open(request["acks"], "a", encoding="utf-8") as log:
-
-        def record(kind: str, states: dict[str, Any]) -> None:
-            log.write(json.dumps({kind: states}) + "\n")
-            log.flush()  # in the kernel's page cache: survives this process's SIGKILL
-
-        for _ in range(request["writes"]):
-            op = rng.choice(["create", "update", "delete", "bulk_put"])
-            if op == "create":
-                new_id = uuid.UUID(int=rng.getrandbits(128)).hex
-                props = mixed_props(rng)
-                record("begin", {new_id: props})
-                Entity.objects.create(id=uuid.UUID(new_id), **props)
-                ids.append(new_id)
-                record("ack", {new_id: props})
-            elif op == "bulk_put":
-                items = {uuid.UUID(int=rng.getrandbits(128)).hex: mixed_props(rng)}
-                items[rng.choice(ids)] = mixed_props(rng)
-                record("begin", items)
-                Entity.objects.bulk_put([{"id": uuid.UUID(i), **p} for i, p in items.items()])
-                ids.extend(i for i in items if i not in ids)
-                record("ack", items)
-            else:
-                target = rng.choice(ids)
-                entity = Entity.objects.get_many([uuid.UUID(target)]).get(uuid.UUID(target))
-                if entity is None:
-                    continue
-                if op == "delete":
-                    record("begin", {target: None})
-                    entity.delete()
-                    record("ack", {target: None})
-                    continue
-                props = mixed_props(rng)
-                for name in list(entity.body_properties()):
-                    del entity[name]
-                for name, value in props.items():
-                    entity[name] = value
-                record("begin", {target: props})
-                entity.save()
-                record("ack", {target: props})
-
-
 def mixed_loop(seed: int, ids: list[str], seconds: float) -> dict[str, Any]:
     """Seeded mixed writes on the shared ``ids`` for ``seconds``, changing indexed properties:
     creates, updates, deletes and ``bulk_put`` calls. Concurrent writers race on the same ids;
@@ -463,35 +307,6 @@ def _claimer() -> None:
         print(json.dumps({"result": answer}), flush=True)
 
 
-def _crash_server() -> None:
-    from django.db import connections
-
-    for line in sys.stdin:
-        request = json.loads(line)
-        # The writer must open its own connections (and SQLite write-lock file): a forked copy
-        # of an open one would be shared with this process and outlive the kill.
-        connections.close_all()
-        sys.stdout.flush()
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                _write(request)
-            except BaseException:
-                traceback.print_exc()
-                code = 3
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
-        _pid, status = os.waitpid(pid, 0)
-        ended = (
-            f"signal {os.WTERMSIG(status)}"
-            if os.WIFSIGNALED(status)
-            else f"exit {os.WEXITSTATUS(status)}"
-        )
-        print(json.dumps({"ended": ended}), flush=True)
-
-
 # Where ``killedmover`` SIGKILLs the mover: before each phase's work (just after its record
 # says the phase began), and inside the two steps that are not phases of their own.
 MOVER_KILL_POINTS = {
@@ -559,7 +374,9 @@ def main(argv: list[str]) -> None:
     elif mode == "killedmover":
         _killed_mover(args[0], args[1:])
     elif mode == "crashwriter":
-        _crash_server()
+        from tests.support import crash_writer
+
+        crash_writer.serve()
     elif mode == "claimer":
         _claimer()
     elif mode == "mixedloop":

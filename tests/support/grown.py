@@ -296,8 +296,9 @@ def _rival(ids: str, seconds: float, tag: str) -> None:
 
 def _step_five(role: str, key: str, sync: str) -> None:
     """Two writers of one entity through two nodes of a Galera cluster, in a fixed order
-    (tests/replicas/test_galera.py): ``holder`` changes its ``user_id`` from a to b and is held in
-    its step 5 after the locked read that found the row of a stale, before deleting it; meanwhile
+    (tests/replicas/test_galera_moves.py): ``holder`` changes its ``user_id`` from a to b and is
+    held in its step 5 after the locked read that found the row of a stale, before deleting it;
+    meanwhile
     ``writer``, through another node (whose locks do not see the holder's), puts a back."""
     from schemaless_store.models import Entity
     from schemaless_store.writes import index_writes
@@ -333,7 +334,7 @@ def _step_five(role: str, key: str, sync: str) -> None:
 
 def _node_killing_mover(pid: int, args: list[str]) -> None:
     """``movebuckets`` that SIGKILLs the Galera node ``pid`` (the one every process writes
-    through) as its fence begins, then goes on (tests/replicas/test_galera.py)."""
+    through) as its fence begins, then goes on (tests/replicas/test_galera_moves.py)."""
     from django.core.management import execute_from_command_line
 
     from schemaless_store.moves import mover

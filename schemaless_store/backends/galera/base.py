@@ -12,7 +12,8 @@ node dies, the broken connections fail once (a read is repeated at once, a write
 ``ShardUnavailable`` unless it is retried), and the next connection goes to the next synced
 node: failover takes about one ``connect_timeout`` plus Galera's own suspicion timeout.
 
-Everything else is Django's MySQL backend: the store sees ``vendor == "mysql"``.
+Everything else is Django's MySQL backend: the store sees MariaDB's dialect
+(:mod:`...sql.dialects`).
 """
 
 from __future__ import annotations

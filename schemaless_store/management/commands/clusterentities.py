@@ -10,14 +10,14 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connections
 
 from schemaless_store.config import conf
-from schemaless_store.sql import layout
+from schemaless_store.sql import dialects, layout
 from schemaless_store.tables import clustering
 from schemaless_store.topology import servers
 
 
 class Command(BaseCommand):
     help = (
-        "Cluster the entities table of MySQL/MariaDB shards by id (PRIMARY KEY (id)), with one "
+        "Cluster the entities table of MariaDB shards by id (PRIMARY KEY (id)), with one "
         "online ALTER per shard (ALGORITHM=INPLACE, LOCK=NONE): reads and writes go on while "
         "the table is rebuilt. Shards already clustered by id are left alone."
     )
@@ -56,7 +56,7 @@ class Command(BaseCommand):
         todo: list[tuple[str, str]] = []
         for alias in aliases:
             conn = connections[alias]
-            if conn.vendor != "mysql":
+            if not dialects.of(conn).relayout:
                 self.stdout.write(f"{alias}: {conn.vendor}, which keeps its one layout.")
                 continue
             clustered_by = layout.clustered_by(conn)

@@ -80,7 +80,7 @@ class Command(BaseCommand):
             "--workers",
             type=whole_number,
             default=COPY_WORKERS,
-            help=f"Tables copied at the same time, on MySQL (default {COPY_WORKERS}).",
+            help=f"Tables copied at the same time, on MariaDB (default {COPY_WORKERS}).",
         )
         # The cleaner's throttle (schemaless_store.guards.throttle), with runcleaner's options.
         add_throttle_arguments(

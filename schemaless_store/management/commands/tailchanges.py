@@ -31,7 +31,7 @@ from django.core.management.base import BaseCommand, CommandError
 from schemaless_store.cells import feed
 from schemaless_store.config import conf
 from schemaless_store.exceptions import SchemalessError
-from schemaless_store.values import jsonview
+from schemaless_store.values import bounds, jsonview
 
 from ..arguments import seconds, shard_alias, whole_number
 
@@ -144,9 +144,7 @@ class Command(BaseCommand):
                 saved = json.loads(state_path.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
                 raise CommandError(f"cannot read the state file {state_path}: {exc}") from exc
-            if not isinstance(saved, dict) or not all(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in saved.values()
-            ):
+            if not isinstance(saved, dict) or not all(bounds.whole(v, 0) for v in saved.values()):
                 raise CommandError(
                     f"the state file {state_path} is not a JSON object of shard: position"
                 )
