@@ -9,8 +9,9 @@ creates, modifies that set the value or delete, reads) are checked for:
   by a read that had completed) is absent from a read that began after. On a register, a read
   returns a value that an acknowledged write, begun after that value's write was acknowledged
   and finished before the read began, should have replaced; or a read finds nothing although an
-  acknowledged write finished before it began and no delete could come after that write; or a
-  value a ``modify`` replaced is read again after that ``modify`` was acknowledged.
+  acknowledged write finished before it began and no delete may fall between that write and
+  the read (each write judged on its own, whatever comes later); or a value a ``modify``
+  replaced is read again after that ``modify`` was acknowledged.
 - ``duplicated``: an element twice in one read of a list (a write applied twice).
 - ``phantom``: a value no operation ever wrote to that key.
 - ``failed_present``: a value whose write ended in a definite failure, seen by a read.
@@ -222,22 +223,17 @@ def check_register(
     check_values(report, key, writers, reads)
     acknowledged = [op for op in ops if op.f in WRITES and op.outcome == "ok"]
     superseding = Superseding(acknowledged)
-    # Nothing read: an acknowledged write that no delete (ok or unknown) can follow, finished
-    # before the read began, is lost. The first such write is the one to name.
-    horizon = max(
-        (op.end for op in ops if op.f == "delete" and op.outcome != "fail"), default=-math.inf
-    )
-    kept = [op for op in acknowledged if op.f != "delete" and op.start >= horizon]
-    first_kept = min(kept, key=lambda op: op.end, default=None)
+    absent = Absence(ops, acknowledged)
     for read in reads:
         if read.result is None:
-            if first_kept is not None and first_kept.end < read.start:
+            lost = absent.unexplained(read)
+            if lost is not None:
                 report.add(
                     "lost",
-                    (key, first_kept.value),
+                    (key, lost.value),
                     key=key,
-                    value=first_kept.value,
-                    write=first_kept.brief(),
+                    value=lost.value,
+                    write=lost.brief(),
                     read=read.brief(),
                 )
             continue
@@ -259,6 +255,44 @@ def check_register(
             read=read.brief(),
             came_back=writer.brief(),
         )
+
+
+class Absence:
+    """Which acknowledged write a read that found nothing lost: each write is judged on its
+    own (issue 43), whatever comes after it. A write acknowledged before the read began is
+    lost unless a delete (acknowledged or unknown) may fall between the two: one that ended
+    after the write began (an unknown one may land up to :data:`UNKNOWN_GRACE` after its
+    recorded end) and began before the read ended. Of the writes acknowledged before the
+    read, the one begun last is the hardest to explain; if a delete explains it, it explains
+    every earlier one too."""
+
+    def __init__(self, ops: list[Op], acknowledged: list[Op]) -> None:
+        writes = sorted((op for op in acknowledged if op.f != "delete"), key=lambda op: op.end)
+        self.write_ends = [op.end for op in writes]
+        self.latest_write: list[Op] = []  # writes[:i + 1]'s write begun last
+        for op in writes:
+            latest = self.latest_write[-1] if self.latest_write else op
+            self.latest_write.append(op if op.start >= latest.start else latest)
+        deletes = sorted(
+            (op for op in ops if op.f == "delete" and op.outcome != "fail"),
+            key=lambda op: op.start,
+        )
+        self.delete_starts = [op.start for op in deletes]
+        self.latest_delete_end: list[float] = []  # deletes[:i + 1]'s latest (graced) end
+        for op in deletes:
+            end = op.end + (UNKNOWN_GRACE if op.outcome == "info" else 0.0)
+            previous = self.latest_delete_end[-1] if self.latest_delete_end else -math.inf
+            self.latest_delete_end.append(max(previous, end))
+
+    def unexplained(self, read: Op) -> Op | None:
+        finished = bisect.bisect_left(self.write_ends, read.start)
+        if not finished:
+            return None
+        write = self.latest_write[finished - 1]
+        begun = bisect.bisect_left(self.delete_starts, read.end)
+        if begun and self.latest_delete_end[begun - 1] > write.start:
+            return None
+        return write
 
 
 class Superseding:
