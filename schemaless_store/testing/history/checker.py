@@ -36,79 +36,21 @@ Each needs only that the store is linearizable per key, as its reads from the pr
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any
 
+from .findings import EXAMPLES, KINDS, Report
 from .records import WRITES, History, Op
 
-KINDS = (
-    "lost",
-    "duplicated",
-    "phantom",
-    "failed_present",
-    "not_prefix",
-    "resurrected",
-    "index_missed",
-    "index_wrong",
-)
-EXAMPLES = 5
+__all__ = ["EXAMPLES", "KINDS", "Report", "check"]
+LIST_KEYS = ("list-", "cell-")  # keys whose reads return lists: appends, map runs, cell puts
+
 # A write of unknown outcome is taken to land as late as this after its completion was
 # recorded (a statement the server still ran: the clients' read_timeout, 30 s), for a find.
 UNKNOWN_GRACE = 30.0
-
-
-@dataclass
-class Report:
-    """Each anomaly kind: the distinct findings (a key and value, or a pair of reads)."""
-
-    found: dict[str, dict[Any, dict[str, Any]]] = field(
-        default_factory=lambda: {kind: {} for kind in KINDS}
-    )
-    ops: dict[str, int] = field(default_factory=dict)
-    # The operation whose write shows twice or comes back, per finding; and the operations a
-    # ``lose-commit`` fault hit (process, index): a finding is told apart when they meet.
-    suspects: dict[Any, tuple[str, int]] = field(default_factory=dict)
-    lost_answers: set[tuple[str, int]] = field(default_factory=set)
-    finds_proven: int = 0  # finds whose answer had to hold the key's entity
-
-    def add(self, kind: str, identity: Any, suspect: Op | None = None, **example: Any) -> None:
-        if identity in self.found[kind]:
-            return
-        self.found[kind][identity] = example
-        if suspect is not None:
-            self.suspects[(kind, identity)] = (suspect.process, suspect.index)
-            if self.suspects[(kind, identity)] in self.lost_answers:
-                example["writer_lost_an_answer"] = True
-
-    def after_lost_answer(self, kind: str) -> int:
-        """How many findings of ``kind`` a write that lost its commit answer is behind."""
-        return sum(1 for found in self.found[kind].values() if found.get("writer_lost_an_answer"))
-
-    def counts(self) -> dict[str, int]:
-        return {kind: len(found) for kind, found in self.found.items()}
-
-    @property
-    def anomalies(self) -> int:
-        return sum(self.counts().values())
-
-    def text(self, examples: int = EXAMPLES) -> str:
-        """The report a run prints: op counts, then each kind's count and first examples."""
-        lines = [
-            "operations: "
-            + ", ".join(f"{name} {count}" for name, count in sorted(self.ops.items()))
-        ]
-        lines.append(f"finds proven (the answer had to hold the entity): {self.finds_proven}")
-        for kind in KINDS:
-            found = self.found[kind]
-            behind = self.after_lost_answer(kind)
-            why = f" ({behind} by a write that lost its commit answer)" if behind else ""
-            lines.append(f"{kind}: {len(found)}{why}")
-            lines += [f"    {example}" for example in list(found.values())[:examples]]
-        lines.append(f"anomalies: {self.anomalies}")
-        return "\n".join(lines)
 
 
 def check(history: History) -> Report:
@@ -117,6 +59,7 @@ def check(history: History) -> Report:
         (str(fault.detail.get("process")), int(fault.detail.get("op", -1)))
         for fault in history.faults
         if fault.nemesis == "lose-commit"
+        or (fault.nemesis == "kill-commit" and fault.detail.get("answer") != "answered")
     }
     for op in history.ops:
         name = f"{op.f} {op.outcome}"
@@ -127,12 +70,54 @@ def check(history: History) -> Report:
     for key, ops in by_key.items():
         writers = {op.value: op for op in ops if op.f in WRITES and op.value is not None}
         reads = [op for op in ops if op.f == "read" and op.outcome == "ok"]
-        if any(isinstance(read.result, list) for read in reads):
+        if key.startswith(LIST_KEYS) or any(isinstance(read.result, list) for read in reads):
             check_list(report, key, writers, reads)
         else:
             check_register(report, key, ops, writers, reads)
             check_finds(report, key, ops, writers)
+            check_versions(report, key, ops)
+    check_claims(report, history.ops)
     return report
+
+
+def check_versions(report: Report, key: str, ops: list[Op]) -> None:
+    """A register's kept versions (``history`` reads), as a list of the values written, oldest
+    first (deletions left out): every acknowledged write has its version, once, and two reads
+    are prefixes of one another."""
+    versions = [op for op in ops if op.f == "history" and op.outcome == "ok"]
+    if not versions:
+        return
+    report.versions_read += len(versions)
+    writers = {
+        op.value: op for op in ops if op.f in WRITES and op.f != "delete" and op.value is not None
+    }
+    reads = [
+        dataclasses.replace(op, result=[value for value in op.result or [] if value is not None])
+        for op in versions
+    ]
+    check_list(report, f"{key} versions", writers, reads)
+
+
+def check_claims(report: Report, ops: list[Op]) -> None:
+    """``unique_violated``: two claim keys holding one token in the final reads (nothing
+    writes by then). A claim's value ends with its token (``@t<n>``)."""
+    holders: dict[str, list[Op]] = defaultdict(list)
+    for op in ops:
+        if op.process == "final" and op.f == "read" and op.key.startswith("claim-"):
+            if op.outcome != "ok":
+                continue
+            report.claims_checked += 1
+            if isinstance(op.result, str) and "@" in op.result:
+                holders[op.result.rpartition("@")[2]].append(op)
+    for token, reads in holders.items():
+        if len(reads) > 1:
+            report.add(
+                "unique_violated",
+                token,
+                token=token,
+                keys=[read.key for read in reads],
+                values=[read.result for read in reads],
+            )
 
 
 def seen_values(read: Op) -> list[Any]:
