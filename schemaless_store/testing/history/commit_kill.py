@@ -18,10 +18,19 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .client import Client
+from .records import Recorder
+
+
+class Client(Protocol):
+    """What this needs of a client (:class:`.client.Client`)."""
+
+    process: str
+    seed: int
+    index: int
+    recorder: Recorder
+
 
 MAX_DELAY = 0.003  # seconds between sending the commit and the KILL
 

@@ -40,7 +40,7 @@ DEFAULT_NEMESES = (
     "sigkill",
 )
 LOSE_COMMIT_SHARE = 0.03  # of each client's shard commits, with lose-commit on
-KILL_COMMIT_SHARE = 0.01  # of each client's shard commits, with kill-commit on
+KILL_COMMIT_SHARE = 0.02  # of each client's shard commits, with kill-commit on
 PROGRESS_EVERY = 10.0
 FINAL_READ_TIMEOUT = 120.0
 

@@ -5,7 +5,7 @@ next one. Every value written is unique (``"<process>-<index>"``).
 - List keys (``list-<generation>-<slot>``; a new generation every :data:`GENERATION` seconds,
   so that no list grows without bound): ``append`` adds an element through
   ``Entity.objects.modify`` (the first append creates the entity); ``map`` (process ``p0``
-  only, one run at a time) appends an element to each list of the generation with
+  only, every :data:`MAP_EVERY` seconds) appends an element to each list of the generation with
   ``map_entities``, resumed until it finishes; ``read`` records the list.
 - Register keys (``reg-<slot>``): ``save`` (a plain save, no read first), ``create``,
   ``write`` (a ``modify`` that sets the value), ``delete`` (a ``modify`` that deletes), each
@@ -37,6 +37,7 @@ TOKENS = 4
 CELL_SLOTS = 2
 GENERATION = 30.0  # seconds a generation of list and cell keys takes writes
 CELL_COLUMN = "history_cell"
+MAP_EVERY = 8.0  # seconds between two map runs of p0
 # A map run stopped (by a move, which it waits out, or a fault) is resumed for this long.
 MAP_RESUME_FOR = 20.0
 KEYS = uuid.UUID("5c4e0a1e-55a7-4b1c-9a3e-34c0ffee0034")  # the namespace of the keys' ids
@@ -67,6 +68,7 @@ class Operations:
     rng: random.Random
     epoch: float
     mine: dict[str, str]
+    next_map: float = 0.0
     run: Callable[[str, str, Any], str]
     run_group: Callable[..., str]
 
@@ -77,7 +79,8 @@ class Operations:
         rng = self.rng
         area = rng.choices(("list", "register", "claim", "cell"), (40, 40, 10, 10))[0]
         if area == "list":
-            if self.process == "p0" and rng.random() < 0.02:
+            if self.process == "p0" and time.monotonic() >= self.next_map:
+                self.next_map = time.monotonic() + MAP_EVERY
                 self.map_lists()
                 return
             f = "append" if rng.random() < 0.75 else "read"
