@@ -25,7 +25,7 @@ wait "$galera" || status=1
 for run in single galera; do
   echo
   echo "=== $run ($out/$run.log, $out/$run/summary.json) ==="
-  grep -E '^history: (seed|operations|workload ok|faults injected|kill-commit|moves completed|injection errors|finds proven|version reads|claims checked|anomalies|the run is void)' \
-    "$out/$run.log" || tail -n 30 "$out/$run.log"
+  grep -E '^history: (seed|operations: [0-9]|workload ok|faults injected|kill-commit|moves completed|injection errors|finds proven|version reads|claims checked|anomalies|the run is void)' \
+    "$out/$run.log" | awk '!seen[$0]++' || tail -n 30 "$out/$run.log"
 done
 exit $status
