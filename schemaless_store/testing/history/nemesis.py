@@ -127,7 +127,6 @@ class MoveBuckets(Nemesis):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.unfinished: tuple[str, str] | None = None  # (target, buckets) of a failed move
-        self.completed = 0
         self.kill_movers = False  # mover-kill: SIGKILL every other run (set by the runner)
         self.runs = 0
 
@@ -187,7 +186,6 @@ class MoveBuckets(Nemesis):
             )
             if done.returncode == 0:
                 self.unfinished = None
-                self.completed += 1
                 return True
             time.sleep(1.0)
         self.errors.append(f"move of {buckets} to {target} failed {attempts} times")
@@ -298,13 +296,14 @@ class LockWait(Nemesis):
 
     @staticmethod
     def waiting(held: list[Any]) -> int:
-        """Transactions waiting for a lock now (at most, a write waiting on the one held)."""
+        """Transactions waiting now for a lock these connections hold."""
         waiting = 0
         for connection in held:
             with connection.cursor() as cursor:
                 cursor.execute(
-                    "SELECT COUNT(*) FROM information_schema.INNODB_TRX "
-                    "WHERE trx_state = 'LOCK WAIT'"
+                    "SELECT COUNT(*) FROM information_schema.INNODB_LOCK_WAITS AS w "
+                    "JOIN information_schema.INNODB_TRX AS t ON t.trx_id = w.blocking_trx_id "
+                    "WHERE t.trx_mysql_thread_id = CONNECTION_ID()"
                 )
                 waiting += int(cursor.fetchone()[0])
         return waiting
