@@ -4,7 +4,8 @@ share one). :func:`load` pairs them into :class:`Op` and :class:`Fault` values f
 
 - invocation: ``{"type": "invoke", "process", "index", "f", "key", "value", "time"}``;
 - completion: ``{"type": "ok" | "fail" | "info", "process", "index", "time"}`` with ``result``
-  (what a read returned), ``via`` (where the entity cache found it), ``prev`` (the value a
+  (what a read returned), ``via`` (where the entity cache found it) and ``heard`` (for a read
+  from the near cache, when its last answered ``PING`` was sent), ``prev`` (the value a
   modify replaced or deleted) and ``error``;
 - fault: ``{"type": "fault", "nemesis", "time", "detail"}``.
 
@@ -62,6 +63,7 @@ class Op:
     prev: Any = None
     error: str = ""
     via: str = ""  # a read: where the entity cache found it (near, redis, shard)
+    heard: float | None = None  # a near read: when the near cache's last answered PING was sent
 
     def brief(self) -> dict[str, Any]:
         """What a report shows of it."""
@@ -77,6 +79,8 @@ class Op:
             shown["error"] = self.error[:120]
         if self.via:
             shown["via"] = self.via
+        if self.heard is not None:
+            shown["heard"] = round(self.heard, 4)
         shown["start"], shown["end"] = round(self.start, 3), round(self.end, 3)
         return shown
 
@@ -159,7 +163,7 @@ def parse(lines: Iterable[str]) -> History:
             op.outcome, op.end = kind, record["time"]
             op.result, op.prev = record.get("result"), record.get("prev")
             op.error = record.get("error", "")
-            op.via = record.get("via", "")
+            op.via, op.heard = record.get("via", ""), record.get("heard")
     return History(sorted(ops.values(), key=lambda op: op.start), sorted(faults, key=_at))
 
 

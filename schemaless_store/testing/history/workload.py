@@ -172,8 +172,8 @@ class Operations:
 
     def do_read(self, key: str, value: Any) -> dict[str, Any]:
         """The value, or the list; ``via``: where the entity cache found it (``near``: this
-        process's memory, ``redis``, else the shard)."""
-        from ...cache import entity_cache
+        process's memory, with ``heard``, ``redis``, else the shard)."""
+        from ...cache import entity_cache, near_cache
         from ...models import Cell, Entity
 
         if key.startswith("cell-"):
@@ -184,15 +184,19 @@ class Operations:
             entity = Entity.objects.get(id=entity_id(key))
         except Entity.DoesNotExist:
             entity = None
+        details: dict[str, Any] = {"via": "shard"}
         if entity_cache.stats.near_hits > near:
-            via = "near"
-        else:
-            via = "redis" if entity_cache.stats.hits > hits else "shard"
+            # When the near cache's last answered PING was sent: every invalidation Redis
+            # sent before then had been applied when it answered (docs/cache.md).
+            copies = near_cache.existing()
+            details = {"via": "near", "heard": copies.heard() if copies else None}
+        elif entity_cache.stats.hits > hits:
+            details = {"via": "redis"}
         if entity is None:
-            return {"result": [] if key.startswith("list-") else None, "via": via}
+            return {"result": [] if key.startswith("list-") else None, **details}
         if key.startswith("list-"):
-            return {"result": list(entity.get("items", [])), "via": via}
-        return {"result": entity.get("value"), "via": via}
+            return {"result": list(entity.get("items", [])), **details}
+        return {"result": entity.get("value"), **details}
 
     def do_history(self, key: str, value: Any) -> dict[str, Any]:
         from ...cells.store import entity_history
