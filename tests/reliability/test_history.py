@@ -10,6 +10,11 @@ and restarted. The checker must find no anomaly (docs/reliability.md#the-history
 the run must have done enough to prove it: minimum counts of ok operations of each kind, of
 moves completed (not attempted) and of each fault injected, with no injection error.
 
+Known to fail now and then on today's code, with `lost` or `resurrected` findings whose read
+came from the near cache (`via: near`): the two near-cache faults of docs/reliability.md
+("Issue 43's workload and faults: short runs"), open. The assertion stays until they are
+repaired.
+
 The run starts throwaway servers of its own (the suite's are not touched) and takes about two
 minutes. ``SCHEMALESS_HISTORY_SEED`` replays another seed; a failure prints the seed and the
 replay command with the checker's report. Beside it, fast on both backends: the soak command's
