@@ -8,8 +8,8 @@ into the store from outside, at seeded random moments, records every fault with 
   ``movebuckets`` (in a process of its own), then back; a move that fails is run again, which
   resumes it (docs/resharding.md);
 - ``sigkill``: a random plain server SIGKILLed and restarted 1-3 s later, every 8-16 s;
-- ``mover-kill`` (with ``move``): every other ``movebuckets`` run (the first of each move) is
-  SIGKILLed at a random moment 0.2-5 s in; the next run resumes the move;
+- ``mover-kill`` (with ``move``): every other ``movebuckets`` run is SIGKILLed at a random
+  moment 0.2-5 s in (unless it ended first); the next run resumes the move;
 - ``lock-wait``: a row lock on a random key's entity (``SELECT ... FOR UPDATE`` on every
   shard database, through one node on Galera) held for longer than the clients'
   ``read_timeout`` (:data:`LOCK_READ_TIMEOUT`, set by the runner), every 1-4 s: a write of that
