@@ -122,6 +122,22 @@ def test_cell_and_map_keys_are_checked_as_lists_even_before_any_read_has_an_elem
     ) == {"duplicated": 1}
 
 
+def test_a_settled_unknown_bulk_write_decides_a_later_find():
+    # A bulk_put refused by one shard before anything was sent: the other shard's part
+    # committed before the call returned, or never; it cannot land after (no 30 s grace).
+    settled = op("bulk", "R", 0, 1, "info", value="b")
+    settled.settled = True
+    history = (
+        settled,
+        op("save", "R", 2, 3, value="a"),
+        op("find", "R", 4, 5, value="a", result=[]),
+    )
+    assert found(*history) == {"index_missed": 1}
+    assert check(History(list(history), [])).finds_proven == 1
+    unsettled = op("bulk", "R", 0, 1, "info", value="b")  # a lost answer: it may land late
+    assert found(unsettled, *history[1:]) == {}
+
+
 # --- the faults and reads the report tells apart ------------------------------------------
 
 

@@ -49,7 +49,8 @@ __all__ = ["EXAMPLES", "KINDS", "Report", "check"]
 LIST_KEYS = ("list-", "cell-")  # keys whose reads return lists: appends, map runs, cell puts
 
 # A write of unknown outcome is taken to land as late as this after its completion was
-# recorded (a statement the server still ran: the clients' read_timeout, 30 s), for a find.
+# recorded (a statement the server still ran: the clients' read_timeout, 30 s), for a find,
+# unless it is ``settled`` (no answer was lost: whatever landed did so before its end).
 UNKNOWN_GRACE = 30.0
 
 
@@ -322,7 +323,7 @@ def check_finds(report: Report, key: str, ops: list[Op], writers: dict[Any, Op])
     latest: list[tuple[float, Op | None, float]] = []
     best, best_op, second = -math.inf, None, -math.inf
     for op in changes:
-        end = op.end + (UNKNOWN_GRACE if op.outcome == "info" else 0.0)
+        end = op.end + (UNKNOWN_GRACE if op.outcome == "info" and not op.settled else 0.0)
         if end > best:
             best, best_op, second = end, op, best
         elif end > second:

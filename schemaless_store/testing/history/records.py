@@ -6,7 +6,8 @@ share one). :func:`load` pairs them into :class:`Op` and :class:`Fault` values f
 - completion: ``{"type": "ok" | "fail" | "info", "process", "index", "time"}`` with ``result``
   (what a read returned), ``via`` (where the entity cache found it) and ``heard`` (for a read
   from the near cache, when its last answered ``PING`` was sent), ``prev`` (the value a
-  modify replaced or deleted) and ``error``;
+  modify replaced or deleted), ``error``, and ``settled`` (an ``info`` that cannot land after
+  its completion);
 - fault: ``{"type": "fault", "nemesis", "time", "detail"}``.
 
 ``ok``: the operation took effect; ``fail``: it definitely did not; ``info``: unknown, it may
@@ -64,6 +65,9 @@ class Op:
     error: str = ""
     via: str = ""  # a read: where the entity cache found it (near, redis, shard)
     heard: float | None = None  # a near read: when the near cache's last answered PING was sent
+    # An unknown outcome that cannot land after its completion (no answer was lost: a part of
+    # a bulk_put refused before anything was sent, another part perhaps committed).
+    settled: bool = False
 
     def brief(self) -> dict[str, Any]:
         """What a report shows of it."""
@@ -164,6 +168,7 @@ def parse(lines: Iterable[str]) -> History:
             op.result, op.prev = record.get("result"), record.get("prev")
             op.error = record.get("error", "")
             op.via, op.heard = record.get("via", ""), record.get("heard")
+            op.settled = bool(record.get("settled", False))
     return History(sorted(ops.values(), key=lambda op: op.start), sorted(faults, key=_at))
 
 

@@ -12,9 +12,10 @@ next one. Every value written is unique (``"<process>-<index>"``).
   ``modify`` recording the value it replaced (``prev``); ``update`` (the partial update,
   ``filter(id=...).update(value=...)``; no entity: a definite failure); ``bulk`` (one
   ``bulk_put`` of two registers, a record per key; a failure is ``info`` for both, as each
-  shard's part is a transaction of its own); ``read`` (through the entity cache and
-  the near cache); ``find`` (the value this client last wrote, looked up through the index on
-  ``value``); ``history`` (the values of the entity's kept versions, oldest first).
+  shard's part is a transaction of its own, ``settled`` when no answer was lost); ``read``
+  (through the entity cache and the near cache); ``find`` (the value this client last wrote,
+  looked up through the index on ``value``); ``history`` (the values of the entity's kept
+  versions, oldest first).
 - Claim keys (``claim-<slot>``): ``claim`` saves a unique value and one of a few tokens under
   a unique index (the token is the value's suffix, ``@t<n>``; ``UniqueViolation``: a definite
   failure); ``delete``; ``read``.
@@ -119,6 +120,7 @@ class Operations:
     # --- operations on several keys: a record per key --------------------------------------
 
     def bulk(self, key: str) -> None:
+        from ...exceptions import ShardUnavailable
         from ...models import Entity
 
         other = f"reg-{(int(key.split('-')[1]) + 1) % REGISTER_SLOTS}"
@@ -129,9 +131,13 @@ class Operations:
                 Entity.objects.bulk_put([{"id": entity_id(k), "value": v} for k, v in items])
             except Exception as exc:
                 # A batch is one transaction per shard: a failure on one shard says nothing
-                # of the other's, which may have committed.
+                # of the other's, which may have committed. When the failure is a shard that
+                # took nothing (refused before anything was sent), whatever committed did so
+                # before the call returned: ``settled``, it cannot land later.
                 error = f"{type(exc).__name__}: {exc}"[:300]
-                return {k: ("info", {"error": error}) for k, _ in items}
+                settled = isinstance(exc, ShardUnavailable) and not exc.lost
+                details = {"error": error, **({"settled": True} if settled else {})}
+                return {k: ("info", details) for k, _ in items}
             return {k: ("ok", {}) for k, _ in items}
 
         if self.run_group("bulk", items, put) == "ok":
