@@ -15,6 +15,7 @@ LEGS = (
     "scatter",
     "scale",
     "index_add",
+    "index_move",
     "backup",
     "netem",
     "devapi",

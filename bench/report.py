@@ -302,6 +302,13 @@ def markdown(run: dict[str, Any]) -> str:
         out += ["## Scale", "", *scale_table(run["scale"], run["scale_summary"]), ""]
     if run["index_add"]:
         out += ["## Index add on a live store", "", *index_add_table(run["index_add"]), ""]
+    if run.get("index_move"):
+        out += [
+            "## Index add while the writer moves entities between users (indexed values change)",
+            "",
+            *index_add_table(run["index_move"]),
+            "",
+        ]
     if run.get("backup_memory"):
         summary = run.get("backup_memory_summary", {})
         out += ["## Backups: memory", "", *backup_memory_table(run["backup_memory"], summary), ""]

@@ -239,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         devapi,
         get,
         index_add,
+        index_move,
         layout,
         netem,
         put,
@@ -260,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         "comparisons": [],
         "scale": [],
         "index_add": [],
+        "index_move": [],
         "backup_memory": [],
     }
     main_legs = {
@@ -304,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
             run["comparisons"].extend(scatter.run(bench))
         if "index_add" in args.legs and bench.size in index_add_sizes:
             run["index_add"].extend(index_add.run(bench))
+        if "index_move" in args.legs and bench.size == plan.main_size:
+            run["index_move"].extend(index_move.run(bench))
         if "backup" in args.legs and bench.size in backup_sizes:
             compared, memory = backup.run(bench)
             run["comparisons"].extend(compared)

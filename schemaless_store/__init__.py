@@ -1,4 +1,5 @@
-"""schemaless_store: a schema-less, sharded entity store on MySQL with live secondary indexes."""
+"""schemaless_store: a schema-less, sharded entity store on MariaDB (10.11 or later; not MySQL)
+with secondary indexes you add and drop on a live system, as a reusable Django app."""
 
 from __future__ import annotations
 
@@ -43,4 +44,4 @@ def __dir__() -> list[str]:
 
 # Not Kind: a star-import may run before the app registry is ready (Kind is lazy for that).
 __all__ = ["DELETE", "Index"]
-__version__ = "0.1.0.dev0"
+__version__ = "0.1.0"

@@ -12,6 +12,7 @@ class SchemalessStoreConfig(AppConfig):
     def ready(self) -> None:
         from . import checks, signals  # noqa: F401 - registers the system checks
         from .config.indexes import registry
+        from .kinds import checks as kind_checks  # noqa: F401 - and the kinds' ones
 
         signals.connect()
         user = getattr(settings, "SCHEMALESS", None)

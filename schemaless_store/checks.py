@@ -14,6 +14,7 @@ from .config import conf, server_support
 from .config.indexes import registry
 from .exceptions import ConfigurationError
 from .guards import fence
+from .sql import sessions
 from .tables import clustering
 from .topology import bucket_map
 
@@ -301,3 +302,55 @@ def check_entities_layout(
         )
         for alias in seed
     ]
+
+
+@register(Tags.database)
+def check_receipt_retention(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[Any]:
+    """Receipts outlive every retry (docs/design.md#receipts): ``RECEIPT_RETENTION`` at least
+    the longest a retry can take to read its receipt (E010); a MySQL shard without
+    ``read_timeout`` waits for a lost answer without end (W007). With ``--database`` (as
+    ``migrate`` runs it) the lock wait of each shard named is read from its server."""
+    try:
+        resolved = conf.get()
+    except ConfigurationError:
+        return []  # schemaless.E001 says what is wrong
+    problems: list[Any] = []
+    lock_waits: dict[str, float] = {}
+    for alias in resolved.shards if databases else ():
+        if alias not in databases or connections[alias].vendor != "mysql":
+            continue
+        try:
+            with connections[alias].cursor() as cursor:
+                lock_waits[alias] = sessions.lock_wait(cursor)
+        except DatabaseError:
+            continue  # not reachable: other checks and commands say so
+    parts = conf.receipt_horizon_parts(resolved, settings.DATABASES, lock_waits)
+    horizon = sum(seconds for _part, seconds in parts)
+    if resolved.receipt_retention < horizon:
+        spelled = " + ".join(f"{part} {seconds:g} s" for part, seconds in parts)
+        problems.append(
+            Error(
+                f"SCHEMALESS['RECEIPT_RETENTION'] is {resolved.receipt_retention:g} s, but a "
+                f"retry may ask for its receipt up to {horizon:g} s after its commit "
+                f"({spelled}); a receipt removed before then turns that retry into "
+                "OutcomeUnknown",
+                hint=f"raise RECEIPT_RETENTION to at least {horizon:g}, or lower those "
+                f"timeouts; {DOCS}",
+                id="schemaless.E010",
+            )
+        )
+    for alias in resolved.shards:
+        db = settings.DATABASES.get(alias, {})
+        if conf.speaks_mysql(db) and not db.get("OPTIONS", {}).get("read_timeout"):
+            problems.append(
+                Warning(
+                    f"shard {alias!r} has no read_timeout: a write whose commit answer is "
+                    "lost may wait for it without end, and a retry that comes after "
+                    "RECEIPT_RETENTION raises OutcomeUnknown",
+                    hint=f"set OPTIONS['read_timeout'] (dburls sets 30); {DOCS}",
+                    id="schemaless.W007",
+                )
+            )
+    return problems

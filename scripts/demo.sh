@@ -8,14 +8,21 @@
 #   DJANGO_DEBUG=1 bash scripts/demo.sh           # Django's DEBUG pages (off by default)
 #   DEMO_SERVER=gunicorn bash scripts/demo.sh     # serve with gunicorn as production does
 #                                                 # (scripts/serve.sh; docker-compose.yml)
-# With DATABASE_URL and SHARD_DATABASE_URLS set, the same site runs on MySQL/MariaDB servers.
+#   PYTHON=/opt/venv/bin/python bash scripts/demo.sh   # an installed environment, no .venv
+# With DATABASE_URL and SHARD_DATABASE_URLS set, the same site runs on MariaDB servers (10.11+).
 # SCHEMALESS_DATA_DIR moves the SQLite files; DEMO_SEED_ARGS replaces the seed's arguments.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # This script runs the demo project, whatever settings module the calling shell has exported.
 export DJANGO_SETTINGS_MODULE=project.settings
-scripts/setup.sh .venv python3
-py=.venv/bin/python
+# PYTHON: an interpreter that has the requirements already (the production image's, Dockerfile);
+# without it, scripts/setup.sh makes .venv.
+if [ -n "${PYTHON:-}" ]; then
+  py=$PYTHON
+else
+  scripts/setup.sh .venv python3
+  py=.venv/bin/python
+fi
 host=${HOST:-127.0.0.1}
 port=${PORT:-8000}
 

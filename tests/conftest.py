@@ -1,7 +1,7 @@
 """The fixtures the areas share. The tests are grouped by area (tests/README.md has the map):
 
-core, queries, cleaner, moves, replicas, cache, backup, admin, demo, reliability, commands and
-house, with what they share that is not a fixture in ``tests/support``.
+core, queries, cleaner, moves, replicas, cache, backup, admin, demo, reliability, commands,
+house and package, with what they share that is not a fixture in ``tests/support``.
 
 - ``_clean_index_tables`` (every test): index tables emptied after each test (Django's flush
   empties model tables only), the map and index states read again.

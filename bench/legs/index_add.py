@@ -159,10 +159,17 @@ def _peer_settings() -> dict[str, Any]:
     return settings.DATABASES["peer"]
 
 
-def run_alters(bench: Bench) -> list[dict[str, Any]]:
+def run_alters(
+    bench: Bench,
+    writer: Callable[[], Callable[[int], None]] | None = None,
+    alters: tuple[str, ...] = tuple(ALTERS),
+    leg: str = "index_add",
+) -> list[dict[str, Any]]:
+    """Each of ``alters`` (:data:`ALTERS`) while ``writer`` (default: inserts) runs."""
     cursor = bench.peer.conn.cursor()
     out = []
-    for name, suffix in ALTERS.items():
+    for name in alters:
+        suffix = ALTERS[name]
 
         def alter(suffix: str = suffix) -> str:
             cursor.execute(f"ALTER TABLE {peer.TABLE} ADD INDEX {LINK_INDEX} (link){suffix}")
@@ -170,7 +177,7 @@ def run_alters(bench: Bench) -> list[dict[str, Any]]:
 
         bench.log(f"index add: {name} on {bench.size:,} rows, writer running")
         try:
-            record = with_writer(bench, json_writer(bench), alter)
+            record = with_writer(bench, writer or json_writer(bench), alter)
         except Exception as exc:  # e.g. an algorithm MariaDB refuses for this column
             record = {"error": f"{type(exc).__name__}: {exc}"}
         finally:
@@ -178,7 +185,7 @@ def run_alters(bench: Bench) -> list[dict[str, Any]]:
             if cursor.fetchall():
                 cursor.execute(f"ALTER TABLE {peer.TABLE} DROP INDEX {LINK_INDEX}")
         forget_writes(bench)
-        out.append({"leg": "index_add", "contender": name, "size": bench.size, **record})
+        out.append({"leg": leg, "contender": name, "size": bench.size, **record})
     return out
 
 
@@ -238,8 +245,14 @@ def _close_thread_connections() -> None:
     connections.close_all()
 
 
-def run_ours(bench: Bench) -> dict[str, Any]:
-    """Declare a new index on the loaded store and backfill it with the cleaner, live."""
+def run_ours(
+    bench: Bench,
+    writer: Callable[[], Callable[[int], None]] = store_writer,
+    leg: str = "index_add",
+    table: str = "index_link",
+) -> dict[str, Any]:
+    """Declare a new index on the loaded store and backfill it with the cleaner, live, while
+    ``writer`` (default: single puts) runs."""
     from django.core.management import call_command
 
     from schemaless_store.config.indexes import Index, registry
@@ -247,7 +260,7 @@ def run_ours(bench: Bench) -> dict[str, Any]:
     from schemaless_store.tables import lifecycle
     from schemaless_store.topology import shards
 
-    name = f"index_link_{bench.size}"
+    name = f"{table}_{bench.size}"
     index = Index(table=name, properties=["link"], shard_on="link")
     registry.register(index, module="bench.legs.index_add")
     call_command("migrateall", verbosity=0)  # its tables on every shard; recorded as building
@@ -280,7 +293,7 @@ def run_ours(bench: Bench) -> dict[str, Any]:
         try:
             record = with_writer(
                 bench,
-                store_writer,
+                writer,
                 backfill,
                 on_stop=_close_thread_connections,
                 during=backfill_window,
@@ -312,7 +325,7 @@ def run_ours(bench: Bench) -> dict[str, Any]:
         index_exact=rows == entities,  # every entity has one link: one row each
     )
     forget_writes(bench)
-    return {"leg": "index_add", "contender": "ours_backfill", "size": bench.size, **record}
+    return {"leg": leg, "contender": "ours_backfill", "size": bench.size, **record}
 
 
 def _count(alias: str, table: str) -> int:

@@ -125,6 +125,18 @@ def _suspend(reason: BaseException) -> None:
     )
 
 
+def distrust(reason: str) -> None:
+    """Read the database only, in this process, for ``CACHE_TIMEOUT`` seconds: a write whose
+    outcome is unknown may still commit after its invalidation (docs/cache.md)."""
+    global _suspended_until
+    if _backend() is None:
+        return
+    timeout = conf.get().cache_timeout
+    with _suspend_lock:
+        _suspended_until = time.monotonic() + timeout
+    logger.error("%s; this process reads the database only for the next %.0f s", reason, timeout)
+
+
 def resume() -> None:
     """Use the cache again at once after a failed invalidation (tests, an operator's shell)."""
     global _suspended_until

@@ -33,12 +33,22 @@ import threading
 from typing import Any
 
 from django.core.cache.backends.base import default_key_func
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
+
+try:  # the `cache` extra (redis-py): the entity cache needs it, the rest of the store does not
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import NoScriptError
+except ImportError:  # no Redis cache can be configured, so nothing raises these
+
+    class RedisConnectionError(Exception):  # type: ignore[no-redef]
+        """Stands for redis-py's, which is not installed."""
+
+    class NoScriptError(Exception):  # type: ignore[no-redef]
+        """Stands for redis-py's, which is not installed."""
+
 
 try:  # redis-py's own packer with hiredis, without its per-argument checks
     from hiredis import pack_command as _hiredis_pack
-except ImportError:  # pragma: no cover - hiredis is in requirements.txt
+except ImportError:  # pragma: no cover - hiredis comes with the `cache` extra (redis[hiredis])
     _hiredis_pack = None  # type: ignore[assignment]
 
 MAX_PENDING = 256

@@ -163,6 +163,55 @@ NEAR_RULES: dict[str, Rule] = {
 
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
 
+# Seconds of slack between the receipts' clocks (a Galera node's against another's, a clock
+# stepped back): a retry whose receipt is this close to the retention takes "absent" for
+# "unknown" (docs/design.md#receipts), and the startup check adds it to the horizon.
+RECEIPT_MARGIN = 10.0
+# InnoDB's innodb_lock_wait_timeout unless a shard's init_command sets it.
+LOCK_WAIT = 50.0
+_LOCK_WAIT_SET = re.compile(r"innodb_lock_wait_timeout\s*=\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
+
+
+def receipt_horizon_parts(
+    resolved: StoreSettings, databases: dict[str, Any], lock_waits: dict[str, float] | None = None
+) -> list[tuple[str, float]]:
+    """What the longest retry can take, from its receipt's time to reading it, by part: its
+    commit's lost answer (the client waits up to 3 x ``read_timeout``), ``RECEIPT_WAIT``, the
+    last ask's own connection and answer (``connect_timeout`` + 3 x ``read_timeout``) and the
+    receipt row's lock wait, on the MySQL shard where they are longest, and the clocks'
+    margin. The lock wait is the server's where ``lock_waits`` gives it, else the one the
+    shard's ``init_command`` sets, else InnoDB's default. A MySQL shard without
+    ``read_timeout`` waits without end: not counted here (check ``schemaless.W007``)."""
+    worst: list[tuple[str, float]] = []
+    for alias in resolved.shards:
+        db = databases.get(alias, {})
+        options = db.get("OPTIONS", {})
+        if not speaks_mysql(db) or not options.get("read_timeout"):
+            continue
+        read = 3 * float(options["read_timeout"])
+        found = _LOCK_WAIT_SET.search(str(options.get("init_command", "")))
+        lock = (lock_waits or {}).get(alias, float(found.group(1)) if found else LOCK_WAIT)
+        here = [
+            (f"3 x read_timeout of {alias!r} (a lost answer)", read),
+            (f"connect_timeout + 3 x read_timeout of {alias!r} (the last ask)",
+             float(options.get("connect_timeout") or 0) + read),
+            (f"the lock wait of {alias!r} (innodb_lock_wait_timeout)", lock),
+        ]  # fmt: skip
+        if sum(s for _p, s in here) > sum(s for _p, s in worst):
+            worst = here
+    return [("RECEIPT_WAIT", resolved.receipt_wait), *worst, ("clock margin", RECEIPT_MARGIN)]
+
+
+def speaks_mysql(db: dict[str, Any]) -> bool:
+    """Whether a ``DATABASES`` entry is MySQL's backend or one built on it (the Galera one)."""
+    engine = str(db.get("ENGINE", ""))
+    return engine.endswith(("mysql", ".galera"))
+
+
+def receipt_horizon(resolved: StoreSettings, databases: dict[str, Any]) -> float:
+    """The least ``RECEIPT_RETENTION`` that outlives every retry: :func:`receipt_horizon_parts`."""
+    return sum(seconds for _part, seconds in receipt_horizon_parts(resolved, databases))
+
 
 @dataclass(frozen=True)
 class NearCacheSettings:

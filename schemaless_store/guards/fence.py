@@ -6,8 +6,10 @@ shard serves (:class:`Snapshot`: one primary-key read of the shard's generation,
 itself cached per process and generation) and every write checks its buckets against that in
 the client (:func:`refused`). Taking a bucket away from a shard (:func:`withdraw`, a move's
 fence) changes the table and its generation, then ends every other session on that shard's
-database, whatever user opened it, on every node of a Galera cluster, and waits until they are
-gone. Before it changes anything it checks that it can (:func:`unready`): the mover's user
+database, whatever user opened it, and every session on another database (or none) whose
+transaction holds uncommitted writes or locks (it may have written the shard's tables by their
+qualified names), on every node of a Galera cluster, and waits until they are gone. Before it
+changes anything it checks that it can (:func:`unready`): the mover's user
 may see and end other users' sessions, and the nodes configured for the shard are all the
 members the cluster reports. It needs no clock:
 
@@ -131,10 +133,11 @@ def withdraw(
 
 
 def end_other_connections(alias: str) -> int:
-    """Kill every other session on ``alias``'s database, whatever its user, on each node of
-    its server (each node of a Galera cluster, once it has applied what was committed), and
-    wait until they are gone. This thread's own connections are kept (its snapshots are read
-    again: :data:`..tables.buckets.epoch`). Returns the number killed.
+    """Kill every other session on ``alias``'s database, whatever its user, and every session
+    elsewhere with uncommitted writes or locks (:func:`..sql.sessions.writing_elsewhere`), on
+    each node of its server (each node of a Galera cluster, once it has applied what was
+    committed), and wait until they are gone. This thread's own connections are kept (its
+    snapshots are read again: :data:`..tables.buckets.epoch`). Returns the number killed.
 
     A node that does not answer is passed over only when the nodes that do say the cluster's
     primary component does not count it (a node outside it cannot commit); otherwise
@@ -159,7 +162,12 @@ def end_other_connections(alias: str) -> int:
                     sessions.apply_first(cursor)
                     bucket_table.generation(cursor)
                 server = sessions.where(cursor)[:2]
-                found = sessions.others(cursor, database)
+                # And a session on another database (or none) with uncommitted writes: it
+                # may have written the shard's tables by their qualified names.
+                found = [
+                    *sessions.others(cursor, database),
+                    *sessions.writing_elsewhere(cursor, database),
+                ]
                 victims = [n for n in found if (*server, n) not in keep]
                 sessions.kill(cursor, victims)
                 killed += len(victims)

@@ -12,5 +12,7 @@ from __future__ import annotations
 
 from .kind import Kind, KindBase
 from .manager import KindManager
+from .query import KindQuery
+from .references import DANGLE, ReferenceField
 
-__all__ = ["Kind", "KindBase", "KindManager"]
+__all__ = ["DANGLE", "Kind", "KindBase", "KindManager", "KindQuery", "ReferenceField"]

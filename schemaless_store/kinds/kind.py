@@ -43,6 +43,8 @@ from .options import (
     stored_value,
     take_fields,
 )
+from .references import ReferenceField
+from .saving import check_expressions, only_named
 
 # Every kind by its stored name: two kinds with one name would read each other's entities.
 KINDS: dict[str, type[Any]] = {}
@@ -86,7 +88,15 @@ class KindBase(ModelBase):
         options.converted = frozenset(
             attr for attr, prop in vars(cls).items() if getattr(prop, "converted", False)
         )
-        options.indexes = kind_indexes(name, options.name, meta.get("indexes"))
+        options.references = tuple(
+            attr for attr, f in options.fields.items() if isinstance(f, ReferenceField)
+        )
+        options.auto_dates = tuple(
+            f
+            for f in options.fields.values()
+            if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)
+        )
+        options.indexes = kind_indexes(name, options.name, meta.get("indexes"), options.fields)
         for index in options.indexes:
             index.module = cls.__module__
         cls._kind = options
@@ -129,6 +139,10 @@ class Kind(_Base, metaclass=KindBase):
         for attr, model_field in options.fields.items():
             if attr not in props:
                 props[attr] = model_field.get_default()
+        for attr in options.references:  # Review(book=book): the id stored, the book kept
+            value = props[attr]
+            if hasattr(value, "body_properties"):
+                setattr(self, attr, value)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id}>"
@@ -250,9 +264,18 @@ class Kind(_Base, metaclass=KindBase):
         skips the check, for values just cleaned. ``expect``: the stored state the write
         requires (:mod:`schemaless_store.values.expected`; the admin's token of the page it
         loaded)."""
+        options = self._kind
+        named = only_named(self, update_fields)
+        for model_field in options.auto_dates:
+            if named is None or model_field.name in named:
+                model_field.pre_save(self, self._state.adding)
+        check_expressions(self, named)
         if validate:
-            self.full_clean()
-        self._properties()[KIND_PROPERTY] = self._kind.name
+            if named is None:
+                self.full_clean()
+            else:  # as Django's: only the fields written are checked
+                self.full_clean(exclude=[f for f in options.fields if f not in named])
+        self._properties()[KIND_PROPERTY] = options.name
         if expect is not None:
             entity_writes.save(
                 self, force_insert=bool(force_insert), expect=expect, update_fields=update_fields

@@ -21,6 +21,8 @@ from django.utils import timezone
 
 from ..config.indexes import KIND_PROPERTY, Index, registry
 from ..exceptions import ConfigurationError
+from ..values.index_values import COLUMN_TYPES
+from .references import Reference, ReferenceField, ReferenceId
 
 ALLOW, FORBID = "allow", "forbid"
 # Meta options of a kind that Django's own Options would refuse.
@@ -45,6 +47,9 @@ class KindOptions:
     converted: frozenset[str] = frozenset()
     # Per field, the scalar values it accepted and what they were cleaned to (kind.clean_fields).
     accepted: dict[str, dict[Any, Any]] = field(default_factory=dict)
+    # The ReferenceFields' names, and the fields with auto_now or auto_now_add.
+    references: tuple[str, ...] = ()
+    auto_dates: tuple[models.Field, ...] = ()
 
 
 class Property:
@@ -177,12 +182,25 @@ def add_fields(cls: Any, fields: dict[str, models.Field]) -> None:
         # No column: the ORM's queries (and Model.__init__) leave the field alone.
         model_field.column = None  # type: ignore[assignment]
         model_field.concrete = False
+        if isinstance(model_field, ReferenceField):
+            if f"{attr}_id" in fields:
+                raise ConfigurationError(
+                    f"kind {cls.__name__}: {attr}_id is the id of the reference {attr}; "
+                    "rename the field"
+                )
+            setattr(cls, attr, Reference(model_field))
+            setattr(cls, f"{attr}_id", ReferenceId(attr))
+            continue
         setattr(cls, attr, Property(model_field))
     cls._meta._expire_cache()
 
 
-def kind_indexes(name: str, kind: str, declared: Any) -> list[Index]:
-    """The kind's ``Meta.indexes``: each pinned to the kind and registered."""
+def kind_indexes(
+    name: str, kind: str, declared: Any, fields: dict[str, models.Field] | None = None
+) -> list[Index]:
+    """The kind's ``Meta.indexes``: each pinned to the kind and registered. A property of a
+    ``DecimalField`` given no column type is indexed as ``"decimal"`` (its body holds text,
+    which would sort ``"10"`` before ``"9"``)."""
     if declared is None:
         return []
     indexes = list(declared)
@@ -197,6 +215,13 @@ def kind_indexes(name: str, kind: str, declared: Any) -> list[Index]:
                 f"kind {name}: index {index.name!r} is declared on another kind"
             )
         index.kind = kind
+        for prop in index.properties:
+            model_field = (fields or {}).get(prop)
+            if (
+                isinstance(model_field, models.DecimalField)
+                and type(index.columns.get(prop)) is COLUMN_TYPES["key"]
+            ):
+                index.columns[prop] = COLUMN_TYPES["decimal"]()
         registry.register(index)
     return indexes
 

@@ -41,6 +41,21 @@ class KindQuerySet(EntityQuerySet):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._iterable_class = KindIterable
+        # Meta.ordering names declared fields, which have no column: it orders the kind's
+        # index queries (Book.objects.filter(...)), never SQL over a shard's rows.
+        self.query.default_ordering = False
+
+    def order_by(self, *field_names: Any) -> Any:
+        declared = self.model._kind.fields
+        named = [f for f in field_names if isinstance(f, str) and f.lstrip("-") in declared]
+        if named:
+            name = self.model.__name__
+            raise InvalidQuery(
+                f"{name}.objects.using(alias) reads one shard's rows, ordered by their "
+                f"columns (added_id, row_updated); {named[0]!r} is a property: order by it "
+                f"through an index, {name}.objects.order_by({named[0]!r})"
+            )
+        return super().order_by(*field_names)
 
     def _refused(self, what: str) -> InvalidQuery:
         return InvalidQuery(

@@ -159,16 +159,24 @@ class Applier:
         for key in saves:
             groups.setdefault(bucket_map.alias_for(key), []).append(key)
         for alias, keys in groups.items():
-            items = [saves[key] for key in keys]
             try:
-                self._write(alias, items)
+                self._write(alias, [saves[key] for key in keys])
             except SplitWrite:  # the batch's buckets moved to several shards: one by one
-                for item in items:
-                    self._write(bucket_map.alias_for(item[1].key), [item])
-            for key in keys:
-                del saves[key]
-            result.changed += len(keys)
-            result.saved.extend(keys)
+                for key in keys:
+                    self._write(bucket_map.alias_for(key), [saves[key]])
+                    self._written(saves, result, [key])  # before a later item's Conflict
+                continue
+            self._written(saves, result, keys)
+
+    @staticmethod
+    def _written(
+        saves: dict[bytes, tuple[Any, Change]], result: BatchResult, keys: list[bytes]
+    ) -> None:
+        """``keys`` committed: they leave ``saves`` (never written, nor mapped, again)."""
+        for key in keys:
+            del saves[key]
+        result.changed += len(keys)
+        result.saved.extend(keys)
 
     def _write(self, alias: str, items: list[tuple[Any, Change]]) -> None:
         write = Write(alias, [change for _entity, change in items])

@@ -5,9 +5,9 @@ starts, and each safe to run again, so a killed mover resumes where it was:
 
 1. **copying**: the target marks the buckets ``incoming`` (it serves none of them) and drops
    any rows of them a failed earlier attempt left; each source gets change-capture triggers
-   (:mod:`..tables.move_log`); then every table of each source is walked in key order and
-   the rows of the moving buckets are written to the target, throttled as the cleaner is
-   (:mod:`..guards.throttle`), with a checkpoint per batch.
+   (:mod:`..tables.move_log`), each proven by a probe write; then every table of each source
+   is walked in key order and the rows of the moving buckets are written to the target,
+   throttled as the cleaner is (:mod:`..guards.throttle`), with a checkpoint per batch.
 2. **catching up**: the logged changes are replayed (the target's rows of each changed key
    made what the source's are) until a pass finds few.
 3. **fenced**: each source marks the buckets ``fenced`` and, on MySQL, ends every other
@@ -19,8 +19,10 @@ starts, and each safe to run again, so a killed mover resumes where it was:
 5. **verify** (:mod:`.verification`): a change logged on a source since the final replay
    escaped the fence: the move is **held**, the sources' copies kept, until the operator
    releases it (:meth:`Mover.release`). Otherwise rows and checksums of the moved buckets are
-   compared between the sources and the target as it was at the flip. The verdict is saved
-   before the sources' triggers and logs are dropped (a held move keeps them).
+   compared between the sources and the target as it was at the flip (a resumed mover: as it
+   is now, but for the keys the target's own log names, written since the flip). The
+   verdict is saved before the sources' triggers and logs are dropped (a held move keeps
+   them).
 6. **cleaning**: the logs are dropped if they are still there, then the sources' copies.
 """
 
@@ -37,7 +39,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from ..config import conf
-from ..config.metadata import BucketMove
+from ..config.metadata import BucketMove, ShardMap
 from ..exceptions import MoveRefused
 from ..guards import fence
 from ..guards.throttle import LatencyProbe, Throttle
@@ -93,6 +95,7 @@ class Mover(RowMoves):
         self.tables = moved_tables()
         self.pause = 0.0
         self._fenced = False  # this mover ended the sources' sessions (one fence per move)
+        self._proven = False  # this mover proved the sources' triggers by a probe write
         self._saved = 0.0  # when the record was last saved (time.monotonic())
         # The target as it was at the flip, for the verification (None after a resume).
         self.snapshot: BaseDatabaseWrapper | None = None
@@ -143,15 +146,23 @@ class Mover(RowMoves):
             self._save(
                 checkpoints={**self.move.checkpoints, "prepared": True, "marked_at": time.time()}
             )
+            self._proven = True  # install proved each trigger by a probe write
+        self._prove_capture()
         self._copy_all()
         self._save(phase="catching up")
 
     def catch_up(self) -> None:
         self.phase("catch-up")
+        self._prove_capture()
+        if self.move.phase == "copying":
+            return  # copied again: run() goes on from there
         while True:
             handled = sum(self._replay(source) for source in self.sources)
             if handled < CONVERGED:
                 break
+        # The target's own change log, from before the fence (its triggers' DDL waits for the
+        # target's open transactions: never in the writers' pause); emptied at the flip.
+        capture.install(self.move.target, self.tables)
         marked_at = float(self.move.checkpoints.get("marked_at", 0.0))
         wait = bucket_map.read_bound(conf.get().map_max_age) - (time.time() - marked_at)
         if wait > 0:  # a copy this short: let every process see the moving mark first
@@ -167,11 +178,19 @@ class Mover(RowMoves):
         """Replay what is left (writes to the buckets are refused now), then hand them over."""
         self.phase("flip")
         started = time.monotonic()
+        if self._published():  # resumed after the flip was published: never flip again
+            return
+        self._prove_capture()
         if not self._fenced:  # a mover resumed after the fence: it may not have happened
             self._fence()
         while any(self._replay(source) for source in self.sources):
             pass
         buckets = sorted(self.buckets)
+        # The target logs its changes from here to the verdict: a mover resumed after the
+        # flip (its snapshot gone) leaves out of its comparison what the owner wrote since.
+        if not capture.installed(self.move.target):  # a move caught up by an older mover
+            capture.install(self.move.target, self.tables)
+        capture.clear(self.move.target)  # the replays' own writes, other buckets' before now
         self.snapshot = snapshot(self.move.target)  # nothing has written them there yet
         with write_lock():
             for source in self.sources:
@@ -197,10 +216,66 @@ class Mover(RowMoves):
             checkpoints={**self.move.checkpoints, "map_version": published.version},
         )
 
+    def _prove_capture(self) -> None:
+        """Once per mover, before its copy or replays count: prove the sources' triggers by a
+        probe write (:func:`..tables.move_log.install`, which recreates one that logs
+        nothing or refuses). A trigger recreated on a resumed move may have missed changes
+        since the copy began: before the fence the copy starts again (the target's copies
+        purged); once fenced (the buckets refused to writers) the move is refused, to be
+        aborted and run again."""
+        if self._proven:
+            return
+        repaired = [
+            name for source in self.sources for name in capture.install(source, self.tables)
+        ]
+        self._proven = True
+        if not repaired:
+            return
+        if self.move.phase == "fenced":
+            raise MoveRefused(
+                f"move #{self.move.pk}: the change-capture triggers {', '.join(repaired)} "
+                "logged nothing when this mover resumed (they were created again), so changes "
+                "since the copy began may be missing from the target. Next: run movebuckets "
+                "--abort, then the same move again (docs/resharding.md#left-over-triggers)"
+            )
+        logger.warning(
+            "move #%s: triggers %s logged nothing and were created again; copying again",
+            self.move.pk,
+            ", ".join(repaired),
+        )
+        self._purge(self.move.target, "purged on target")
+        kept = {k: v for k, v in self.move.checkpoints.items() if "/" not in k}  # not copied
+        self._save(phase="copying", checkpoints=kept)
+
+    def _published(self) -> bool:
+        """Whether a flip of this move was published already (its mover died before it
+        recorded the phase): then the target has served writes by the new map, so neither the
+        flip (its snapshot, its replays of the sources' logs) is made again; the phase is
+        recorded, with the flip's time and pause as the published version says."""
+        stored = bucket_map.stored()
+        if any(stored.owners[number] != self.move.target for number in self.buckets):
+            return False  # the plan refuses buckets the target owns: not flipped yet
+        note = f"move #{self.move.pk} to {self.move.target}"
+        row = ShardMap.objects.filter(note=note).order_by("version").first()
+        flipped = row.created if row is not None else timezone.now()
+        fenced_at = self.move.checkpoints.get("fenced_at")
+        pause = self.move.longest_pause
+        if fenced_at is not None:
+            pause = max(0.0, flipped.timestamp() - float(fenced_at))
+        logger.warning("move #%s: resumed after its flip was published", self.move.pk)
+        self._save(
+            phase="flipped",
+            flipped=flipped,
+            longest_pause=pause,
+            checkpoints={**self.move.checkpoints, "map_version": stored.version},
+        )
+        return True
+
     def verify(self) -> None:
         """Judge the changes logged on the sources since the final replay and compare the
         moved rows with the target's at the flip (:mod:`.verification`; a resumed mover has
-        no snapshot: it judges, and says the copies were not compared). An escaped write
+        no snapshot: it compares with the target as it is now, leaving out the keys the
+        target's log names, written there since the flip). An escaped write
         holds the move: the sources' copies are kept and the operator told what to do."""
         self.phase("verify")
         snapshot, self.snapshot = self.snapshot, None
@@ -213,12 +288,14 @@ class Mover(RowMoves):
         finally:
             if snapshot is not None:
                 snapshot.close()
+        capture.remove(self.move.target, self.tables)  # judged: its writes log no more
         # The verdict is saved before the logs are dropped: a mover that dies in between
         # resumes past the verification, never into one with no logs to judge by.
         counts = {**self.move.counts, "changed after the flip": verdict.changed}
         if verdict.escaped:
             self._hold(verdict, counts)  # the logs stay until the operator releases it
-        if snapshot is not None and verdict.problems:
+        compared = snapshot is not None or verdict.compared
+        if compared and verdict.problems:
             problems = "; ".join(verdict.problems)
             self._save(phase="failed", message=failed_message(self.move, problems))
             self._drop_logs()
@@ -226,7 +303,7 @@ class Mover(RowMoves):
                 f"move #{self.move.pk}: the copies differ after the flip ({problems});"
                 " the sources' copies are kept"
             )
-        verified = None if snapshot is None else True
+        verified = True if compared else None
         self._save(phase="cleaning", counts={**counts, "verified": verified})
         self._drop_logs()
 
@@ -241,9 +318,9 @@ class Mover(RowMoves):
         raise MoveRefused(message)
 
     def _drop_logs(self) -> None:
-        """Drop the sources' triggers and change logs (idempotent)."""
-        for source in self.sources:
-            capture.remove(source, self.tables)
+        """Drop the sources' and the target's triggers and change logs (idempotent)."""
+        for alias in (*self.sources, self.move.target):
+            capture.remove(alias, self.tables)
 
     def _hold(self, verdict: Verdict, counts: dict[str, Any]) -> None:
         """Record the escaped writes and stop: the sources' copies are kept."""
@@ -288,8 +365,8 @@ class Mover(RowMoves):
         with write_lock():
             for source, numbers in self.sources.items():
                 bucket_table.set_states(source, sorted(numbers), bucket_table.OWNED)
-        for source in self.sources:
-            capture.remove(source, self.tables)
+        for alias in (*self.sources, self.move.target):  # the target's: a flip that died
+            capture.remove(alias, self.tables)
         self._purge(self.move.target, "purged on target")
         with write_lock():
             bucket_table.set_states(self.move.target, sorted(self.buckets), None)

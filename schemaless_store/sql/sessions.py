@@ -76,6 +76,12 @@ def galera_ready(cursor: Any) -> str | None:
     return None if row is None else str(row[1])
 
 
+def lock_wait(cursor: Any) -> float:
+    """The session's ``innodb_lock_wait_timeout``, seconds (its ``init_command`` applied)."""
+    cursor.execute("SELECT @@SESSION.innodb_lock_wait_timeout")
+    return float(cursor.fetchone()[0])
+
+
 def begin_snapshot(cursor: Any) -> None:
     """Start a read-only ``REPEATABLE READ`` transaction ``WITH CONSISTENT SNAPSHOT`` (as
     ``mysqldump --single-transaction`` takes): its reads see the database as of one instant."""
@@ -115,6 +121,25 @@ def others(cursor: Any, database: str, user: str | None = None) -> list[int]:
         f"AND USER NOT IN ({users}) AND COMMAND NOT IN ({commands})"
         + (" AND USER = %s" if user is not None else ""),
         [database, *_SERVER_USERS, *_SERVER_COMMANDS, *([user] if user is not None else [])],
+    )
+    return [int(row[0]) for row in cursor.fetchall()]
+
+
+def writing_elsewhere(cursor: Any, database: str) -> list[int]:
+    """The ids of the other client sessions whose current database is not ``database`` (or
+    none) and whose transaction holds uncommitted changes or locks (``INNODB_TRX``): such a
+    session may have written ``database``'s tables by their qualified names, and its commit
+    must not come after a fence. One that has written nothing (a lock connection, a reader)
+    is not listed. Needs ``PROCESS``, as the process list does."""
+    users = ", ".join(["%s"] * len(_SERVER_USERS))
+    commands = ", ".join(["%s"] * len(_SERVER_COMMANDS))
+    cursor.execute(
+        "SELECT DISTINCT p.ID FROM information_schema.PROCESSLIST p "
+        "JOIN information_schema.INNODB_TRX t ON t.trx_mysql_thread_id = p.ID "
+        "WHERE (p.DB IS NULL OR p.DB <> %s) AND p.ID <> CONNECTION_ID() "
+        f"AND p.USER NOT IN ({users}) AND p.COMMAND NOT IN ({commands}) "
+        "AND (t.trx_rows_modified > 0 OR t.trx_rows_locked > 0 OR t.trx_tables_locked > 0)",
+        [database, *_SERVER_USERS, *_SERVER_COMMANDS],
     )
     return [int(row[0]) for row in cursor.fetchall()]
 

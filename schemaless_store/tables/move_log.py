@@ -21,40 +21,36 @@ names any trigger it could not drop (:func:`leftovers`).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Sequence
 from typing import Any
 
 from django.db import DatabaseError, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..config.indexes import is_identifier
-from ..exceptions import ConfigurationError, ShardUnavailable
+from ..exceptions import ConfigurationError, MoveRefused, ShardUnavailable
 from ..sql import server_errors
 from ..topology import servers, shards
+from .capture_probe import EVENTS, LOG, PREFIX, prove, trigger_name
 from .moved_rows import MovedTable
 
 logger = logging.getLogger("schemaless_store.moves")
 
-LOG = "schemaless_move_log"
-PREFIX = "schemaless_mv_"
 # MariaDB's "no such table": a trigger whose log is gone does nothing.
 IGNORE_MISSING_LOG = f"DECLARE CONTINUE HANDLER FOR {server_errors.ER_NO_SUCH_TABLE} BEGIN END"
-EVENTS = (("INSERT", "NEW", "i"), ("UPDATE", "NEW", "u"), ("DELETE", "OLD", "d"))
 
 
-def trigger_name(table: str, suffix: str) -> str:
-    digest = hashlib.blake2b(table.encode(), digest_size=6).hexdigest()
-    return f"{PREFIX}{digest}_{suffix}"
-
-
-def install(alias: str, tables: Sequence[MovedTable]) -> None:
-    """Create the log table and the triggers of ``tables`` on ``alias`` (idempotent)."""
+def install(alias: str, tables: Sequence[MovedTable]) -> list[str]:
+    """Create the log table and the triggers of ``tables`` on ``alias`` (idempotent), and
+    prove each trigger by a probe write (:func:`prove`): ``CREATE TRIGGER IF NOT EXISTS``
+    passes over a name that is taken, whatever is behind it (a trigger that logs nothing, or
+    on MariaDB a name whose trigger is gone). A trigger that logs nothing is dropped and
+    created again, then proven again; one that still logs nothing refuses the move
+    (:class:`MoveRefused`, naming it and the next step). Returns the triggers recreated."""
     conn = connections[alias]
-    quote = conn.ops.quote_name
-    mysql = conn.vendor == "mysql"
     with shards.errors_named(alias), conn.cursor() as cursor:
-        if mysql:
+        if conn.vendor == "mysql":
             cursor.execute(
                 f"CREATE TABLE IF NOT EXISTS {LOG} (seq BIGINT NOT NULL AUTO_INCREMENT "
                 "PRIMARY KEY, tbl VARCHAR(64) NOT NULL, row_key VARBINARY(16) NOT NULL) "
@@ -66,24 +62,59 @@ def install(alias: str, tables: Sequence[MovedTable]) -> None:
                 "tbl TEXT NOT NULL, row_key BLOB NOT NULL)"
             )
         for table in tables:
-            if not is_identifier(table.name):
-                raise ConfigurationError(f"{table.name!r} is not a valid table name")
-            key = quote(table.log_key())
-            for event, row, suffix in EVENTS:
-                name = trigger_name(table.name, suffix)
-                action = f"INSERT INTO {LOG} (tbl, row_key) VALUES ('{table.name}', {row}.{key})"
-                if mysql:
-                    statement = (
-                        f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} ON "
-                        f"{quote(table.name)} FOR EACH ROW BEGIN {IGNORE_MISSING_LOG}; "
-                        f"{action}; END"
-                    )
-                else:
-                    statement = (
-                        f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} ON "
-                        f"{quote(table.name)} BEGIN {action}; END"
-                    )
-                cursor.execute(statement)
+            for event in EVENTS:
+                cursor.execute(_create(conn, table, event))
+    failing = prove(alias, tables)
+    if not failing:
+        return []
+    logger.warning(
+        "%s: the move triggers %s logged nothing for a probe write; creating them again",
+        alias,
+        ", ".join(failing),
+    )
+    with shards.errors_named(alias), conn.cursor() as cursor:
+        for table in tables:
+            for event in EVENTS:
+                name = trigger_name(table.name, event[2])
+                if name in failing:
+                    drop_trigger(cursor, name)
+                    cursor.execute(_create(conn, table, event))
+    still = prove(alias, tables)
+    if still:
+        raise MoveRefused(
+            f"the move's change-capture triggers {', '.join(still)} on {alias} log nothing (a "
+            "probe write did not reach the log) and could not be created again: a copy would "
+            "miss the changes made while it runs, so nothing is copied. Next: drop them by "
+            "hand (the server may list a trigger it cannot drop by name, or keep a name with "
+            "no trigger: docs/resharding.md#left-over-triggers), then run the same "
+            "movebuckets again to resume, or abort the move (--abort)"
+        )
+    return failing
+
+
+def _create(conn: BaseDatabaseWrapper, table: MovedTable, event: tuple[str, str, str]) -> str:
+    """The statement that creates ``table``'s trigger for ``event``."""
+    if not is_identifier(table.name):
+        raise ConfigurationError(f"{table.name!r} is not a valid table name")
+    quote = conn.ops.quote_name
+    verb, row, suffix = event
+    name = trigger_name(table.name, suffix)
+    action = (
+        f"INSERT INTO {LOG} (tbl, row_key) VALUES ('{table.name}', {row}.{quote(table.log_key())})"
+    )
+    if conn.vendor == "mysql":
+        return (
+            f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {verb} ON {quote(table.name)} "
+            f"FOR EACH ROW BEGIN {IGNORE_MISSING_LOG}; {action}; END"
+        )
+    return (
+        f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {verb} ON {quote(table.name)} "
+        f"BEGIN {action}; END"
+    )
+
+
+def drop_trigger(cursor: Any, name: str) -> None:
+    cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
 
 
 def remove(alias: str, tables: Sequence[MovedTable]) -> list[str]:
@@ -94,7 +125,7 @@ def remove(alias: str, tables: Sequence[MovedTable]) -> list[str]:
     with shards.errors_named(alias), conn.cursor() as cursor:
         for table in tables:
             for _event, _row, suffix in EVENTS:
-                cursor.execute(f"DROP TRIGGER IF EXISTS {trigger_name(table.name, suffix)}")
+                drop_trigger(cursor, trigger_name(table.name, suffix))
         cursor.execute(f"DROP TABLE IF EXISTS {LOG}")
     left = leftovers(alias)
     if left:
@@ -157,6 +188,12 @@ def forget(alias: str, seqs: Sequence[int]) -> None:
             cursor.execute(
                 f"DELETE FROM {LOG} WHERE seq IN ({', '.join(['%s'] * len(chunk))})", chunk
             )
+
+
+def clear(alias: str) -> None:
+    """Delete every entry (a target's log, at the flip: what it logs from then on counts)."""
+    with shards.errors_named(alias), connections[alias].cursor() as cursor:
+        cursor.execute(f"DELETE FROM {LOG}")
 
 
 def pending(alias: str) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -293,6 +293,28 @@ def delete(
         return delete_matching(cursor, quote(table.name), key_cols, keys, WRITE_CHUNK)
 
 
+def walk(
+    table: MovedTable,
+    where: Iterable[tuple[str, set[int], BaseDatabaseWrapper | None]],
+    batch: int,
+) -> Iterator[tuple[Any, ...]]:
+    """Every row of ``table`` in the buckets, over ``(alias, buckets, connection or None)``,
+    as its ``columns``, in pages of ``batch``."""
+    for alias, numbers, conn in where:
+        last: tuple[Any, ...] | None = None
+        while True:
+            found = page(alias, table, last, batch, numbers, conn=conn)
+            if found.last is None:
+                break
+            yield from found.rows
+            last = found.last
+
+
+def row_hash(values: Sequence[Any]) -> int:
+    """A row's 64-bit hash, summed (mod 2**64 or not) into an order-free checksum."""
+    return int.from_bytes(hashlib.blake2b(repr(values).encode(), digest_size=8).digest(), "big")
+
+
 def digest(
     table: MovedTable,
     where: Iterable[tuple[str, set[int], BaseDatabaseWrapper | None]],
@@ -304,18 +326,10 @@ def digest(
     verification compares between the sources and the target."""
     count, total = 0, 0
     keyed = table.columns.index(table.log_key())
-    for alias, numbers, conn in where:
-        last: tuple[Any, ...] | None = None
-        while True:
-            found = page(alias, table, last, batch, numbers, conn=conn)
-            if found.last is None:
-                break
-            for values in found.rows:
-                if bytes(values[keyed]) not in skip:
-                    count += 1
-                    hashed = hashlib.blake2b(repr(values).encode(), digest_size=8).digest()
-                    total = (total + int.from_bytes(hashed, "big")) % 2**64
-            last = found.last
+    for values in walk(table, where, batch):
+        if bytes(values[keyed]) not in skip:
+            count += 1
+            total = (total + row_hash(values)) % 2**64
     return count, total
 
 
@@ -323,13 +337,14 @@ def snapshot(alias: str) -> BaseDatabaseWrapper:
     """A connection of its own to ``alias`` reading the shard as of now until it is closed."""
     conn = connections.create_connection(alias)
     with conn.cursor() as cursor:
-        if conn.vendor == "mysql":
+        if conn.vendor == "mysql":  # the snapshot is taken here; no read needed to begin it
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
         else:
             cursor.execute("BEGIN")
-        cursor.execute(f"SELECT COUNT(*) FROM {bucket_table.TABLE}")  # SQLite: the read begins
-        cursor.fetchall()
+            # SQLite's snapshot begins with the first read (one row: not a count of the table)
+            cursor.execute(f"SELECT bucket FROM {bucket_table.TABLE} LIMIT 1")
+            cursor.fetchall()
     return conn
 
 

@@ -21,6 +21,7 @@ bucket moves do not copy it (a retry asks the server its commit went to).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -48,10 +49,14 @@ INSERT = _INSERT_HEAD + "(%s, %s, %s)"
 # its outcome instead of seeing "absent" too early.
 _FIND = f"SELECT result FROM {TABLE} WHERE created = %s AND write_id = %s"
 _FIND_LOCKED = _FIND + " LOCK IN SHARE MODE"
-_REMOVE_MYSQL = f"DELETE FROM {TABLE} WHERE created < %s ORDER BY created LIMIT %s"
+# The shard's clock, in Unix seconds: what is expired, and a receipt's age, are judged by it,
+# never by a process's own clock (docs/design.md#receipts).
+_NOW_MYSQL = "UNIX_TIMESTAMP()"
+_NOW_SQLITE = "CAST(strftime('%%s', 'now') AS INTEGER)"
+_REMOVE_MYSQL = f"DELETE FROM {TABLE} WHERE created < {_NOW_MYSQL} - %s ORDER BY created LIMIT %s"
 _REMOVE_SQLITE = (
-    f"DELETE FROM {TABLE} WHERE (created, write_id) IN "
-    f"(SELECT created, write_id FROM {TABLE} WHERE created < %s ORDER BY created LIMIT %s)"
+    f"DELETE FROM {TABLE} WHERE (created, write_id) IN (SELECT created, write_id FROM "
+    f"{TABLE} WHERE created < {_NOW_SQLITE} - %s ORDER BY created LIMIT %s)"
 )
 
 
@@ -191,14 +196,21 @@ def find(alias: str, write_id: bytes, created: int, *, galera: bool) -> dict[str
     return found
 
 
-def remove_expired(alias: str, before: int, limit: int = REMOVE_BATCH) -> int:
-    """Delete up to ``limit`` receipts created before ``before`` (Unix seconds), oldest
-    first, in one autocommitted statement; returns how many."""
+def remove_expired(alias: str, retention: float, limit: int = REMOVE_BATCH) -> int:
+    """Delete up to ``limit`` receipts more than ``retention`` seconds old by the shard's
+    clock, oldest first, in one autocommitted statement; returns how many."""
     conn = shards.connection(alias)
     statement = _REMOVE_MYSQL if conn.vendor == "mysql" else _REMOVE_SQLITE
     with shards.errors_named(alias), conn.cursor() as cursor:
-        cursor.execute(statement, [before, limit])
+        cursor.execute(statement, [math.ceil(retention), limit])
         return int(cursor.rowcount)
+
+
+def age(alias: str, created: int) -> int:
+    """Seconds since ``created`` by the shard's clock (read after a :func:`find`, so that a
+    removal the find missed was judged against an earlier time of the same clock)."""
+    now = _NOW_MYSQL if shards.vendor(alias) == "mysql" else _NOW_SQLITE
+    return int(shards.read(alias, f"SELECT {now} - %s", [created])[0][0])
 
 
 def count(alias: str) -> int:

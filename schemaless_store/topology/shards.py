@@ -314,8 +314,22 @@ class statement_cursor:  # lower case: used like the function it replaced
 
 
 def _discard_broken(alias: str) -> None:
-    with contextlib.suppress(Exception):
-        connections[alias].close()
+    """After a lost or refused connection on ``alias``: close this thread's index writer there
+    and Django's connection, unless a transaction holds the latter (a caller's
+    ``transaction.atomic()``, or the store's own, which ends it itself). Which of the two was
+    lost is not known here, and closing a connection inside ``atomic()`` makes Django end the
+    block without committing and without a word: the caller's transaction must stay whole
+    when the index writer was lost, and when its own session was, the block's ``COMMIT``
+    fails at its end, as Django reports a lost connection (docs/design.md#a-callers-transaction)."""
+    conn = connections[alias]
+    if not conn.in_atomic_block:
+        with contextlib.suppress(Exception):
+            conn.close()
+    elif conn.needs_rollback and conn.connection is not None and not conn.is_usable():
+        # Its session is the one lost, and Django, which could not roll a savepoint back on
+        # it, marked the block for a rollback it would end without a word: its COMMIT, which
+        # cannot land on a lost session, then raises at the block's end instead.
+        conn.needs_rollback = False
     writer = _local.__dict__.get("index_writers", {}).pop(alias, None)
     if writer is not None:
         with contextlib.suppress(Exception):

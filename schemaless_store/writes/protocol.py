@@ -30,7 +30,8 @@ source (entities, or the latest version of a cell column). :func:`run` takes it 
    those index rows; inside a caller's ``transaction.atomic()`` this waits for the caller's
    commit;
 6. **undo**, if anything failed: remove the index rows this write added that the stored state
-   does not imply (best effort: the cleaner removes whatever is left).
+   does not imply (best effort: the cleaner removes whatever is left). After a lost commit
+   answer it waits, with step 4's invalidation, for the receipt (:meth:`Write.settle`).
 
 A commit whose answer is lost (the connection ended by a move's fence, a failover) is not
 guessed at: the write asks the shard for its receipt (:func:`.receipts.recall`). Present, the
@@ -206,6 +207,21 @@ class Write:
         if self.stale:
             self.remove_stale()
 
+    def settle(self, cached: list[bytes], landed: bool | None) -> None:
+        """After a lost commit answer, once :func:`.receipts.recall` ended the session that
+        sent the commit and read the receipt (``landed``), or could not (None): invalidate
+        the written ids now, when no late commit can follow (docs/cache.md#a-lost-commit-answer),
+        and undo this try's index rows only if it certainly did not land (step 6 before
+        that removed the rows of a create landing just after). Unknown, the rows stay (the
+        cleaner removes them if it did not land) and this process reads no cache for
+        ``CACHE_TIMEOUT``: the session may yet commit after the invalidation."""
+        if self.source is ENTITIES and cached:
+            entity_cache.invalidate(cached)
+            if landed is None:
+                entity_cache.distrust("a write's outcome is unknown")
+        if landed is False:
+            self.undo()
+
     def add_index_rows(self) -> None:
         """Step 3: add the rows whose keys are new; note the ones that went away (the stale
         candidates of earlier tries are kept: step 5 re-checks every one under its lock)."""
@@ -258,7 +274,14 @@ def run(write: Write, store: Callable[[Write], None]) -> None:
                 raise
             if write.committing:
                 # The commit was sent: its receipt, on that shard, says whether it landed.
-                recorded = receipts.recall(write, unavailable)
+                # Steps 6 and 4's invalidation waited for it (_run_here): the old session
+                # may have committed until the recall ended it.
+                try:
+                    recorded = receipts.recall(write, unavailable)
+                except BaseException:
+                    write.settle(cached, landed=None)
+                    raise
+                write.settle(cached, landed=recorded is not None)
                 if recorded is not None:
                     write.after_recall(recorded)
                     return
@@ -297,17 +320,29 @@ def _run_here(write: Write, store: Callable[[Write], None], cached: list[bytes])
             write.committing = True
         # 4: the commit, leaving the block
 
+    lost_commit = False
     try:
         try:
             with write_lock(), shards.errors_named(alias):
                 _retrying_duplicates(write, lambda: retries.with_retries(attempt, alias))
+        except ShardUnavailable:
+            # A commit sent and its answer lost: its session may still commit, so step 6
+            # and the invalidation wait until the recall has ended it and read the receipt
+            # (run(), Write.settle). Anything else failed before the commit: undone now.
+            lost_commit = write.committing and not caller_atomic
+            if not lost_commit:
+                write.undo()
+            raise
         except BaseException:
             write.undo()  # 6, outside the write lock: a refused removal waits for the flip
             raise
     finally:
-        # 4: after the commit, before the write returns; after a failure too (a commit whose
-        # answer was lost may have landed). It never raises.
-        if cached and caller_atomic:
+        # 4: after the commit, before the write returns; after any other failure too, as
+        # before (a rare path; nothing it wrote committed). After a lost commit answer: in
+        # run(), once the outcome is known. It never raises.
+        if lost_commit:
+            pass
+        elif cached and caller_atomic:
             transaction.on_commit(partial(entity_cache.invalidate, cached), using=alias)
         elif cached:
             entity_cache.invalidate(cached)

@@ -17,10 +17,12 @@ again. If the shard cannot be asked, or the old session will not end, within
 Inside a caller's ``transaction.atomic()`` no receipt is written: the commit is the caller's,
 and the store never retries it.
 
-Receipts older than ``SCHEMALESS["RECEIPT_RETENTION"]`` are removed by the writers themselves:
-every :data:`PRUNE_EVERY` writes on a shard, a process deletes up to
+Receipts older than ``SCHEMALESS["RECEIPT_RETENTION"]`` by the shard's clock are removed by the
+writers themselves: every :data:`PRUNE_EVERY` writes on a shard, a process deletes up to
 :data:`~..tables.receipts.REMOVE_BATCH` expired ones there, after its commit, in one short
-statement. More writes mean more removals, so the table stays near (retention x write rate).
+statement. A retry that finds no receipt, and whose receipt would be that old by the same
+clock, raises :class:`~..exceptions.OutcomeUnknown`: it may have been removed. More writes
+mean more removals, so the table stays near (retention x write rate).
 """
 
 from __future__ import annotations
@@ -93,6 +95,10 @@ def recall(write: Any, lost: ShardUnavailable) -> dict[str, int] | None:
                 write.receipt_created,
                 galera=servers.is_galera(write.alias),
             )
+            if found is None:
+                _within_retention(write, lost)
+        except OutcomeUnknown:
+            raise  # past the retention: asking again changes nothing
         except ShardUnavailable as unreachable:
             if time.monotonic() + pause > deadline:
                 raise OutcomeUnknown(
@@ -114,6 +120,25 @@ def recall(write: Any, lost: ShardUnavailable) -> dict[str, int] | None:
         return found
 
 
+def _within_retention(write: Any, lost: ShardUnavailable) -> None:
+    """After "no receipt": :class:`OutcomeUnknown` unless the receipt, had it committed,
+    would still be there. A removal deletes what is older than the retention by the shard's
+    clock (:func:`prune`), which is read here after the find: "absent" proves nothing about a
+    receipt within :data:`~..config.conf.RECEIPT_MARGIN` of that age or past it (a retry
+    slower than the retention, a writer's clock behind the shard's)."""
+    retention = conf.get().receipt_retention
+    age = receipt_table.age(write.alias, write.receipt_created)
+    if age > retention - conf.RECEIPT_MARGIN:
+        raise OutcomeUnknown(
+            write.alias,
+            write.write_id.hex(),
+            f"its commit was sent and the answer lost ({lost}); no receipt was found, but "
+            f"the receipt would be {age} s old by the shard's clock, too near the "
+            f"retention ({retention:g} s, SCHEMALESS['RECEIPT_RETENTION']) to prove it never "
+            "committed: it may have been removed",
+        )
+
+
 def prune_now(alias: str) -> None:
     """After a write committed on ``alias``: every :data:`PRUNE_EVERY` of them, remove a batch
     of expired receipts there (a failure is logged: the next batch will do)."""
@@ -125,12 +150,12 @@ def prune_now(alias: str) -> None:
 
 
 def prune(alias: str) -> int:
-    """Remove one batch of the receipts on ``alias`` older than the retention; returns how
-    many (0 after a failure, which is logged)."""
-    before = int(time.time() - conf.get().receipt_retention)
+    """Remove one batch of the receipts on ``alias`` older than the retention by the
+    shard's clock (never this process's: a clock that runs ahead would remove receipts a
+    retry still needs); returns how many (0 after a failure, which is logged)."""
     try:
         with write_lock():  # SQLite's one writer
-            return receipt_table.remove_expired(alias, before)
+            return receipt_table.remove_expired(alias, conf.get().receipt_retention)
     except Exception:
         logger.warning("removing expired receipts on %s failed; a later write will", alias)
         return 0

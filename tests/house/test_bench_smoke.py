@@ -145,6 +145,19 @@ def test_index_add_leg(quick_run: dict) -> None:
         assert _number(ours["rows_per_s"]) and _number(ours["writer_during"]["p99_ms"])
 
 
+def test_index_move_leg_moves_entities_while_an_index_is_added(quick_run: dict) -> None:
+    by_name = {record["contender"]: record for record in quick_run["index_move"]}
+    assert set(by_name) == {"alter_inplace_lock_none", "alter_default", "ours_backfill"}
+    for name, record in by_name.items():
+        if "error" in record:  # an ALTER the server refuses is reported, not hidden
+            assert name != "ours_backfill", record["error"]
+            continue
+        assert record["size"] == quick_run["plan"]["main_size"] and record["movers"] > 0
+        for phase in ("writer_before", "writer_during"):
+            assert record[phase]["writes"] > 0 and _number(record[phase]["p99_ms"]), (name, phase)
+    assert by_name["ours_backfill"]["index_exact"]
+
+
 def test_backup_leg_measures_memory_at_two_sizes(quick_run: dict) -> None:
     records = quick_run["backup_memory"]
     assert [r["size"] for r in records] == sorted(quick_run["plan"]["sizes"])

@@ -45,3 +45,8 @@ class Tag(Kind):
     class Meta:
         kind_name = "tag"
         indexes = [Index("index_tag_user", ["user_id"], shard_on="user_id")]
+
+
+from .library import Author, Book, Review  # noqa: E402 - the issue 44 kinds
+
+__all__ = ["Author", "Book", "Note", "Review", "Tag"]

@@ -202,3 +202,52 @@ def test_a_cluster_member_whose_address_is_not_listed_refuses_the_fence(monkeypa
     reported["addresses"] = ["10.255.0.9:3306"]  # as many members as nodes, but another one
     problem = fence.unready(source)
     assert problem is not None and "lists 1 Galera node(s)" in problem
+
+
+@pytest.mark.mariadb_only
+def test_a_session_on_another_database_writing_the_shard_by_qualified_name_is_ended(
+    monkeypatch,
+):
+    """A session whose current database is not the shard's (a tool writing
+    ``<shard database>.entities`` by its qualified name; issue 43) with a transaction open
+    that wrote rows: the fence ends it as it ends the sessions on the shard's database, so
+    its write cannot commit after the flip (it used to: the move was then held, or, after the
+    verdict, the write was lost with the sources' copies). A session elsewhere with nothing
+    written is kept (lock connections: the test above)."""
+    from schemaless_store.moves.mover import Mover
+    from schemaless_store.topology import bucket_map
+    from tests.support.moving import MOVED_SET
+
+    made = populate(20)
+    source, target = source_and_target()
+    database = connections[source].settings_dict["NAME"]
+    moved, other = [i for i in made if bucket_map.bucket_for(i.bytes) in MOVED_SET][:2]
+    tool = root(source)  # no current database
+    tool.autocommit(False)
+    catch_up, verify = Mover.catch_up, Mover.verify
+    seen = {}
+
+    def tool_writes_then_catch_up(mover):
+        cursor = tool.cursor()
+        cursor.execute(f"SELECT body FROM `{database}`.entities WHERE id = %s", [other.bytes])
+        body = cursor.fetchone()[0]
+        cursor.execute(
+            f"UPDATE `{database}`.entities SET body = %s WHERE id = %s", [body, moved.bytes]
+        )
+        catch_up(mover)
+
+    def after_the_flip(mover):
+        seen["alive"] = alive(tool)
+        if seen["alive"]:
+            tool.commit()  # what an unended session could do: commit after the flip
+        verify(mover)
+
+    monkeypatch.setattr(Mover, "catch_up", tool_writes_then_catch_up)
+    monkeypatch.setattr(Mover, "verify", after_the_flip)
+    try:
+        run("--to", target, "--buckets", MOVED)
+    finally:
+        tool.close()
+    assert seen == {"alive": False}
+    assert BucketMove.objects.get().phase == "done"
+    assert_moved_and_exact(made, target)  # the tool's write was rolled back with its session

@@ -25,8 +25,12 @@
   every row of the shards (``snapshot``, ``check_unchanged``, ``rows_by_entity``).
 - ``queries``: the query property tests' raw ``wipe`` and each lookup's comparison (``COMPARE``).
 - ``mapfuncs``: functions the mapentities tests apply by dotted path.
+- ``plans``, ``plan_workload``: the plan test's capture of every statement sent to a shard, its
+  shapes, the grown copies they are explained on, the judge; and the workload it captures.
 - ``aliases``: databases added to ``connections`` for one module (the Galera nodes), and
   taken out again whole.
+- ``package``: the package tests' pyproject.toml and requirements files as data, the python
+  blocks of a page with their markers, a fresh virtualenv, the sdist and wheel built.
 - Child processes, each run as ``python -m tests.support.<name>``: ``child`` (writers killed or
   signalled, commands), ``cached`` (writers and readers through the entity cache), ``grown`` (a
   store on a third server), ``restored`` (a second store with three shards).

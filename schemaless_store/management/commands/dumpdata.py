@@ -11,11 +11,13 @@ the first, warns about the second, and otherwise is Django's ``dumpdata`` unchan
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.core.management.base import CommandError
 from django.core.management.commands import dumpdata
 
+from schemaless_store.kinds import fixtures
 from schemaless_store.topology import shards
 
 APP = "schemaless_store"
@@ -33,6 +35,8 @@ class Command(dumpdata.Command):
     )
 
     def handle(self, *app_labels: str, **options: Any) -> None:
+        if app_labels and self._dump_kinds(app_labels, options):
+            return
         named = [
             label
             for label in app_labels
@@ -53,8 +57,39 @@ class Command(dumpdata.Command):
             )
         elif not on_shard and (not app_labels or APP in app_labels):
             self.stderr.write(
-                f"dumpdata: entities and cells live on the shards and are not in this dump; "
+                f"dumpdata: entities and cells live on the shards and are not in this dump "
+                "(nor are kinds: name them, `dumpdata app.Kind`); "
                 f"to {ADVICE}.",
                 style_func=self.style.WARNING,
             )
         super().handle(*app_labels, **options)
+
+    def _dump_kinds(self, app_labels: tuple[str, ...], options: dict[str, Any]) -> bool:
+        """Dump the kinds the labels name, if they name kinds (docs/kinds.md#fixtures):
+        True if it did. Labels naming kinds and tables together are refused."""
+        labels = [label for label in app_labels if not label.lower().startswith(APP + ".")]
+        kinds = fixtures.kinds_of(labels)
+        if not kinds:
+            return False
+        others = [
+            label
+            for label, models in fixtures.requested_models(labels)
+            if not any(fixtures.is_kind(m) for m in models)
+        ]
+        if others or len(labels) != len(app_labels):
+            raise CommandError(
+                f"dumpdata: {', '.join(k._meta.label for k in kinds)} are kinds, whose entities "
+                f"live on the shards; dump them apart from {', '.join(others or app_labels)}"
+            )
+        if options["format"] != "json":
+            raise CommandError(
+                f"dumpdata of kinds writes JSON (their entities' typed JSON view), not "
+                f"{options['format']!r}: leave out --format"
+            )
+        text = json.dumps(fixtures.dump(kinds), indent=options["indent"], ensure_ascii=False)
+        if options["output"]:
+            with open(options["output"], "w", encoding="utf-8") as out:
+                out.write(text + "\n")
+        else:
+            self.stdout.write(text)
+        return True

@@ -1,0 +1,134 @@
+"""The proof that a move's change-capture triggers log what they must (:mod:`.move_log`).
+
+A trigger's name says nothing: ``CREATE TRIGGER IF NOT EXISTS`` passes over a name that is
+taken, whatever is behind it (a trigger of an older store, one half dropped, or on MariaDB a
+``.TRN`` name file whose trigger is gone), and a table whose trigger logs nothing has its
+changes missed by the copy. So each trigger is judged by what it does: in one transaction,
+rolled back, a row of the table is updated, deleted and inserted again (an empty table: a row
+of the same table on another shard is inserted, updated and deleted), and each statement must
+add an entry for the row's key to the log. Nothing of it stays: the rows and the log entries
+go with the rollback (an auto-increment counter of the log may move on).
+
+A table that is empty on every shard has no row to probe with: its triggers are judged by the
+definition the server lists (their table, their event and a body that writes the log).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connections, transaction
+
+from ..topology import shards
+from ..topology.write_lock import write_lock
+from .moved_rows import MovedTable
+
+LOG = "schemaless_move_log"
+PREFIX = "schemaless_mv_"
+EVENTS = (("INSERT", "NEW", "i"), ("UPDATE", "NEW", "u"), ("DELETE", "OLD", "d"))
+
+
+def trigger_name(table: str, suffix: str) -> str:
+    digest = hashlib.blake2b(table.encode(), digest_size=6).hexdigest()
+    return f"{PREFIX}{digest}_{suffix}"
+
+
+def prove(alias: str, tables: Sequence[MovedTable]) -> list[str]:
+    """The triggers of ``tables`` on ``alias`` that did not log a probe write (none: every
+    one logs). Each table is probed in a transaction of its own, rolled back."""
+    failing: list[str] = []
+    for table in tables:
+        with write_lock(), transaction.atomic(using=alias):
+            failing += _probe(alias, table)
+            transaction.set_rollback(True, using=alias)
+    return failing
+
+
+def _probe(alias: str, table: MovedTable) -> list[str]:
+    conn = connections[alias]
+    quote = conn.ops.quote_name
+    with conn.cursor() as cursor:
+        described = conn.introspection.get_table_description(cursor, table.name)
+    # The auto-increment key (added_id, added_at) is left to the server.
+    auto = set(table.walk_key) - set(table.natural_key)
+    names = [column.name for column in described if column.name not in auto]
+    sample, here = _sample(alias, table, names)
+    if sample is None:
+        return _unlisted(alias, table)
+    same = "<=>" if conn.vendor == "mysql" else "IS"
+    where = " AND ".join(f"{quote(c)} {same} %s" for c in table.natural_key)
+    keys = [sample[names.index(c)] for c in table.natural_key]
+    first = quote(table.natural_key[0])
+    name = quote(table.name)
+    insert = (
+        f"INSERT INTO {name} ({', '.join(quote(c) for c in names)}) "
+        f"VALUES ({', '.join(['%s'] * len(names))})"
+    )
+    statements = {
+        "u": (f"UPDATE {name} SET {first} = {first} WHERE {where}", keys),
+        "d": (f"DELETE FROM {name} WHERE {where}", keys),
+        "i": (insert, list(sample)),
+    }
+    order = ("u", "d", "i") if here else ("i", "u", "d")
+    logged = sample[names.index(table.log_key())]
+    failing = []
+    with conn.cursor() as cursor:
+        for suffix in order:
+            before = _entries(cursor, table.name, logged)
+            cursor.execute(*statements[suffix])
+            if _entries(cursor, table.name, logged) == before:
+                failing.append(trigger_name(table.name, suffix))
+    return failing
+
+
+def _sample(alias: str, table: MovedTable, names: list[str]) -> tuple[Any, bool]:
+    """A row of ``table`` (its ``names`` columns) on ``alias``, and True; or one on another
+    shard of the same kind of server, and False; or (None, False)."""
+    vendor = connections[alias].vendor
+    others = [a for a in shards.shard_aliases() if a != alias and shards.vendor(a) == vendor]
+    for where in (alias, *others):
+        conn = connections[where]
+        quote = conn.ops.quote_name
+        with conn.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {', '.join(quote(c) for c in names)} FROM {quote(table.name)} LIMIT 1"
+            )
+            row = cursor.fetchone()
+        if row is not None:
+            return tuple(row), where == alias
+    return None, False
+
+
+def _entries(cursor: Any, table: str, key: Any) -> int:
+    cursor.execute(f"SELECT COUNT(*) FROM {LOG} WHERE tbl = %s AND row_key = %s", [table, key])
+    return int(cursor.fetchone()[0])
+
+
+def _unlisted(alias: str, table: MovedTable) -> list[str]:
+    """Of ``table``'s triggers, those the server does not list on it, for their event, with a
+    body that writes the log (a table with no row to probe with)."""
+    conn = connections[alias]
+    wanted = {trigger_name(table.name, suffix): verb for verb, _row, suffix in EVENTS}
+    with conn.cursor() as cursor:
+        if conn.vendor == "mysql":
+            cursor.execute(
+                "SELECT TRIGGER_NAME, EVENT_MANIPULATION FROM information_schema.TRIGGERS "
+                "WHERE TRIGGER_SCHEMA = DATABASE() AND EVENT_OBJECT_TABLE = %s "
+                "AND ACTION_TIMING = 'AFTER' AND ACTION_STATEMENT LIKE %s",
+                [table.name, f"%{LOG}%"],
+            )
+            listed = {(str(n), str(e).upper()) for n, e in cursor.fetchall()}
+        else:
+            cursor.execute(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = %s",
+                [table.name],
+            )
+            listed = {
+                (str(n), verb)
+                for n, sql in cursor.fetchall()
+                for verb in wanted.values()
+                if f"AFTER {verb}" in str(sql).upper() and LOG in str(sql)
+            }
+    return [name for name, verb in wanted.items() if (name, verb) not in listed]
