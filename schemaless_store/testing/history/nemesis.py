@@ -8,7 +8,7 @@ into the store from outside, at seeded random moments, records every fault with 
   ``movebuckets`` (in a process of its own), then back; a move that fails is run again, which
   resumes it (docs/resharding.md);
 - ``sigkill``: a random plain server SIGKILLed and restarted 1-3 s later, every 8-16 s;
-- ``mover-kill`` (with ``move``): every other ``movebuckets`` run is SIGKILLed at a random
+- ``mover-kill`` (with ``move``): every third ``movebuckets`` run is SIGKILLed at a random
   moment 0.2-5 s in (unless it ended first); the next run resumes the move;
 - ``lock-wait``: a row lock on a random key's entity (``SELECT ... FOR UPDATE`` on every
   shard database, through one node on Galera) held for longer than the clients'
@@ -127,14 +127,14 @@ class MoveBuckets(Nemesis):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.unfinished: tuple[str, str] | None = None  # (target, buckets) of a failed move
-        self.kill_movers = False  # mover-kill: SIGKILL every other run (set by the runner)
+        self.kill_movers = False  # mover-kill: SIGKILL every third run (set by the runner)
         self.runs = 0
 
     def run_mover(self, target: str, buckets: str) -> subprocess.CompletedProcess[str]:
         """One ``movebuckets`` run, SIGKILLed at a random moment with mover-kill."""
         kill_at = None
         self.runs += 1
-        if self.kill_movers and self.runs % 2 and not self.stopping.is_set():
+        if self.kill_movers and self.runs % 3 == 1 and not self.stopping.is_set():
             kill_at = self.rng.uniform(0.2, 5.0)
         if kill_at is None:
             return self.store.manage("movebuckets", "--to", target, "--buckets", buckets)
