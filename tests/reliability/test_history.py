@@ -1,21 +1,32 @@
-"""A bounded Jepsen-style history (issue 34, schemaless_store/testing/history): four client
-processes append to lists through ``modify``, save, create, delete, read a few keys and look
-their values up through an index for one minute, while random store sessions are KILLed, 3%
-of shard commit answers are lost after the commit landed, buckets move to a third server and
-back, and a server is SIGKILLed and restarted. The checker must find no anomaly
-(docs/reliability.md#the-history-checker).
+"""A bounded Jepsen-style history (issues 34 and 43, schemaless_store/testing/history): four
+client processes, as application users without DDL or PROCESS, append to lists through
+``modify`` and ``map_entities``, save, create, update, ``bulk_put``, delete, claim values under
+a unique index, put cell versions, read through the entity cache and the near cache, read an
+entity's kept versions and look values up through an index, for 80 seconds, while random store
+sessions are KILLed, commit answers are lost after the commit landed and KILLed while the
+``COMMIT`` is in flight, row locks are held past the clients' ``read_timeout``, buckets move to a
+third server and back with every other mover SIGKILLed and resumed, and a server is SIGKILLed
+and restarted. The checker must find no anomaly (docs/reliability.md#the-history-checker), and
+the run must have done enough to prove it: minimum counts of ok operations of each kind, of
+moves completed (not attempted) and of each fault injected, with no injection error.
+
+Known to fail now and then on today's code, with `lost` or `resurrected` findings whose read
+came from the near cache (`via: near`): the two near-cache faults of docs/reliability.md
+("Issue 43's workload and faults: short runs"), open. The assertion stays until they are
+repaired.
 
 The run starts throwaway servers of its own (the suite's are not touched) and takes about two
 minutes. ``SCHEMALESS_HISTORY_SEED`` replays another seed; a failure prints the seed and the
 replay command with the checker's report. Beside it, fast on both backends: the soak command's
 bad flags, and which exceptions a client records as a definite failure. The checker's own
-tests, on hand-made histories, are in test_history_checker.py.
+tests, on hand-made histories, are in test_history_checker.py and
+test_history_workload_checks.py.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +41,29 @@ ROOT = Path(__file__).resolve().parents[2]
 SEED = os.environ.get("SCHEMALESS_HISTORY_SEED", "34")
 
 
+# What 80 seconds on the shared two-core CI machine must at least have done. The counts of a
+# quiet machine are several times these (docs/reliability.md#the-history-checker).
+MINUTES = "1.33"
+MINIMUM_OK = 1000
+MINIMUM_MOVES_COMPLETED = 3
+FAULTS = ("kill", "lose-commit", "kill-commit", "mover-kill", "lock-wait", "sigkill")
+WORKLOAD = (
+    "append",
+    "map",
+    "cellput",
+    "save",
+    "create",
+    "write",
+    "delete",
+    "update",
+    "bulk",
+    "claim",
+    "read",
+    "find",
+    "history",
+)
+
+
 @pytest.mark.slow
 @pytest.mark.mariadb_only
 def test_a_history_under_every_single_server_nemesis_has_no_anomaly(tmp_path):
@@ -37,21 +71,30 @@ def test_a_history_under_every_single_server_nemesis_has_no_anomaly(tmp_path):
         sys.executable,
         "-m",
         "schemaless_store.testing.history",
-        *("--minutes", "1", "--seed", SEED, "--clients", "4"),
-        *("--nemesis", "kill,lose-commit,move,sigkill", "--out", str(tmp_path)),
+        *("--minutes", MINUTES, "--seed", SEED, "--clients", "4"),
+        *("--nemesis", ",".join([*FAULTS, "move"]), "--out", str(tmp_path)),
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEMALESS_TEST")}
     done = subprocess.run(
         command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400, check=False
     )
     output = done.stdout + done.stderr[-3000:]
-    assert "history: faults injected:" in output, output  # it ran to its report
-    for fault in ("kill", "lose-commit", "move", "sigkill"):
-        assert f" {fault} " in output.split("faults injected:")[1].splitlines()[0] + " ", output
-    assert done.returncode == 0 and "anomalies: 0" in output, output
-    # The index was really put to the test: finds whose answer had to hold the entity.
-    proven = re.search(r"finds proven \(the answer had to hold the entity\): (\d+)", output)
-    assert proven is not None and int(proven.group(1)) > 50, output
+    assert (tmp_path / "summary.json").exists(), output  # it ran to its report
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert done.returncode == 0 and summary["anomalies"] == 0, output
+    assert summary["failed_clients"] == [] and summary["injection_errors"] == 0, output
+    assert summary["ops"]["ok"] >= MINIMUM_OK, output
+    for f in WORKLOAD:
+        assert summary["workload"].get(f, {}).get("ok", 0) >= 1, (f, output)
+    assert summary["moves"]["completed"] >= MINIMUM_MOVES_COMPLETED, output
+    for fault in FAULTS:
+        assert summary["faults"].get(fault, 0) >= 1, (fault, output)
+    # The faults did what they are there for: a killed commit lost its answer, a write waited
+    # on a held lock; the index, the kept versions and the claims were put to the test.
+    assert summary["answers_lost_by_kill_commit"] >= 1, output
+    assert summary["lock_waits_met"] >= 1, output
+    assert summary["finds_proven"] >= 30 and summary["versions_read"] >= 10, output
+    assert summary["claims_checked"] >= 3, output
 
 
 def test_the_soak_command_refuses_bad_flags_before_starting_anything(capsys):
@@ -60,6 +103,8 @@ def test_the_soak_command_refuses_bad_flags_before_starting_anything(capsys):
     assert "unknown nemesis flood; choose among kill, lose-commit" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="galera-node nemesis needs --galera"):
         Run(parser().parse_args(["--nemesis", "galera-node"]))
+    with pytest.raises(SystemExit, match="mover-kill nemesis needs the move nemesis"):
+        Run(parser().parse_args(["--nemesis", "kill,mover-kill"]))
     with pytest.raises(SystemExit, match="must be positive"):
         Run(parser().parse_args(["--clients", "0"]))
     run = Run(parser().parse_args(["--seed", "7", "--nemesis", "none", "--out", "/dev/null/x"]))

@@ -188,6 +188,47 @@ def test_nothing_read_after_an_acknowledged_write_with_no_delete_after_is_lost()
     )
 
 
+def test_a_lost_write_is_lost_whatever_comes_after_it():
+    # Issue 43, finding 6: the absence was judged only for writes begun after the history's
+    # last delete, so any later delete hid a lost save. Each write is judged on its own.
+    assert found(
+        op("save", "R", 0, 1, value="a"),
+        op("read", "R", 2, 3, result=None),
+        op("delete", "R", 4, 5),
+    ) == {"lost": 1}
+    assert found(
+        op("save", "R", 0, 1, value="a"),
+        op("read", "R", 2, 3, result=None),
+        op("save", "R", 4, 5, value="b"),
+        op("delete", "R", 6, 7, "info"),
+        op("read", "R", 8, 9, result=None),
+    ) == {"lost": 1}
+    # A delete that ended before the write began explains nothing; one that ended after it
+    # began (its order unknown) or that overlaps the read does.
+    assert found(
+        op("delete", "R", 0, 0.5),
+        op("save", "R", 1, 2, value="a"),
+        op("read", "R", 3, 4, result=None),
+    ) == {"lost": 1}
+    for delete in (op("delete", "R", 0.5, 1.5), op("delete", "R", 2.5, 3.5)):
+        history = (
+            op("save", "R", 0, 1, value="a"),
+            delete,
+            op("read", "R", 3, 4, result=None),
+            op("delete", "R", 8, 9),
+        )
+        assert found(*history) == {}, delete
+    # An unknown delete's commit may land up to the grace after its recorded end.
+    assert (
+        found(
+            op("delete", "R", 0, 0.5, "info"),
+            op("save", "R", 1, 2, value="a"),
+            op("read", "R", 3, 4, result=None),
+        )
+        == {}
+    )
+
+
 def test_a_deleted_value_read_again_after_the_delete_is_resurrected():
     # The create's retry overlapped the delete (issue 34, item 1), but the delete removed the
     # create's value and was acknowledged: the value must not come back.

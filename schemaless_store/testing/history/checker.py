@@ -9,8 +9,9 @@ creates, modifies that set the value or delete, reads) are checked for:
   by a read that had completed) is absent from a read that began after. On a register, a read
   returns a value that an acknowledged write, begun after that value's write was acknowledged
   and finished before the read began, should have replaced; or a read finds nothing although an
-  acknowledged write finished before it began and no delete could come after that write; or a
-  value a ``modify`` replaced is read again after that ``modify`` was acknowledged.
+  acknowledged write finished before it began and no delete may fall between that write and
+  the read (each write judged on its own, whatever comes later); or a value a ``modify``
+  replaced is read again after that ``modify`` was acknowledged.
 - ``duplicated``: an element twice in one read of a list (a write applied twice).
 - ``phantom``: a value no operation ever wrote to that key.
 - ``failed_present``: a value whose write ended in a definite failure, seen by a read.
@@ -35,79 +36,22 @@ Each needs only that the store is linearizable per key, as its reads from the pr
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any
 
+from .findings import EXAMPLES, KINDS, Report
 from .records import WRITES, History, Op
 
-KINDS = (
-    "lost",
-    "duplicated",
-    "phantom",
-    "failed_present",
-    "not_prefix",
-    "resurrected",
-    "index_missed",
-    "index_wrong",
-)
-EXAMPLES = 5
+__all__ = ["EXAMPLES", "KINDS", "Report", "check"]
+LIST_KEYS = ("list-", "cell-")  # keys whose reads return lists: appends, map runs, cell puts
+
 # A write of unknown outcome is taken to land as late as this after its completion was
-# recorded (a statement the server still ran: the clients' read_timeout, 30 s), for a find.
+# recorded (a statement the server still ran: the clients' read_timeout, 30 s), for a find,
+# unless it is ``settled`` (no answer was lost: whatever landed did so before its end).
 UNKNOWN_GRACE = 30.0
-
-
-@dataclass
-class Report:
-    """Each anomaly kind: the distinct findings (a key and value, or a pair of reads)."""
-
-    found: dict[str, dict[Any, dict[str, Any]]] = field(
-        default_factory=lambda: {kind: {} for kind in KINDS}
-    )
-    ops: dict[str, int] = field(default_factory=dict)
-    # The operation whose write shows twice or comes back, per finding; and the operations a
-    # ``lose-commit`` fault hit (process, index): a finding is told apart when they meet.
-    suspects: dict[Any, tuple[str, int]] = field(default_factory=dict)
-    lost_answers: set[tuple[str, int]] = field(default_factory=set)
-    finds_proven: int = 0  # finds whose answer had to hold the key's entity
-
-    def add(self, kind: str, identity: Any, suspect: Op | None = None, **example: Any) -> None:
-        if identity in self.found[kind]:
-            return
-        self.found[kind][identity] = example
-        if suspect is not None:
-            self.suspects[(kind, identity)] = (suspect.process, suspect.index)
-            if self.suspects[(kind, identity)] in self.lost_answers:
-                example["writer_lost_an_answer"] = True
-
-    def after_lost_answer(self, kind: str) -> int:
-        """How many findings of ``kind`` a write that lost its commit answer is behind."""
-        return sum(1 for found in self.found[kind].values() if found.get("writer_lost_an_answer"))
-
-    def counts(self) -> dict[str, int]:
-        return {kind: len(found) for kind, found in self.found.items()}
-
-    @property
-    def anomalies(self) -> int:
-        return sum(self.counts().values())
-
-    def text(self, examples: int = EXAMPLES) -> str:
-        """The report a run prints: op counts, then each kind's count and first examples."""
-        lines = [
-            "operations: "
-            + ", ".join(f"{name} {count}" for name, count in sorted(self.ops.items()))
-        ]
-        lines.append(f"finds proven (the answer had to hold the entity): {self.finds_proven}")
-        for kind in KINDS:
-            found = self.found[kind]
-            behind = self.after_lost_answer(kind)
-            why = f" ({behind} by a write that lost its commit answer)" if behind else ""
-            lines.append(f"{kind}: {len(found)}{why}")
-            lines += [f"    {example}" for example in list(found.values())[:examples]]
-        lines.append(f"anomalies: {self.anomalies}")
-        return "\n".join(lines)
 
 
 def check(history: History) -> Report:
@@ -116,6 +60,7 @@ def check(history: History) -> Report:
         (str(fault.detail.get("process")), int(fault.detail.get("op", -1)))
         for fault in history.faults
         if fault.nemesis == "lose-commit"
+        or (fault.nemesis == "kill-commit" and fault.detail.get("answer") != "answered")
     }
     for op in history.ops:
         name = f"{op.f} {op.outcome}"
@@ -126,12 +71,54 @@ def check(history: History) -> Report:
     for key, ops in by_key.items():
         writers = {op.value: op for op in ops if op.f in WRITES and op.value is not None}
         reads = [op for op in ops if op.f == "read" and op.outcome == "ok"]
-        if any(isinstance(read.result, list) for read in reads):
+        if key.startswith(LIST_KEYS) or any(isinstance(read.result, list) for read in reads):
             check_list(report, key, writers, reads)
         else:
             check_register(report, key, ops, writers, reads)
             check_finds(report, key, ops, writers)
+            check_versions(report, key, ops)
+    check_claims(report, history.ops)
     return report
+
+
+def check_versions(report: Report, key: str, ops: list[Op]) -> None:
+    """A register's kept versions (``history`` reads), as a list of the values written, oldest
+    first (deletions left out): every acknowledged write has its version, once, and two reads
+    are prefixes of one another."""
+    versions = [op for op in ops if op.f == "history" and op.outcome == "ok"]
+    if not versions:
+        return
+    report.versions_read += len(versions)
+    writers = {
+        op.value: op for op in ops if op.f in WRITES and op.f != "delete" and op.value is not None
+    }
+    reads = [
+        dataclasses.replace(op, result=[value for value in op.result or [] if value is not None])
+        for op in versions
+    ]
+    check_list(report, f"{key} versions", writers, reads)
+
+
+def check_claims(report: Report, ops: list[Op]) -> None:
+    """``unique_violated``: two claim keys holding one token in the final reads (nothing
+    writes by then). A claim's value ends with its token (``@t<n>``)."""
+    holders: dict[str, list[Op]] = defaultdict(list)
+    for op in ops:
+        if op.process == "final" and op.f == "read" and op.key.startswith("claim-"):
+            if op.outcome != "ok":
+                continue
+            report.claims_checked += 1
+            if isinstance(op.result, str) and "@" in op.result:
+                holders[op.result.rpartition("@")[2]].append(op)
+    for token, reads in holders.items():
+        if len(reads) > 1:
+            report.add(
+                "unique_violated",
+                token,
+                token=token,
+                keys=[read.key for read in reads],
+                values=[read.result for read in reads],
+            )
 
 
 def seen_values(read: Op) -> list[Any]:
@@ -222,22 +209,17 @@ def check_register(
     check_values(report, key, writers, reads)
     acknowledged = [op for op in ops if op.f in WRITES and op.outcome == "ok"]
     superseding = Superseding(acknowledged)
-    # Nothing read: an acknowledged write that no delete (ok or unknown) can follow, finished
-    # before the read began, is lost. The first such write is the one to name.
-    horizon = max(
-        (op.end for op in ops if op.f == "delete" and op.outcome != "fail"), default=-math.inf
-    )
-    kept = [op for op in acknowledged if op.f != "delete" and op.start >= horizon]
-    first_kept = min(kept, key=lambda op: op.end, default=None)
+    absent = Absence(ops, acknowledged)
     for read in reads:
         if read.result is None:
-            if first_kept is not None and first_kept.end < read.start:
+            lost = absent.unexplained(read)
+            if lost is not None:
                 report.add(
                     "lost",
-                    (key, first_kept.value),
+                    (key, lost.value),
                     key=key,
-                    value=first_kept.value,
-                    write=first_kept.brief(),
+                    value=lost.value,
+                    write=lost.brief(),
                     read=read.brief(),
                 )
             continue
@@ -259,6 +241,44 @@ def check_register(
             read=read.brief(),
             came_back=writer.brief(),
         )
+
+
+class Absence:
+    """Which acknowledged write a read that found nothing lost: each write is judged on its
+    own (issue 43), whatever comes after it. A write acknowledged before the read began is
+    lost unless a delete (acknowledged or unknown) may fall between the two: one that ended
+    after the write began (an unknown one may land up to :data:`UNKNOWN_GRACE` after its
+    recorded end) and began before the read ended. Of the writes acknowledged before the
+    read, the one begun last is the hardest to explain; if a delete explains it, it explains
+    every earlier one too."""
+
+    def __init__(self, ops: list[Op], acknowledged: list[Op]) -> None:
+        writes = sorted((op for op in acknowledged if op.f != "delete"), key=lambda op: op.end)
+        self.write_ends = [op.end for op in writes]
+        self.latest_write: list[Op] = []  # writes[:i + 1]'s write begun last
+        for op in writes:
+            latest = self.latest_write[-1] if self.latest_write else op
+            self.latest_write.append(op if op.start >= latest.start else latest)
+        deletes = sorted(
+            (op for op in ops if op.f == "delete" and op.outcome != "fail"),
+            key=lambda op: op.start,
+        )
+        self.delete_starts = [op.start for op in deletes]
+        self.latest_delete_end: list[float] = []  # deletes[:i + 1]'s latest (graced) end
+        for op in deletes:
+            end = op.end + (UNKNOWN_GRACE if op.outcome == "info" else 0.0)
+            previous = self.latest_delete_end[-1] if self.latest_delete_end else -math.inf
+            self.latest_delete_end.append(max(previous, end))
+
+    def unexplained(self, read: Op) -> Op | None:
+        finished = bisect.bisect_left(self.write_ends, read.start)
+        if not finished:
+            return None
+        write = self.latest_write[finished - 1]
+        begun = bisect.bisect_left(self.delete_starts, read.end)
+        if begun and self.latest_delete_end[begun - 1] > write.start:
+            return None
+        return write
 
 
 class Superseding:
@@ -303,7 +323,7 @@ def check_finds(report: Report, key: str, ops: list[Op], writers: dict[Any, Op])
     latest: list[tuple[float, Op | None, float]] = []
     best, best_op, second = -math.inf, None, -math.inf
     for op in changes:
-        end = op.end + (UNKNOWN_GRACE if op.outcome == "info" else 0.0)
+        end = op.end + (UNKNOWN_GRACE if op.outcome == "info" and not op.settled else 0.0)
         if end > best:
             best, best_op, second = end, op, best
         elif end > second:

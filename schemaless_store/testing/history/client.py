@@ -1,16 +1,12 @@
 """One client process of a history run (``python -m schemaless_store.testing.history.client``,
-started by the runner with the store's settings, :mod:`.settings`): a seeded random sequence of
-operations on a few keys until a deadline, each recorded (:mod:`.records`) as invoked, then as
-completed ``ok``, ``fail`` (definitely not applied) or ``info`` (may have been applied).
+started by the runner with the store's settings, :mod:`.settings`, as the application user): a
+seeded random sequence of operations (:mod:`.workload`) on a few keys until a deadline, each
+recorded (:mod:`.records`) as invoked, then as completed ``ok``, ``fail`` (definitely not
+applied) or ``info`` (may have been applied). An operation on several keys (``bulk_put``, a
+``map_entities`` run) is recorded as one operation per key, invoked and completed together.
 
-- List keys (``list-<generation>-<slot>``; a new generation every :data:`GENERATION` seconds,
-  so that no list grows without bound): ``append`` adds a unique element through
-  ``Entity.objects.modify`` (the first append creates the entity); ``read`` records the list.
-- Register keys (``reg-<slot>``): ``save`` (a plain save of a unique value, no read first),
-  ``create``, ``write`` (a ``modify`` that sets a unique value), ``delete`` (a ``modify`` that
-  deletes), each ``modify`` recording the value it replaced (``prev``); ``read``; ``find``,
-  the value this client last wrote to the key looked up through the index on ``value``
-  (:mod:`.indexes`), recording the keys whose entities the query returned.
+Faults inside the client: ``lose-commit`` (:func:`lost_answers`) and ``kill-commit``
+(:mod:`.commit_kill`).
 """
 
 from __future__ import annotations
@@ -19,20 +15,13 @@ import argparse
 import contextlib
 import random
 import time
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-LIST_SLOTS = 4
-REGISTER_SLOTS = 4
-GENERATION = 30.0  # seconds a generation of list keys takes appends
-KEYS = uuid.UUID("5c4e0a1e-55a7-4b1c-9a3e-34c0ffee0034")  # the namespace of the keys' ids
+from .workload import Operations, entity_id
 
-
-def entity_id(key: str) -> uuid.UUID:
-    """A key's entity id: fixed, and spread over the buckets like any id."""
-    return uuid.uuid5(KEYS, key)
+__all__ = ["Client", "classify", "entity_id"]
 
 
 def classify(exc: BaseException) -> str:
@@ -54,7 +43,7 @@ def classify(exc: BaseException) -> str:
     return "info"
 
 
-class Client:
+class Client(Operations):
     def __init__(self, process: str, seed: int, epoch: float, out: Path) -> None:
         from .records import Recorder
 
@@ -69,34 +58,6 @@ class Client:
         self.mine: dict[str, str] = {}
         self.last_result: Any = None  # what the last operation that succeeded returned
 
-    def list_key(self) -> str:
-        generation = int((time.monotonic() - self.epoch) / GENERATION)
-        return f"list-{generation}-{self.rng.randrange(LIST_SLOTS)}"
-
-    def step(self) -> None:
-        rng = self.rng
-        if rng.random() < 0.5:
-            f = "append" if rng.random() < 0.75 else "read"
-            key = self.list_key()
-        else:
-            f = rng.choices(
-                ("save", "create", "write", "delete", "read", "find"), (25, 15, 20, 15, 15, 15)
-            )[0]
-            key = f"reg-{rng.randrange(REGISTER_SLOTS)}"
-            if f == "find":
-                if not self.mine:
-                    f = "read"
-                else:
-                    key = rng.choice(sorted(self.mine))
-                    self.run(f, key, self.mine[key])
-                    return
-        value = f"{self.process}-{self.index}" if f not in ("read", "delete") else None
-        if self.run(f, key, value) == "ok" and key.startswith("reg-"):
-            if value is not None:
-                self.mine[key] = value
-            elif f == "delete":
-                self.mine.pop(key, None)
-
     def run(self, f: str, key: str, value: Any) -> str:
         """Run one operation, recorded; its outcome."""
         from django.db import connections
@@ -107,7 +68,7 @@ class Client:
         try:
             details = getattr(self, f"do_{f}")(key, value)
         except Exception as exc:
-            outcome = "fail" if f in ("read", "find") else classify(exc)
+            outcome = "fail" if f in ("read", "find", "history") else classify(exc)
             error = f"{type(exc).__name__}: {exc}"[:300]
             self.recorder.complete(self.process, index, outcome, error=error)
         else:
@@ -123,82 +84,34 @@ class Client:
                 connection.close_if_unusable_or_obsolete()
         return outcome
 
-    # --- the operations: each returns what its completion records ------------------------
+    def run_group(
+        self,
+        f: str,
+        items: list[tuple[str, Any]],
+        action: Callable[[], dict[str, tuple[str, dict[str, Any]]]],
+    ) -> str:
+        """One call that writes several keys (``items``: key, value), recorded as one
+        operation per key; ``action`` returns each key's outcome and details. The first
+        key's outcome."""
+        from django.db import connections
 
-    def do_read(self, key: str, value: Any) -> dict[str, Any]:
-        from ...models import Entity
-
+        indexes = []
+        for key, value in items:
+            indexes.append(self.index)
+            self.recorder.invoke(self.process, self.index, f, key, value)
+            self.index += 1
         try:
-            entity = Entity.objects.get(id=entity_id(key))
-        except Entity.DoesNotExist:
-            return {"result": [] if key.startswith("list-") else None}
-        if key.startswith("list-"):
-            return {"result": list(entity.get("items", []))}
-        return {"result": entity.get("value")}
-
-    def do_find(self, key: str, value: Any) -> dict[str, Any]:
-        """The keys of the entities ``filter_index(value=...)`` returns (an id that is no
-        register's, by its hex)."""
-        from ...models import Entity
-
-        names = {entity_id(f"reg-{slot}"): f"reg-{slot}" for slot in range(REGISTER_SLOTS)}
-        found = Entity.objects.filter_index(value=value)
-        return {"result": sorted(names.get(entity.id, entity.id.hex) for entity in found)}
-
-    def do_append(self, key: str, value: Any) -> dict[str, Any]:
-        from ...exceptions import EntityExists
-        from ...models import Entity
-
-        def append(entity: Any) -> None:
-            entity["items"] = [*entity.get("items", []), value]
-
-        for _attempt in range(3):
-            try:
-                Entity.objects.modify(entity_id(key), append)
-                return {}
-            except Entity.DoesNotExist:
-                try:
-                    Entity.objects.create(id=entity_id(key), items=[value])
-                    return {}
-                except EntityExists:
-                    continue  # another client's first append: append to it
-        raise EntityExists(f"{key}: created and gone again three times")
-
-    def do_save(self, key: str, value: Any) -> dict[str, Any]:
-        from ...models import Entity
-
-        Entity.from_properties({"id": entity_id(key), "value": value}).save()
-        return {}
-
-    def do_create(self, key: str, value: Any) -> dict[str, Any]:
-        from ...models import Entity
-
-        Entity.objects.create(id=entity_id(key), value=value)
-        return {}
-
-    def do_write(self, key: str, value: Any) -> dict[str, Any]:
-        return self.modify(key, value)
-
-    def do_delete(self, key: str, value: Any) -> dict[str, Any]:
-        from ... import DELETE
-
-        return self.modify(key, DELETE)
-
-    def modify(self, key: str, value: Any) -> dict[str, Any]:
-        from ... import DELETE
-        from ...models import Entity
-
-        seen: list[Any] = []
-
-        def change(entity: Any) -> Any:
-            seen.append(entity.get("value"))
-            if value is DELETE:
-                return DELETE
-            entity["value"] = value
-            return None
-
-        Entity.objects.modify(entity_id(key), change)
-        return {"prev": seen[-1]}
+            outcomes = action()
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"[:300]
+            outcomes = {key: (classify(exc), {"error": error}) for key, _ in items}
+        finally:
+            for connection in connections.all():
+                connection.close_if_unusable_or_obsolete()
+        for index, (key, _value) in zip(indexes, items, strict=True):
+            outcome, details = outcomes[key]
+            self.recorder.complete(self.process, index, outcome, **details)
+        return outcomes[items[0][0]][0]
 
 
 @contextlib.contextmanager
@@ -226,12 +139,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--until", type=float, required=True, help="Its end (monotonic).")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--lose-commit", type=float, default=0.0, help="Share of commits.")
+    parser.add_argument("--kill-commit", type=float, default=0.0, help="Share of commits.")
     args = parser.parse_args(argv)
     import django
 
     django.setup()
+    from .commit_kill import killed_commits
+
     client = Client(args.process, args.seed, args.epoch, args.out)
-    with lost_answers(client, args.lose_commit):
+    with lost_answers(client, args.lose_commit), killed_commits(client, args.kill_commit):
         while time.monotonic() < args.until:
             client.step()
     client.recorder.close()

@@ -8,15 +8,24 @@ into the store from outside, at seeded random moments, records every fault with 
   ``movebuckets`` (in a process of its own), then back; a move that fails is run again, which
   resumes it (docs/resharding.md);
 - ``sigkill``: a random plain server SIGKILLed and restarted 1-3 s later, every 8-16 s;
+- ``mover-kill`` (with ``move``): every third ``movebuckets`` run is SIGKILLed at a random
+  moment 0.2-5 s in (unless it ended first); the next run resumes the move;
+- ``lock-wait``: a row lock on a random key's entity (``SELECT ... FOR UPDATE`` on every
+  shard database, through one node on Galera) held for longer than the clients'
+  ``read_timeout`` (:data:`LOCK_READ_TIMEOUT`, set by the runner), every 1-4 s: a write of that
+  entity then waits on the lock until its client gives up on the answer, while the server still
+  runs the statements (and the ``COMMIT``) once the lock is gone;
 - ``galera-node``: a random node of the Galera shard SIGKILLed and restarted (it rejoins by
   IST), every 10-20 s.
 
-``lose-commit`` runs inside the clients (:func:`.client.lost_answers`).
+``lose-commit`` and ``kill-commit`` run inside the clients (:func:`.client.lost_answers`,
+:mod:`.commit_kill`).
 """
 
 from __future__ import annotations
 
 import random
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -25,8 +34,19 @@ from typing import Any
 from .records import Recorder
 from .servers import DATABASE_NAMES, LAYOUT, HistoryStore
 
-NAMES = ("kill", "lose-commit", "move", "sigkill", "galera-node")
+NAMES = (
+    "kill",
+    "lose-commit",
+    "kill-commit",
+    "move",
+    "mover-kill",
+    "lock-wait",
+    "sigkill",
+    "galera-node",
+)
 MOVE_ATTEMPTS = 20  # a move is run again until it finishes, at most this many times
+LOCK_READ_TIMEOUT = 3  # the clients' read_timeout with lock-wait on (seconds)
+LOCKED_KEYS = ("reg", 4), ("claim", 3)  # (prefix, slots) the lock-wait picks from
 
 
 class Nemesis(threading.Thread):
@@ -107,6 +127,31 @@ class MoveBuckets(Nemesis):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.unfinished: tuple[str, str] | None = None  # (target, buckets) of a failed move
+        self.kill_movers = False  # mover-kill: SIGKILL every third run (set by the runner)
+        self.runs = 0
+
+    def run_mover(self, target: str, buckets: str) -> subprocess.CompletedProcess[str]:
+        """One ``movebuckets`` run, SIGKILLed at a random moment with mover-kill."""
+        kill_at = None
+        self.runs += 1
+        if self.kill_movers and self.runs % 3 == 1 and not self.stopping.is_set():
+            kill_at = self.rng.uniform(0.2, 5.0)
+        if kill_at is None:
+            return self.store.manage("movebuckets", "--to", target, "--buckets", buckets)
+        mover = self.store.spawn(
+            "django",
+            "movebuckets",
+            *("--to", target, "--buckets", buckets),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            out, _ = mover.communicate(timeout=kill_at)
+        except subprocess.TimeoutExpired:
+            mover.kill()
+            out, _ = mover.communicate()
+            self.recorder.fault("mover-kill", to=target, buckets=buckets, after=round(kill_at, 2))
+        return subprocess.CompletedProcess(mover.args, mover.returncode, out or "", "")
 
     def once(self) -> None:
         if not self.pause(1.0, 3.0):
@@ -126,7 +171,7 @@ class MoveBuckets(Nemesis):
         for attempt in range(attempts):
             started = time.monotonic()
             self.record(phase="start", to=target, buckets=buckets, attempt=attempt)
-            done = self.store.manage("movebuckets", "--to", target, "--buckets", buckets)
+            done = self.run_mover(target, buckets)
             output = done.stdout + done.stderr
             # A held move's message names the keys and tables that escaped its fence: whole.
             held = [line for line in output.splitlines() if "escaped the fence" in line]
@@ -203,8 +248,82 @@ class KillGaleraNode(KillServer):
         server.restart()  # rejoins, and waits until the cluster is Synced
 
 
+class LockWait(Nemesis):
+    """Hold a row lock on a key's entity for longer than the clients' ``read_timeout``."""
+
+    name = "lock-wait"
+
+    def once(self) -> None:
+        from .workload import entity_id
+
+        if not self.pause(1.0, 4.0):
+            return
+        prefix, slots = self.rng.choice(LOCKED_KEYS)
+        key = f"{prefix}-{self.rng.randrange(slots)}"
+        hold = self.rng.uniform(LOCK_READ_TIMEOUT + 0.5, LOCK_READ_TIMEOUT + 3.0)
+        held = []
+        try:
+            for server, database in self.homes():
+                connection = server.connect(database)
+                held.append(connection)
+                connection.autocommit(False)
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "SELECT id FROM entities WHERE id = %s FOR UPDATE", [entity_id(key).bytes]
+                    )
+        except Exception:
+            self.release(held)  # a server down or starting (another nemesis): not now
+            return
+        waiting, until = 0, time.monotonic() + hold
+        while not self.stopping.wait(min(0.5, max(0.0, until - time.monotonic()))):
+            try:
+                waiting = max(waiting, self.waiting(held))
+            except Exception:
+                break  # a server went down meanwhile: the lock was held until then
+            if time.monotonic() >= until:
+                break
+        self.release(held)
+        self.record(key=key, seconds=round(hold, 2), waiting=waiting)
+
+    @staticmethod
+    def release(held: list[Any]) -> None:
+        for connection in held:
+            try:
+                connection.rollback()
+                connection.close()
+            except Exception:
+                pass  # the server went down meanwhile (another nemesis)
+
+    @staticmethod
+    def waiting(held: list[Any]) -> int:
+        """Transactions waiting now for a lock these connections hold."""
+        waiting = 0
+        for connection in held:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT COUNT(*) FROM information_schema.INNODB_LOCK_WAITS AS w "
+                    "JOIN information_schema.INNODB_TRX AS t ON t.trx_id = w.blocking_trx_id "
+                    "WHERE t.trx_mysql_thread_id = CONNECTION_ID()"
+                )
+                waiting += int(cursor.fetchone()[0])
+        return waiting
+
+    def homes(self) -> list[tuple[Any, str]]:
+        """(server, database) of every shard database, the Galera shard through one node."""
+        first, *rest = self.store.servers
+        homes: list[tuple[Any, str]] = [(first, "shard0")]
+        if self.store.cluster is not None:
+            homes += [(self.rng.choice(self.store.cluster.nodes), "shard1"), (rest[0], "shard2")]
+        else:
+            homes += [(rest[0], "shard1"), (rest[1], "shard2")]
+        return [
+            (server, db) for server, db in homes if server.process and server.process.poll() is None
+        ]
+
+
 KINDS: dict[str, Callable[..., Nemesis]] = {
     "kill": KillSessions,
+    "lock-wait": LockWait,
     "move": MoveBuckets,
     "sigkill": KillServer,
     "galera-node": KillGaleraNode,

@@ -4,7 +4,10 @@ share one). :func:`load` pairs them into :class:`Op` and :class:`Fault` values f
 
 - invocation: ``{"type": "invoke", "process", "index", "f", "key", "value", "time"}``;
 - completion: ``{"type": "ok" | "fail" | "info", "process", "index", "time"}`` with ``result``
-  (what a read returned), ``prev`` (the value a modify replaced or deleted) and ``error``;
+  (what a read returned), ``via`` (where the entity cache found it) and ``heard`` (for a read
+  from the near cache, when its last answered ``PING`` was sent), ``prev`` (the value a
+  modify replaced or deleted), ``error``, and ``settled`` (an ``info`` that cannot land after
+  its completion);
 - fault: ``{"type": "fault", "nemesis", "time", "detail"}``.
 
 ``ok``: the operation took effect; ``fail``: it definitely did not; ``info``: unknown, it may
@@ -24,12 +27,25 @@ from pathlib import Path
 from typing import IO, Any
 
 OUTCOMES = ("ok", "fail", "info")
-# What a client does: an append to a list key (through ``modify``), and on a register key a
-# plain save, a create, a modify that sets the value ("write"), a modify that deletes; reads.
-WRITES = ("append", "save", "create", "write", "delete")
+# What a client does (``workload.py``): an append to a list key (through ``modify``) or by a
+# ``map_entities`` run ("map"), a cell version ("cellput"); on a register key a plain save, a
+# create, a modify that sets the value ("write"), a modify that deletes, the partial update
+# ("update"), a bulk_put ("bulk"), a save under a unique index ("claim"); reads.
+WRITES = (
+    "append",
+    "map",
+    "cellput",
+    "save",
+    "create",
+    "write",
+    "delete",
+    "update",
+    "bulk",
+    "claim",
+)
 # A register's value looked up through the index (``filter_index``): its result is the keys
-# whose entity the query returned.
-FUNCTIONS = (*WRITES, "read", "find")
+# whose entity the query returned. "history": the values of a register's kept versions.
+FUNCTIONS = (*WRITES, "read", "find", "history")
 
 
 @dataclass
@@ -47,6 +63,11 @@ class Op:
     result: Any = None
     prev: Any = None
     error: str = ""
+    via: str = ""  # a read: where the entity cache found it (near, redis, shard)
+    heard: float | None = None  # a near read: when the near cache's last answered PING was sent
+    # An unknown outcome that cannot land after its completion (no answer was lost: a part of
+    # a bulk_put refused before anything was sent, another part perhaps committed).
+    settled: bool = False
 
     def brief(self) -> dict[str, Any]:
         """What a report shows of it."""
@@ -54,12 +75,16 @@ class Op:
         shown["outcome"] = self.outcome
         if self.value is not None:
             shown["value"] = self.value
-        if self.f in ("read", "find"):
+        if self.f in ("read", "find", "history"):
             shown["result"] = self.result
         if self.prev is not None:
             shown["prev"] = self.prev
         if self.error:
             shown["error"] = self.error[:120]
+        if self.via:
+            shown["via"] = self.via
+        if self.heard is not None:
+            shown["heard"] = round(self.heard, 4)
         shown["start"], shown["end"] = round(self.start, 3), round(self.end, 3)
         return shown
 
@@ -142,6 +167,8 @@ def parse(lines: Iterable[str]) -> History:
             op.outcome, op.end = kind, record["time"]
             op.result, op.prev = record.get("result"), record.get("prev")
             op.error = record.get("error", "")
+            op.via, op.heard = record.get("via", ""), record.get("heard")
+            op.settled = bool(record.get("settled", False))
     return History(sorted(ops.values(), key=lambda op: op.start), sorted(faults, key=_at))
 
 

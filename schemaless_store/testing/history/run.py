@@ -25,14 +25,23 @@ from pathlib import Path
 from typing import Any
 
 from .checker import check
-from .nemesis import KINDS, NAMES, Nemesis
-from .records import Fault, Recorder, load
+from .nemesis import KINDS, LOCK_READ_TIMEOUT, NAMES, MoveBuckets, Nemesis
+from .records import Recorder, load
 from .servers import HistoryStore
+from .summary import ENDS, summarize
 
-DEFAULT_NEMESES = ("kill", "lose-commit", "move", "sigkill")
+DEFAULT_NEMESES = (
+    "kill",
+    "lose-commit",
+    "kill-commit",
+    "move",
+    "mover-kill",
+    "lock-wait",
+    "sigkill",
+)
 LOSE_COMMIT_SHARE = 0.03  # of each client's shard commits, with lose-commit on
+KILL_COMMIT_SHARE = 0.02  # of each client's shard commits, with kill-commit on
 PROGRESS_EVERY = 10.0
-ENDS = ("end", "restarted")  # a fault's phases that end it (a move's end, a server's restart)
 FINAL_READ_TIMEOUT = 120.0
 
 
@@ -74,10 +83,14 @@ class Run:
             args.nemesis = [*DEFAULT_NEMESES, *(["galera-node"] if args.galera else [])]
         if "galera-node" in args.nemesis and not args.galera:
             raise SystemExit("the galera-node nemesis needs --galera")
+        if "mover-kill" in args.nemesis and "move" not in args.nemesis:
+            raise SystemExit("the mover-kill nemesis needs the move nemesis")
         if args.clients < 1 or args.minutes <= 0:
             raise SystemExit("--clients and --minutes must be positive")
         self.out: Path = args.out or Path(tempfile.gettempdir())  # made by main()
         self.store = HistoryStore(galera=args.galera)
+        if "lock-wait" in args.nemesis:
+            self.store.client_read_timeout = LOCK_READ_TIMEOUT
         self.stopping = threading.Event()
         self.nemeses: list[Nemesis] = []
         self.failed_clients: list[int] = []
@@ -122,6 +135,7 @@ class Run:
         epoch = time.monotonic()
         until = epoch + self.args.minutes * 60
         share = LOSE_COMMIT_SHARE if "lose-commit" in self.args.nemesis else 0.0
+        kill_share = KILL_COMMIT_SHARE if "kill-commit" in self.args.nemesis else 0.0
         # A client's warnings (the store logs each map read a fault broke) go to its log file.
         logs = [(self.out / f"p{number}.log").open("w") for number in range(self.args.clients)]
         clients = [
@@ -130,6 +144,8 @@ class Run:
                 *("--process", f"p{number}", "--seed", str(self.rng.randrange(2**32))),
                 *("--epoch", repr(epoch), "--until", repr(until)),
                 *("--out", str(self.out / f"p{number}.jsonl"), "--lose-commit", str(share)),
+                *("--kill-commit", str(kill_share)),
+                user="mapper" if number == 0 else "app",
                 stdout=log,
                 stderr=log,
             )
@@ -141,6 +157,8 @@ class Run:
                 nemesis = KINDS[name](
                     self.store, recorder, self.rng.randrange(2**32), self.stopping
                 )
+                if isinstance(nemesis, MoveBuckets):
+                    nemesis.kill_movers = "mover-kill" in self.args.nemesis
                 self.nemeses.append(nemesis)
                 nemesis.start()
         tally = Tally(self.out)
@@ -185,7 +203,11 @@ class Run:
             while reader.run("read", key, None) != "ok" and time.monotonic() < deadline:
                 time.sleep(0.5)
             value = reader.last_result
-            if not key.startswith("reg-") or value is None:
+            if not key.startswith("reg-"):
+                continue
+            while reader.run("history", key, None) != "ok" and time.monotonic() < deadline:
+                time.sleep(0.5)
+            if value is None:
                 continue
             while reader.run("find", key, value) != "ok" and time.monotonic() < deadline:
                 time.sleep(0.5)
@@ -195,12 +217,10 @@ class Run:
     def report(self) -> int:
         history = load(sorted(self.out.glob("*.jsonl")))
         result = check(history)
-        faults = Counter(fault.nemesis for fault in injected(history.faults))
-        lines: list[Any] = [
-            f"seed {self.seed}; replay: {self.replay()}",
-            "faults injected: "
-            + (", ".join(f"{name} {count}" for name, count in sorted(faults.items())) or "none"),
-        ]
+        errors = sum(len(nemesis.errors) for nemesis in self.nemeses)
+        summary = summarize(self.seed, history, result, errors, self.failed_clients)
+        (self.out / "summary.json").write_text(json.dumps(summary.as_dict(), indent=1))
+        lines: list[Any] = [f"seed {self.seed}; replay: {self.replay()}", *summary.lines()]
         for nemesis in self.nemeses:
             if nemesis.errors:
                 lines.append(f"nemesis {nemesis.name} could not inject {len(nemesis.errors)}:")
@@ -208,6 +228,7 @@ class Run:
         lines += result.text().splitlines()
         for line in lines:
             self.say(str(line))
+        self.say(f"summary in {self.out / 'summary.json'}")
         if self.failed_clients:
             # A client that died early proves nothing by finding nothing.
             self.say(f"the run is void: {len(self.failed_clients)} client(s) ended badly")
@@ -248,11 +269,6 @@ class Tally:
             f"(ok {done['ok']}, fail {done['fail']}, info {done['info']}); "
             f"faults: {faults or 'none'}"
         )
-
-
-def injected(faults: list[Fault]) -> list[Fault]:
-    """The faults themselves, not their ends (a move's end, a server's restart)."""
-    return [fault for fault in faults if fault.detail.get("phase") not in ENDS]
 
 
 def main(argv: list[str] | None = None) -> int:

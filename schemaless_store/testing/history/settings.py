@@ -3,7 +3,12 @@ databases and the bucket layout come from the environment, which :mod:`.servers`
 after starting the throwaway servers, so every process works on the very same store.
 
 - ``SCHEMALESS_HISTORY_DATABASES``: a JSON ``DATABASES`` dict (``default`` and the shards);
-- ``SCHEMALESS_HISTORY_SHARDS``: a JSON ``SCHEMALESS["SHARDS"]`` layout.
+- ``SCHEMALESS_HISTORY_SHARDS``: a JSON ``SCHEMALESS["SHARDS"]`` layout;
+- ``SCHEMALESS_HISTORY_REDIS``: the Redis URL of the entity cache, with the near cache in front
+  (left out: no cache).
+
+Every write keeps its version (``HISTORY``): the clients read an entity's versions
+(``history`` operations), which the checker holds to every acknowledged write.
 """
 
 from __future__ import annotations
@@ -24,7 +29,17 @@ SCHEMALESS = {
     "MAP_MAX_AGE": 0.1,
     # The registers' value is indexed (``schemaless_store.testing.history.indexes``).
     "INDEX_MODULE": "testing.history.indexes",
+    "HISTORY": True,
 }
+if os.environ.get("SCHEMALESS_HISTORY_REDIS"):
+    from schemaless_store.cache.backend import cache_from_url
+
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "entities": cache_from_url(os.environ["SCHEMALESS_HISTORY_REDIS"]),
+    }
+    SCHEMALESS["CACHE"] = "entities"
+    SCHEMALESS["NEAR_CACHE"] = {}
 INSTALLED_APPS = ["schemaless_store"]
 SECRET_KEY = "history-only"
 DEBUG = False
