@@ -186,7 +186,6 @@ class Lookup:
         self.backend = backend
         self.near = near
         self.tokens: dict[bytes, int] = {}
-        self.created: set[bytes] = set()  # ids whose token this read set (none was there)
         self.mark: near_cache.Mark | None = None
         self.failed = False
 
@@ -219,7 +218,7 @@ class Lookup:
         copies: dict[str, tuple[int, Row]] = {}
         for key in asked:
             h = hexes[key]
-            token, value, created = got[h]
+            token, value, _created = got[h]
             if value is not None:
                 row = _valid(token, value, owner_of(key))
                 if row is not None:
@@ -228,8 +227,6 @@ class Lookup:
                         copies[h] = (token, row)
                     continue
             self.tokens[key] = token
-            if created:
-                self.created.add(key)
         self.mark = mark
         if copies:
             near.put(mark, copies)  # type: ignore[union-attr, arg-type]
@@ -266,12 +263,9 @@ class Lookup:
         if self.failed:
             return
         rows = [(key, row) for key, row in rows if key in self.tokens]
-        if self.mark is not None and rows:  # copies from the first read: docs/cache.md
-            self.near.put(  # type: ignore[union-attr]
-                self.mark,
-                {key.hex(): (self.tokens[key], row) for key, row in rows},
-                created={key.hex() for key in self.created},
-            )
+        # No near-cache copy of a row read from the database: the push of the token this read
+        # set may carry another write's DEL in the same Redis turn, and nothing would tell
+        # them apart (docs/cache.md#no-copy-from-a-first-read). The next read's hit copies it.
         values = {key: _encode(self.tokens[key], row) for key, row in rows}
         if not values:
             return

@@ -142,10 +142,12 @@ class NearCache:
         """Copy Redis's answers (read after ``mark`` was taken), but none that an invalidation
         or a reconnection since ``mark`` may have made old.
 
-        ``created``: ids whose token the read itself set (its script found none) and whose row
-        it then read from the database: their own token's push may come in between, so one
-        push is allowed for them, and a copy made before it came expects it
-        (docs/cache.md#a-copy-from-the-first-read)."""
+        ``created`` is kept for callers' sake and must be empty: a copy that expected its own
+        token's push was passed over by a push that also carried another write's ``DEL``
+        (Redis names a key once per turn), so no copy ever allows a push
+        (docs/cache.md#no-copy-from-a-first-read)."""
+        if created:
+            raise ValueError("a near-cache copy allows no push (docs/cache.md)")
         with self._lock:
             if mark.epoch != self._epoch or not self._live:
                 self.stats.refused += len(answers)
@@ -164,7 +166,7 @@ class NearCache:
             entries = self._entries
             for h, (token, value) in answers.items():
                 seen = pushes.get(h, 0)
-                allowed = 1 if h in created else 0
+                allowed = 0
                 if seen > allowed:
                     self.stats.refused += 1
                     continue

@@ -114,19 +114,23 @@ def test_a_copy_of_an_answer_read_before_an_invalidation_is_refused(near):
     assert near.get_many([h])[1] == {h: (7, "new")}
 
 
-def test_a_miss_is_served_from_memory_from_its_second_read_until_another_write(near):
-    """docs/cache.md#a-copy-from-the-first-read: the first read's row is copied, kept through
-    its own token's push, and dropped by the push of another process's DEL."""
+def test_a_miss_is_served_from_memory_from_its_third_read_until_another_write(near):
+    """docs/cache.md#no-copy-from-a-first-read: a first read's row (a miss) is not copied; the
+    second read's Redis hit is, and the third is served from memory until the push of another
+    process's DEL drops it."""
     made = Entity.objects.create(n=1)
     h = made.id.bytes.hex()
     assert Entity.objects.get(id=made.id)["n"] == 1  # a miss: the shard
     applied = time.monotonic()
     while near.heard() <= applied:  # its own token's push, whenever it came, applied
         time.sleep(0.005)
+    assert not near.holds(h)
+    entity_cache.reset_stats()
+    assert Entity.objects.get(id=made.id)["n"] == 1  # the second read: a Redis hit, copied
+    assert (entity_cache.stats.hits, entity_cache.stats.near_hits) == (1, 0)
     assert near.holds(h)
     sneak(made.id, n=2)
-    entity_cache.reset_stats()
-    assert Entity.objects.get(id=made.id)["n"] == 1  # the second read: from memory
+    assert Entity.objects.get(id=made.id)["n"] == 1  # the third read: from memory
     assert entity_cache.stats.near_hits == 1
     caches["entities"].delete("sls:g:" + h)  # another process's write's DEL (no local evict)
     deleted = time.monotonic()

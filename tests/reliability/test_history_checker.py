@@ -46,6 +46,42 @@ def found(*ops: Op) -> dict[str, int]:
 # --- list keys ---------------------------------------------------------------------------
 
 
+def near_read_history(heard: float) -> History:
+    """An append acknowledged at 2, then a read from the near cache invoked at 3 that misses
+    it, whose near cache had its last PING answered (sent) at ``heard``."""
+    lines = [
+        {
+            "type": "invoke",
+            "process": "w",
+            "index": 0,
+            "f": "append",
+            "key": "L",
+            "value": "a",
+            "time": 1.0,
+        },
+        {"type": "ok", "process": "w", "index": 0, "time": 2.0},
+        {"type": "invoke", "process": "r", "index": 0, "f": "read", "key": "L", "time": 3.0},
+        {
+            "type": "ok",
+            "process": "r",
+            "index": 0,
+            "time": 3.1,
+            "result": [],
+            "via": "near",
+            "heard": heard,
+        },
+    ]
+    return parse(json.dumps(line) for line in lines)
+
+
+def test_a_near_cache_read_is_held_to_every_write_acknowledged_before_its_heard():
+    """docs/cache.md#across-processes: a read from another process's near cache may miss a
+    write whose push it had not applied yet (acknowledged after ``heard``), never one
+    acknowledged before."""
+    assert check(near_read_history(heard=1.5)).counts().get("lost", 0) == 0
+    assert check(near_read_history(heard=2.5)).counts().get("lost", 0) == 1
+
+
 def test_a_clean_list_history_with_unknowns_and_failures_reports_nothing():
     assert (
         found(

@@ -65,6 +65,7 @@ class Op:
     error: str = ""
     via: str = ""  # a read: where the entity cache found it (near, redis, shard)
     heard: float | None = None  # a near read: when the near cache's last answered PING was sent
+    asked: float | None = None  # a near read judged from ``heard``: when it was really invoked
     # An unknown outcome that cannot land after its completion (no answer was lost: a part of
     # a bulk_put refused before anything was sent, another part perhaps committed).
     settled: bool = False
@@ -168,6 +169,11 @@ def parse(lines: Iterable[str]) -> History:
             op.result, op.prev = record.get("result"), record.get("prev")
             op.error = record.get("error", "")
             op.via, op.heard = record.get("via", ""), record.get("heard")
+            if op.via == "near" and op.heard is not None and op.heard < op.start:
+                # What a read from the near cache promises across processes: every write
+                # acknowledged before ``heard`` (docs/cache.md#across-processes), so it is judged
+                # as a read that may have taken effect from then on.
+                op.asked, op.start = op.start, op.heard
             op.settled = bool(record.get("settled", False))
     return History(sorted(ops.values(), key=lambda op: op.start), sorted(faults, key=_at))
 
