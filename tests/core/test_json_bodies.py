@@ -19,6 +19,7 @@ from django.test import override_settings
 
 from schemaless_store.mapping import rewrite_bodies, walk
 from schemaless_store.models import Entity
+from schemaless_store.tables import entities as entity_table
 from schemaless_store.topology import bucket_map, shards
 from schemaless_store.values.codec import body_format
 from schemaless_store.values.index_values import DateTimeColumn
@@ -171,8 +172,9 @@ def test_mariadb_json_functions_read_and_change_a_stored_json_body():
         entity = Entity.objects.create(
             user_id=12345, title="héllo ✓", score=2.5, at=WHEN, uid=uuid.UUID(int=7), b=b"\xff"
         )
+    old = Entity.objects.create(user_id=1)  # MessagePack: the server sees no document
     alias, key = bucket_map.alias_for(entity.id.bytes), entity.id.bytes
-    doc = "SUBSTRING(body, 2)"
+    doc = entity_table.JSON_BODY
 
     def value(path: str) -> object:
         return _one(alias, f"SELECT JSON_VALUE({doc}, %s) FROM entities WHERE id = %s", (path, key))
@@ -183,6 +185,9 @@ def test_mariadb_json_functions_read_and_change_a_stored_json_body():
     assert value('$.uid."$uuid"') == str(uuid.UUID(int=7))
     assert value('$.at."$datetime"') == "2009-02-26T01:02:03.456789-05:00"
     assert value("$.missing") is None
+    old_alias = bucket_map.alias_for(old.id.bytes)
+    sql = f"SELECT JSON_VALUE({doc}, '$.user_id') FROM entities WHERE id = %s"
+    assert _one(old_alias, sql, (old.id.bytes,)) is None
     # A tagged datetime's instant, on the server: its index value (microseconds since the epoch).
     micros = (
         "TIMESTAMPDIFF(MICROSECOND, '1970-01-01', CAST(LEFT(t, 26) AS DATETIME(6)))"
@@ -193,14 +198,22 @@ def test_mariadb_json_functions_read_and_change_a_stored_json_body():
         "FROM entities WHERE id = %s) AS d"
     )
     assert _one(alias, sql, (key,)) == DateTimeColumn().to_db(WHEN)
-    assert _one(
-        alias,
-        f"SELECT FROM_BASE64(JSON_VALUE({doc}, '$.b.\"$base64\"')) FROM entities WHERE id = %s",
-        (key,),
-    ) == b"\xff"
-    assert _one(
-        alias, f"SELECT JSON_EXTRACT({doc}, '$.user_id') + 1 FROM entities WHERE id = %s", (key,)
-    ) == 12346
+    assert (
+        _one(
+            alias,
+            f"SELECT FROM_BASE64(JSON_VALUE({doc}, '$.b.\"$base64\"')) FROM entities WHERE id = %s",
+            (key,),
+        )
+        == b"\xff"
+    )
+    assert (
+        _one(
+            alias,
+            f"SELECT JSON_EXTRACT({doc}, '$.user_id') + 1 FROM entities WHERE id = %s",
+            (key,),
+        )
+        == 12346
+    )
     # JSON_SET on the server, behind the format byte: the store reads what it wrote.
     with connections[alias].cursor() as cursor:
         cursor.execute(
