@@ -36,9 +36,17 @@ JSON = override_settings(
 )
 
 
+MSGPACK = override_settings(
+    SCHEMALESS={"BUCKETS": 4096, "CODEC": "schemaless_store.values.codec.MsgpackCodec"}
+)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_runs():
-    yield
+    """MessagePack until a test says JSON (whatever SCHEMALESS_TEST_CODEC is); no run's
+    checkpoints or saved marks from another test."""
+    with MSGPACK:
+        yield
     forget_runs()
 
 
