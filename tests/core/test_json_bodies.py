@@ -234,3 +234,15 @@ def test_mariadb_json_functions_read_and_change_a_stored_json_body():
     found = Entity.objects.get(id=entity.id)
     assert found["title"] == "changed ✓" and found["user_id"] == 12346
     assert found["at"] == WHEN and found["uid"] == uuid.UUID(int=7)
+    # An index on a property, kept by the server: a virtual column over the same expression.
+    with connections[alias].cursor() as cursor:
+        cursor.execute("CREATE TABLE json_probe AS SELECT id, body FROM entities")
+        try:
+            cursor.execute(
+                f"ALTER TABLE json_probe ADD COLUMN user_id BIGINT AS "
+                f"(JSON_VALUE({doc}, '$.user_id')) VIRTUAL, ADD INDEX by_user (user_id)"
+            )
+            cursor.execute("SELECT id FROM json_probe FORCE INDEX (by_user) WHERE user_id = 12346")
+            assert [bytes(row[0]) for row in cursor.fetchall()] == [key]
+        finally:
+            cursor.execute("DROP TABLE json_probe")
