@@ -151,8 +151,9 @@ class MsgpackCodec:
 
 class JsonCodec:
     """JSON text behind the format byte ``0x03`` (:mod:`.jsonbody`): MariaDB's JSON functions
-    read it as ``SUBSTRING(body, 2)``. Never compressed (the server could not read it then);
-    InnoDB page compression is the way to make its tables smaller (docs/performance.md)."""
+    read the text after the byte (``tables.entities.JSON_BODY``). Never compressed (the server
+    could not read it then); InnoDB page compression is the way to make its tables smaller
+    (docs/performance.md)."""
 
     def encode(self, properties: Mapping[str, Any]) -> bytes:
         return bytes((FORMAT_JSON,)) + encode_json(properties, MAX_NESTING)

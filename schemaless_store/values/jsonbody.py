@@ -1,8 +1,9 @@
 """The JSON body: a property bag as a UTF-8 JSON object that MariaDB's JSON functions read.
 
 A body in this format is the format byte ``0x03`` (:data:`FORMAT_JSON`) followed by compact
-JSON text, so the server reads it as ``SUBSTRING(body, 2)``, e.g.
-``JSON_VALUE(SUBSTRING(body, 2), '$.user_id')`` (docs/design.md, "Bodies").
+JSON text, so the server reads it as the text after that byte, e.g.
+``JSON_VALUE(CONVERT(SUBSTRING(body, 2) USING utf8mb4), '$.user_id')`` (``JSON_BODY`` in
+``tables/entities.py``; docs/design.md, "Bodies the server reads").
 
 A value of a type JSON has is stored as itself: ``str``, ``bool``, ``None``, ``int`` within
 JSON's safe range (:data:`SAFE_INT`, the integers every JSON reader holds exactly), finite
