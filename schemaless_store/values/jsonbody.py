@@ -94,7 +94,7 @@ def _to_json(value: Any, level: int, max_nesting: int) -> Any:
             return value
         if not INT_MIN <= value <= INT_MAX:
             raise UnsupportedValue(
-                f"integer {value} is outside the storable range (-2**63 to 2**64-1)"
+                f"cannot store integer {value}: outside the range -2**63 to 2**64-1"
             )
         return {"$int": str(value)}
     if kind is float:

@@ -95,6 +95,13 @@ def test_every_unsupported_value_is_refused(codec, value, where):
 
 
 @both
+@pytest.mark.parametrize("value", [2**64, -(2**63) - 1, (1,), {1}, object()])
+def test_the_refusal_says_cannot_store(codec, value):
+    with pytest.raises(UnsupportedValue, match="cannot store"):
+        codec.encode({"x": value})
+
+
+@both
 @pytest.mark.parametrize("key", [(1, 2), frozenset({1})], ids=repr)
 def test_an_unsupported_dict_key_is_refused(codec, key):
     with pytest.raises(UnsupportedValue):
