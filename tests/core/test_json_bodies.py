@@ -181,7 +181,13 @@ def _one(alias: str, sql: str, params: tuple = ()) -> object:
 def test_mariadb_json_functions_read_and_change_a_stored_json_body():
     with JSON:
         entity = Entity.objects.create(
-            user_id=12345, title="héllo ✓", score=2.5, at=WHEN, uid=uuid.UUID(int=7), b=b"\xff"
+            user_id=12345,
+            title="héllo ✓",
+            score=2.5,
+            at=WHEN,
+            uid=uuid.UUID(int=7),
+            b=b"\xff",
+            big=2**64 - 1,
         )
     old = Entity.objects.create(user_id=1)  # MessagePack: the server sees no document
     alias, key = bucket_map.alias_for(entity.id.bytes), entity.id.bytes
@@ -225,6 +231,13 @@ def test_mariadb_json_functions_read_and_change_a_stored_json_body():
         )
         == 12346
     )
+    tagged = {
+        "UNHEX(REPLACE(JSON_VALUE({doc}, '$.uid.\"$uuid\"'), '-', ''))": uuid.UUID(int=7).bytes,
+        "CAST(JSON_VALUE({doc}, '$.big.\"$int\"') AS DECIMAL(20))": 2**64 - 1,
+    }
+    for expression, expected in tagged.items():
+        sql = f"SELECT {expression.format(doc=doc)} FROM entities WHERE id = %s"
+        assert _one(alias, sql, (key,)) == expected, expression
     # JSON_SET on the server, behind the format byte: the store reads what it wrote.
     with connections[alias].cursor() as cursor:
         cursor.execute(
