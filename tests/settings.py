@@ -65,6 +65,8 @@ if REPLICATED or (_PARENT_DATABASES and "shard_0_replica_0" in DATABASES):
     }
 if os.environ.get("SCHEMALESS_TEST_SHARDS"):  # a child of another layout (tests/support/grown.py)
     SCHEMALESS["SHARDS"] = json.loads(os.environ["SCHEMALESS_TEST_SHARDS"])
+if os.environ.get("SCHEMALESS_TEST_CODEC") == "json":  # the store writes JSON bodies (issue 45)
+    SCHEMALESS["CODEC"] = "schemaless_store.values.codec.JsonCodec"
 if os.environ.get("SCHEMALESS_TEST_MAP_MAX_AGE"):  # its maps read again sooner: quicker moves
     SCHEMALESS["MAP_MAX_AGE"] = float(os.environ["SCHEMALESS_TEST_MAP_MAX_AGE"])
 

@@ -18,7 +18,14 @@ from typing import Any
 
 from .runner import DEFAULT_BATCH_SIZE, MapOptions, Mapper, MapSummary
 
-__all__ = ["DEFAULT_BATCH_SIZE", "MapOptions", "MapSummary", "Mapper", "map_entities"]
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "MapOptions",
+    "MapSummary",
+    "Mapper",
+    "map_entities",
+    "rewrite_bodies",
+]
 
 
 def map_entities(function: Callable[[Any], Any] | str, **options: Any) -> MapSummary:
@@ -38,3 +45,18 @@ def map_entities(function: Callable[[Any], Any] | str, **options: Any) -> MapSum
             f"its options are {sorted(known)}"
         )
     return Mapper(function, MapOptions(**options)).execute()
+
+
+def same_properties(entity: Any) -> None:
+    """The function of a body rewrite: it changes no property (the run saves an entity whose
+    stored body is not in the configured codec's format, :func:`rewrite_bodies`)."""
+
+
+def rewrite_bodies(**options: Any) -> MapSummary:
+    """Rewrite every stored body that is not what ``SCHEMALESS["CODEC"]`` writes (e.g. the
+    MessagePack bodies of a store whose codec is now :class:`~..values.codec.JsonCodec`), as a
+    ``mapentities`` run: online, a shard worker each, resumable, throttled, with progress, and
+    each entity saved only if nobody wrote it since it was read. An entity keeps its
+    ``updated`` time and gets no new version in its history. Takes :func:`map_entities`'
+    keywords (not ``rewrite_bodies``); ``manage.py rewritebodies`` runs it."""
+    return map_entities(same_properties, **options, rewrite_bodies=True)

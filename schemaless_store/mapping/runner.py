@@ -15,6 +15,7 @@ from django.apps import apps
 from django.db import connections
 from django.utils.module_loading import import_string
 
+from ..config import conf
 from ..config.indexes import KIND_PROPERTY
 from ..exceptions import ConfigurationError
 from ..guards.throttle import LatencyProbe, Throttle
@@ -89,6 +90,8 @@ class MapOptions:
     of the kind's class (saved without the kind's validation: this is how stored values that no
     longer fit are mended); ``where`` then uses the kind's indexes.
     ``dry_run``: write nothing; the summary counts what would change and holds 3 examples.
+    ``rewrite_bodies``: also save each entity whose stored body is not what the configured
+    codec writes, keeping its ``updated`` time (``manage.py rewritebodies``).
     ``restart``: forget an earlier run of the same function and ``where`` (its checkpoints,
     which entities it saved, its failures) and start over. ``progress``: a bar per shard on
     ``progress_file``."""
@@ -101,6 +104,7 @@ class MapOptions:
     duty: float = 1.0
     max_latency: float | None = None
     dry_run: bool = False
+    rewrite_bodies: bool = False
     restart: bool = False
     progress: bool = False
     progress_file: TextIO | None = None
@@ -120,6 +124,10 @@ class Mapper:
         self.where = dict(where) if where else None
         self.name = path + (f" --where {_where_text(self.where)}" if self.where else "")
         self.name += f" --kind {kind}" if kind is not None else ""
+        self.rewrite = options.rewrite_bodies
+        if self.rewrite:  # rewriting into another codec later is another run
+            codec = type(conf.get().codec)
+            self.name += f" --rewrite-bodies {codec.__module__}.{codec.__qualname__}"
         self.short_name = path.rsplit(".", 1)[-1]
         self.run = run_key(self.name)
         # The model by name: the paths never import the Django face above them.

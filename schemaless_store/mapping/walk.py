@@ -85,6 +85,7 @@ class MapRun(Protocol):
     batch_size: int
     throttle: Throttle
     dry_run: bool
+    rewrite: bool
     progress: bool
     progress_file: TextIO | None
     stopping: threading.Event
@@ -119,7 +120,9 @@ class ShardWalk:
     def __init__(self, mapper: MapRun, alias: str) -> None:
         self.mapper = mapper
         self.alias = alias
-        self.applier = Applier(mapper.model, mapper.fn, mapper.run, dry_run=mapper.dry_run)
+        self.applier = Applier(
+            mapper.model, mapper.fn, mapper.run, dry_run=mapper.dry_run, rewrite=mapper.rewrite
+        )
         self.outcome = ShardOutcome(alias)
         # Buckets that moved onto the shard since the checkpoint's map version, and where the
         # walk ends for them (None: no move since, the walk ends at the checkpoint's ``upto``).

@@ -27,6 +27,10 @@ _SELECT_ONE = f"SELECT {ENTITY_COLUMNS} FROM entities WHERE id = %s"
 INSERT = "INSERT INTO entities (id, updated, body) VALUES (%s, %s, %s)"
 UPDATE = "UPDATE entities SET updated = %s, body = %s WHERE id = %s"
 DELETE = "DELETE FROM entities WHERE id = %s"
+# A body as MariaDB's JSON functions read it (JSON_VALUE(JSON_BODY, '$.user_id')): a JSON body's
+# text after its format byte (values/jsonbody.py), as utf8mb4 text (on the BLOB itself they
+# answer binary strings); NULL for a body in a MessagePack format.
+JSON_BODY = "IF(LEFT(body, 1) = x'03', CONVERT(SUBSTRING(body, 2) USING utf8mb4), NULL)"
 FENCED_INSERT = (
     f"INSERT INTO entities (id, updated, body) SELECT %s, %s, %s FROM {buckets.TABLE} "
     f"WHERE bucket = %s AND state IN ({', '.join(str(s) for s in buckets.SERVING)})"

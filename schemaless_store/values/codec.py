@@ -1,7 +1,10 @@
 """Body encoding: property bag <-> bytes, with no code execution on decode.
 
 A stored body starts with one format byte naming how the rest is encoded, so the default codec
-can change without rewriting old rows: every registered format stays readable.
+can change without rewriting old rows: every registered format stays readable. The formats:
+MessagePack (``0x01``), MessagePack compressed with zlib (``0x02``), both written by
+:class:`MsgpackCodec`, and JSON text the server's JSON functions read (``0x03``, written by
+:class:`JsonCodec`, :mod:`.jsonbody`).
 
 Supported values (they read back equal, and of the same type): ``str``, ``int`` (-2**63 to
 2**64-1), ``float`` (NaN and infinities included), ``bool``, ``None``, ``list``, ``dict``,
@@ -23,6 +26,7 @@ from typing import Any, Protocol
 import msgpack
 
 from ..exceptions import CorruptBody, UnsupportedValue
+from .jsonbody import FORMAT_JSON, decode_json, encode_json
 
 _EXT_UUID = 1
 _EXT_DATETIME = 2
@@ -42,6 +46,7 @@ _WALKED = _CONTAINERS | _CONVERTED
 # Format bytes. Never reuse one: rows written with it may still exist.
 FORMAT_MSGPACK = 0x01
 FORMAT_MSGPACK_ZLIB = 0x02
+FORMATS = {FORMAT_MSGPACK: "msgpack", FORMAT_MSGPACK_ZLIB: "msgpack+zlib", FORMAT_JSON: "json"}
 
 
 class Codec(Protocol):
@@ -144,11 +149,33 @@ class MsgpackCodec:
         return decode_body(body)
 
 
+class JsonCodec:
+    """JSON text behind the format byte ``0x03`` (:mod:`.jsonbody`): MariaDB's JSON functions
+    read the text after the byte (``tables.entities.JSON_BODY``). Never compressed (the server
+    could not read it then); InnoDB page compression is the way to make its tables smaller
+    (docs/performance.md)."""
+
+    def encode(self, properties: Mapping[str, Any]) -> bytes:
+        return bytes((FORMAT_JSON,)) + encode_json(properties, MAX_NESTING)
+
+    def decode(self, body: bytes) -> dict[str, Any]:
+        return decode_body(body)
+
+
+def body_format(body: bytes) -> str:
+    """The name of a stored body's format (``"msgpack"``, ``"msgpack+zlib"``, ``"json"``)."""
+    if not body or body[0] not in FORMATS:
+        raise CorruptBody(f"unknown body format byte {body[:1].hex() or '(empty body)'}")
+    return FORMATS[body[0]]
+
+
 def decode_body(body: bytes) -> dict[str, Any]:
     """Decode a body written by any registered format; :class:`CorruptBody` if it is not one."""
     if not body:
         raise CorruptBody("empty body")
     fmt, payload = body[0], memoryview(body)[1:]
+    if fmt == FORMAT_JSON:
+        return decode_json(payload)
     try:
         if fmt == FORMAT_MSGPACK_ZLIB:
             payload = memoryview(zlib.decompress(payload))

@@ -21,6 +21,7 @@ def test_the_options_and_their_defaults():
         "duty": 1.0,
         "max_latency": None,
         "dry_run": False,
+        "rewrite_bodies": False,
         "restart": False,
         "progress": False,
         "progress_file": None,
