@@ -1,0 +1,62 @@
+"""A caller's ``transaction.atomic()`` around store writes, attacked again after issue 43's
+fixes (docs/design.md#a-callers-transaction): what a block that rolls back, or whose commit
+answer is lost, leaves of writes the store acknowledged."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.db import transaction
+from django.db.transaction import TransactionManagementError
+
+from schemaless_store.models import Entity
+from schemaless_store.tables import index_rows as index_table
+from schemaless_store.topology import shards
+from schemaless_store.writes.rows import rows_of
+from tests.support import STORE
+from tests.support.buckets import id_on
+
+pytestmark = STORE
+
+
+def _link_on(alias: str) -> str:
+    """A ``link`` value whose index row lives on ``alias``."""
+    for number in range(10_000):
+        link = f"https://example.org/{uuid.uuid4()}/{number}"
+        (index, values), *_ = rows_of({"link": link})
+        if index_table.home(index, values) == alias:
+            return link
+    raise AssertionError("no link value lives there")
+
+
+class _CallerGaveUp(Exception):
+    pass
+
+
+def test_a_callers_block_that_rolls_back_keeps_the_index_rows_of_a_write_elsewhere():
+    """The caller holds ``atomic(using=B)``; inside it, a write on A (not the caller's
+    shard: it commits at once, with its receipt, acknowledged) has an index row that lives on
+    B. The caller's block then rolls back. The write on A stands, so its index row must too
+    (I2: a committed entity is always in its indexes); on SQLite step 3 wrote it on Django's
+    connection to B, inside the caller's transaction, and the rollback takes it away."""
+    a, b = shards.shard_aliases()
+    key = id_on(a)
+    link = _link_on(b)
+    acknowledged = False
+    with pytest.raises(_CallerGaveUp), transaction.atomic(using=b):
+        try:
+            Entity.objects.create(id=key, title="acknowledged", link=link)
+            acknowledged = True
+        except TransactionManagementError:
+            pass  # refused, with nothing written: the caller learns it at once
+        raise _CallerGaveUp()
+    if not acknowledged:
+        assert not Entity.objects.filter(id__in=[key]).exists()
+        assert list(Entity.objects.filter_index(link=link)) == []
+        return
+    assert Entity.objects.get(id=key)["title"] == "acknowledged"
+    assert [e.id for e in Entity.objects.filter_index(link=link)] == [key], (
+        "the committed entity on A is missing from its index: its row on B was rolled "
+        "back with the caller's block"
+    )
