@@ -236,7 +236,7 @@ class Write:
             if gone:
                 self.stale[change.key] = self.stale.get(change.key, set()) | gone
         # The write's own commit, later on this shard, records a position past these rows'.
-        index_writes.add(new_rows, wait=False, noted_later=self.alias)
+        index_writes.add(new_rows, wait=False, noted_later=self.alias, writer=self.alias)
 
     def remove_stale(self) -> None:
         """Step 5 (after the commit): its failure leaves rows queries ignore, for the cleaner."""

@@ -52,7 +52,7 @@ def test_a_callers_block_that_rolls_back_keeps_the_index_rows_of_a_write_elsewhe
             pass  # refused, with nothing written: the caller learns it at once
         raise _CallerGaveUp()
     if not acknowledged:
-        assert not Entity.objects.filter(id__in=[key]).exists()
+        assert Entity.objects.get_many([key]) == {}
         assert list(Entity.objects.filter_index(link=link)) == []
         return
     assert Entity.objects.get(id=key)["title"] == "acknowledged"
@@ -60,3 +60,21 @@ def test_a_callers_block_that_rolls_back_keeps_the_index_rows_of_a_write_elsewhe
         "the committed entity on A is missing from its index: its row on B was rolled "
         "back with the caller's block"
     )
+
+
+def test_on_sqlite_the_refusal_names_the_callers_block_and_the_way_out():
+    """On SQLite such a write is refused before anything is written (the entity's own
+    transaction rolls back), naming the shard whose block holds the rows and what to do."""
+    a, b = shards.shard_aliases()
+    if shards.vendor(b) == "mysql":
+        pytest.skip("MariaDB writes index rows on a session of their own: nothing to refuse")
+    key = id_on(a)
+    with (
+        pytest.raises(TransactionManagementError, match=f"atomic\\(using='{b}'\\)") as raised,
+        transaction.atomic(using=b),
+    ):
+        Entity.objects.create(id=key, link=_link_on(b))
+    assert "nothing was written" in str(raised.value)
+    assert Entity.objects.get_many([key]) == {}
+    Entity.objects.create(id=key, link=_link_on(b))  # outside the block: written
+    assert Entity.objects.get(id=key).id == key
