@@ -7,14 +7,19 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.conf import settings
+from django.core.cache import caches
 from django.db import transaction
+from django.test import override_settings
 from django.db.transaction import TransactionManagementError
 
+from schemaless_store.cache import entity_cache
 from schemaless_store.models import Entity
 from schemaless_store.tables import index_rows as index_table
 from schemaless_store.topology import shards
 from schemaless_store.writes.rows import rows_of
 from tests.support import STORE
+from tests.cache.test_entity_cache import cache_config
 from tests.support.buckets import id_on
 
 pytestmark = STORE
@@ -78,3 +83,47 @@ def test_on_sqlite_the_refusal_names_the_callers_block_and_the_way_out():
     assert Entity.objects.get_many([key]) == {}
     Entity.objects.create(id=key, link=_link_on(b))  # outside the block: written
     assert Entity.objects.get(id=key).id == key
+
+
+@pytest.fixture
+def cached(backend: str):
+    """The entity cache on (Redis on MariaDB, Django's local memory on SQLite), empty."""
+    caches_setting = {**settings.CACHES, "entities": cache_config(backend)}
+    raw = {**settings.SCHEMALESS, "CACHE": "entities"}
+    with override_settings(CACHES=caches_setting, SCHEMALESS=raw):
+        caches["entities"].clear()
+        entity_cache.resume()
+        yield
+        entity_cache.resume()
+
+
+class _HookFailed(Exception):
+    pass
+
+
+def _fail() -> None:
+    raise _HookFailed("the caller's own on_commit hook failed")
+
+
+def test_a_callers_failing_on_commit_hook_does_not_leave_a_committed_save_hidden(cached):
+    """The caller's block registers an ``on_commit`` hook of its own (a mail to send), then
+    saves an entity the cache holds: the store's invalidation waits for the block's commit,
+    as a hook after the caller's. The block commits; the caller's hook raises, and Django
+    runs none of the hooks after it. The save is committed: ``get()`` must not answer the
+    row before it from the cache, for the rest of ``CACHE_TIMEOUT``."""
+    entity = Entity.objects.create(title="old", views=1)
+    for _ in range(3):
+        assert Entity.objects.get(id=entity.id)["views"] == 1
+    try:
+        with transaction.atomic(using=entity.shard):
+            transaction.on_commit(_fail, using=entity.shard)
+            entity["views"] = 2
+            entity.save()
+    except _HookFailed:
+        pass  # logged by the caller, say: the block itself committed
+    with transaction.atomic(using=entity.shard):  # the shard, bypassing the cache
+        assert Entity.objects.get(id=entity.id)["views"] == 2
+    assert Entity.objects.get(id=entity.id)["views"] == 2, (
+        "the cache hides the committed save: its invalidation, an on_commit hook after the "
+        "caller's failing one, never ran"
+    )
