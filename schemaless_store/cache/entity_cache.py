@@ -43,6 +43,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import BaseCache, caches
+from django.db import connections, transaction
 
 from ..config import conf
 from ..exceptions import ConfigurationError
@@ -353,6 +354,48 @@ def _near(backend: BaseCache) -> NearCache:
         drop_timeout=near.drop_timeout,
         entry_timeout=resolved.cache_timeout,
     )
+
+
+def invalidate_on_commit(keys: list[bytes], using: str) -> None:
+    """Inside a caller's ``transaction.atomic()`` on ``using``: invalidate ``keys`` once the
+    block commits (Django's ``on_commit``). Django drops a hook it does not run: after a
+    rollback, after a ``COMMIT`` that failed (whose answer may have been lost after it
+    landed), and every hook after a caller's own hook that raised. Dropped, the hook still
+    invalidates, and when the connection had failed (the block's outcome unknown, its
+    session perhaps still committing) this process reads the shards only for
+    ``CACHE_TIMEOUT`` (docs/cache.md#a-callers-transaction)."""
+    transaction.on_commit(_OnCommit(keys, using), using=using)
+
+
+class _OnCommit:
+    """The hook :func:`invalidate_on_commit` registers: run, or dropped unrun (CPython
+    frees it when Django's list of hooks lets it go: a failed commit's ``close()``, a
+    rollback, or the end of the traceback of a hook that raised)."""
+
+    __slots__ = ("keys", "ran", "using")
+
+    def __init__(self, keys: list[bytes], using: str) -> None:
+        self.keys = keys
+        self.using = using
+        self.ran = False
+
+    def __call__(self) -> None:
+        self.ran = True
+        invalidate(self.keys)
+
+    def __del__(self) -> None:
+        if self.ran:
+            return
+        try:
+            failed = connections[self.using].errors_occurred
+            invalidate(self.keys)
+            if failed:
+                distrust(
+                    f"a transaction.atomic(using={self.using!r}) around store writes ended "
+                    "with its connection failed: its commit may have landed"
+                )
+        except Exception:  # never from a finalizer (interpreter shutdown, another thread)
+            logger.exception("entity cache invalidation of an unrun on_commit hook failed")
 
 
 def invalidate(keys: Iterable[bytes]) -> None:

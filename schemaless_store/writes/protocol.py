@@ -343,7 +343,7 @@ def _run_here(write: Write, store: Callable[[Write], None], cached: list[bytes])
         if lost_commit:
             pass
         elif cached and caller_atomic:
-            transaction.on_commit(partial(entity_cache.invalidate, cached), using=alias)
+            entity_cache.invalidate_on_commit(cached, alias)  # also if dropped unrun
         elif cached:
             entity_cache.invalidate(cached)
     # The write's position on its shard, for reads from replicas (read-your-writes).

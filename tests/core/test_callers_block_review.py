@@ -10,16 +10,16 @@ import pytest
 from django.conf import settings
 from django.core.cache import caches
 from django.db import transaction
-from django.test import override_settings
 from django.db.transaction import TransactionManagementError
+from django.test import override_settings
 
 from schemaless_store.cache import entity_cache
 from schemaless_store.models import Entity
 from schemaless_store.tables import index_rows as index_table
 from schemaless_store.topology import shards
 from schemaless_store.writes.rows import rows_of
-from tests.support import STORE
 from tests.cache.test_entity_cache import cache_config
+from tests.support import STORE
 from tests.support.buckets import id_on
 
 pytestmark = STORE
