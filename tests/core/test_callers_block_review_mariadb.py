@@ -40,7 +40,8 @@ def _stored(key) -> bool:
     reason="open hole: a caller's own savepoint around a store write whose session dies "
     "mid-write: Django's savepoint rollback fails and marks the outer block for rollback "
     "after the store took its own mark off, so the caller's block ends committing nothing, "
-    "without an error (docs/design.md#a-callers-transaction says it raises at its end)",
+    "without an error (said in docs/design.md#a-callers-transaction; the store cannot "
+    "reach the mark Django sets after it returns)",
 )
 def test_a_callers_savepoint_around_a_store_write_whose_session_dies_still_fails_the_block():
     """As tests/core/test_callers_transaction.py's last test, with the store write in a
