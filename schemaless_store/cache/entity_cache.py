@@ -37,12 +37,14 @@ import random
 import struct
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import BaseCache, caches
+from django.db import connections, transaction
 
 from ..config import conf
 from ..exceptions import ConfigurationError
@@ -109,6 +111,8 @@ def _usable() -> BaseCache | None:
 
 def enabled() -> bool:
     """Whether reads may use the cache in this process now."""
+    if _dropped:
+        _settle_dropped()
     return _usable() is not None
 
 
@@ -295,6 +299,8 @@ class Lookup:
 
 def lookup() -> Lookup | None:
     """A :class:`Lookup` if reads may use the cache now, else None."""
+    if _dropped:
+        _settle_dropped()
     backend = _usable()
     if backend is None:
         return None
@@ -349,9 +355,74 @@ def _near(backend: BaseCache) -> NearCache:
     )
 
 
+def invalidate_on_commit(keys: list[bytes], using: str) -> None:
+    """Inside a caller's ``transaction.atomic()`` on ``using``: invalidate ``keys`` once the
+    block commits (Django's ``on_commit``). Django drops a hook it does not run: after a
+    rollback, after a ``COMMIT`` that failed (whose answer may have been lost after it
+    landed), and every hook after a caller's own hook that raised. Dropped, the hook is
+    still invalidated, by this process's next read or write through the cache
+    (:func:`_settle_dropped`), and when the connection had failed (the block's outcome
+    unknown, its session perhaps still committing) this process then reads the shards only
+    for ``CACHE_TIMEOUT`` (docs/cache.md#a-callers-transaction)."""
+    transaction.on_commit(_OnCommit(keys, using), using=using)
+
+
+# Hooks of invalidate_on_commit() dropped unrun: (ids, whether their connection had failed).
+# A finalizer only appends here (deque.append takes no lock: it may run inside a garbage
+# collection, wherever this thread is); readers and writers do the rest.
+_dropped: deque[tuple[list[bytes], bool]] = deque()
+
+
+class _OnCommit:
+    """The hook :func:`invalidate_on_commit` registers: run, or dropped unrun (CPython
+    frees it as Django lets it go: a failed commit's ``close()``, a rollback, the end of
+    the traceback of a hook that raised)."""
+
+    __slots__ = ("keys", "ran", "using")
+
+    def __init__(self, keys: list[bytes], using: str) -> None:
+        self.keys = keys
+        self.using = using
+        self.ran = False
+
+    def __call__(self) -> None:
+        self.ran = True
+        invalidate(self.keys)
+
+    def __del__(self) -> None:
+        if self.ran:
+            return
+        try:
+            failed = bool(connections[self.using].errors_occurred)
+        except Exception:  # interpreter shutdown: assume the worst
+            failed = True
+        _dropped.append((self.keys, failed))
+
+
+def _settle_dropped() -> None:
+    """Invalidate the ids of hooks dropped unrun; distrust the cache if any had failed."""
+    while _dropped:
+        try:
+            keys, failed = _dropped.popleft()
+        except IndexError:  # another thread took the last
+            return
+        _invalidate(keys)
+        if failed:
+            distrust(
+                "a transaction.atomic() around store writes ended with its connection "
+                "failed: its commit may have landed"
+            )
+
+
 def invalidate(keys: Iterable[bytes]) -> None:
     """After a commit that changed these entities: delete their tokens (one round trip). On
     failure this process stops reading the cache for ``CACHE_TIMEOUT`` (see above)."""
+    if _dropped:
+        _settle_dropped()
+    _invalidate(keys)
+
+
+def _invalidate(keys: Iterable[bytes]) -> None:
     hexes = [key.hex() for key in keys]
     backend = _backend()
     if backend is not None and hexes:

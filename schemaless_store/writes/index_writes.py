@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.transaction import TransactionManagementError
 
 from ..config.indexes import ENTITIES, Index
 from ..exceptions import NotOwner, ShardUnavailable, UniqueViolation
@@ -23,7 +24,12 @@ from .rows import stored_rows
 CLAIM_ATTEMPTS = 5
 
 
-def add(rows: Iterable[Row], wait: bool = True, noted_later: str | None = None) -> None:
+def add(
+    rows: Iterable[Row],
+    wait: bool = True,
+    noted_later: str | None = None,
+    writer: str | None = None,
+) -> None:
     """Insert index rows idempotently, one batched statement per (index, shard).
 
     Rows of unique indexes are claimed one by one first (:func:`claim_unique`). A shard that
@@ -34,7 +40,12 @@ def add(rows: Iterable[Row], wait: bool = True, noted_later: str | None = None) 
 
     Each shard written gets this thread's position for reads from its replicas
     (:func:`..topology.replicas.note_write`), but ``noted_later``, whose own later commit will.
+
+    ``writer``: the shard of the write whose step 3 this is; on SQLite its rows on another
+    shard inside a caller's ``transaction.atomic()`` are refused (:func:`refuse_in_blocks`),
+    after the unique claims, whose refusal of a taken value comes first.
     """
+    rows = list(rows)
     plain = []
     written: set[str] = set()
     for index, values, entity_id in rows:
@@ -42,6 +53,8 @@ def add(rows: Iterable[Row], wait: bool = True, noted_later: str | None = None) 
             claim_unique(index, values, entity_id, wait)
         else:
             plain.append((index, values, entity_id))
+    if writer is not None and shards.vendor(writer) != "mysql":
+        refuse_in_blocks(writer, rows)
     while plain:
         refused: list[Row] = []
         by_shard: dict[str, list[tuple[Index, list[tuple[Any, ...]]]]] = defaultdict(list)
@@ -60,6 +73,25 @@ def add(rows: Iterable[Row], wait: bool = True, noted_later: str | None = None) 
         plain = refused
     for alias in written - {noted_later}:  # positions for replica reads: once per shard
         replicas.note_write(alias, shards.index_connection(alias))
+
+
+def refuse_in_blocks(writer: str, rows: Iterable[Row]) -> None:
+    """SQLite: index rows use Django's connection there (:func:`..topology.shards.
+    index_connection`), so a row on another shard than ``writer`` whose connection is in a
+    caller's ``transaction.atomic()`` would commit or roll back with that block, not with the
+    write: a block that rolls back would take away the row (or the unique claim) of an entity
+    the write committed (I2). Refused; the write then rolls back, and step 6 removes the claims
+    it made (docs/design.md#a-callers-transaction)."""
+    homes = {index_table.home(index, values) for index, values, _key in rows} - {writer}
+    for home in sorted(homes):
+        if shards.connection(home).in_atomic_block:
+            raise TransactionManagementError(
+                f"this write on {writer!r} has index rows on {home!r}, where a "
+                f"transaction.atomic(using={home!r}) is open: on SQLite they would be in that "
+                f"block and roll back with it while the entity commits on {writer!r}. Write "
+                f"it outside the block on {home!r}, or in a block on {writer!r} alone; "
+                "nothing was written"
+            )
 
 
 def delete(rows: Iterable[Row]) -> tuple[int, dict[str, list[Row]]]:

@@ -240,7 +240,7 @@ class Write:
             if gone:
                 self.stale[change.key] = self.stale.get(change.key, set()) | gone
         # The write's own commit, later on this shard, records a position past these rows'.
-        index_writes.add(new_rows, wait=False, noted_later=self.alias)
+        index_writes.add(new_rows, wait=False, noted_later=self.alias, writer=self.alias)
 
     def remove_stale(self) -> None:
         """Step 5 (after the commit): its failure leaves rows queries ignore, for the cleaner."""
@@ -347,7 +347,7 @@ def _run_here(write: Write, store: Callable[[Write], None], cached: list[bytes])
         if lost_commit:
             pass
         elif cached and caller_atomic:
-            transaction.on_commit(partial(entity_cache.invalidate, cached), using=alias)
+            entity_cache.invalidate_on_commit(cached, alias)  # also if dropped unrun
         elif cached:
             entity_cache.invalidate(cached)
     # The write's position on its shard, for reads from replicas (read-your-writes).
