@@ -14,6 +14,7 @@ from django.db.transaction import TransactionManagementError
 from ..config.indexes import ENTITIES, Index
 from ..exceptions import NotOwner, ShardUnavailable, UniqueViolation
 from ..guards import fence
+from ..sql import dialects
 from ..tables import entities as entity_table
 from ..tables import index_rows as index_table
 from ..tables.index_rows import Row
@@ -53,8 +54,8 @@ def add(
             claim_unique(index, values, entity_id, wait)
         else:
             plain.append((index, values, entity_id))
-    if writer is not None and shards.vendor(writer) != "mysql":
-        refuse_in_blocks(writer, rows)
+    if writer is not None and not dialects.of(shards.connection(writer)).index_writer:
+        refuse_in_blocks(writer, rows)  # written on Django's connection, in the caller's block
     while plain:
         refused: list[Row] = []
         by_shard: dict[str, list[tuple[Index, list[tuple[Any, ...]]]]] = defaultdict(list)
