@@ -288,9 +288,10 @@ class Mover(RowMoves):
         finally:
             if snapshot is not None:
                 snapshot.close()
-        capture.remove(self.move.target, self.tables)  # judged: its writes log no more
-        # The verdict is saved before the logs are dropped: a mover that dies in between
-        # resumes past the verification, never into one with no logs to judge by.
+        # The verdict is saved before any log is dropped, the target's too: a mover that
+        # dies in between resumes past the verification, never into one with no logs to
+        # judge or compare by (with neither the snapshot nor the target's log, a resumed
+        # mover would compare nothing and pass a copy that differs).
         counts = {**self.move.counts, "changed after the flip": verdict.changed}
         if verdict.escaped:
             self._hold(verdict, counts)  # the logs stay until the operator releases it
@@ -330,6 +331,7 @@ class Mover(RowMoves):
             message=message,
             counts={**counts, "verified": False, "escaped": verdict.escaped},
         )
+        capture.remove(self.move.target, self.tables)  # judged: its writes log no more
         raise MoveRefused(message)
 
     def release(self) -> BucketMove:
