@@ -9,6 +9,7 @@ from django.core.management import CommandError
 from django.db import connections
 
 from schemaless_store.config.metadata import BucketMove
+from schemaless_store.models import Entity
 from schemaless_store.moves.mover import Mover
 from schemaless_store.tables import move_log
 from schemaless_store.topology import bucket_map
@@ -63,3 +64,42 @@ def test_a_mover_killed_after_dropping_the_targets_log_and_before_its_verdict_st
     with connections[source].cursor() as cursor:  # the sources' copies are kept
         cursor.execute("SELECT COUNT(*) FROM entities WHERE id = %s", [moved.bytes])
         assert cursor.fetchone()[0] == 1
+
+
+def test_a_mover_killed_right_after_it_recreated_a_silent_trigger_still_copies_again(
+    monkeypatch,
+):
+    """As test_move_triggers' resumed mover whose trigger stopped logging, but the resumed
+    mover dies again just after its probe recreated the trigger, before it recorded that the
+    copy must start again. Run once more, its probe finds every trigger logging: it must not
+    take the copy (which missed the update made while the trigger was silent) for complete."""
+    from tests.moves.test_move_triggers import decoy
+    from tests.support.moving import assert_moved_and_exact, dies_at
+
+    made = populate(20)
+    source, target = source_and_target()
+    dies_at(monkeypatch, "catch_up", "--to", target, "--buckets", MOVED)
+    with connections[source].cursor() as cursor:
+        cursor.execute(f"DROP TRIGGER {move_log.trigger_name('entities', 'u')}")
+    decoy(source, "entities", "u")
+    moved = next(i for i in made if bucket_map.bucket_for(i.bytes) in MOVED_SET)
+    entity = Entity.objects.get(id=moved)
+    entity["title"] = "written while the trigger logged nothing"
+    entity.save()
+    made[moved]["title"] = entity["title"]
+    install = move_log.install
+
+    def install_then_die(alias, tables):
+        repaired = install(alias, tables)
+        if repaired:
+            raise MoverDied
+        return repaired
+
+    with monkeypatch.context() as patched:
+        patched.setattr(move_log, "install", install_then_die)
+        with pytest.raises(MoverDied):
+            run("--to", target, "--buckets", MOVED)
+    run("--to", target, "--buckets", MOVED)
+    move = BucketMove.objects.get()
+    assert (move.phase, move.counts["verified"]) == ("done", True), move.message
+    assert_moved_and_exact(made, target)
