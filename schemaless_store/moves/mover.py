@@ -225,9 +225,19 @@ class Mover(RowMoves):
         aborted and run again."""
         if self._proven:
             return
-        repaired = [
-            name for source in self.sources for name in capture.install(source, self.tables)
-        ]
+        # What logged nothing is recorded before it is repaired: a mover killed once it has
+        # recreated a trigger, but before it started the copy again, would otherwise find
+        # every trigger logging when resumed, and take a copy that missed changes for whole.
+        repaired = list(self.move.checkpoints.get("capture lost", []))
+        if not repaired:
+            repaired = [
+                name for source in self.sources for name in capture.silent(source, self.tables)
+            ]
+            if repaired:
+                self._save(checkpoints={**self.move.checkpoints, "capture lost": repaired})
+        if repaired:
+            for source in self.sources:
+                capture.install(source, self.tables)
         self._proven = True
         if not repaired:
             return
@@ -244,7 +254,9 @@ class Mover(RowMoves):
             ", ".join(repaired),
         )
         self._purge(self.move.target, "purged on target")
-        kept = {k: v for k, v in self.move.checkpoints.items() if "/" not in k}  # not copied
+        kept = {  # not what was copied, nor the lost capture (the copy starts again)
+            k: v for k, v in self.move.checkpoints.items() if "/" not in k and k != "capture lost"
+        }
         self._save(phase="copying", checkpoints=kept)
 
     def _published(self) -> bool:
