@@ -103,3 +103,52 @@ def test_a_mover_killed_right_after_it_recreated_a_silent_trigger_still_copies_a
     move = BucketMove.objects.get()
     assert (move.phase, move.counts["verified"]) == ("done", True), move.message
     assert_moved_and_exact(made, target)
+
+
+def test_a_probe_whose_sampled_row_a_writer_deletes_meanwhile_does_not_refuse_the_move(
+    monkeypatch,
+):
+    """MariaDB: the probe picks a live row of the source (a consistent read, no lock), then
+    updates and deletes it. A writer that deletes that row in between (any row of the shard:
+    the buckets that are not moving take writes while the move is fenced) leaves the probe's
+    UPDATE and DELETE matching nothing, so their triggers "logged nothing": a resumed mover,
+    fenced, is refused (to be aborted) although every trigger logs."""
+    if connections["shard_0"].vendor != "mysql":
+        pytest.skip("SQLite serializes the probe with every writer (the store's write lock)")
+    from schemaless_store.tables import capture_probe
+    from tests.support.moving import dies_at
+
+    populate(20)
+    source, target = source_and_target()
+    bystander = next(  # an entity of the source in a bucket that is not moving
+        e
+        for e in (Entity.objects.create(title="bystander") for _ in range(50))
+        if bucket_map.alias_for(e.id.bytes) == source
+        and bucket_map.bucket_for(e.id.bytes) not in MOVED_SET
+    )
+    dies_at(monkeypatch, "flip", "--to", target, "--buckets", MOVED)
+    assert BucketMove.objects.get().phase == "fenced"
+    sample = capture_probe._sample
+    raced = []
+
+    def sampled_then_deleted(alias, table, names):
+        row, here = sample(alias, table, names)
+        if alias == source and table.name == "entities" and not raced:
+            with connections[alias].cursor() as cursor:  # the row LIMIT 1 could have given
+                cols = ", ".join(f"`{c}`" for c in names)
+                cursor.execute(f"SELECT {cols} FROM entities WHERE id = %s", [bystander.id.bytes])
+                row, here = tuple(cursor.fetchone()), True
+            writer = connections.create_connection(alias)  # a writer's session
+            try:
+                with writer.cursor() as cursor:
+                    cursor.execute("DELETE FROM entities WHERE id = %s", [bystander.id.bytes])
+            finally:
+                writer.close()
+            raced.append(True)
+        return row, here
+
+    monkeypatch.setattr(capture_probe, "_sample", sampled_then_deleted)
+    run("--to", target, "--buckets", MOVED)
+    assert raced
+    move = BucketMove.objects.get()
+    assert (move.phase, move.counts["verified"]) == ("done", True), move.message
