@@ -202,3 +202,26 @@ def test_a_resumed_mover_finds_a_stale_copy_even_after_the_owner_wrote_the_key(m
         run("--to", target, "--buckets", MOVED)
     move = BucketMove.objects.get()
     assert move.phase in ("failed", "held"), (move.phase, move.counts.get("verified"))
+
+
+def test_an_abort_after_a_published_flip_never_purges_the_new_owners_writes(monkeypatch):
+    """The mover dies after publishing the flip, before recording it: the move still reads
+    ``fenced``, a phase ``--abort`` accepts. The new owner has taken writes by the published
+    map; an abort must not purge them from the target (nor give the buckets back to sources
+    the map no longer names)."""
+    from tests.moves.test_move_resume import dies_once_flipped
+
+    made = populate(20)
+    _source, target = source_and_target()
+    dies_once_flipped(monkeypatch, target)
+    assert BucketMove.objects.get().phase == "fenced"
+    bucket_map.forget()
+    written = next(i for i in made if bucket_map.bucket_for(i.bytes) in MOVED_SET)
+    entity = Entity.objects.get(id=written)
+    entity["title"] = "acknowledged by the new owner"
+    entity.save()
+    assert entity.shard == target
+    with contextlib.suppress(CommandError):
+        run("--abort")
+    bucket_map.forget()
+    assert Entity.objects.get(id=written)["title"] == "acknowledged by the new owner"
