@@ -265,8 +265,8 @@ class Mover(RowMoves):
         flip (its snapshot, its replays of the sources' logs) is made again; the phase is
         recorded, with the flip's time and pause as the published version says."""
         stored = bucket_map.stored()
-        if any(stored.owners[number] != self.move.target for number in self.buckets):
-            return False  # the plan refuses buckets the target owns: not flipped yet
+        if not self._flip_published(stored):
+            return False
         note = f"move #{self.move.pk} to {self.move.target}"
         row = ShardMap.objects.filter(note=note).order_by("version").first()
         flipped = row.created if row is not None else timezone.now()
@@ -282,6 +282,11 @@ class Mover(RowMoves):
             checkpoints={**self.move.checkpoints, "map_version": stored.version},
         )
         return True
+
+    def _flip_published(self, stored: Any) -> bool:
+        """Whether the map ``stored`` names the target for every moved bucket: the plan
+        refuses buckets the target owns, so only this move's flip can have published that."""
+        return all(stored.owners[number] == self.move.target for number in self.buckets)
 
     def verify(self) -> None:
         """Judge the changes logged on the sources since the final replay and compare the
@@ -375,6 +380,13 @@ class Mover(RowMoves):
         if self.move.phase not in ("copying", "catching up", "fenced"):
             raise MoveRefused(
                 f"move #{self.move.pk} is {self.move.phase}: it can no longer be aborted"
+            )
+        if self._flip_published(bucket_map.stored()):  # its mover died before recording it
+            raise MoveRefused(
+                f"move #{self.move.pk}: its flip was published (the mover died before it "
+                f"recorded the phase), so {self.move.target} serves the buckets and has taken "
+                "writes: it can no longer be aborted. Next: run the same movebuckets again to "
+                "finish it"
             )
         with write_lock():
             for source, numbers in self.sources.items():

@@ -210,6 +210,7 @@ def test_an_abort_after_a_published_flip_never_purges_the_new_owners_writes(monk
     map; an abort must not purge them from the target (nor give the buckets back to sources
     the map no longer names)."""
     from tests.moves.test_move_resume import dies_once_flipped
+    from tests.support.moving import assert_moved_and_exact
 
     made = populate(20)
     _source, target = source_and_target()
@@ -225,3 +226,7 @@ def test_an_abort_after_a_published_flip_never_purges_the_new_owners_writes(monk
         run("--abort")
     bucket_map.forget()
     assert Entity.objects.get(id=written)["title"] == "acknowledged by the new owner"
+    made[written]["title"] = entity["title"]
+    run("--to", target, "--buckets", MOVED)  # the move, refused an abort, is finished
+    assert BucketMove.objects.get().phase == "done"
+    assert_moved_and_exact(made, target)
