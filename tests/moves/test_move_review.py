@@ -230,3 +230,42 @@ def test_an_abort_after_a_published_flip_never_purges_the_new_owners_writes(monk
     run("--to", target, "--buckets", MOVED)  # the move, refused an abort, is finished
     assert BucketMove.objects.get().phase == "done"
     assert_moved_and_exact(made, target)
+
+
+def test_a_move_run_again_after_a_half_done_abort_never_keeps_a_copy_that_missed_writes(
+    monkeypatch,
+):
+    """``--abort`` dies after it gave the buckets back to the sources and dropped their
+    triggers and logs, before it purged the target. The phase still reads ``fenced``; the
+    operator runs the move again instead. A writer updated a moved entity on the source in
+    between (it served the bucket again, unlogged): the resumed mover must not flip a copy
+    that misses it (before: its probe found fresh triggers, it flipped, and the move failed)."""
+    from tests.support.moving import assert_moved_and_exact, dies_at
+
+    made = populate(20)
+    _source, target = source_and_target()
+    dies_at(monkeypatch, "flip", "--to", target, "--buckets", MOVED)
+
+    def die(_mover, _alias, _what):
+        raise MoverDied
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Mover, "_purge", die)
+        with pytest.raises(MoverDied):
+            run("--abort")
+    assert BucketMove.objects.get().phase == "fenced"
+    bucket_map.forget()
+    moved = next(i for i in made if bucket_map.bucket_for(i.bytes) in MOVED_SET)
+    entity = Entity.objects.get(id=moved)
+    entity["title"] = "written while the abort was half done"
+    entity.save()
+    made[moved]["title"] = entity["title"]
+    with contextlib.suppress(CommandError):
+        run("--to", target, "--buckets", MOVED)
+    move = BucketMove.objects.order_by("pk").last()
+    assert move.phase != "failed", move.message
+    if move.phase != "done":  # refused: abort, then the move again
+        run("--abort")
+        run("--to", target, "--buckets", MOVED)
+    assert BucketMove.objects.order_by("pk").last().phase == "done"
+    assert_moved_and_exact(made, target)
