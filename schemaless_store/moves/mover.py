@@ -225,9 +225,19 @@ class Mover(RowMoves):
         aborted and run again."""
         if self._proven:
             return
-        repaired = [
-            name for source in self.sources for name in capture.install(source, self.tables)
-        ]
+        # What logged nothing is recorded before it is repaired: a mover killed once it has
+        # recreated a trigger, but before it started the copy again, would otherwise find
+        # every trigger logging when resumed, and take a copy that missed changes for whole.
+        repaired = list(self.move.checkpoints.get("capture lost", []))
+        if not repaired:
+            repaired = [
+                name for source in self.sources for name in capture.silent(source, self.tables)
+            ]
+            if repaired:
+                self._save(checkpoints={**self.move.checkpoints, "capture lost": repaired})
+        if repaired:
+            for source in self.sources:
+                capture.install(source, self.tables)
         self._proven = True
         if not repaired:
             return
@@ -244,7 +254,9 @@ class Mover(RowMoves):
             ", ".join(repaired),
         )
         self._purge(self.move.target, "purged on target")
-        kept = {k: v for k, v in self.move.checkpoints.items() if "/" not in k}  # not copied
+        kept = {  # not what was copied, nor the lost capture (the copy starts again)
+            k: v for k, v in self.move.checkpoints.items() if "/" not in k and k != "capture lost"
+        }
         self._save(phase="copying", checkpoints=kept)
 
     def _published(self) -> bool:
@@ -253,8 +265,8 @@ class Mover(RowMoves):
         flip (its snapshot, its replays of the sources' logs) is made again; the phase is
         recorded, with the flip's time and pause as the published version says."""
         stored = bucket_map.stored()
-        if any(stored.owners[number] != self.move.target for number in self.buckets):
-            return False  # the plan refuses buckets the target owns: not flipped yet
+        if not self._flip_published(stored):
+            return False
         note = f"move #{self.move.pk} to {self.move.target}"
         row = ShardMap.objects.filter(note=note).order_by("version").first()
         flipped = row.created if row is not None else timezone.now()
@@ -270,6 +282,11 @@ class Mover(RowMoves):
             checkpoints={**self.move.checkpoints, "map_version": stored.version},
         )
         return True
+
+    def _flip_published(self, stored: Any) -> bool:
+        """Whether the map ``stored`` names the target for every moved bucket: the plan
+        refuses buckets the target owns, so only this move's flip can have published that."""
+        return all(stored.owners[number] == self.move.target for number in self.buckets)
 
     def verify(self) -> None:
         """Judge the changes logged on the sources since the final replay and compare the
@@ -288,9 +305,10 @@ class Mover(RowMoves):
         finally:
             if snapshot is not None:
                 snapshot.close()
-        capture.remove(self.move.target, self.tables)  # judged: its writes log no more
-        # The verdict is saved before the logs are dropped: a mover that dies in between
-        # resumes past the verification, never into one with no logs to judge by.
+        # The verdict is saved before any log is dropped, the target's too: a mover that
+        # dies in between resumes past the verification, never into one with no logs to
+        # judge or compare by (with neither the snapshot nor the target's log, a resumed
+        # mover would compare nothing and pass a copy that differs).
         counts = {**self.move.counts, "changed after the flip": verdict.changed}
         if verdict.escaped:
             self._hold(verdict, counts)  # the logs stay until the operator releases it
@@ -330,6 +348,7 @@ class Mover(RowMoves):
             message=message,
             counts={**counts, "verified": False, "escaped": verdict.escaped},
         )
+        capture.remove(self.move.target, self.tables)  # judged: its writes log no more
         raise MoveRefused(message)
 
     def release(self) -> BucketMove:
@@ -361,6 +380,13 @@ class Mover(RowMoves):
         if self.move.phase not in ("copying", "catching up", "fenced"):
             raise MoveRefused(
                 f"move #{self.move.pk} is {self.move.phase}: it can no longer be aborted"
+            )
+        if self._flip_published(bucket_map.stored()):  # its mover died before recording it
+            raise MoveRefused(
+                f"move #{self.move.pk}: its flip was published (the mover died before it "
+                f"recorded the phase), so {self.move.target} serves the buckets and has taken "
+                "writes: it can no longer be aborted. Next: run the same movebuckets again to "
+                "finish it"
             )
         with write_lock():
             for source, numbers in self.sources.items():

@@ -87,6 +87,14 @@ def install(alias: str, tables: Sequence[MovedTable]) -> list[str]:
     return failing
 
 
+def silent(alias: str, tables: Sequence[MovedTable]) -> list[str]:
+    """The triggers of ``tables`` on ``alias`` that did not log a probe write (:func:`prove`);
+    all of them if the log itself is gone (what they fired on since was not kept)."""
+    if not installed(alias):
+        return [trigger_name(table.name, suffix) for table in tables for *_, suffix in EVENTS]
+    return prove(alias, tables)
+
+
 def _create(conn: BaseDatabaseWrapper, table: MovedTable, event: tuple[str, str, str]) -> str:
     """The statement that creates ``table``'s trigger for ``event``."""
     if not is_identifier(table.name):
