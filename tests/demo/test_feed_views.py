@@ -9,11 +9,9 @@ from __future__ import annotations
 import datetime as dt
 import re
 import uuid
-from html import unescape
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from django.core import signing
 from django.core.exceptions import ValidationError
 from django.test import Client
 
@@ -22,63 +20,22 @@ from project.feed.factories import EntryFactory, UserFactory
 from project.feed.models import Comment, Entry, Like, User, now
 from schemaless_store.exceptions import UniqueViolation
 from schemaless_store.models import Entity
-from schemaless_store.query import cursors
 from tests.support import STORE
-from tests.support.feed import sign_up
+from tests.support.feed import (
+    entry_ids,
+    older_link,
+    pager_href,
+    sign_up,
+    unsigned,
+    walk,
+    walk_pages,
+)
 from tests.support.raw import count_everything
 
 # The time of the paging tests' entries (their order is what is tested).
 T0 = dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=dt.UTC)
 
 pytestmark = [STORE, pytest.mark.usefixtures("feed_pages")]
-
-
-def entry_ids(html: str) -> list[str]:
-    return re.findall(r'<article class="card entry" id="entry-([0-9a-f-]+)"', html)
-
-
-def pager_href(html: str, which: str) -> str | None:
-    """The ``href`` of the pager's link ``which`` (older, newer, newest), unescaped."""
-    found = re.search(rf'<a href="([^"]*)" id="{which}"', html)
-    return unescape(found.group(1)) if found else None
-
-
-def older_link(html: str) -> str | None:
-    """The cursor the "Older" link leads to."""
-    href = pager_href(html, "older")
-    return parse_qs(urlsplit(href).query)["after"][0] if href else None
-
-
-def unsigned(href: str) -> dict[str, list]:
-    """A link's query with each signed cursor replaced by what it says (its signature carries
-    the time it was made, so two renders a second apart differ as strings)."""
-    query = parse_qs(urlsplit(href).query)
-    for name in ("after", "back"):
-        query[name] = [
-            signing.loads(v, salt=cursors.CURSOR_SALT, serializer=cursors.CursorSerializer)
-            for v in query.get(name, [])
-        ]
-    return query
-
-
-def walk(client: Client, path: str) -> list[str]:
-    """Entry ids on every page of ``path``, following the "Older" links."""
-    return [i for page in walk_pages(client, path) for i in page]
-
-
-def walk_pages(client: Client, path: str, which: str = "older", start: str = "") -> list[list[str]]:
-    """The entry ids of each page, from ``path + start`` on, following the links ``which``."""
-    pages: list[list[str]] = []
-    href: str | None = start
-    for _ in range(50):
-        response = client.get(path + href if href.startswith("?") or not href else href)
-        assert response.status_code == 200
-        html = response.content.decode()
-        pages.append(entry_ids(html))
-        href = pager_href(html, which)
-        if href is None:
-            return pages
-    raise AssertionError("pagination did not end")
 
 
 # --- users -----------------------------------------------------------------------------------
