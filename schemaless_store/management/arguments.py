@@ -95,3 +95,27 @@ def os_error(exc: OSError) -> str:
     if not exc.strerror:
         return str(exc)
     return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+
+
+def add_walk_arguments(parser: argparse.ArgumentParser, *, dry_run: str, restart: str) -> None:
+    """The options of a command that walks every entity as a ``mapentities`` run
+    (``mapentities``, ``rewritebodies``): ``--shard``, ``--batch-size``, the throttle's,
+    ``--dry-run`` and ``--restart`` (their help: ``dry_run``, ``restart``)."""
+    from ..mapping import DEFAULT_BATCH_SIZE
+
+    parser.add_argument(
+        "--shard",
+        action="append",
+        dest="shards",
+        metavar="ALIAS",
+        help="Only this shard (database alias); repeatable. Default: every shard.",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=whole_number,
+        default=DEFAULT_BATCH_SIZE,
+        help=f"Entities per batch and transaction (default {DEFAULT_BATCH_SIZE}).",
+    )
+    add_throttle_arguments(parser, worker="the run")
+    parser.add_argument("--dry-run", action="store_true", help=dry_run)
+    parser.add_argument("--restart", action="store_true", help=restart)

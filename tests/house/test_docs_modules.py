@@ -96,10 +96,10 @@ def test_the_module_map_names_every_module_and_no_other():
     assert sorted(named - files) == [], "docs/architecture.md's module map names these: gone"
 
 
-# ``myapp/`` is a reader's project in the examples, ``mysite/`` and ``notes/`` the one
-# docs/install.md makes; the history of performance cites the modules
+# ``myapp/`` is a reader's project in the examples (``library/``, docs/kinds.md's), ``mysite/``
+# and ``notes/`` the one docs/install.md makes; the history of performance cites the modules
 # as they were when each measurement was made.
-EXAMPLES = re.compile(r"^(myapp|mysite|notes)/")
+EXAMPLES = re.compile(r"^(myapp|library|mysite|notes)/")
 HISTORY = {"performance-history.md"}
 PY_PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.py)\b")
 

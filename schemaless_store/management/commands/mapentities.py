@@ -16,10 +16,10 @@ from django.core.management.base import BaseCommand, CommandError
 from schemaless_store.exceptions import ConfigurationError, SchemalessError
 from schemaless_store.kinds.kind import KINDS
 from schemaless_store.kinds.options import stored_value
-from schemaless_store.mapping import DEFAULT_BATCH_SIZE, map_entities
+from schemaless_store.mapping import map_entities
 from schemaless_store.values import jsonview
 
-from ..arguments import add_throttle_arguments, throttle_options, whole_number
+from ..arguments import add_walk_arguments, throttle_options
 from ..progress import progress_stream
 
 
@@ -84,30 +84,13 @@ class Command(BaseCommand):
             "of the kind's class, and --where uses the kind's indexes, its values converted by "
             "the kind's fields.",
         )
-        parser.add_argument(
-            "--shard",
-            action="append",
-            dest="shards",
-            metavar="ALIAS",
-            help="Only this shard (database alias); repeatable. Default: every shard.",
-        )
-        parser.add_argument(
-            "--batch-size",
-            type=whole_number,
-            default=DEFAULT_BATCH_SIZE,
-            help=f"Entities per batch and transaction (default {DEFAULT_BATCH_SIZE}).",
-        )
-        add_throttle_arguments(parser, worker="the run")
-        parser.add_argument(
-            "--dry-run",
-            action="store_true",
-            help="Write nothing: count what would change and show 3 examples (before/after).",
-        )
-        parser.add_argument(
-            "--restart",
-            action="store_true",
-            help="Forget an earlier run of this function (checkpoints, the entities it saved, "
-            "its failures) and start over.",
+        add_walk_arguments(
+            parser,
+            dry_run="Write nothing: count what would change and show 3 examples (before/after).",
+            restart=(
+                "Forget an earlier run of this function (checkpoints, the entities it saved, "
+                "its failures) and start over."
+            ),
         )
 
     def handle(self, *args: Any, **options: Any) -> None:

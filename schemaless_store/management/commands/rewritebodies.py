@@ -16,9 +16,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from schemaless_store.config import conf
 from schemaless_store.exceptions import ConfigurationError, SchemalessError
-from schemaless_store.mapping import DEFAULT_BATCH_SIZE, rewrite_bodies
+from schemaless_store.mapping import rewrite_bodies
 
-from ..arguments import add_throttle_arguments, throttle_options, whole_number
+from ..arguments import add_walk_arguments, throttle_options
 from ..progress import progress_stream
 
 
@@ -31,30 +31,13 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--shard",
-            action="append",
-            dest="shards",
-            metavar="ALIAS",
-            help="Only this shard (database alias); repeatable. Default: every shard.",
-        )
-        parser.add_argument(
-            "--batch-size",
-            type=whole_number,
-            default=DEFAULT_BATCH_SIZE,
-            help=f"Entities per batch and transaction (default {DEFAULT_BATCH_SIZE}).",
-        )
-        add_throttle_arguments(parser, worker="the run")
-        parser.add_argument(
-            "--dry-run",
-            action="store_true",
-            help="Write nothing: count the bodies that would be rewritten.",
-        )
-        parser.add_argument(
-            "--restart",
-            action="store_true",
-            help="Forget an earlier run into the same codec and walk every shard again (e.g. "
-            "after processes that still wrote the old format have been restarted).",
+        add_walk_arguments(
+            parser,
+            dry_run="Write nothing: count the bodies that would be rewritten.",
+            restart=(
+                "Forget an earlier run into the same codec and walk every shard again (e.g. "
+                "after processes that still wrote the old format have been restarted)."
+            ),
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
