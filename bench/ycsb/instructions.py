@@ -168,7 +168,9 @@ def child(contender: str, path: str, stats_path: str) -> int:
 
     # No re-read of the shard map (it depends on time, and under valgrind a read is ~50x
     # slower); a DROP_TIMEOUT that valgrind's slowness cannot exceed between PINGs.
-    changed: dict[str, Any] = {"MAP_MAX_AGE": 3600}
+    # and entries that outlive the run: under valgrind it lasts minutes, and CACHE_TIMEOUT's
+    # expiries (the tokens' pushes, the copies' deadlines) would empty the near cache midway.
+    changed: dict[str, Any] = {"MAP_MAX_AGE": 3600, "CACHE_TIMEOUT": 7200}
     if settings.SCHEMALESS.get("NEAR_CACHE") is not None:
         # A PING every 10 s: few, so that the longer run's extra PINGs stay out of the count.
         changed["NEAR_CACHE"] = {**settings.SCHEMALESS["NEAR_CACHE"], "DROP_TIMEOUT": 40.0}
