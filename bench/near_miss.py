@@ -20,10 +20,10 @@ reads 20 records (not counted), then N records never read, and again with 2N. On
 is collected (``--toggle-collect=functools_reduce``: the reads run in a ``functools.reduce``,
 the garbage collector off, ``MAP_MAX_AGE`` an hour: no re-read of the map, which depends on
 time); the difference over N is one read's instructions in the client
-process, its threads included (the near cache's thread handling the pushes, which runs inside
-``functools.reduce`` too: callgrind collects per thread; before 2026-11-27T21:40Z it was not
-counted, and its PING came every 0.25 s, now every 10 s), the kernel's work for its system
-calls and the servers' not. Writes ``<out>/near-miss-<time>.json`` and ``.md``.
+process's reading thread: not the near cache's thread handling the pushes (callgrind collects
+per thread, and only the reading thread enters ``functools.reduce``; ``bench.ycsb.instructions``
+counts that thread too), nor the kernel's work for its system calls, nor the servers'.
+Writes ``<out>/near-miss-<time>.json`` and ``.md``.
 
     .venv/bin/python -m bench.near_miss                 # 3,000 records, 10 rounds of 200 reads
     .venv/bin/python -m bench.near_miss --quick         # smoke
@@ -256,17 +256,8 @@ def child(mode: str, path: str) -> int:
     override_settings(SCHEMALESS={**settings.SCHEMALESS, "MAP_MAX_AGE": 3600}).enable()
     every = [uuid.UUID(line) for line in Path(path).read_text().split()]
     warm, ids = every[:WARM], every[WARM:]
-    if mode.startswith("near"):
-        # callgrind's collection state is per thread: the near cache's thread is counted only
-        # if it too runs inside functools.reduce (its work for the warm reads is the same in
-        # the N and 2N runs, so it cancels out).
-        from schemaless_store.cache.near_cache import NearCache
-
-        run = NearCache._run
-        NearCache._run = lambda self: functools.reduce(lambda acc, _: run(self), [0], 0)  # type: ignore[method-assign]
     if mode != "plain":
-        # A PING every 10 s: the longer run's extra PINGs stay out of the count.
-        near = {"MAX_ENTRIES": 100_000, "DROP_TIMEOUT": 40.0} if mode.startswith("near") else None
+        near = {"MAX_ENTRIES": 100_000} if mode.startswith("near") else None
         # Entries that outlive the run (minutes under valgrind): no expiry's push in the count.
         cached = {
             **settings.SCHEMALESS,
