@@ -1,7 +1,8 @@
 """``python -m bench.invalidation_cost``: a write's invalidation (one token's ``DEL``) in
-instructions, by each route the entity cache has had (docs/performance.md#the-near-cache-under-
-writes-issue-45-item-6): ``redispy``, Django's ``delete_many`` through ``redis.Redis`` (before
-issue 45, item 6), and ``scripted``, the thread's own script connection (now).
+instructions, by each route the entity cache has had
+(docs/performance.md#the-near-cache-under-writes-issue-45-item-6): ``redispy``, Django's
+``delete_many`` through ``redis.Redis`` (before issue 45, item 6), and ``scripted``, the
+thread's own script connection (now).
 
 A throwaway ``redis-server``; for each route a client under ``valgrind --tool=callgrind`` sends
 20 ``DEL`` (not counted), then N, and again 2N; only the loop is collected, and
