@@ -427,7 +427,11 @@ def _invalidate(keys: Iterable[bytes]) -> None:
     backend = _backend()
     if backend is not None and hexes:
         try:
-            backend.delete_many([_GEN + h for h in hexes])
+            scripted = getattr(backend, "scripted", None)
+            if scripted is not None:  # on this thread's own connection (cache/script.py)
+                scripted.delete([_GEN + h for h in hexes])
+            else:
+                backend.delete_many([_GEN + h for h in hexes])
         except Exception as exc:
             stats.failures += 1
             _suspend(exc)

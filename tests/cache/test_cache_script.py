@@ -94,6 +94,43 @@ def test_a_killed_script_connection_is_made_again_and_the_read_still_uses_the_ca
     assert entity_cache.stats.failures == 0 and entity_cache.stats.hits == 1
 
 
+def test_a_writes_invalidation_goes_on_the_script_connection_even_once_killed(
+    redis_cache, monkeypatch
+):
+    """A write's DEL is sent on this thread's own connection (the script's), packed directly,
+    not through redis.Redis's command path; a killed connection is made again and the DEL
+    still lands (docs/performance.md#the-near-cache-under-writes-issue-45-item-6)."""
+    from redis import Redis
+
+    one = Entity.objects.create(n=1)
+    h = one.id.bytes.hex()
+    Entity.objects.get(id=one.id)  # a miss: the connection made, the token set
+    through_redis_py: list[object] = []
+    original = Redis.execute_command
+
+    def spy(self: Redis, *args: object, **options: object) -> object:
+        through_redis_py.append(args[0])
+        return original(self, *args, **options)
+
+    for kill in (False, True):
+        Entity.objects.get(id=one.id)  # the token set again (the write before deleted it)
+        assert redis_cache.get("sls:g:" + h) is not None
+        if kill:
+            conn = redis_cache.scripted._local.conn
+            conn.send_command("CLIENT", "ID")
+            _raw_client(redis_cache).client_kill_filter(_id=conn.read_response())
+        entity_cache.reset_stats()
+        monkeypatch.setattr(Redis, "execute_command", spy)
+        one["n"] += 1
+        one.save()
+        monkeypatch.undo()
+        assert through_redis_py == []
+        assert entity_cache.stats.invalidated == 1 and entity_cache.stats.failures == 0
+        assert redis_cache.get("sls:g:" + h) is None  # deleted: the old row is never served
+        assert entity_cache.enabled()
+        assert Entity.objects.get(id=one.id)["n"] == one["n"]
+
+
 def test_a_script_connection_that_times_out_fails_that_read_only(redis_cache, monkeypatch):
     from redis.exceptions import TimeoutError as RedisTimeoutError
 

@@ -391,7 +391,7 @@ def test_a_failed_invalidation_still_evicts_this_process_copies(monkeypatch):
         def broken(*args: Any, **kwargs: Any) -> None:
             raise ConnectionError("cache down")
 
-        monkeypatch.setattr(type(backend), "delete_many", broken)
+        monkeypatch.setattr(type(backend.scripted), "delete", broken)  # where its DEL goes
         made["n"] = 2
         made.save()  # committed; its DEL failed: this process stops using the caches
         monkeypatch.undo()
