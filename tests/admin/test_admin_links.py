@@ -29,7 +29,7 @@ def make_pair():
         kind="entry",
         user_id=author.id,
         title="Hello",
-        published=PUBLISHED,
+        created=PUBLISHED,  # not "published": the demo indexes that one as a datetime
         mentions=[missing, author.id],
         count=1_700_000_000,  # the size of a time, not named like one: no date
     )
