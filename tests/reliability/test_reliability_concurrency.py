@@ -31,7 +31,7 @@ from django.db import connections
 from schemaless_store.cleaner import Cleaner
 from schemaless_store.models import Entity
 from schemaless_store.topology import retries, shards
-from tests.support import STORE, child
+from tests.support import STORE, child, crash_writer
 from tests.support.crashes import touched_indexes
 from tests.support.invariants import false_negatives, inexact, matches
 from tests.support.reliability_report import recording
@@ -47,8 +47,8 @@ IDS = [uuid.UUID(int=0x2000 + n).hex for n in range(24)]
 
 def queries() -> list[dict[str, Any]]:
     return [
-        *({"link": link} for link in child.MIXED_LINKS),
-        *({"tags": tag} for tag in child.MIXED_TAGS),
+        *({"link": link} for link in crash_writer.MIXED_LINKS),
+        *({"tags": tag} for tag in crash_writer.MIXED_TAGS),
         {"user_id": "u1"},
         {"user_id": "u2"},
     ]
