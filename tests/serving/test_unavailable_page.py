@@ -86,9 +86,7 @@ def site(feed_site: None, settings: Any) -> None:
 @STORE
 def test_a_shard_down_gives_the_feed_a_503_page_while_others_serve_and_it_recovers(site, client):
     author = User.objects.create(username="writer", email="w@example.com")
-    Entry.objects.create(
-        user=author, title="Before the outage", link="https://example.com/before"
-    )
+    Entry.objects.create(user=author, title="Before the outage", link="https://example.com/before")
     assert client.get("/").status_code == 200
     with shard_down("shard_1"):
         home = client.get("/")
