@@ -133,7 +133,7 @@ async def test_sync_calls_in_an_event_loop_raise_synchronous_only_operation():
 
 async def test_the_demo_async_view(feed_site):
     user = await User.objects.acreate(username="ann", email="ann@example.com")
-    entry = await Entry.objects.acreate(user_id=user.id, title="Hello", link="https://example.com")
+    entry = await Entry.objects.acreate(user=user, title="Hello", link="https://example.com")
     await sync_to_async(Like.toggle)(entry, user)
     for body in ("first", "second"):
         await Comment.objects.acreate(entry_id=entry.id, user_id=user.id, body=body)
