@@ -66,6 +66,10 @@ def delete_selected(modeladmin: Any, request: HttpRequest, selection: Any) -> An
         "opts": opts,
         "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
         "media": modeladmin.media,
+        # Django 6.1's template shows at most this many (5.2 has no such setting).
+        "delete_confirmation_max_display": getattr(
+            modeladmin, "delete_confirmation_max_display", None
+        ),
     }
     request.current_app = modeladmin.admin_site.name
     return TemplateResponse(request, "admin/delete_selected_confirmation.html", context)
@@ -89,7 +93,9 @@ def run_action(modeladmin: Any, request: HttpRequest) -> HttpResponse | None:
             messages.WARNING,
         )
         return back
-    func = actions[name][0]
+    action = actions[name]
+    # Django 6.1 gives an Action with .func (indexing it is deprecated); 5.2 a tuple.
+    func = action.func if hasattr(action, "func") else action[0]
     selection = modeladmin.model.objects.filter(pk__in=ids)
     response = func(modeladmin, request, selection)
     if isinstance(response, HttpResponse):
