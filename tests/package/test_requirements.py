@@ -40,7 +40,8 @@ EXTRAS = {
 }
 # Where an extra's imports may live in the package: the part that needs it.
 EXTRA_OWNERS = {
-    "rest": ("schemaless_store/kinds/rest.py",),
+    # rest_query is imported by rest.py alone: the REST part, loaded only with DRF.
+    "rest": ("schemaless_store/kinds/rest.py", "schemaless_store/kinds/rest_query.py"),
     "cache": ("schemaless_store/cache/script.py",),
 }
 # Brought by an extra's own extras (redis[hiredis]).
