@@ -26,6 +26,7 @@ from ..query.allentities import AllEntities
 from ..query.asyncapi import AsyncResults, sync_only
 from ..query.indexquery import MAX_PAGE, IndexQuery, Page
 from ..query.results import CachedResults
+from ..values import bounds
 from .asyncmethods import AsyncKindQuery
 from .bulk import KindWrites
 from .lookups import Branch, Lookups, sort_key
@@ -377,7 +378,7 @@ class KindQuery(AsyncKindQuery, KindWrites, KindShapes, AsyncResults, CachedResu
                 f"{self.model.__name__}: page() pages a query one index serves alone (no OR, "
                 "exclude(), pk= or slice); slice this one instead ([n:n + size])"
             )
-        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_PAGE:
+        if not bounds.whole(size, 1, MAX_PAGE):
             raise InvalidQuery(f"page size must be an int from 1 to {MAX_PAGE}, not {size!r}")
         found = self._source(live[0], self._effective_order()).page(after=after, size=size)
         if self._prefetch:
