@@ -25,7 +25,7 @@ from ..exceptions import IndexNotReady, InvalidQuery, NoIndexForQuery
 from ..query.allentities import AllEntities
 from ..query.asyncapi import AsyncResults, sync_only
 from ..query.indexquery import MAX_PAGE, IndexQuery, Page
-from ..query.results import CachedResults
+from ..query.results import CachedResults, check_index
 from ..values import bounds
 from .asyncmethods import AsyncKindQuery
 from .bulk import KindWrites
@@ -153,13 +153,7 @@ class KindQuery(AsyncKindQuery, KindWrites, KindShapes, AsyncResults, CachedResu
         return self._effective_order() is not None
 
     def __getitem__(self, item: int | slice) -> Any:
-        if not isinstance(item, int | slice):
-            raise TypeError(f"query indices must be integers or slices, not {type(item).__name__}")
-        if (isinstance(item, int) and item < 0) or (
-            isinstance(item, slice)
-            and any(bound is not None and bound < 0 for bound in (item.start, item.stop))
-        ):
-            raise InvalidQuery("Negative indexing is not supported.")
+        check_index(item)
         if self._cache is not None:
             return self._cache[item]
         if isinstance(item, int):

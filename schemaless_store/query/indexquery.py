@@ -30,7 +30,7 @@ from . import cursors
 from .asyncapi import AsyncResults, sync_only
 from .conditions import ColumnConditions, parse_conditions
 from .planner import Plan, choose_index, plan
-from .results import CachedResults
+from .results import CachedResults, check_index
 from .scan import ShardScan, merged
 
 # Entities fetched per batch when iterating a whole query.
@@ -121,13 +121,7 @@ class IndexQuery(AsyncResults, CachedResults):
         """As a Django ``QuerySet``: ``q[n]`` is one entity (``IndexError`` past the end),
         ``q[n:m]`` a lazy query with the limit pushed down, a slice with a step a list; negative
         bounds raise (``InvalidQuery``, a ``ValueError``)."""
-        if not isinstance(item, int | slice):
-            raise TypeError(f"query indices must be integers or slices, not {type(item).__name__}")
-        if (isinstance(item, int) and item < 0) or (
-            isinstance(item, slice)
-            and any(bound is not None and bound < 0 for bound in (item.start, item.stop))
-        ):
-            raise InvalidQuery("Negative indexing is not supported.")
+        check_index(item)
         if self._cache is not None:
             return self._cache[item]
         if isinstance(item, int):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ..exceptions import InvalidQuery
 from ..tables.buckets import retrying_stale
 from .asyncapi import sync_only
 
@@ -35,3 +36,15 @@ class CachedResults:
 
     def __bool__(self) -> bool:
         return bool(self._fetch_all())
+
+
+def check_index(item: Any) -> None:
+    """What a query's ``[...]`` takes, as Django's ``QuerySet``: an int or a slice, never a
+    negative bound (``TypeError``, ``InvalidQuery``)."""
+    if not isinstance(item, int | slice):
+        raise TypeError(f"query indices must be integers or slices, not {type(item).__name__}")
+    if (isinstance(item, int) and item < 0) or (
+        isinstance(item, slice)
+        and any(bound is not None and bound < 0 for bound in (item.start, item.stop))
+    ):
+        raise InvalidQuery("Negative indexing is not supported.")
