@@ -161,9 +161,13 @@ class KindAdmin(admin.ModelAdmin):
             return str(obj.get_absolute_url())
         return None
 
-    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
-        """Django's actions, with "Delete selected" deleting through the store."""
-        found = super().get_actions(request)
+    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
+        """Django's actions, with "Delete selected" deleting through the store.
+        ``action_location`` is Django 6.1's (the list or the change page); 5.2 has none."""
+        if action_location is None:
+            found = super().get_actions(request)
+        else:
+            found = super().get_actions(request, action_location)  # type: ignore[call-arg]
         if "delete_selected" in found and self.has_delete_permission(request):
             found["delete_selected"] = self.get_action(delete_selected)
         return found

@@ -107,6 +107,9 @@ def test_a_visitor_signs_up_posts_and_sees_the_entry_on_their_page(live_server, 
                 page.screenshot(path=str(ARTIFACTS / "feed-live-index-missing.png"))
 
             page.click("header >> text=Everyone")
+            # Wait for the list itself: read at once, the texts may come from the page the
+            # click is leaving (the index-missing page has no entries).
+            expect(page.locator("article.entry")).to_have_count(20)
             first_page = page.locator("article.entry .title").all_inner_texts()
             page.click("#older")
             expect(page.locator("article.entry")).to_have_count(11)  # 31 entries, 20 a page
