@@ -98,8 +98,16 @@ def leave_database(cursor: Any) -> None:
 
 def apply_first(cursor: Any) -> None:
     """Galera: this session's reads wait until the node has applied what the cluster
-    committed before them (``wsrep_sync_wait``)."""
+    committed before them (``wsrep_sync_wait``). Only for a connection of the store's own:
+    on one it shares with the application, use :func:`applied_first`."""
     cursor.execute("SET SESSION wsrep_sync_wait = 1")
+
+
+def applied_first(sql: str) -> str:
+    """Galera: ``sql`` waiting until the node has applied what the cluster committed before
+    it, for this statement alone: the session's own ``wsrep_sync_wait`` (which a deployment
+    may set in its ``init_command``) is left as it was."""
+    return f"SET STATEMENT wsrep_sync_wait = 1 FOR {sql}"
 
 
 # The server's own threads (a Galera applier, the event scheduler, replication), which may show

@@ -30,7 +30,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..config.indexes import is_identifier
 from ..exceptions import ConfigurationError, MoveRefused, ShardUnavailable
-from ..sql import dialects, server_errors
+from ..sql import dialects, server_errors, sessions
 from ..topology import servers, shards
 from .capture_probe import EVENTS, LOG, PREFIX, prove, trigger_name
 from .moved_rows import MovedTable
@@ -167,7 +167,7 @@ def read(alias: str, limit: int) -> list[tuple[int, str, bytes]]:
     applies other nodes' writes a moment after they commit)."""
     sql = f"SELECT seq, tbl, row_key FROM {LOG} ORDER BY seq LIMIT %s"
     if servers.is_galera(alias):
-        sql = f"SET STATEMENT wsrep_sync_wait = 1 FOR {sql}"
+        sql = sessions.applied_first(sql)
     rows = shards.read(alias, sql, [limit])
     return [(int(seq), str(tbl), bytes(key)) for seq, tbl, key in rows]
 

@@ -160,18 +160,15 @@ def find(alias: str, write_id: bytes, created: int, *, galera: bool) -> dict[str
     """The recorded result of write ``write_id`` (whose receipt said ``created``) on
     ``alias``, or None if it did not commit there. Reads on the connection of ``alias`` (a
     fresh one after a loss), in a transaction of its own; on Galera with the node caught up
-    with the cluster (``wsrep_sync_wait``) first."""
+    with the cluster (``wsrep_sync_wait``, for this read alone: the session's own setting,
+    which a deployment's ``init_command`` may have made 1, is left as it was)."""
     conn = shards.connection(alias)
     find = _FIND + dialects.of(conn).for_share
+    if galera:
+        find = sessions.applied_first(find)
     with shards.errors_named(alias), transaction.atomic(using=alias), conn.cursor() as cursor:
-        if galera:
-            sessions.apply_first(cursor)
-        try:
-            cursor.execute(find, [created, write_id])
-            row = cursor.fetchone()
-        finally:
-            if galera:
-                cursor.execute("SET SESSION wsrep_sync_wait = 0")
+        cursor.execute(find, [created, write_id])
+        row = cursor.fetchone()
     if row is None:
         return None
     found: dict[str, int] = json.loads(row[0])

@@ -388,17 +388,29 @@ def _lost_answer(key: str) -> None:
     """On the Galera shard: an update whose commit lands and whose answer is lost, after
     another client deleted the entity; print what the retry left (the receipt, read with
     ``wsrep_sync_wait``, must say it landed: the entity stays deleted)."""
+    from django.db import connections
+
     from schemaless_store.models import Entity
     from schemaless_store.testing.faults import lost_commit_answers
     from schemaless_store.topology import servers
 
     entity = Entity.objects.create(id=uuid.UUID(key), n=1)
+    # Causal reads on every session, as a deployment sets them (docs/replicas.md, "Limits"):
+    # the retry's receipt read must leave them so.
+    shard = connections[entity._state.db]
+    shard.settings_dict.setdefault("OPTIONS", {})["init_command"] = (
+        "SET SESSION wsrep_sync_wait = 1"
+    )
+    shard.close()
     entity["n"] = 2
     with lost_commit_answers(
         after_commit=lambda: Entity.objects.get(id=entity.id).delete()
     ) as faults:
         entity.save()
     left = Entity.objects.get_many([entity.id]).get(entity.id)
+    with shard.cursor() as cursor:
+        cursor.execute("SELECT @@SESSION.wsrep_sync_wait")
+        (sync_wait,) = cursor.fetchone()
     print(
         json.dumps(
             {
@@ -406,6 +418,7 @@ def _lost_answer(key: str) -> None:
                 "galera": servers.is_galera(entity._state.db),
                 "shard": entity._state.db,
                 "left": None if left is None else left["n"],
+                "sync_wait": int(sync_wait),
             }
         ),
         flush=True,
