@@ -19,10 +19,10 @@ starts, and each safe to run again, so a killed mover resumes where it was:
 5. **verify** (:mod:`.verification`): a change logged on a source since the final replay
    escaped the fence: the move is **held**, the sources' copies kept, until the operator
    releases it (:meth:`Mover.release`). Otherwise rows and checksums of the moved buckets are
-   compared between the sources and the target as it was at the flip (a resumed mover: as it
-   is now, but for the keys the target's own log names, written since the flip). The
-   verdict is saved before the sources' triggers and logs are dropped (a held move keeps
-   them).
+   compared between the sources and the target as it was at the flip (:mod:`.at_flip`; a
+   resumed mover: the target now, each row its owner changed since put back as the target's
+   triggers recorded it). The verdict is saved before the sources' triggers and logs are
+   dropped (a held move keeps them).
 6. **cleaning**: the logs are dropped if they are still there, then the sources' copies.
 """
 
@@ -45,12 +45,15 @@ from ..guards import fence
 from ..guards.throttle import LatencyProbe, Throttle
 from ..tables import buckets as bucket_table
 from ..tables import move_log as capture
+from ..tables import pre_images
+from ..tables.capture_probe import prove
 from ..tables.moved_rows import (
     moved_tables,
     snapshot,
 )
 from ..topology import bucket_map, servers
 from ..topology.write_lock import write_lock
+from .at_flip import AtFlip
 from .copying import RowMoves
 from .plan import COPY_BATCH, from_ranges
 from .verification import Verdict, Verification, failed_message, unjudged_message
@@ -96,8 +99,10 @@ class Mover(RowMoves):
         self.pause = 0.0
         self._fenced = False  # this mover ended the sources' sessions (one fence per move)
         self._proven = False  # this mover proved the sources' triggers by a probe write
+        self._target_proven = False  # ... and the target's (pre-images)
         self._saved = 0.0  # when the record was last saved (time.monotonic())
-        # The target as it was at the flip, for the verification (None after a resume).
+        # The target as it was at the flip, for the verification (None after a resume: the
+        # target's pre-images stand for it).
         self.snapshot: BaseDatabaseWrapper | None = None
 
     # --- the phases ----------------------------------------------------------------------
@@ -160,9 +165,10 @@ class Mover(RowMoves):
             handled = sum(self._replay(source) for source in self.sources)
             if handled < CONVERGED:
                 break
-        # The target's own change log, from before the fence (its triggers' DDL waits for the
+        # The target's pre-image triggers, from before the fence (their DDL waits for the
         # target's open transactions: never in the writers' pause); emptied at the flip.
-        capture.install(self.move.target, self.tables)
+        capture.install(self.move.target, self.tables, pre_images=True)
+        self._target_proven = True
         marked_at = float(self.move.checkpoints.get("marked_at", 0.0))
         wait = bucket_map.read_bound(conf.get().map_max_age) - (time.time() - marked_at)
         if wait > 0:  # a copy this short: let every process see the moving mark first
@@ -186,12 +192,16 @@ class Mover(RowMoves):
         while any(self._replay(source) for source in self.sources):
             pass
         buckets = sorted(self.buckets)
-        # The target logs its changes from here to the verdict: a mover resumed after the
-        # flip (its snapshot gone) leaves out of its comparison what the owner wrote since.
-        if not capture.installed(self.move.target):  # a move caught up by an older mover
-            capture.install(self.move.target, self.tables)
-        capture.clear(self.move.target)  # the replays' own writes, other buckets' before now
-        self.snapshot = snapshot(self.move.target)  # nothing has written them there yet
+        # The target records each row's first change from here to the verdict, for a mover
+        # resumed after the flip (its snapshot gone). A resumed mover proves the triggers
+        # again, as the sources'; a move caught up by an older mover has none yet.
+        target = self.move.target
+        if not self._target_proven and (
+            not pre_images.kept(target, self.tables) or prove(target, self.tables, pre_images=True)
+        ):
+            capture.install(target, self.tables, pre_images=True)
+        pre_images.clear(target, self.tables)  # the replays', other buckets' writes
+        self.snapshot = snapshot(target)  # nothing has written them there yet
         with write_lock():
             for source in self.sources:
                 bucket_table.set_states(source, sorted(self.sources[source]), bucket_table.GONE)
@@ -291,28 +301,34 @@ class Mover(RowMoves):
     def verify(self) -> None:
         """Judge the changes logged on the sources since the final replay and compare the
         moved rows with the target's at the flip (:mod:`.verification`; a resumed mover has
-        no snapshot: it compares with the target as it is now, leaving out the keys the
-        target's log names, written there since the flip). An escaped write
-        holds the move: the sources' copies are kept and the operator told what to do."""
+        no snapshot of the flip: it reads the target now with the pre-images its triggers
+        recorded since, :mod:`.at_flip`). An escaped write holds the move: the sources'
+        copies are kept and the operator told what to do."""
         self.phase("verify")
         snapshot, self.snapshot = self.snapshot, None
+        target = self.move.target
+        at_flip: AtFlip | None = None
         try:
             self._require_logs()
-            check = Verification(
-                self.tables, self.sources, self.move.target, self.buckets, self.batch
-            )
-            verdict = check.run(snapshot)
-        finally:
             if snapshot is not None:
+                at_flip = AtFlip(target, self.buckets, snapshot)
+            elif pre_images.kept(target, self.tables):
+                at_flip = AtFlip.resumed(target, self.tables, self.buckets, self.batch)
+            check = Verification(self.tables, self.sources, target, self.buckets, self.batch)
+            verdict = check.run(at_flip)
+        finally:
+            if at_flip is not None:
+                at_flip.close()
+            elif snapshot is not None:
                 snapshot.close()
-        # The verdict is saved before any log is dropped, the target's too: a mover that
-        # dies in between resumes past the verification, never into one with no logs to
-        # judge or compare by (with neither the snapshot nor the target's log, a resumed
-        # mover would compare nothing and pass a copy that differs).
+        # The verdict is saved before any log is dropped, the target's pre-images too: a
+        # mover that dies in between resumes past the verification, never into one with no
+        # logs to judge or compare by (with neither the snapshot nor the pre-images, a
+        # resumed mover would compare nothing and pass a copy that differs).
         counts = {**self.move.counts, "changed after the flip": verdict.changed}
         if verdict.escaped:
             self._hold(verdict, counts)  # the logs stay until the operator releases it
-        compared = snapshot is not None or verdict.compared
+        compared = verdict.compared
         if compared and verdict.problems:
             problems = "; ".join(verdict.problems)
             self._save(phase="failed", message=failed_message(self.move, problems))

@@ -1,8 +1,9 @@
 """A move's verification after the flip (docs/design.md#moves, docs/resharding.md#escaped-writes).
 
 Two questions, answered from the sources' change logs (:mod:`..tables.move_log`, whose
-triggers stay on until the verdict is saved) and the target as it was at the flip (a
-snapshot; a mover resumed after the flip has none, see :meth:`Verification.run`):
+triggers stay on until the verdict is saved) and the target as it was at the flip
+(:mod:`.at_flip`: the flip's snapshot or, for a mover resumed after the flip, a snapshot of
+now with the pre-images its triggers recorded since):
 
 - **Did a write escape the fence?** The final replay, under the fence, emptied the logs; so
   every entry logged since is a change to a source after it stopped taking writes. Any such
@@ -13,10 +14,8 @@ snapshot; a mover resumed after the flip has none, see :meth:`Verification.run`)
   because index rows are hints every read checks against its entity (the proof is in
   docs/design.md#moves).
 - **Do the copies agree?** Rows and checksums of every table in the moved buckets, on the
-  sources and on the target's snapshot, but for the keys logged after the flip (their rows
-  differ by the change, which the first question judged). A mover resumed after the flip has
-  no snapshot: it compares key by key with the target as it is now, leaving out the keys the
-  target's own change log names (its owner wrote them since the flip).
+  sources and on the target at the flip, but for the keys logged after the flip (their rows
+  differ by the change, which the first question judged).
 """
 
 from __future__ import annotations
@@ -26,14 +25,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.backends.base.base import BaseDatabaseWrapper
-
 from ..config.indexes import Index
 from ..exceptions import CorruptBody, IndexValueError
 from ..tables import entities as entity_table
 from ..tables import move_log as capture
-from ..tables.moved_rows import MovedTable, digest, row_hash, rows_of_keys, walk
+from ..tables.moved_rows import MovedTable, digest, rows_of_keys
 from ..values.codec import decode_body
+from .at_flip import AtFlip
 
 # Keys of one table kept in the move's record (the message names fewer).
 RECORDED = 1000
@@ -116,22 +114,17 @@ class Verification:
         self.buckets = buckets
         self.batch = batch
 
-    def run(self, snapshot: BaseDatabaseWrapper | None) -> Verdict:
-        """The verdict, against the target's ``snapshot``. None (a mover resumed after the
-        flip): the target as it is now stands for it, and the target's own change log (its
-        triggers installed at the flip) names what its owner has written since: those keys
-        are left out of the comparison (:meth:`compare_now`), and in the escape check an
-        index row the target lacks now for such a key counts only while the entity implies
-        it (:func:`_still_implied`). Without the target's log (a move flipped by an older
-        mover) the copies are not compared, and every key gets that allowance."""
+    def run(self, at_flip: AtFlip | None) -> Verdict:
+        """The verdict, against the target's rows ``at_flip`` (:mod:`.at_flip`: the flip's
+        snapshot, or a resumed mover's snapshot of now with the pre-images recorded since).
+        None (a move flipped by a mover that recorded no pre-images on the target): the
+        copies are not compared, and in the escape check an index row the target lacks now
+        counts only while the entity implies it (:func:`_still_implied`)."""
         problems: list[str] = []
         late: dict[str, set[bytes]] = {}
-        compared = snapshot is not None or self.target_logged()
-        if snapshot is None and compared:
-            problems = self.compare_now()
-        if snapshot is not None:
+        if at_flip is not None:
             for _attempt in range(3):
-                problems = self.compare(snapshot, late)
+                problems = self.compare(at_flip, late)
                 seen = self.late_keys()
                 if not problems or seen == late:
                     break
@@ -139,22 +132,22 @@ class Verification:
         # Read last, after every comparison and with the triggers still on: a change made
         # while the copies were compared is judged too.
         late = self.late_keys()
-        escaped = self.escaped(late, snapshot)
+        escaped = self.escaped(late, at_flip)
         return Verdict(
             problems=problems,
             escaped={t: sorted(k.hex() for k in keys)[:RECORDED] for t, keys in escaped.items()},
             changed=len(set().union(*late.values())) if late else 0,
             escaped_count=sum(len(keys) for keys in escaped.values()),
-            compared=compared,
+            compared=at_flip is not None,
         )
 
-    def compare(self, snapshot: BaseDatabaseWrapper, late: dict[str, set[bytes]]) -> list[str]:
+    def compare(self, at_flip: AtFlip, late: dict[str, set[bytes]]) -> list[str]:
         problems = []
         for table in self.tables:
             skip = late.get(table.name, set())
             sources = [(a, n, None) for a, n in self.sources.items()]
             ours = digest(table, sources, skip, self.batch)
-            theirs = digest(table, [(self.target, self.buckets, snapshot)], skip, self.batch)
+            theirs = at_flip.digest(table, skip, self.batch)
             if ours != theirs:
                 problems.append(
                     f"{table.name}: sources {ours[0]} rows, target {theirs[0]} rows"
@@ -162,47 +155,11 @@ class Verification:
                 )
         return problems
 
-    def compare_now(self) -> list[str]:
-        """Compare the moved rows on the sources (frozen since the flip) with the target as
-        it is now, key by key, leaving out the keys the target's log names (its owner wrote
-        them since the flip) or the sources' (judged as escaped writes). The logs are read
-        after the rows: a key whose new row was read has its entry committed by then. Keeps
-        one number per moved key of a table (the limit: docs/resharding.md#limits)."""
-        problems = []
-        for table in self.tables:
-            keyed = table.columns.index(table.log_key())
-            sums: dict[bytes, int] = defaultdict(int)
-            for values in walk(table, [(a, n, None) for a, n in self.sources.items()], self.batch):
-                sums[bytes(values[keyed])] += row_hash(values) + 2**64
-            for values in walk(table, [(self.target, self.buckets, None)], self.batch):
-                sums[bytes(values[keyed])] -= row_hash(values) + 2**64
-            differ = {key for key, total in sums.items() if total}
-            if not differ:
-                continue
-            written = self.target_keys().get(table.name, set())
-            differ -= written | self.late_keys().get(table.name, set())
-            if differ:
-                first = ", ".join(sorted(key.hex() for key in differ)[:NAMED])
-                problems.append(
-                    f"{table.name}: {len(differ)} key(s) differ between the sources and the "
-                    f"target with no write since the flip ({first})"
-                )
-        return problems
-
     def late_keys(self) -> dict[str, set[bytes]]:
         """The keys the sources' change logs name now (changes since the final replay)."""
         return _logged(list(self.sources))
 
-    def target_logged(self) -> bool:
-        return capture.installed(self.target)
-
-    def target_keys(self) -> dict[str, set[bytes]]:
-        """The keys the target's change log names: written there since the flip."""
-        return _logged([self.target])
-
-    def escaped(
-        self, late: dict[str, set[bytes]], snapshot: BaseDatabaseWrapper | None
-    ) -> dict[str, set[bytes]]:
+    def escaped(self, late: dict[str, set[bytes]], at_flip: AtFlip | None) -> dict[str, set[bytes]]:
         """Of the ``late`` keys, those of writes that escaped the fence, by table."""
         found: dict[str, set[bytes]] = {}
         for table in self.tables:
@@ -217,36 +174,31 @@ class Verification:
                     if number in self.buckets
                 }
             else:
-                hits = self._added_index_rows(table, keys, snapshot)
+                hits = self._added_index_rows(table, keys, at_flip)
             if hits:
                 found[table.name] = hits
         return found
 
     def _added_index_rows(
-        self, table: MovedTable, keys: list[bytes], snapshot: BaseDatabaseWrapper | None
+        self, table: MovedTable, keys: list[bytes], at_flip: AtFlip | None
     ) -> set[bytes]:
         """Entity ids with an index row of the moved buckets on a source that the target had
         not at the flip (a row the source lost is no escaped write)."""
         keyed = table.columns.index(table.log_key())
-        theirs = {
-            r
-            for r in rows_of_keys(self.target, table, keys, snapshot)
-            if table.bucket(r) in self.buckets
-        }
+        if at_flip is not None:
+            theirs = at_flip.index_rows(table, keys)
+        else:  # the target as it is now
+            theirs = {
+                r for r in rows_of_keys(self.target, table, keys) if table.bucket(r) in self.buckets
+            }
         missing = [
             row
             for source, numbers in self.sources.items()
             for row in rows_of_keys(source, table, keys)
             if table.bucket(row) in numbers and row not in theirs
         ]
-        if snapshot is None and table.index is not None:
-            if not self.target_logged():
-                missing = _still_implied(table.index, missing)
-            else:  # a key its owner has not written since the flip has the rows of then
-                written = self.target_keys().get(table.name, set())
-                frozen = [r for r in missing if bytes(r[keyed]) not in written]
-                fresh = [r for r in missing if bytes(r[keyed]) in written]
-                missing = frozen + _still_implied(table.index, fresh)
+        if at_flip is None and table.index is not None:
+            missing = _still_implied(table.index, missing)
         return {bytes(row[keyed]) for row in missing}
 
 
@@ -262,7 +214,8 @@ def _logged(aliases: list[str]) -> dict[str, set[bytes]]:
 
 def _still_implied(index: Index, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """Of index rows a source has and the target lacks *now*, those the entity, as committed
-    on its owner now, still implies. Without the target's snapshot of the flip, a row the
+    on its owner now, still implies. Without the target's rows of the flip (a move flipped by
+    a mover from before the target's pre-images), a row the
     target lacks may be one its owner removed since, as stale (the entity's value changed):
     the source's frozen copy of it is no write, and holding the move for it would stop every
     move after a resumed one. A row the entity still implies is kept, and so is every row of

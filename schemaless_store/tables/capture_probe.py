@@ -22,8 +22,10 @@ from typing import Any
 from django.db import connections, transaction
 
 from ..sql import dialects
+from ..sql.values import plain_row
 from ..topology import shards
 from ..topology.write_lock import write_lock
+from . import pre_images as pre
 from .moved_rows import MovedTable
 
 LOG = "schemaless_move_log"
@@ -47,27 +49,32 @@ class _Moved(Exception):
     does, so the probe says nothing of it."""
 
 
-def prove(alias: str, tables: Sequence[MovedTable]) -> list[str]:
+def prove(alias: str, tables: Sequence[MovedTable], *, pre_images: bool = False) -> list[str]:
     """The triggers of ``tables`` on ``alias`` that did not log a probe write (none: every
     one logs). Each table is probed in a transaction of its own, rolled back; a probe whose
-    row a writer took away meanwhile is made again with another row."""
+    row a writer took away meanwhile is made again with another row.
+
+    ``pre_images``: the target's triggers (:mod:`.pre_images`), each of which must record the
+    row as it was before its statement (``OLD.*``, or the inserted row marked absent); the
+    probe's row's entry is deleted before each statement (in the same rolled-back
+    transaction), so each statement's trigger is judged on its own."""
     failing: list[str] = []
     for table in tables:
         for _attempt in range(PROBES):
             try:
                 with write_lock(), transaction.atomic(using=alias):
-                    found = _probe(alias, table)
+                    found = _probe(alias, table, pre_images)
                     transaction.set_rollback(True, using=alias)
             except _Moved:
                 continue
             failing += found
             break
         else:  # writers keep taking the sampled rows away: judge by the definitions
-            failing += _unlisted(alias, table)
+            failing += _unlisted(alias, table, pre_images)
     return failing
 
 
-def _probe(alias: str, table: MovedTable) -> list[str]:
+def _probe(alias: str, table: MovedTable, pre_images: bool) -> list[str]:
     conn = connections[alias]
     quote = conn.ops.quote_name
     with conn.cursor() as cursor:
@@ -77,7 +84,7 @@ def _probe(alias: str, table: MovedTable) -> list[str]:
     names = [column.name for column in described if column.name not in auto]
     sample, here = _sample(alias, table, names)
     if sample is None:
-        return _unlisted(alias, table)
+        return _unlisted(alias, table, pre_images)
     same = dialects.of(conn).null_safe_equal
     where = " AND ".join(f"{quote(c)} {same} %s" for c in table.natural_key)
     keys = [sample[names.index(c)] for c in table.natural_key]
@@ -94,15 +101,30 @@ def _probe(alias: str, table: MovedTable) -> list[str]:
     }
     order = ("u", "d", "i") if here else ("i", "u", "d")
     logged = sample[names.index(table.log_key())]
+    recorded = plain_row([sample[names.index(c)] for c in table.columns])
+    pre_table = pre.table_name(table.name)
     failing = []
     with conn.cursor() as cursor:
         for suffix in order:
-            since = _last_entry(cursor)
+            if pre_images:  # an earlier statement's entry, or an owner's (rolled back)
+                cursor.execute(f"DELETE FROM {pre_table} WHERE {where}", keys)
+            else:
+                since = _last_entry(cursor)
             cursor.execute(*statements[suffix])
             if suffix != "i" and cursor.rowcount == 0:
                 raise _Moved  # nothing matched: nothing to log
-            if not _entries(cursor, table.name, logged, since):
-                failing.append(trigger_name(table.name, suffix))
+            if not pre_images:
+                if not _entries(cursor, table.name, logged, since):
+                    failing.append(trigger_name(table.name, suffix))
+                continue
+            cursor.execute(
+                f"SELECT present, {', '.join(quote(c) for c in table.columns)} "
+                f"FROM {pre_table} WHERE {where}",
+                keys,
+            )
+            entry = cursor.fetchone()
+            if entry is None or (bool(entry[0]), plain_row(entry[1:])) != (suffix != "i", recorded):
+                failing.append(trigger_name(table.name, "p" + suffix))
     return failing
 
 
@@ -142,18 +164,20 @@ def _entries(cursor: Any, table: str, key: Any, since: int) -> int:
     return int(cursor.fetchone()[0])
 
 
-def _unlisted(alias: str, table: MovedTable) -> list[str]:
+def _unlisted(alias: str, table: MovedTable, pre_images: bool = False) -> list[str]:
     """Of ``table``'s triggers, those the server does not list on it, for their event, with a
-    body that writes the log (a table with no row to probe with)."""
+    body that writes the log, or the table's pre-images (a table with no row to probe with)."""
     conn = connections[alias]
-    wanted = {trigger_name(table.name, suffix): verb for verb, _row, suffix in EVENTS}
+    events = pre.EVENTS if pre_images else EVENTS
+    wanted = {trigger_name(table.name, suffix): verb for verb, _row, suffix in events}
+    writes = pre.table_name(table.name) if pre_images else LOG
     with conn.cursor() as cursor:
         if dialects.of(conn).information_schema:
             cursor.execute(
                 "SELECT TRIGGER_NAME, EVENT_MANIPULATION FROM information_schema.TRIGGERS "
                 "WHERE TRIGGER_SCHEMA = DATABASE() AND EVENT_OBJECT_TABLE = %s "
                 "AND ACTION_TIMING = 'AFTER' AND ACTION_STATEMENT LIKE %s",
-                [table.name, f"%{LOG}%"],
+                [table.name, f"%{writes}%"],
             )
             listed = {(str(n), str(e).upper()) for n, e in cursor.fetchall()}
         else:
@@ -165,6 +189,6 @@ def _unlisted(alias: str, table: MovedTable) -> list[str]:
                 (str(n), verb)
                 for n, sql in cursor.fetchall()
                 for verb in wanted.values()
-                if f"AFTER {verb}" in str(sql).upper() and LOG in str(sql)
+                if f"AFTER {verb}" in str(sql).upper() and writes in str(sql)
             }
     return [name for name, verb in wanted.items() if (name, verb) not in listed]

@@ -1,4 +1,6 @@
-"""Change capture on a source shard while a move copies it: triggers that log every change.
+"""Change capture on a source shard while a move copies it: triggers that log every change
+(and on its target, from the flip to the verdict, triggers that record pre-images:
+:mod:`.pre_images`).
 
 While a shard is the source of a move, an ``AFTER INSERT``, ``UPDATE`` and ``DELETE`` trigger
 on each of its tables adds ``(table, key)`` to ``schemaless_move_log`` in the writer's own
@@ -32,6 +34,7 @@ from ..config.indexes import is_identifier
 from ..exceptions import ConfigurationError, MoveRefused, ShardUnavailable
 from ..sql import dialects, server_errors, sessions
 from ..topology import servers, shards
+from . import pre_images as pre
 from .capture_probe import EVENTS, LOG, PREFIX, prove, trigger_name
 from .moved_rows import MovedTable
 
@@ -41,25 +44,37 @@ logger = logging.getLogger("schemaless_store.moves")
 IGNORE_MISSING_LOG = f"DECLARE CONTINUE HANDLER FOR {server_errors.ER_NO_SUCH_TABLE} BEGIN END"
 
 
-def install(alias: str, tables: Sequence[MovedTable]) -> list[str]:
+def install(alias: str, tables: Sequence[MovedTable], *, pre_images: bool = False) -> list[str]:
     """Create the log table and the triggers of ``tables`` on ``alias`` (idempotent), and
     prove each trigger by a probe write (:func:`prove`): ``CREATE TRIGGER IF NOT EXISTS``
     passes over a name that is taken, whatever is behind it (a trigger that logs nothing, or
     on MariaDB a name whose trigger is gone). A trigger that logs nothing is dropped and
     created again, then proven again; one that still logs nothing refuses the move
-    (:class:`MoveRefused`, naming it and the next step). Returns the triggers recreated."""
+    (:class:`MoveRefused`, naming it and the next step). Returns the triggers recreated.
+
+    ``pre_images`` (a move's target): the triggers record pre-images instead
+    (:mod:`.pre_images`), in tables made afresh, with their own trigger names (the sources'
+    kind left on the shard by an earlier move never stands in for them)."""
     conn = connections[alias]
+    events = pre.EVENTS if pre_images else EVENTS
     with shards.errors_named(alias), conn.cursor() as cursor:
         dialect = dialects.of(conn)
-        cursor.execute(
-            f"CREATE TABLE IF NOT EXISTS {LOG} (seq {dialect.serial_key}, "
-            f"tbl {dialect.varchar(64)} NOT NULL, row_key {dialect.varbinary(16)} NOT NULL)"
-            f"{dialect.table_options}"
-        )
+        if pre_images:  # nothing recorded before the flip counts: fresh tables
+            for table in tables:
+                for *_, suffix in events:
+                    drop_trigger(cursor, trigger_name(table.name, suffix))
+            pre.drop(cursor, tables)
+            pre.create(cursor, conn, tables)
+        else:
+            cursor.execute(
+                f"CREATE TABLE IF NOT EXISTS {LOG} (seq {dialect.serial_key}, "
+                f"tbl {dialect.varchar(64)} NOT NULL, row_key {dialect.varbinary(16)} NOT NULL)"
+                f"{dialect.table_options}"
+            )
         for table in tables:
-            for event in EVENTS:
+            for event in events:
                 cursor.execute(_create(conn, table, event))
-    failing = prove(alias, tables)
+    failing = prove(alias, tables, pre_images=pre_images)
     if not failing:
         return []
     logger.warning(
@@ -69,12 +84,12 @@ def install(alias: str, tables: Sequence[MovedTable]) -> list[str]:
     )
     with shards.errors_named(alias), conn.cursor() as cursor:
         for table in tables:
-            for event in EVENTS:
+            for event in events:
                 name = trigger_name(table.name, event[2])
                 if name in failing:
                     drop_trigger(cursor, name)
                     cursor.execute(_create(conn, table, event))
-    still = prove(alias, tables)
+    still = prove(alias, tables, pre_images=pre_images)
     if still:
         raise MoveRefused(
             f"the move's change-capture triggers {', '.join(still)} on {alias} log nothing (a "
@@ -102,9 +117,13 @@ def _create(conn: BaseDatabaseWrapper, table: MovedTable, event: tuple[str, str,
     quote = conn.ops.quote_name
     verb, row, suffix = event
     name = trigger_name(table.name, suffix)
-    action = (
-        f"INSERT INTO {LOG} (tbl, row_key) VALUES ('{table.name}', {row}.{quote(table.log_key())})"
-    )
+    if event in pre.EVENTS:
+        action = pre.action(conn, table, row)
+    else:
+        action = (
+            f"INSERT INTO {LOG} (tbl, row_key) "
+            f"VALUES ('{table.name}', {row}.{quote(table.log_key())})"
+        )
     return dialects.of(conn).trigger(name, verb, quote(table.name), action, IGNORE_MISSING_LOG)
 
 
@@ -113,15 +132,17 @@ def drop_trigger(cursor: Any, name: str) -> None:
 
 
 def remove(alias: str, tables: Sequence[MovedTable]) -> list[str]:
-    """Drop the triggers of ``tables`` and the log on ``alias`` (idempotent). Returns the
-    triggers the server still lists afterwards (:func:`leftovers`, logged): they do nothing
-    without the log, and an operator may drop them by hand (docs/resharding.md)."""
+    """Drop the triggers of ``tables`` and the log on ``alias``, and a target's pre-image
+    triggers and tables (idempotent). Returns the triggers the server still lists afterwards
+    (:func:`leftovers`, logged): they do nothing without their tables, and an operator may
+    drop them by hand (docs/resharding.md)."""
     conn = connections[alias]
     with shards.errors_named(alias), conn.cursor() as cursor:
         for table in tables:
-            for _event, _row, suffix in EVENTS:
+            for _event, _row, suffix in (*EVENTS, *pre.EVENTS):
                 drop_trigger(cursor, trigger_name(table.name, suffix))
         cursor.execute(f"DROP TABLE IF EXISTS {LOG}")
+        pre.drop(cursor, tables)
     left = leftovers(alias)
     if left:
         logger.warning(
@@ -182,12 +203,6 @@ def forget(alias: str, seqs: Sequence[int]) -> None:
             cursor.execute(
                 f"DELETE FROM {LOG} WHERE seq IN ({', '.join(['%s'] * len(chunk))})", chunk
             )
-
-
-def clear(alias: str) -> None:
-    """Delete every entry (a target's log, at the flip: what it logs from then on counts)."""
-    with shards.errors_named(alias), connections[alias].cursor() as cursor:
-        cursor.execute(f"DELETE FROM {LOG}")
 
 
 def pending(alias: str) -> int:

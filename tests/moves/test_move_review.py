@@ -156,15 +156,14 @@ def test_a_probe_whose_sampled_row_a_writer_deletes_meanwhile_does_not_refuse_th
     assert (move.phase, move.counts["verified"]) == ("done", True), move.message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open hole: a mover resumed after its flip was published compares nothing for a "
-    "key its new owner wrote since (the target's log names it), so a copy that missed the "
-    "key's last acknowledged write passes once the owner has written the key from the stale "
-    "copy, and the cleaning deletes the sources' good row; with its snapshot the same mover "
-    "fails the move",
-)
 def test_a_resumed_mover_finds_a_stale_copy_even_after_the_owner_wrote_the_key(monkeypatch):
+    """The copy of a key missed its last acknowledged write before the flip; the mover dies
+    after publishing the flip, before recording it (its snapshot dies with it); the new owner
+    then writes the key (another property, from the stale copy). The resumed mover must fail
+    the move, keeping the sources' good row: the target's pre-image of the key (its row at
+    the flip) is what it compares, not the row as the owner wrote it since (before the
+    pre-images: the key was left out of the comparison, the move passed and the cleaning
+    deleted the sources' row)."""
     made = populate(20)
     source, target = source_and_target()
     moved = next(i for i in made if bucket_map.bucket_for(i.bytes) in MOVED_SET)

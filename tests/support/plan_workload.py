@@ -9,12 +9,14 @@ changed, an unindexed one, a unique value claimed and let go, delete, conditiona
 pruned on every write and one looked up), cells, reads (``get``, ``get_many``, a walk of
 every entity), query pages (equality, range, ``in``, order, continuation cursors, a page
 across shards), the cleaner (a new index's backfill, then missing and stale rows repaired),
-a bucket move with a writer running (copy, replay, verify, purge), ``mapentities``, and the
+a bucket move with a writer running (copy, replay, verify, purge) and back (its mover dying
+after the flip, then resumed: the target's pre-images read), ``mapentities``, and the
 health page's counts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import random
 import threading
@@ -29,6 +31,7 @@ from schemaless_store.cleaner import Cleaner
 from schemaless_store.config.indexes import Index
 from schemaless_store.exceptions import NotOwner
 from schemaless_store.models import Cell, Entity
+from schemaless_store.moves.mover import Mover
 from schemaless_store.tables import counts
 from schemaless_store.tables import receipts as receipt_table
 from schemaless_store.topology import shards
@@ -36,7 +39,7 @@ from schemaless_store.writes import receipts
 from tests.support import buckets, child
 from tests.support.cleaner import plant_stale_link
 from tests.support.factories import PostFactory
-from tests.support.moving import source_and_target
+from tests.support.moving import MoverDied, source_and_target
 from tests.support.raw import raw_delete
 
 USERS = [bytes([n]) * 16 for n in range(1, 5)]
@@ -190,7 +193,28 @@ def move() -> None:
         writer.join()
     assert not errors, errors
     assert "verified" in out.getvalue(), out.getvalue()
-    call_command("movebuckets", "--to", source, "--buckets", "0-299", stdout=io.StringIO())
+    move_back_resumed(source)
+
+
+def move_back_resumed(source: str) -> None:
+    """The move back, its mover dying as the verification starts (its snapshot of the flip
+    goes with it), an entity written by the new owner, and the move resumed: the resumed
+    verification's reads of the target's pre-images."""
+
+    def dies(_mover: Any) -> None:
+        raise MoverDied
+
+    verify = Mover.verify
+    Mover.verify = dies  # type: ignore[method-assign]
+    try:
+        with contextlib.suppress(MoverDied):
+            call_command("movebuckets", "--to", source, "--buckets", "0-299", stdout=io.StringIO())
+    finally:
+        Mover.verify = verify  # type: ignore[method-assign]
+    Entity.objects.create(id=buckets.id_in_bucket(7), **PostFactory(user_id=USERS[0]))
+    out = io.StringIO()
+    call_command("movebuckets", "--to", source, "--buckets", "0-299", stdout=out)
+    assert "verified" in out.getvalue(), out.getvalue()
 
 
 def mapping() -> None:

@@ -121,6 +121,20 @@ class Dialect:
         row, with ``handler`` declared first where the server has handlers."""
         raise NotImplementedError
 
+    def insert_once(
+        self, table: str, columns: Sequence[str], values: Sequence[str], key: Sequence[int]
+    ) -> str:
+        """An ``INSERT`` of one row (``values``: expressions) into ``table`` that inserts
+        nothing when a row with the same primary key (the ``key`` positions of ``columns``)
+        is there, whatever statement fires the trigger it runs in."""
+        raise NotImplementedError
+
+    def declared_columns(self, cursor: Any, table: str) -> dict[str, str]:
+        """Each column of ``table`` (a valid identifier) as its ``CREATE TABLE`` declares it
+        on this server, without ``NULL``/``NOT NULL`` (``name: type``): a table of the same
+        columns stores the same values the same way."""
+        raise NotImplementedError
+
     # --- values --------------------------------------------------------------------------------
     def datetime_converter(self, conn: Any) -> Callable[[Any], Any]:
         """What turns a ``DATETIME`` column into the model's value, as Django's backend does."""

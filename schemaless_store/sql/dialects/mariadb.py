@@ -94,6 +94,24 @@ class MariaDB(Dialect):
             f"{table} FOR EACH ROW BEGIN {handler}; {action}; END"
         )
 
+    def insert_once(
+        self, table: str, columns: Sequence[str], values: Sequence[str], key: Sequence[int]
+    ) -> str:
+        # A duplicate of the clustered key is locked without its gap: no wait on a neighbour.
+        return f"INSERT IGNORE INTO {table} ({', '.join(columns)}) VALUES ({', '.join(values)})"
+
+    def declared_columns(self, cursor: Any, table: str) -> dict[str, str]:
+        cursor.execute(
+            "SELECT COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLLATION_NAME "
+            "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s",
+            [table],
+        )
+        return {
+            str(name): str(kind)
+            + (f" CHARACTER SET {charset} COLLATE {collation}" if charset else "")
+            for name, kind, charset, collation in cursor.fetchall()
+        }
+
     def datetime_converter(self, conn: Any) -> Callable[[Any], Any]:
         """Attaching the connection's time zone (``make_aware`` of a naive value, which is all
         Django's ``convert_datetimefield_value`` does here)."""

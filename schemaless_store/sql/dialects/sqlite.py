@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from .base import Dialect
 
@@ -88,3 +89,20 @@ class SQLite(Dialect):
     def trigger(self, name: str, event: str, table: str, action: str, handler: str) -> str:
         # No handlers: a trigger is a row of the schema table, dropped with its log at once.
         return f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} ON {table} BEGIN {action}; END"
+
+    def insert_once(
+        self, table: str, columns: Sequence[str], values: Sequence[str], key: Sequence[int]
+    ) -> str:
+        # Not INSERT OR IGNORE: in a trigger, the firing statement's conflict clause overrides
+        # the trigger's (an upsert's makes a duplicate fail it, INSERT OR REPLACE's replaces).
+        # Writes are serialized: nothing inserts the key between the check and the insert.
+        found = " AND ".join(f"{columns[k]} = {values[k]}" for k in key)
+        return (
+            f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(values)} "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE {found})"
+        )
+
+    def declared_columns(self, cursor: Any, table: str) -> dict[str, str]:
+        # The declared type decides a column's affinity, so the values are kept alike.
+        cursor.execute(f'PRAGMA table_info("{table}")')
+        return {str(row[1]): str(row[2]) for row in cursor.fetchall()}

@@ -1,0 +1,129 @@
+"""The target's pre-images during a move: what each row it changes was at the flip.
+
+After the flip the target owns the buckets and takes writes, while the verification compares
+the sources' rows with the target's *as they were at the flip*. A mover that keeps running
+holds a snapshot of the target taken at the flip; one killed after the flip was published has
+lost it. So from the end of the catch-up to the verdict, an ``AFTER`` trigger on each of the
+target's tables records, in the writer's own statement (so in its transaction), the first
+change of each row since the flip (:func:`clear`): the old row (``OLD.*``, ``present`` 1) for
+an ``UPDATE`` or a ``DELETE``; for an ``INSERT`` the new row, marked absent (``present`` 0).
+Later changes of the row leave that entry as it is (one entry per natural key).
+The target at the flip is then its rows now, with each recorded row put back as it was, or
+taken out if it was absent (:mod:`..moves.at_flip`, which reads both in one snapshot).
+
+One table per moved table, ``schemaless_move_pre_<hash>``: ``present``, the moved columns as
+the server declares them, and the natural key as its primary key. A repeated change finds the
+key there and inserts nothing; InnoDB locks a duplicate of a clustered key without its gap, so
+two writers' first changes of neighbouring rows never wait on each other. A row's natural key
+never changes in an ``UPDATE`` the store makes; one that did would leave its new key's row
+counted as if it had been there at the flip: the copies would differ and the move fail, never
+pass.
+
+Only the target gets these triggers: the sources' (:mod:`.move_log`) stay a single insert into
+the log. Like them, on MariaDB each ignores a missing table (a trigger left behind never fails
+a write), and each is proven by a probe write (:mod:`.capture_probe`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ..config.indexes import is_identifier
+from ..exceptions import ConfigurationError
+from ..sql import dialects, keyset
+from ..sql.values import plain_row
+from ..topology import shards
+from .moved_rows import MovedTable
+
+PREFIX = "schemaless_move_pre_"
+# (event, the row recorded, trigger name suffix): an insert records its new row as absent.
+EVENTS = (("INSERT", "NEW", "pi"), ("UPDATE", "OLD", "pu"), ("DELETE", "OLD", "pd"))
+
+
+def table_name(table: str) -> str:
+    """The pre-image table of ``table``."""
+    return PREFIX + hashlib.blake2b(table.encode(), digest_size=6).hexdigest()
+
+
+def create(cursor: Any, conn: BaseDatabaseWrapper, tables: Sequence[MovedTable]) -> None:
+    """Create each table's pre-image table, its columns declared as the table's own are."""
+    quote = conn.ops.quote_name
+    dialect = dialects.of(conn)
+    for table in tables:
+        if not is_identifier(table.name):
+            raise ConfigurationError(f"{table.name!r} is not a valid table name")
+        declared = dialect.declared_columns(cursor, table.name)
+        columns = [
+            f"{quote(c)} {declared[c]}" + (" NOT NULL" if c in table.natural_key else "")
+            for c in table.columns
+        ]
+        key = ", ".join(quote(c) for c in table.natural_key)
+        cursor.execute(
+            f"CREATE TABLE IF NOT EXISTS {table_name(table.name)} (present {dialect.int_type} "
+            f"NOT NULL, {', '.join(columns)}, PRIMARY KEY ({key})){dialect.clustered_table_options}"
+        )
+
+
+def action(conn: BaseDatabaseWrapper, table: MovedTable, row: str) -> str:
+    """The statement a trigger runs for a changed row (``OLD`` recorded present, ``NEW``
+    absent), unless the row has an entry already."""
+    quote = conn.ops.quote_name
+    columns = ["present", *(quote(c) for c in table.columns)]
+    values = ["1" if row == "OLD" else "0", *(f"{row}.{quote(c)}" for c in table.columns)]
+    key = [1 + table.columns.index(c) for c in table.natural_key]
+    return dialects.of(conn).insert_once(table_name(table.name), columns, values, key)
+
+
+def drop(cursor: Any, tables: Sequence[MovedTable]) -> None:
+    for table in tables:
+        cursor.execute(f"DROP TABLE IF EXISTS {table_name(table.name)}")
+
+
+def kept(alias: str, tables: Sequence[MovedTable]) -> bool:
+    """Whether ``alias`` has the pre-image table of every one of ``tables``."""
+    conn = connections[alias]
+    with shards.errors_named(alias), conn.cursor() as cursor:
+        names = set(conn.introspection.table_names(cursor))
+    return all(table_name(table.name) in names for table in tables)
+
+
+def clear(alias: str, tables: Sequence[MovedTable]) -> None:
+    """Delete every entry (at the flip: the first change of a row from then on counts)."""
+    with shards.errors_named(alias), connections[alias].cursor() as cursor:
+        for table in tables:
+            cursor.execute(f"DELETE FROM {table_name(table.name)}")
+
+
+def read(
+    alias: str, table: MovedTable, batch: int, conn: BaseDatabaseWrapper | None = None
+) -> Iterator[tuple[bool, tuple[Any, ...]]]:
+    """Every entry ``(present, row)`` of ``table``'s pre-images (``row``: its ``columns``), in
+    natural-key order, pages of ``batch`` (read on ``conn``, if given: a snapshot's)."""
+    conn = conn or shards.connection(alias)
+    quote = conn.ops.quote_name
+    key_cols = [quote(c) for c in table.natural_key]
+    positions = [table.columns.index(c) for c in table.natural_key]
+    selected = ", ".join(["present", *(quote(c) for c in table.columns)])
+    last: Sequence[Any] | None = None
+    while True:
+        where, params = "", list[Any]()
+        if last is not None:
+            bound, params = keyset.after(key_cols, list(last))
+            where = f" WHERE {bound}"
+        rows = shards.read(
+            alias,
+            f"SELECT {selected} FROM {table_name(table.name)}{where} "
+            f"ORDER BY {', '.join(key_cols)} LIMIT {int(batch)}",
+            params,
+            conn,
+        )
+        for row in rows:
+            yield bool(row[0]), plain_row(row[1:])
+        if len(rows) < batch:
+            return
+        last = [plain_row(rows[-1][1:])[p] for p in positions]

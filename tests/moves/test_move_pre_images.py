@@ -1,0 +1,151 @@
+"""The target's pre-images (tables/pre_images.py): from the flip to the verdict, the target's
+triggers record each row's first change as the row was, so a mover resumed after the flip
+compares the sources with the target as it was at the flip (issue 43's open hole,
+tests/moves/test_move_review.py)."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connections
+
+from schemaless_store.config.metadata import BucketMove
+from schemaless_store.models import Entity
+from schemaless_store.tables import move_log as capture
+from schemaless_store.tables import moved_rows, pre_images
+from schemaless_store.tables.capture_probe import prove
+from schemaless_store.tables.moved_rows import moved_tables
+from schemaless_store.topology import bucket_map
+from tests.support import STORE, buckets
+from tests.support.moving import (
+    MOVED,
+    MOVED_SET,
+    assert_moved_and_exact,
+    dies_at,
+    populate,
+    run,
+    source_and_target,
+)
+
+pytestmark = [STORE, pytest.mark.usefixtures("buckets_restored")]
+
+
+def on(alias: str, title: str) -> Entity:
+    """An entity ``alias`` owns."""
+    owners = bucket_map.current().owners
+    number = next(b for b, owner in enumerate(owners) if owner == alias)
+    return Entity.objects.create(id=buckets.id_in_bucket(number), title=title)
+
+
+def entity_row(alias: str, entity: Entity) -> tuple:
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT id, updated, body FROM entities WHERE id = %s", [entity.id.bytes])
+        return tuple(bytes(v) if isinstance(v, memoryview) else v for v in cursor.fetchone())
+
+
+def recorded(alias: str) -> dict[bytes, tuple[bool, tuple]]:
+    [table] = [t for t in moved_tables() if t.name == "entities"]
+    return {row[0]: (present, row) for present, row in pre_images.read(alias, table, 2)}
+
+
+def test_the_targets_triggers_record_each_rows_first_change_as_it_was():
+    _source, target = source_and_target()
+    changed, deleted = on(target, "one"), on(target, "doomed")
+    was_changed, was_deleted = entity_row(target, changed), entity_row(target, deleted)
+    tables = moved_tables()
+    try:
+        capture.install(target, tables, pre_images=True)
+        on(target, "before the clear")  # at the flip: nothing before it counts
+        pre_images.clear(target, tables)
+        assert recorded(target) == {}
+        changed["title"] = "two"
+        changed.save()
+        changed["title"] = "three"  # a later change keeps the first one's pre-image
+        changed.save()
+        deleted.delete()
+        created = on(target, "new")
+        # The mover's upsert (a replay's statement) of a row with an entry: no conflict (on
+        # SQLite the firing statement's conflict clause overrides a trigger's OR IGNORE).
+        [table] = [t for t in tables if t.name == "entities"]
+        moved_rows.write(target, table, [entity_row(target, changed)])
+        found = recorded(target)
+        assert found[changed.id.bytes] == (True, was_changed)
+        assert found[deleted.id.bytes] == (True, was_deleted)
+        assert found[created.id.bytes] == (False, entity_row(target, created))  # absent
+        assert len(found) == 3  # read in pages of 2, in key order
+        assert not capture.installed(target)  # the target keeps no change log
+    finally:
+        capture.remove(target, tables)
+    assert not pre_images.kept(target, tables)
+    changed["title"] = "after the move"
+    changed.save()  # no trigger is left
+
+
+def test_a_pre_image_trigger_that_records_nothing_is_found_by_its_probe_and_recreated():
+    """As the sources' triggers: a name proves nothing (``CREATE TRIGGER IF NOT EXISTS``
+    passes over a taken one); each pre-image trigger must record its probe row's old row."""
+    _source, target = source_and_target()
+    on(target, "a row to probe with")
+    tables = moved_tables()
+    name = capture.trigger_name("entities", "pu")
+    conn = connections[target]
+    body = "SET @schemaless_decoy = 1" if conn.vendor == "mysql" else "BEGIN SELECT 1; END"
+    try:
+        capture.install(target, tables, pre_images=True)
+        assert prove(target, tables, pre_images=True) == []
+        with conn.cursor() as cursor:
+            capture.drop_trigger(cursor, name)
+            cursor.execute(f"CREATE TRIGGER {name} AFTER UPDATE ON entities FOR EACH ROW {body}")
+        assert prove(target, tables, pre_images=True) == [name]
+        capture.install(target, tables, pre_images=True)
+        assert prove(target, tables, pre_images=True) == []
+    finally:
+        capture.remove(target, tables)
+
+
+def test_a_missing_pre_image_table_never_fails_a_write():
+    if connections["shard_0"].vendor != "mysql":
+        pytest.skip("MariaDB's handler; SQLite drops a trigger and its table together")
+    _source, target = source_and_target()
+    entity = on(target, "before")
+    tables = moved_tables()
+    try:
+        capture.install(target, tables, pre_images=True)
+        with connections[target].cursor() as cursor:
+            cursor.execute(f"DROP TABLE {pre_images.table_name('entities')}")
+        entity["title"] = "after"
+        entity.save()  # the trigger fires and its table is gone: the write goes on
+        assert Entity.objects.get(id=entity.id)["title"] == "after"
+    finally:
+        capture.remove(target, tables)
+
+
+def test_a_mover_resumed_at_the_flip_proves_the_targets_triggers_again(monkeypatch):
+    """The mover dies as the flip starts (the target's triggers were made at the end of the
+    catch-up); one of them then records nothing. The resumed flip proves them, recreates it,
+    and the owner's writes after the flip are recorded, so a mover resumed once more compares
+    the copies with the target at the flip."""
+    made = populate(20)
+    _source, target = source_and_target()
+    dies_at(monkeypatch, "flip", "--to", target, "--buckets", MOVED)
+    assert BucketMove.objects.get().phase == "fenced"
+    name = capture.trigger_name("entities", "pu")
+    conn = connections[target]
+    body = "SET @schemaless_decoy = 1" if conn.vendor == "mysql" else "BEGIN SELECT 1; END"
+    with conn.cursor() as cursor:
+        capture.drop_trigger(cursor, name)
+        cursor.execute(f"CREATE TRIGGER {name} AFTER UPDATE ON entities FOR EACH ROW {body}")
+    dies_at(monkeypatch, "verify", "--to", target, "--buckets", MOVED)
+    assert BucketMove.objects.get().phase == "flipped"
+    assert prove(target, moved_tables(), pre_images=True) == []
+    bucket_map.forget()
+    written = next(i for i in made if bucket_map.bucket_for(i.bytes) in MOVED_SET)
+    entity = Entity.objects.get(id=written)
+    entity["title"] = "written by the new owner"
+    entity.save()
+    assert written.bytes in recorded(target)
+    made[written]["title"] = entity["title"]
+    run("--to", target, "--buckets", MOVED)
+    move = BucketMove.objects.get()
+    assert (move.phase, move.counts["verified"]) == ("done", True), move.message
+    assert_moved_and_exact(made, target)
+    assert not pre_images.kept(target, moved_tables())
