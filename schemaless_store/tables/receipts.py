@@ -263,6 +263,9 @@ def remove_expired(
 
 
 def _remove_in_one_query(conn: Any, steps: list[tuple[str, list[Any]]]) -> int:
+    """``steps`` in one transaction sent as one query on the driver's connection of ``conn``
+    (as a write's ``_DriverTransaction`` commits); the last one's row count."""
+    conn.validate_thread_sharing()
     conn.ensure_connection()
     with conn.wrap_database_errors:
         driver = conn.connection
