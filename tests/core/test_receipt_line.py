@@ -7,7 +7,6 @@ MariaDB case with a lost commit answer is tests/core/test_receipt_horizon_review
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 import uuid
@@ -146,38 +145,47 @@ def test_a_landed_write_whose_receipt_a_shorter_retention_removed_is_never_run_a
 
 
 def test_concurrent_pruners_and_a_retry_never_see_a_removal_without_its_line():
-    """Three pruners with different retentions (60, 120, 200 s) remove small batches at once
-    while a retry reads receipts 1-300 s old over and over: every receipt it finds missing
-    is at or below the line it read in the same statement. They end with the line at the
-    shortest retention's age and every receipt above it still there. No pruner waits on
-    another's failure (MariaDB: no deadlock, the line's row taken first by both)."""
+    """Three pruners at once, each call with another retention (300 s down to 60 s, a second
+    a call), remove small batches, so that the line rises through 900 receipts (three a
+    second, 1-300 s old), removals right at it, while a retry reads the oldest receipt above
+    the line over and over: every receipt it finds missing is at or below the line it read
+    in the same statement (a line raised apart from its removal, even just after it, fails
+    here). They end with the line at the shortest retention's age and every receipt above
+    it still there; no pruner fails (MariaDB: no deadlock between them or with the retry,
+    the line's row taken first)."""
     alias = shards.shard_aliases()[0]
     _start_line(alias, 100_000)
     _drained(alias)
     now = _shard_now(alias)
-    created = [now - 1 - (i * 7) % 300 for i in range(300)]
-    made = list(zip(_add(alias, *created), created, strict=True))
+    created = [now - 1 - i // 3 for i in range(900)]
+    made = sorted(zip(_add(alias, *created), created, strict=True), key=lambda m: m[1])
     stop = threading.Event()
     failures: list[BaseException] = []
     seen = {"missing": 0, "reads": 0}
 
-    def pruner(retention: float) -> None:
+    retentions = list(range(300, 59, -1))  # the next one a pruner takes: the line's pace
+    taking = threading.Lock()
+
+    def pruner() -> None:
         try:
-            while not stop.is_set():
+            while True:
+                with taking:
+                    if not retentions:
+                        return
+                    retention = retentions.pop(0)
                 with write_lock():
-                    removed = receipt_table.remove_expired(alias, retention, limit=7)
-                if removed == 0:
-                    time.sleep(0.01)
+                    receipt_table.remove_expired(alias, retention, limit=5)
+                time.sleep(0.01)
         except BaseException as exc:
             failures.append(exc)
         finally:
             connections.close_all()
 
     def retry() -> None:
-        chooser = random.Random(43)
+        left = list(made)
         try:
-            while not stop.is_set():
-                write_id, created = chooser.choice(made)
+            while left and not stop.is_set():
+                write_id, created = left[0]
                 lookup = receipt_table.find(alias, write_id, created, galera=False)
                 seen["reads"] += 1
                 if lookup.result is None:
@@ -185,21 +193,23 @@ def test_concurrent_pruners_and_a_retry_never_see_a_removal_without_its_line():
                     assert lookup.pruned is not None and created <= lookup.pruned, (
                         f"receipt {created} missing above the line {lookup.pruned}"
                     )
+                    # The next to read: the oldest receipt above the line, the one at risk.
+                    left = [m for m in left if m[1] > lookup.pruned]
         except BaseException as exc:
             failures.append(exc)
         finally:
             connections.close_all()
 
-    threads = [threading.Thread(target=pruner, args=(r,)) for r in (200, 120, 60)]
-    threads.append(threading.Thread(target=retry))
-    for thread in threads:
+    pruners = [threading.Thread(target=pruner) for _ in range(3)]
+    reader = threading.Thread(target=retry)
+    for thread in [*pruners, reader]:
         thread.start()
-    time.sleep(3)
+    for thread in pruners:
+        thread.join(120)
     stop.set()
-    for thread in threads:
-        thread.join(60)
+    reader.join(60)
     assert not failures, failures
-    assert seen["reads"] > 50 and seen["missing"] > 0
+    assert seen["missing"] > 50, seen
     with SHORTER:
         _drained(alias)
     line = receipt_table.pruned(alias)
