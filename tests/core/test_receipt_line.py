@@ -125,16 +125,16 @@ def test_a_landed_write_whose_receipt_a_shorter_retention_removed_is_never_run_a
     process, keeping 600 s, then recalls the write as after a lost commit answer. Before the
     line, "absent" 200 s in was taken as "did not land" (and run again: +2 for +1); now it is
     ``OutcomeUnknown``."""
-    alias = shards.shard_aliases()[0]
     key = uuid.uuid4().bytes
-    write = Write(alias, [Change(key, rows=set())])
+    write = Write(shards.shard_aliases()[0], [Change(key, rows=set())])
 
     def store(write: Write) -> None:
         write.result = {"deleted": 1}
 
     monkeypatch.setattr(receipts, "time", _Clock(-200))
-    run(write, store)
+    run(write, store)  # on the shard that owns the key's bucket (NotOwner moves it there)
     monkeypatch.setattr(receipts, "time", time)
+    alias = write.alias
     assert _there(alias, write.write_id, write.receipt_created)
     _start_line(alias, 100_000)
     with SHORTER:
