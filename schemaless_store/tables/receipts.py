@@ -40,8 +40,8 @@ from django.db import transaction
 
 from ..config import conf
 from ..sql import dialects, sessions
+from ..sql.server_errors import no_table
 from ..topology import shards
-from . import buckets
 
 TABLE = "schemaless_receipts"
 # The most rows one removal deletes: a short statement however far behind the removal is.
@@ -83,15 +83,24 @@ def create_table(alias: str) -> None:
     dialect = dialects.of(conn)
     with conn.cursor() as cursor:
         cursor.execute(create_statement(dialect))
-        cursor.execute(
+        for sql, params in horizon_statements(dialect):
+            cursor.execute(sql, params)
+
+
+def horizon_statements(dialect: dialects.Dialect) -> list[tuple[str, list[Any]]]:
+    """The line's table and its row, if missing, on ``dialect``'s servers."""
+    return [
+        (
             f"CREATE TABLE IF NOT EXISTS {HORIZON} (id INT NOT NULL PRIMARY KEY, "
-            f"pruned {dialect.counter_type} NOT NULL){dialect.table_options}"
-        )
-        cursor.execute(
+            f"pruned {dialect.counter_type} NOT NULL){dialect.table_options}",
+            [],
+        ),
+        (
             f"{dialect.insert_ignore} INTO {HORIZON} (id, pruned) "
             f"VALUES (0, {dialect.unix_now} - %s)",
             [_FIRST_LINE],
-        )
+        ),
+    ]
 
 
 def create_statement(dialect: dialects.Dialect) -> str:
@@ -217,7 +226,7 @@ def find(alias: str, write_id: bytes, created: int, *, galera: bool) -> Lookup:
             cursor.execute(find, [created, write_id])
             row = cursor.fetchone()
         except Exception as exc:
-            if not buckets.no_table(exc):
+            if not no_table(exc):
                 raise
             row = None  # a store from before the line, not migrated since
         finally:
@@ -241,6 +250,21 @@ def remove_expired(
     a transaction of its own."""
     conn = shards.connection(alias)
     dialect = dialects.of(conn)
+    steps = prune_steps(dialect, retention, limit)
+    one_query = dialect.driver_route and not (galera or conn.in_atomic_block or conn.queries_logged)
+    with shards.errors_named(alias):
+        if one_query:
+            return _remove_in_one_query(conn, steps)
+        with transaction.atomic(using=alias), conn.cursor() as cursor:
+            for sql, params in steps:
+                cursor.execute(sql, params)
+            return int(cursor.rowcount)
+
+
+def prune_steps(
+    dialect: dialects.Dialect, retention: float, limit: int
+) -> list[tuple[str, list[Any]]]:
+    """A removal's two statements with their parameters, in order (:func:`remove_expired`)."""
     # Judged by the shard's clock, never a process's own (docs/design.md#receipts): older than
     # ceil(retention) seconds, that is at or below now - ceil - 1. The DELETE reads the clock
     # again, maybe a second later, so it also stays at or below the line it raised; and under
@@ -251,15 +275,7 @@ def remove_expired(
     below = f"created <= {cut} AND created <= (SELECT pruned FROM {HORIZON} WHERE id = 0)"
     delete = dialect.delete_first(TABLE, below, "created", "created, write_id")
     age = math.ceil(retention) + 1
-    steps = [(raise_line, [age]), (delete, [age, limit])]
-    one_query = dialect.driver_route and not (galera or conn.in_atomic_block or conn.queries_logged)
-    with shards.errors_named(alias):
-        if one_query:
-            return _remove_in_one_query(conn, steps)
-        with transaction.atomic(using=alias), conn.cursor() as cursor:
-            for sql, params in steps:
-                cursor.execute(sql, params)
-            return int(cursor.rowcount)
+    return [(raise_line, [age]), (delete, [age, limit])]
 
 
 def _remove_in_one_query(conn: Any, steps: list[tuple[str, list[Any]]]) -> int:

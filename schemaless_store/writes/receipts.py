@@ -40,7 +40,7 @@ from ..config import conf
 from ..exceptions import OutcomeUnknown, ShardUnavailable
 from ..guards import fence
 from ..sql import dialects, sessions
-from ..tables import buckets
+from ..sql.server_errors import no_table
 from ..tables import receipts as receipt_table
 from ..topology import servers, shards
 from ..topology.write_lock import write_lock
@@ -190,6 +190,6 @@ def prune(alias: str) -> int:
                 alias, conf.get().receipt_retention, galera=servers.is_galera(alias)
             )
     except Exception as exc:
-        hint = ": run manage.py migrateall" if buckets.no_table(exc) else "; a later write will"
+        hint = ": run manage.py migrateall" if no_table(exc) else "; a later write will"
         logger.warning("removing expired receipts on %s failed (%s)%s", alias, exc, hint)
         return 0
