@@ -4,6 +4,7 @@
     .venv/bin/python -m bench.receipts cost --blocks 60        # put and bulk_put, on vs off
     .venv/bin/python -m bench.receipts size --seconds 150 --retention 60
     .venv/bin/python -m bench.receipts raw                      # the row alone, no store
+    .venv/bin/python -m bench.receipts prune --blocks 20        # a removal, with the line
 
 Two throwaway MariaDB servers (the bench's), migrated. ``cost``: one process alternates blocks
 of ``create()`` (20 per block) and of ``bulk_put`` (one batch of 500) with receipts on and off
@@ -17,7 +18,9 @@ retention, the rows stop growing near retention x write rate: the writers' own r
 the table bounded. ``raw``: the receipt alone, without the store: plain mysqlclient
 transactions of one ``INSERT`` and a ``COMMIT``, against the same with the receipt's
 ``INSERT`` sent with the ``COMMIT``, alternating blocks of 25 (what a receipt costs
-whatever the store around it does).
+whatever the store around it does). ``prune``: a removal of expired receipts as the store
+sends it since the pruned line (its ``UPDATE`` and ``DELETE`` in one query) against the lone
+``DELETE`` from before, alternating, with 1,000 rows to remove and with none.
 """
 
 from __future__ import annotations
@@ -141,9 +144,73 @@ def raw(blocks: int) -> None:
         server.stop()
 
 
+def prune(rounds: int) -> None:
+    """A removal of 1,000 expired receipts (1,000 fresh ones stay), and one with nothing
+    expired: the lone ``DELETE`` from before the pruned line against the line's ``UPDATE`` and
+    the ``DELETE`` in one query with ``BEGIN`` and ``COMMIT`` (the store's route on MariaDB),
+    alternating, on a throwaway server."""
+    import MySQLdb
+
+    from schemaless_store.sql import dialects
+    from schemaless_store.tables import receipts as receipt_table
+    from schemaless_store.testing.mariadb import start_servers
+
+    dialect = dialects.MARIADB
+    server = start_servers(1)[0]
+    try:
+        conn = MySQLdb.connect(host=server.host, port=server.port, user="root")
+        cursor = conn.cursor()
+        cursor.execute("CREATE DATABASE receipts_prune")
+        cursor.execute("USE receipts_prune")
+        cursor.execute(receipt_table.create_statement(dialect))
+        for sql, params in receipt_table.horizon_statements(dialect):
+            cursor.execute(sql, params)
+        conn.commit()
+        steps = receipt_table.prune_steps(dialect, 600, receipt_table.REMOVE_BATCH)
+        line = [receipt_table.render(conn, sql, params) for sql, params in steps]
+        alone = dialect.delete_first(
+            receipt_table.TABLE, f"created < {dialect.unix_now} - %s", "created", "created"
+        )
+        lone = receipt_table.render(conn, alone, [600, receipt_table.REMOVE_BATCH])
+        now = int(time.time())
+
+        def fill(expired: int) -> None:
+            rows = [(os.urandom(16), now - 5000 + n // 100, "{}") for n in range(expired)]
+            rows += [(os.urandom(16), now + 10 + n, "{}") for n in range(1000)]
+            cursor.execute(f"DELETE FROM {receipt_table.TABLE}")
+            cursor.executemany(receipt_table.INSERT, rows)
+            conn.commit()
+
+        def once(with_line: bool) -> float:
+            begun = time.perf_counter()
+            if with_line:
+                receipt_table.commit_batch(conn, line, None, begin=True)
+            else:
+                cursor.execute(lone)
+                conn.commit()
+            return time.perf_counter() - begun
+
+        emit("| removal | expired rows | p50 us | runs |")
+        emit("|---|---:|---:|---:|")
+        for expired, count in ((1000, rounds), (0, rounds * 10)):
+            took: dict[bool, list[float]] = {False: [], True: []}
+            fill(expired)
+            for n in range(count):
+                for with_line in (True, False) if n % 2 else (False, True):
+                    if expired:
+                        fill(expired)
+                    took[with_line].append(once(with_line))
+            for with_line in (False, True):
+                name = "line UPDATE + DELETE, one query" if with_line else "lone DELETE"
+                p50 = statistics.median(took[with_line]) * 1e6
+                emit(f"| {name} | {expired} | {p50:.0f} | {count} |")
+    finally:
+        server.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.receipts")
-    parser.add_argument("what", choices=("cost", "size", "raw"))
+    parser.add_argument("what", choices=("cost", "size", "raw", "prune"))
     parser.add_argument("--blocks", type=int, default=60, help="cost: blocks of each mode")
     parser.add_argument("--seconds", type=float, default=150.0, help="size: seconds of writes")
     parser.add_argument("--retention", type=float, default=60.0, help="size: RECEIPT_RETENTION")
@@ -160,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"# Write receipts: {args.what}, "
                 + (
                     f"{args.blocks} blocks"
-                    if args.what == "cost"
+                    if args.what in ("cost", "prune")
                     else f"{args.seconds:.0f} s, RECEIPT_RETENTION={args.retention:.0f}"
                 )
                 + f", load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
@@ -172,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.what == "raw":
         raw(args.blocks)
+        return 0
+    if args.what == "prune":
+        prune(args.blocks)
         return 0
     from .run import start_databases
 

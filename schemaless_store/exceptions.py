@@ -88,11 +88,11 @@ class ShardUnavailable(SchemalessError, ConnectionError):
 
 class OutcomeUnknown(ShardUnavailable):
     """A write's commit was sent and its answer lost, and the shard stayed unreachable while
-    the store asked it for the write's receipt, or no receipt was found but it would be near
-    ``RECEIPT_RETENTION`` old by the shard's clock, so it may have been removed
-    (docs/design.md#receipts): the write may have landed or not, and the store does not
-    guess. ``write_id``: the write's id (hex), which
-    the shard's ``schemaless_receipts`` table holds if it landed.
+    the store asked it for the write's receipt, or no receipt was found but it may have been
+    removed: its time is at or below the shard's pruned line, or it would be near
+    ``RECEIPT_RETENTION`` old by the shard's clock (docs/design.md#receipts): the write may
+    have landed or not, and the store does not guess. ``write_id``: the write's id (hex),
+    which the shard's ``schemaless_receipts`` table holds if it landed.
 
     A subclass of :class:`ShardUnavailable`, so existing handlers still catch it; a caller
     that must not apply a write twice catches it first and reads the entity again before

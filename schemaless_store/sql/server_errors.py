@@ -45,3 +45,8 @@ OPEN_CONNECTION_LOST = CONNECTION_LOST - {CR_CONNECTION_ERROR, CR_CONN_HOST_ERRO
 def code_of(exc: BaseException) -> int | None:
     """The server's or client's error number of ``exc``, if it carries one."""
     return exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+
+
+def no_table(exc: BaseException) -> bool:
+    """MariaDB's "no such table", or SQLite's."""
+    return code_of(exc) == ER_NO_SUCH_TABLE or "no such table" in str(exc)

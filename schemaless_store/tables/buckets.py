@@ -27,7 +27,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from ..config import conf
 from ..exceptions import ConfigurationError
 from ..sql import dialects
-from ..sql.server_errors import ER_NO_SUCH_TABLE, code_of
+from ..sql.server_errors import no_table
 from ..topology import bucket_map, shards
 
 T = TypeVar("T")
@@ -134,11 +134,6 @@ def serving(conn: BaseDatabaseWrapper, buckets: Sequence[int]) -> set[int]:
         if no_table(exc):
             raise not_migrated(conn.alias) from exc
         raise
-
-
-def no_table(exc: Exception) -> bool:
-    """MariaDB's "no such table", or SQLite's."""
-    return code_of(exc) == ER_NO_SUCH_TABLE or "no such table" in str(exc)
 
 
 def states(alias: str, buckets: Sequence[int] | None = None) -> dict[int, int]:

@@ -12,22 +12,35 @@ its write chose, is one primary-key descent.
 
 A row exists exactly when the write committed. After a commit whose answer was lost, the retry
 reads the row (:func:`find`) on the same shard: present, the write landed and its recorded
-result is the answer; absent, it did not, and running it again is safe. Rows older than
-``SCHEMALESS["RECEIPT_RETENTION"]`` are removed in bounded batches by the writers
-(:func:`remove_expired`). Created by ``post_migrate`` on every shard, as the bucket table is;
-bucket moves do not copy it (a retry asks the server its commit went to).
+result is the answer; absent, it did not, and running it again is safe, unless the row may
+have been removed. Rows older than ``SCHEMALESS["RECEIPT_RETENTION"]`` are removed in bounded
+batches by the writers (:func:`remove_expired`), and every removal first raises the shard's
+**pruned line**, one row of its own table, in the same transaction::
+
+    schemaless_receipt_horizon(id INT PRIMARY KEY,   -- 0, the one row
+                               pruned BIGINT)        -- receipts created at or below it
+                                                     -- may have been removed
+
+A removal deletes only receipts at or below the line, so "absent" with a ``created`` above it
+is proof whatever retention the pruning process had; :func:`find` reads both in one statement.
+Both tables are created by ``post_migrate`` on every shard, as the bucket table is (existing
+stores get the line at their next ``migrate``); bucket moves do not copy them (a retry asks
+the server its commit went to).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import transaction
 
+from ..config import conf
 from ..sql import dialects, sessions
+from ..sql.server_errors import no_table
 from ..topology import shards
 
 TABLE = "schemaless_receipts"
@@ -35,17 +48,60 @@ TABLE = "schemaless_receipts"
 REMOVE_BATCH = 1000
 _INSERT_HEAD = f"INSERT INTO {TABLE} (write_id, created, result) VALUES "
 INSERT = _INSERT_HEAD + "(%s, %s, %s)"
-# A locking read: a commit of this very write still under way on the server (its answer lost
-# on the way, its session not yet ended) holds the row's insert lock, so the read waits for
-# its outcome instead of seeing "absent" too early.
-_FIND = f"SELECT result FROM {TABLE} WHERE created = %s AND write_id = %s"
+HORIZON = "schemaless_receipt_horizon"
+# How far back by the shard's clock a new line starts, on a shard that has had receipts
+# without one: a pruner of any version removes only receipts older than the lowest
+# retention it takes (conf.RULES) by the shard's clock, so none above this was removed
+# (a Galera node's clock ahead by up to the margin included).
+_FIRST_LINE = int(conf.RULES["RECEIPT_RETENTION"].low) + 1 - int(conf.RECEIPT_MARGIN)
+# A locking read of the line, then of the receipt (the outer table of the join is read
+# first, as a removal takes them). A commit of this very write still under way on the server
+# (its answer lost on the way, its session not yet ended) holds the receipt row's insert
+# lock, so the read waits for its outcome instead of seeing "absent" too early; a removal
+# under way holds the line's row, so the read sees both its line and its deletions, or
+# neither.
+_FIND = (
+    f"SELECT h.pruned, r.result FROM {HORIZON} h LEFT JOIN {TABLE} r "
+    "ON r.created = %s AND r.write_id = %s WHERE h.id = 0"
+)
+_FIND_ALONE = f"SELECT result FROM {TABLE} WHERE created = %s AND write_id = %s"
+
+
+class Lookup(NamedTuple):
+    """What a retry's read (:func:`find`) found on a shard."""
+
+    result: dict[str, int] | None  # the write's recorded result; None: no receipt
+    # Receipts created at or below this may have been removed; None: the shard has no line
+    # (its table or row missing: ``migrate`` makes them).
+    pruned: int | None
 
 
 def create_table(alias: str) -> None:
-    """Create the receipts table on a shard (idempotent)."""
+    """Create the receipts table and the pruned line's on a shard (idempotent; a store that
+    has receipts but no line yet gets it here, starting :data:`_FIRST_LINE` seconds ago by
+    the shard's clock)."""
     conn = shards.connection(alias)
+    dialect = dialects.of(conn)
     with conn.cursor() as cursor:
-        cursor.execute(create_statement(dialects.of(conn)))
+        cursor.execute(create_statement(dialect))
+        for sql, params in horizon_statements(dialect):
+            cursor.execute(sql, params)
+
+
+def horizon_statements(dialect: dialects.Dialect) -> list[tuple[str, list[Any]]]:
+    """The line's table and its row, if missing, on ``dialect``'s servers."""
+    return [
+        (
+            f"CREATE TABLE IF NOT EXISTS {HORIZON} (id INT NOT NULL PRIMARY KEY, "
+            f"pruned {dialect.counter_type} NOT NULL){dialect.table_options}",
+            [],
+        ),
+        (
+            f"{dialect.insert_ignore} INTO {HORIZON} (id, pruned) "
+            f"VALUES (0, {dialect.unix_now} - %s)",
+            [_FIRST_LINE],
+        ),
+    ]
 
 
 def create_statement(dialect: dialects.Dialect) -> str:
@@ -156,37 +212,94 @@ def render(driver: Any, sql: str, params: Sequence[Any]) -> bytes:
     return sql.encode() % tuple(bytes(driver.literal(param)) for param in params)
 
 
-def find(alias: str, write_id: bytes, created: int, *, galera: bool) -> dict[str, int] | None:
+def find(alias: str, write_id: bytes, created: int, *, galera: bool) -> Lookup:
     """The recorded result of write ``write_id`` (whose receipt said ``created``) on
-    ``alias``, or None if it did not commit there. Reads on the connection of ``alias`` (a
-    fresh one after a loss), in a transaction of its own; on Galera with the node caught up
-    with the cluster (``wsrep_sync_wait``, for this read alone: the session's own setting,
-    which a deployment's ``init_command`` may have made 1, is left as it was)."""
+    ``alias``, or None if no receipt is there, with the shard's pruned line, read in one
+    statement. Reads on the connection of ``alias`` (a fresh one after a loss), in a
+    transaction of its own; on Galera with the node caught up with the cluster
+    (``wsrep_sync_wait``, for this read alone: the session's own setting, which a
+    deployment's ``init_command`` may have made 1, is left as it was). A shard whose line is
+    not made yet (``migrate`` not run since the upgrade) is read for the receipt alone: a
+    receipt found says the write landed; none found is judged with no line."""
     conn = shards.connection(alias)
     find = _FIND + dialects.of(conn).for_share
     if galera:
         find = sessions.applied_first(find)
     with shards.errors_named(alias), transaction.atomic(using=alias), conn.cursor() as cursor:
-        cursor.execute(find, [created, write_id])
-        row = cursor.fetchone()
+        try:
+            cursor.execute(find, [created, write_id])
+            row = cursor.fetchone()
+        except Exception as exc:
+            if not no_table(exc):
+                raise
+            # A store from before the line, not migrated since: the receipt alone.
+            alone = _FIND_ALONE + dialects.of(conn).for_share
+            cursor.execute(sessions.applied_first(alone) if galera else alone, [created, write_id])
+            found = cursor.fetchone()
+            row = None if found is None else (None, found[0])
     if row is None:
-        return None
-    found: dict[str, int] = json.loads(row[0])
-    return found
+        return Lookup(None, None)
+    pruned = None if row[0] is None else int(row[0])
+    return Lookup(None if row[1] is None else json.loads(row[1]), pruned)
 
 
-def remove_expired(alias: str, retention: float, limit: int = REMOVE_BATCH) -> int:
-    """Delete up to ``limit`` receipts more than ``retention`` seconds old by the shard's
-    clock, oldest first, in one autocommitted statement; returns how many."""
+def remove_expired(
+    alias: str, retention: float, limit: int = REMOVE_BATCH, *, galera: bool = False
+) -> int:
+    """Raise the pruned line of ``alias`` to the receipts more than ``retention`` seconds old
+    by the shard's clock (never lower it), then delete up to ``limit`` of those receipts,
+    oldest first, none above the line, in one transaction; returns how many were deleted.
+
+    On MariaDB (not Galera) it is one round trip: ``BEGIN``, both statements and ``COMMIT``
+    in one query. On a Galera node (where a ``COMMIT`` in such a query may answer for a
+    transaction rolled back, the later statements then running outside it) and on SQLite:
+    a transaction of its own."""
     conn = shards.connection(alias)
     dialect = dialects.of(conn)
-    # Judged by the shard's clock, never a process's own (docs/design.md#receipts).
-    statement = dialect.delete_first(
-        TABLE, f"created < {dialect.unix_now} - %s", "created", "created, write_id"
-    )
-    with shards.errors_named(alias), conn.cursor() as cursor:
-        cursor.execute(statement, [math.ceil(retention), limit])
-        return int(cursor.rowcount)
+    steps = prune_steps(dialect, retention, limit)
+    one_query = dialect.driver_route and not (galera or conn.in_atomic_block or conn.queries_logged)
+    with shards.errors_named(alias):
+        if one_query:
+            return _remove_in_one_query(conn, steps)
+        with transaction.atomic(using=alias), conn.cursor() as cursor:
+            for sql, params in steps:
+                cursor.execute(sql, params)
+            return int(cursor.rowcount)
+
+
+def prune_steps(
+    dialect: dialects.Dialect, retention: float, limit: int
+) -> list[tuple[str, list[Any]]]:
+    """A removal's two statements with their parameters, in order (:func:`remove_expired`)."""
+    # Judged by the shard's clock, never a process's own (docs/design.md#receipts): older than
+    # ceil(retention) seconds, that is at or below now - ceil - 1. The DELETE reads the clock
+    # again, maybe a second later, so it also stays at or below the line it raised; and under
+    # a line another process raised higher (a shorter retention) it keeps what its own
+    # retention keeps, which a retry can still find.
+    cut = f"{dialect.unix_now} - %s"
+    raise_line = f"UPDATE {HORIZON} SET pruned = {dialect.greatest}(pruned, {cut}) WHERE id = 0"
+    below = f"created <= {cut} AND created <= (SELECT pruned FROM {HORIZON} WHERE id = 0)"
+    delete = dialect.delete_first(TABLE, below, "created", "created, write_id")
+    age = math.ceil(retention) + 1
+    return [(raise_line, [age]), (delete, [age, limit])]
+
+
+def _remove_in_one_query(conn: Any, steps: list[tuple[str, list[Any]]]) -> int:
+    """``steps`` in one transaction sent as one query on the driver's connection of ``conn``
+    (as a write's ``_DriverTransaction`` commits); the last one's row count."""
+    conn.validate_thread_sharing()
+    conn.ensure_connection()
+    with conn.wrap_database_errors:
+        driver = conn.connection
+        sessions.allow_many_statements(driver)
+        rendered = [render(driver, sql, params) for sql, params in steps]
+        try:
+            outcomes = commit_batch(driver, rendered, None, begin=True)
+        except Exception:
+            with contextlib.suppress(Exception):
+                driver.rollback()  # a failed statement left the transaction open
+            raise
+    return outcomes[-1][1]
 
 
 def age(alias: str, created: int) -> int:
@@ -199,3 +312,9 @@ def age(alias: str, created: int) -> int:
 def count(alias: str) -> int:
     """How many receipts ``alias`` holds (a full count: for the bench and tests)."""
     return int(shards.read(alias, f"SELECT COUNT(*) FROM {TABLE}", [])[0][0])
+
+
+def pruned(alias: str) -> int | None:
+    """The pruned line of ``alias`` (None: it has none yet)."""
+    rows = shards.read(alias, f"SELECT pruned FROM {HORIZON} WHERE id = 0", [])
+    return int(rows[0][0]) if rows else None

@@ -18,11 +18,13 @@ Inside a caller's ``transaction.atomic()`` no receipt is written: the commit is 
 and the store never retries it.
 
 Receipts older than ``SCHEMALESS["RECEIPT_RETENTION"]`` by the shard's clock are removed by the
-writers themselves: every :data:`PRUNE_EVERY` writes on a shard, a process deletes up to
-:data:`~..tables.receipts.REMOVE_BATCH` expired ones there, after its commit, in one short
-statement. A retry that finds no receipt, and whose receipt would be that old by the same
-clock, raises :class:`~..exceptions.OutcomeUnknown`: it may have been removed. More writes
-mean more removals, so the table stays near (retention x write rate).
+writers themselves: every :data:`PRUNE_EVERY` writes on a shard, a process raises the shard's
+pruned line to that age and deletes up to :data:`~..tables.receipts.REMOVE_BATCH` receipts at
+or below it, after its commit, in one short transaction. A retry that finds no receipt raises
+:class:`~..exceptions.OutcomeUnknown` if its receipt's ``created`` is at or below the line
+(it may have been removed, by any process, whatever its retention), or if the receipt would
+be near this process's retention by the shard's clock (a pruner from before the line). More
+writes mean more removals, so the table stays near (retention x write rate).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from ..config import conf
 from ..exceptions import OutcomeUnknown, ShardUnavailable
 from ..guards import fence
 from ..sql import dialects, sessions
+from ..sql.server_errors import no_table
 from ..tables import receipts as receipt_table
 from ..topology import servers, shards
 from ..topology.write_lock import write_lock
@@ -89,16 +92,18 @@ def recall(write: Any, lost: ShardUnavailable) -> dict[str, int] | None:
                 node, thread = session
                 fence.end_session(write.alias, node, thread, until=deadline)
                 session = None
-            found = receipt_table.find(
+            lookup = receipt_table.find(
                 write.alias,
                 write.write_id,
                 write.receipt_created,
                 galera=servers.is_galera(write.alias),
             )
+            found = lookup.result
             if found is None:
+                _above_the_line(write, lookup.pruned, lost)
                 _within_retention(write, lost)
         except OutcomeUnknown:
-            raise  # past the retention: asking again changes nothing
+            raise  # at or below the line, or past the retention: asking again changes nothing
         except ShardUnavailable as unreachable:
             if time.monotonic() + pause > deadline:
                 raise OutcomeUnknown(
@@ -120,12 +125,37 @@ def recall(write: Any, lost: ShardUnavailable) -> dict[str, int] | None:
         return found
 
 
+def _above_the_line(write: Any, pruned: int | None, lost: ShardUnavailable) -> None:
+    """After "no receipt": :class:`OutcomeUnknown` unless the receipt's ``created`` is above
+    the shard's pruned line, read in the same statement. Every removal, by any process and
+    whatever its ``RECEIPT_RETENTION``, raises the line over what it deletes in its own
+    transaction (:func:`prune`), so a receipt above it was never removed."""
+    if pruned is None:
+        raise OutcomeUnknown(
+            write.alias,
+            write.write_id.hex(),
+            f"its commit was sent and the answer lost ({lost}); the shard has no pruned line "
+            f"({receipt_table.HORIZON}: run manage.py migrateall), so a missing receipt "
+            "proves nothing",
+        )
+    if write.receipt_created <= pruned:
+        raise OutcomeUnknown(
+            write.alias,
+            write.write_id.hex(),
+            f"its commit was sent and the answer lost ({lost}); no receipt was found, but "
+            f"its created ({write.receipt_created}) is at or below the shard's pruned line "
+            f"({pruned}): a process may have removed it, whatever the retention it prunes by",
+        )
+
+
 def _within_retention(write: Any, lost: ShardUnavailable) -> None:
-    """After "no receipt": :class:`OutcomeUnknown` unless the receipt, had it committed,
-    would still be there. A removal deletes what is older than the retention by the shard's
-    clock (:func:`prune`), which is read here after the find: "absent" proves nothing about a
-    receipt within :data:`~..config.conf.RECEIPT_MARGIN` of that age or past it (a retry
-    slower than the retention, a writer's clock behind the shard's)."""
+    """After "no receipt" above the line: :class:`OutcomeUnknown` unless the receipt, had it
+    committed, would still be there by this process's retention too. It adds safety against a
+    pruner that does not raise the line (a process of a version from before it, during a
+    rolling upgrade): such a removal deletes what is older than its retention by the shard's
+    clock, which is read here after the find: "absent" proves nothing about a receipt within
+    :data:`~..config.conf.RECEIPT_MARGIN` of that age or past it (a retry slower than the
+    retention, a writer's clock behind the shard's)."""
     retention = conf.get().receipt_retention
     age = receipt_table.age(write.alias, write.receipt_created)
     if age > retention - conf.RECEIPT_MARGIN:
@@ -150,12 +180,16 @@ def prune_now(alias: str) -> None:
 
 
 def prune(alias: str) -> int:
-    """Remove one batch of the receipts on ``alias`` older than the retention by the
-    shard's clock (never this process's: a clock that runs ahead would remove receipts a
-    retry still needs); returns how many (0 after a failure, which is logged)."""
+    """Raise the pruned line of ``alias`` to the retention's age by the shard's clock (never
+    this process's: a clock that runs ahead would remove receipts a retry still needs), and
+    remove one batch of the receipts at or below it; returns how many (0 after a failure,
+    which is logged)."""
     try:
         with write_lock():  # SQLite's one writer
-            return receipt_table.remove_expired(alias, conf.get().receipt_retention)
-    except Exception:
-        logger.warning("removing expired receipts on %s failed; a later write will", alias)
+            return receipt_table.remove_expired(
+                alias, conf.get().receipt_retention, galera=servers.is_galera(alias)
+            )
+    except Exception as exc:
+        hint = ": run manage.py migrateall" if no_table(exc) else "; a later write will"
+        logger.warning("removing expired receipts on %s failed (%s)%s", alias, exc, hint)
         return 0

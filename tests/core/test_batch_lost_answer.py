@@ -282,9 +282,9 @@ def test_a_lost_answer_whose_receipt_insert_still_waits_is_ended_before_the_rece
                 )
                 assert cursor.fetchall() == ()
 
-    def find_then_release(*args: Any, **kwargs: Any) -> dict[str, int] | None:
+    def find_then_release(*args: Any, **kwargs: Any) -> receipt_table.Lookup:
         found = find(*args, **kwargs)
-        recalls.append(found)
+        recalls.append(found.result)
         holder.connection.rollback()  # the driver's: the lock goes after the read
         return found
 

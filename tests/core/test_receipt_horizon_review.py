@@ -1,6 +1,7 @@
 """Receipts' horizon, attacked again after issue 43's fix (docs/design.md#receipts, "The
-horizon"): the guard judges "absent" against this process's ``RECEIPT_RETENTION``, while the
-receipt may have been removed by another process's."""
+horizon"): the guard judged "absent" against this process's ``RECEIPT_RETENTION``, while the
+receipt may have been removed by another process's. The shard's pruned line closes it (a
+strict xfail until then; tests/core/test_receipt_line.py has the line on both backends)."""
 
 from __future__ import annotations
 
@@ -21,20 +22,15 @@ pytestmark = [STORE, pytest.mark.mariadb_only]
 SLOW = 200  # seconds between the receipt's time and its retry's read, by the shard's clock
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open hole: the horizon guard uses this process's RECEIPT_RETENTION; a process "
-    "pruning with a shorter one (a rolling deploy that lowers it, a misconfigured worker) "
-    "removes a receipt the guard still takes as proof of absence, and the write runs again",
-)
 def test_a_pruner_with_a_shorter_retention_cannot_make_a_landed_write_run_again(monkeypatch):
     """This process keeps receipts 600 s; another process of the same store, deployed with
     ``RECEIPT_RETENTION`` 60 (a rolling deploy lowering it), prunes by the shard's clock
     between a ``modify``'s landed commit and its retry, which comes ``SLOW`` s after the
     receipt's time (the writer's clock set back by as much stands for the slow retry, as in
     tests/core/test_receipt_horizon.py). The receipt is gone; 200 s is well within this
-    process's horizon, so "absent" is taken as "did not land": +1 becomes +2. It must be 1,
-    or ``OutcomeUnknown``, never 2."""
+    process's horizon, so before the line "absent" was taken as "did not land": +1 became
+    +2. It must be 1, or ``OutcomeUnknown``, never 2: the pruner raised the line over the
+    receipt, so the retry's "absent" is at or below it."""
     from schemaless_store.testing.faults import lost_commit_answers
 
     entity = Entity.objects.create(n=0)

@@ -82,10 +82,10 @@ def test_asking_again_while_the_shard_is_unreachable_then_unknown(monkeypatch):
     write = Write(alias, [Change(uuid.uuid4().bytes, rows=set())])
     refusals = [ShardUnavailable(alias, "refused")] * 2
 
-    def find(alias: str, write_id: bytes, created: int, *, galera: bool) -> dict[str, int] | None:
+    def find(alias: str, write_id: bytes, created: int, *, galera: bool) -> receipt_table.Lookup:
         if refusals:
             raise refusals.pop()
-        return {"written": 1}
+        return receipt_table.Lookup({"written": 1}, 0)
 
     monkeypatch.setattr(receipt_table, "find", find)
     lost = ShardUnavailable(alias, "lost", lost=True)

@@ -192,7 +192,9 @@ def test_a_lost_commit_answer_is_decided_by_the_receipt_on_galera(cluster, tmp_p
     docs/design.md#receipts) and does not write the entity back; the session's own
     ``wsrep_sync_wait`` (1 here, as a deployment's ``init_command`` sets it) is left as it was:
     the read once set it to 0 on the shared connection, and a 30-minute Galera soak then read
-    a commit's writes missing through another node (docs/reliability.md)."""
+    a commit's writes missing through another node (docs/reliability.md). A removal of
+    receipts there raises the pruned line and removes them (Galera's route: an ``atomic()``
+    block)."""
     from schemaless_store.values import bucket_hash
 
     store = GrownStore(tmp_path, GaleraHome(cluster), layout=LAYOUT)
@@ -203,12 +205,14 @@ def test_a_lost_commit_answer_is_decided_by_the_receipt_on_galera(cluster, tmp_p
         done = store.run("tests.support.grown", "lostanswer", key.hex, timeout=120)
         assert done.returncode == 0, done.stderr[-3000:]
         found = json.loads(done.stdout.strip().splitlines()[-1])
+        assert found.pop("removed") >= 3  # the create's, the lost save's, the delete's
         assert found == {
             "lost": 1,
             "galera": True,
             "shard": "shard_2",
             "left": None,
             "sync_wait": 1,
+            "line_rose": True,
         }
     finally:
         store.close()

@@ -387,10 +387,13 @@ def _fence_every_node(buckets: str) -> None:
 def _lost_answer(key: str) -> None:
     """On the Galera shard: an update whose commit lands and whose answer is lost, after
     another client deleted the entity; print what the retry left (the receipt, read with
-    ``wsrep_sync_wait``, must say it landed: the entity stays deleted)."""
+    ``wsrep_sync_wait``, must say it landed: the entity stays deleted; the session keeps its
+    own ``wsrep_sync_wait``). Then a removal of receipts there (Galera's route: an
+    ``atomic()`` block): how many, and the line before and after."""
     from django.db import connections
 
     from schemaless_store.models import Entity
+    from schemaless_store.tables import receipts as receipt_table
     from schemaless_store.testing.faults import lost_commit_answers
     from schemaless_store.topology import servers
 
@@ -411,6 +414,9 @@ def _lost_answer(key: str) -> None:
     with shard.cursor() as cursor:
         cursor.execute("SELECT @@SESSION.wsrep_sync_wait")
         (sync_wait,) = cursor.fetchone()
+    time.sleep(2)  # the three receipts above, 2 s old: a retention of 0 removes them
+    line = receipt_table.pruned("shard_2")
+    removed = receipt_table.remove_expired("shard_2", 0, galera=servers.is_galera("shard_2"))
     print(
         json.dumps(
             {
@@ -419,6 +425,8 @@ def _lost_answer(key: str) -> None:
                 "shard": entity._state.db,
                 "left": None if left is None else left["n"],
                 "sync_wait": int(sync_wait),
+                "removed": removed,
+                "line_rose": line is not None and receipt_table.pruned("shard_2") > line,
             }
         ),
         flush=True,

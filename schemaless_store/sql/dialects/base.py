@@ -73,6 +73,7 @@ class Dialect:
     lock_wait_timeout: bool
     null_safe_equal: str  # ``a <op> b`` true when both are NULL, or equal
     unix_now: str  # the server's clock in whole Unix seconds (``%`` doubled, for a cursor)
+    greatest: str  # the scalar function of the larger of its arguments
     begin_snapshot: tuple[str, ...]  # a transaction that reads as of now
 
     def varbinary(self, length: int) -> str:

@@ -46,6 +46,7 @@ class MariaDB(Dialect):
     lock_wait_timeout = True
     null_safe_equal = "<=>"
     unix_now = "UNIX_TIMESTAMP()"
+    greatest = "GREATEST"
     begin_snapshot = (
         "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
         "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",

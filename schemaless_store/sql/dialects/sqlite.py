@@ -43,6 +43,7 @@ class SQLite(Dialect):
     lock_wait_timeout = False
     null_safe_equal = "IS"
     unix_now = "CAST(strftime('%%s', 'now') AS INTEGER)"
+    greatest = "MAX"  # with two or more arguments, a scalar function
     begin_snapshot = ("BEGIN",)
 
     def varbinary(self, length: int) -> str:
