@@ -1,0 +1,383 @@
+"""Issue 45, item 2: a partial update of properties no index covers, applied by the server on a
+JSON body (``JSON_SET``), with the receipt and the ``COMMIT`` in one round trip and no read
+(docs/design.md#partial-updates-on-the-server); ``F()`` integer increments added on the
+server; a body that is not JSON, or a check the statement makes, sends the write the
+read-under-lock route."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.db import connections, transaction
+from django.db.models import F, Value
+from django.test import override_settings
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+
+from schemaless_store.cache import entity_cache
+from schemaless_store.exceptions import BodyTooLarge, Conflict, InvalidQuery
+from schemaless_store.models import Entity
+from schemaless_store.tables import receipts as receipt_table
+from schemaless_store.testing.faults import lost_commit_answers
+from schemaless_store.values.codec import body_format
+from schemaless_store.values.jsonbody import SAFE_INT
+from schemaless_store.writes import server_updates
+from tests.core.test_partial_writes import _round_trips
+from tests.support import STORE
+from tests.support.values import EVERY_TYPE, deep_same, line_values
+
+pytestmark = STORE
+
+JSON_CODEC = "schemaless_store.values.codec.JsonCodec"
+MSGPACK_CODEC = "schemaless_store.values.codec.MsgpackCodec"
+
+
+def _settings(**extra: Any) -> Any:
+    return override_settings(SCHEMALESS={**settings.SCHEMALESS, "CODEC": JSON_CODEC, **extra})
+
+
+@pytest.fixture
+def json_bodies() -> Iterator[None]:
+    with _settings():
+        yield
+
+
+@contextmanager
+def _old_route() -> Iterator[None]:
+    """The read-under-lock route only (what every partial update took before)."""
+    original = server_updates.applies_here
+    server_updates.applies_here = lambda key: False  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        server_updates.applies_here = original  # type: ignore[assignment]
+
+
+def _fewest(write: Any, tries: int = 3) -> list[str]:
+    runs = []
+    for _ in range(tries):  # a receipt pruning may add a round trip now and then
+        with _round_trips() as sent:
+            write()
+        runs.append(sent)
+    return min(runs, key=len)
+
+
+def _stored(key: uuid.UUID) -> dict[str, Any]:
+    return dict(Entity.objects.get(id=key).properties)
+
+
+# --- one round trip ---------------------------------------------------------------------------
+
+
+@pytest.mark.mariadb_only
+@pytest.mark.parametrize("history", [False, True], ids=["plain", "history"])
+def test_an_unindexed_partial_update_is_one_round_trip(history: bool):
+    with _settings(HISTORY=history):
+        entity = Entity.objects.create(title="a", link=f"https://{uuid.uuid4()}", views=0)
+        for n in range(3):  # connections and the map, opened first
+            Entity.objects.filter(id=entity.id).update(views=n)
+
+        def save_some() -> None:
+            entity["title"] = "b"
+            entity["views"] = 100
+            entity.save(update_fields=["title", "views"])
+
+        counts = {
+            "save(update_fields)": _fewest(save_some),
+            "filter(id).update": _fewest(
+                lambda: Entity.objects.filter(id=entity.id).update(views=7, note="n")
+            ),
+            "F() + 1": _fewest(
+                lambda: Entity.objects.filter(id=entity.id).update(views=F("views") + 1)
+            ),
+        }
+        print("round trips:", {label: len(sent) for label, sent in counts.items()})
+        for label, sent in counts.items():
+            assert len(sent) == 1, (label, sent)
+            (query,) = sent
+            assert query.startswith("BEGIN;INSERT INTO schemaless_receipts"), (label, query)
+            assert "SELECT ... FOR UPDATE" not in query and "FOR UPDATE" not in query
+        stored = _stored(entity.id)
+        assert stored["views"] == 10 and stored["note"] == "n" and stored["title"] == "b"
+        # The instance knows the body the server built, as a later if_unchanged compares it.
+        entity["title"] = "c"
+        entity.save(update_fields=["title"])
+        entity["views"] = 11
+        entity.save(if_unchanged=True)
+        assert _stored(entity.id)["views"] == 11
+        if history:
+            versions = entity.history()
+            assert len(versions) == 2 + 3 + 9 + 2  # create, warm-up, 3x3 above, 2 saves
+            latest = dict(versions[-1].properties)
+            assert latest == _stored(entity.id)
+            assert dict(versions[-2].properties)["title"] == "c"
+
+
+@pytest.mark.mariadb_only
+def test_an_indexed_or_conditional_partial_update_keeps_the_read_under_lock(json_bodies):
+    entity = Entity.objects.create(title="a", link="https://a", views=0)
+    entity["link"] = "https://b"
+    with _round_trips() as sent:
+        entity.save(update_fields=["link"])
+    assert any("FOR UPDATE" in s for s in sent), sent
+    assert [e.id for e in Entity.objects.filter_index(link="https://b")] == [entity.id]
+    assert not list(Entity.objects.filter_index(link="https://a"))
+    entity["views"] = 5
+    with _round_trips() as sent:
+        entity.save(update_fields=["views"], if_unchanged=True)
+    assert any("FOR UPDATE" in s for s in sent), sent
+    assert _stored(entity.id)["views"] == 5
+
+
+# --- the same result as the read-under-lock route ---------------------------------------------
+
+names = st.sampled_from(["a", "b", "views", "title", "n", "x_1"])
+values = line_values | st.sampled_from(list(EVERY_TYPE.values()))
+updates = st.dictionaries(names, values | st.just(server_updates.ABSENT), min_size=1, max_size=4)
+
+
+@pytest.mark.mariadb_only
+@hypothesis_settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(start=st.dictionaries(names, values, max_size=5), change=updates)
+def test_the_server_writes_what_the_read_under_lock_route_writes(json_bodies, start, change):
+    ours = Entity.objects.create(**start)
+    theirs = Entity.objects.create(**start)
+    for entity in (ours, theirs):
+        for name, value in change.items():
+            if value is server_updates.ABSENT:
+                entity.pop(name, None)
+            else:
+                entity[name] = value
+    with _round_trips() as sent:
+        ours.save(update_fields=list(change))
+    assert len(sent) == 1, sent  # the server applied it
+    with _old_route():
+        theirs.save(update_fields=list(change))
+    mine, other = _stored(ours.id), _stored(theirs.id)
+    mine.pop("id"), other.pop("id")
+    assert deep_same(mine, other), (mine, other)
+    assert list(mine) == list(other)  # the same order of properties, too
+    raw = {
+        e.id: bytes(Entity.objects.get(id=e.id).row_body) for e in (ours, theirs)
+    }  # byte for byte: JSON_COMPACT writes what the codec writes
+    assert raw[ours.id] == raw[theirs.id], raw
+
+
+# --- a body that is not JSON, conditions the statement checks ----------------------------------
+
+
+@pytest.mark.mariadb_only
+def test_a_messagepack_body_takes_the_read_under_lock_route():
+    with override_settings(SCHEMALESS={**settings.SCHEMALESS, "CODEC": MSGPACK_CODEC}):
+        entity = Entity.objects.create(title="old", views=1, link="https://m")
+    assert body_format(bytes(entity.row_body)).startswith("msgpack")
+    with _settings(), _round_trips() as sent:
+        entity["title"] = "new"
+        entity.save(update_fields=["title"])
+        Entity.objects.filter(id=entity.id).update(views=F("views") + 1)
+    # The server's UPDATE matched nothing (its answer says so) and nothing of it committed
+    # but its receipt; then the lock, the read and the write as before.
+    assert sent[0].startswith("BEGIN;INSERT INTO schemaless_receipts"), sent
+    assert any("FOR UPDATE" in s for s in sent), sent
+    stored = Entity.objects.get(id=entity.id)
+    assert stored["title"] == "new" and stored["views"] == 2 and stored["link"] == "https://m"
+    assert body_format(bytes(stored.row_body)) == "json"  # written in the codec's format now
+    with _settings(), _round_trips() as sent:
+        Entity.objects.filter(id=entity.id).update(views=F("views") + 1)
+    assert len(sent) == 1 and _stored(entity.id)["views"] == 3
+
+
+@pytest.mark.mariadb_only
+def test_a_missing_entity_or_an_oversize_body_changes_nothing(json_bodies):
+    assert Entity.objects.filter(id=uuid.uuid4()).update(title="x") == 0
+    with _settings(MAX_BODY_BYTES=300):
+        entity = Entity.objects.create(title="a", pad="x" * 200)
+        entity["pad"] = "y" * 280
+        with pytest.raises(BodyTooLarge):
+            entity.save(update_fields=["pad"])
+        with pytest.raises(BodyTooLarge):
+            Entity.objects.filter(id=entity.id).update(more="z" * 120)
+    assert _stored(entity.id)["pad"] == "x" * 200 and "more" not in _stored(entity.id)
+
+
+# --- F() ----------------------------------------------------------------------------------------
+
+
+def test_f_applies_to_the_stored_value_on_every_route(json_bodies):
+    entity = Entity.objects.create(n=5, ratio=1.5, big=SAFE_INT, word="a")
+    Entity.objects.filter(id=entity.id).update(n=F("n") + 2)
+    Entity.objects.filter(id=entity.id).update(n=3 + F("n"))
+    Entity.objects.filter(id=entity.id).update(n=F("n") - 1)
+    Entity.objects.filter(id=entity.id).update(ratio=F("ratio") * 2)  # a float: in Python
+    Entity.objects.filter(id=entity.id).update(big=F("big") + 1)  # past the safe range
+    Entity.objects.filter(id=entity.id).update(word=F("word") + Value("b"))
+    stored = _stored(entity.id)
+    assert stored["n"] == 9 and type(stored["n"]) is int
+    assert stored["ratio"] == 3.0 and type(stored["ratio"]) is float
+    assert stored["big"] == SAFE_INT + 1
+    assert stored["word"] == "ab"
+    with pytest.raises(InvalidQuery, match="lacks"):
+        Entity.objects.filter(id=entity.id).update(n=F("missing") + 1)
+    assert _stored(entity.id)["n"] == 9
+
+
+@pytest.mark.mariadb_only
+def test_f_increments_under_concurrency_lose_none(json_bodies):
+    entity = Entity.objects.create(n=0, other=0)
+    threads, each = 4, 25
+    errors: list[BaseException] = []
+
+    def add(name: str) -> None:
+        try:
+            for _ in range(each):
+                Entity.objects.filter(id=entity.id).update(**{name: F(name) + 1})
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    def modify() -> None:  # a read-modify-write of the same row, beside them
+        try:
+            for _ in range(each):
+                Entity.objects.modify(entity.id, lambda e: e.update(other=e["other"] + 1))
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    workers = [threading.Thread(target=add, args=("n",)) for _ in range(threads)]
+    workers.append(threading.Thread(target=modify))
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert not errors, errors
+    assert _stored(entity.id) == {"id": entity.id, "n": threads * each, "other": each}
+
+
+@pytest.mark.mariadb_only
+def test_a_concurrent_writer_of_other_properties_keeps_its_change(json_bodies):
+    entity = Entity.objects.create(a=0, b=0, link="https://c")
+    rounds = 40
+    errors: list[BaseException] = []
+
+    def server_route() -> None:
+        try:
+            mine = Entity.objects.get(id=entity.id)
+            for n in range(1, rounds + 1):
+                mine["a"] = n
+                mine.save(update_fields=["a"])
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    def lock_route() -> None:  # an indexed property with it: the read-under-lock route
+        try:
+            theirs = Entity.objects.get(id=entity.id)
+            for n in range(1, rounds + 1):
+                theirs["b"] = n
+                theirs["link"] = f"https://c/{n}"
+                theirs.save(update_fields=["b", "link"])
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    workers = [threading.Thread(target=server_route), threading.Thread(target=lock_route)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert not errors, errors
+    stored = _stored(entity.id)
+    assert (stored["a"], stored["b"], stored["link"]) == (rounds, rounds, f"https://c/{rounds}")
+
+
+# --- a lost answer -------------------------------------------------------------------------------
+
+
+@pytest.mark.mariadb_only
+@pytest.mark.parametrize("land", [True, False], ids=["landed", "not-landed"])
+@pytest.mark.parametrize("history", [False, True], ids=["plain", "history"])
+def test_a_lost_answer_applies_the_increment_exactly_once(land: bool, history: bool):
+    with _settings(HISTORY=history):
+        entity = Entity.objects.create(n=0)
+        key = entity.id
+        other = []
+
+        def another_client() -> None:  # after the commit landed, before the error
+            Entity.objects.filter(id=key).update(seen=True)
+            other.append(_stored(key)["n"])
+
+        receipts = receipt_table.count(entity.shard)
+        with lost_commit_answers(after_commit=another_client, land=land) as faults:
+            assert Entity.objects.filter(id=key).update(n=F("n") + 1) == 1
+        assert faults.lost == 1
+        assert _stored(key)["n"] == 1 and _stored(key)["seen"] is True
+        assert other == [1 if land else 0]
+        # Landed: its receipt answered the retry; not landed: the retry wrote one.
+        assert receipt_table.count(entity.shard) >= receipts + 1
+        if history:  # the create, this update once, the other client's
+            assert len(entity.history()) == 3
+
+
+@pytest.mark.mariadb_only
+def test_a_lost_answer_of_a_save_leaves_an_instance_that_conflicts_rather_than_overwrites(
+    json_bodies,
+):
+    entity = Entity.objects.create(title="a", views=0)
+    with lost_commit_answers():
+        entity["views"] = 1
+        entity.save(update_fields=["views"])
+    assert _stored(entity.id)["views"] == 1
+    Entity.objects.filter(id=entity.id).update(title="theirs")
+    entity["views"] = 2
+    with pytest.raises(Conflict):
+        entity.save(if_unchanged=True)
+    assert _stored(entity.id) == {"id": entity.id, "title": "theirs", "views": 1}
+
+
+# --- a caller's transaction ----------------------------------------------------------------------
+
+
+@pytest.mark.mariadb_only
+def test_inside_a_callers_transaction_the_update_rolls_back_with_it(json_bodies):
+    entity = Entity.objects.create(views=0)
+    with pytest.raises(RuntimeError), transaction.atomic(using=entity.shard):
+        Entity.objects.filter(id=entity.id).update(views=F("views") + 5)
+        assert _stored(entity.id)["views"] == 5  # its own transaction sees it
+        raise RuntimeError("roll back")
+    assert _stored(entity.id)["views"] == 0
+    with transaction.atomic(using=entity.shard):
+        Entity.objects.filter(id=entity.id).update(views=F("views") + 5)
+    assert _stored(entity.id)["views"] == 5
+
+
+# --- the entity cache ----------------------------------------------------------------------------
+
+
+def test_the_update_invalidates_the_entity_cache():
+    locmem = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "partial"}
+    with (
+        override_settings(CACHES={**settings.CACHES, "partial": locmem}),
+        _settings(CACHE="partial"),
+    ):
+        entity_cache.resume()
+        entity = Entity.objects.create(title="a", views=0)
+        assert Entity.objects.get(id=entity.id)["views"] == 0  # read, and cached
+        assert Entity.objects.get(id=entity.id)["views"] == 0
+        Entity.objects.filter(id=entity.id).update(views=F("views") + 1)
+        assert Entity.objects.get(id=entity.id)["views"] == 1
+        entity["title"] = "b"
+        entity.save(update_fields=["title"])
+        assert Entity.objects.get(id=entity.id)["title"] == "b"
