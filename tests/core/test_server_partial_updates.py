@@ -220,6 +220,10 @@ def test_f_applies_to_the_stored_value_on_every_route(json_bodies):
     Entity.objects.filter(id=entity.id).update(ratio=F("ratio") * 2)  # a float: in Python
     Entity.objects.filter(id=entity.id).update(big=F("big") + 1)  # past the safe range
     Entity.objects.filter(id=entity.id).update(word=F("word") + Value("b"))
+    entity["n"] = F("n") + 10  # a plain entity's save(update_fields) applies it too
+    entity.save(update_fields=["n"])
+    entity["n"] = F("n") - 10
+    entity.save(update_fields=["n"])
     stored = _stored(entity.id)
     assert stored["n"] == 9 and type(stored["n"]) is int
     assert stored["ratio"] == 3.0 and type(stored["ratio"]) is float
