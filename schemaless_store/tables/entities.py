@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from django.db import DatabaseError
 
 from ..config import conf
-from ..config.indexes import ENTITIES, Source
+from ..config.indexes import ENTITIES, KIND_PROPERTY, Source
 from ..sql.values import UPDATED_TEXT, as_param
 from ..topology import bucket_map, shards
 from . import buckets
@@ -218,22 +218,25 @@ class JsonChanges(NamedTuple):
     """What a partial update sets in a JSON body (docs/design.md#partial-updates-on-the-server):
     ``sets``: ``(path, JSON text)``, the text encoded as the body's own (values/jsonbody.py);
     ``increments``: ``(path, delta)`` of an integer the body holds; ``removals``: paths.
-    ``most``: the longest stored body the new one stays within the size limit from. The paths
-    are ``$.<name>`` of names the caller checked (letters, digits, ``_``), sent as literals."""
+    ``most``: the longest stored body the new one stays within the size limit from;
+    ``not_kinds``: kinds whose indexes read a property changed (an entity of one is not
+    changed here). The paths are ``$.<name>`` of names the caller checked (letters, digits,
+    ``_``); paths and kinds are sent as literals."""
 
     sets: Sequence[tuple[str, str]]
     increments: Sequence[tuple[str, int]]
     removals: Sequence[str]
     most: int
+    not_kinds: Sequence[str] = ()
 
 
 def json_update(key: bytes, updated: Any, changes: JsonChanges, safe: int) -> tuple[str, list[Any]]:
     """The ``UPDATE`` that applies ``changes`` to a JSON body on the server, with no read
     before it. It changes the row only if its body is JSON (format byte ``0x03``), valid,
-    short enough, and each incremented property an integer that stays within ``±safe``: else
-    it matches nothing and the caller takes the read-under-lock route (the affected-row
-    count, or :data:`KEEP_APPLIED`, tells). ``JSON_COMPACT`` keeps the body compact, as the
-    codec writes it."""
+    short enough, not of ``not_kinds``, and each incremented property an integer that stays
+    within ``±safe``: else it matches nothing and the caller takes the read-under-lock route
+    (the affected-row count, or :data:`KEEP_APPLIED`, tells). ``JSON_COMPACT`` keeps the
+    body compact, as the codec writes it."""
     doc = _JSON_TEXT
     expression = doc
     params: list[Any] = []
@@ -251,6 +254,11 @@ def json_update(key: bytes, updated: Any, changes: JsonChanges, safe: int) -> tu
         params += list(changes.removals)
     where = f"id = %s AND LEFT(body, 1) = x'03' AND LENGTH(body) <= %s AND JSON_VALID({doc})"
     where_params: list[Any] = [key, changes.most]
+    if changes.not_kinds:
+        marks = ", ".join(["%s"] * len(changes.not_kinds))
+        kind = f"JSON_VALUE({doc}, '$.{KIND_PROPERTY}')"
+        where += f" AND ({kind} IS NULL OR {kind} NOT IN ({marks}))"
+        where_params += list(changes.not_kinds)
     for path, delta in changes.increments:
         where += (
             f" AND JSON_TYPE(JSON_EXTRACT({doc}, %s)) = 'INTEGER'"

@@ -81,7 +81,7 @@ def plan(values: Mapping[str, Any]) -> Plan | None:
     settings = conf.get()
     if not isinstance(settings.codec, JsonCodec):
         return None
-    covered = covered_names()
+    covered, kinds = covered_names(values)
     sets: list[tuple[str, str]] = []
     increments: list[tuple[str, int]] = []
     removals: list[str] = []
@@ -109,19 +109,26 @@ def plan(values: Mapping[str, Any]) -> Plan | None:
     most = settings.max_body_bytes - grows
     if most <= 1:
         return None
-    return Plan(entity_table.JsonChanges(sets, increments, removals, most))
+    return Plan(entity_table.JsonChanges(sets, increments, removals, most, sorted(kinds)))
 
 
-def covered_names() -> set[str]:
-    """The properties some maintained index of entities reads (a kind's index reads the
-    kind too): changing one may change index rows."""
+def covered_names(values: Mapping[str, Any]) -> tuple[set[str], set[str]]:
+    """``(names, kinds)``: the properties some maintained index of every entity reads
+    (changing one may change index rows), and the kinds whose own indexes read one of
+    ``values``' names (the statement leaves an entity of those kinds to the other route; a
+    kind's index reads the kind property too, which is then covered)."""
     names: set[str] = set()
+    kinds: set[str] = set()
     for index in maintained_indexes():
-        if index.column is None:
+        if index.column is not None:
+            continue
+        if index.kind is None:
             names |= index.property_set
-            if index.kind is not None:
-                names.add(KIND_PROPERTY)
-    return names
+            continue
+        names.add(KIND_PROPERTY)
+        if index.property_set & set(values):
+            kinds.add(index.kind)
+    return names, kinds
 
 
 def increment(name: str, value: Any) -> int | None:

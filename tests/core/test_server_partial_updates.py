@@ -30,7 +30,9 @@ from schemaless_store.values.codec import body_format
 from schemaless_store.values.jsonbody import SAFE_INT
 from schemaless_store.writes import server_updates
 from tests.core.test_partial_writes import _round_trips
+from tests.kindsapp.models import Note
 from tests.support import STORE
+from tests.support.raw import index_rows
 from tests.support.values import EVERY_TYPE, deep_same, line_values
 
 pytestmark = STORE
@@ -134,6 +136,28 @@ def test_an_indexed_or_conditional_partial_update_keeps_the_read_under_lock(json
         entity.save(update_fields=["views"], if_unchanged=True)
     assert any("FOR UPDATE" in s for s in sent), sent
     assert _stored(entity.id)["views"] == 5
+
+
+@pytest.mark.mariadb_only
+def test_a_kinds_indexed_field_keeps_its_index_and_an_unindexed_one_is_the_servers(json_bodies):
+    note = Note.objects.create(title="one", stars=3)
+    Entity.objects.filter(id=note.id).update(views=1)  # connections and the map, opened first
+    note.title = "two"  # index_note_title reads it, for notes only
+    note.save(update_fields=["title"])
+    assert [n.id for n in Note.objects.filter_index(title="two")] == [note.id]
+    assert not list(Note.objects.filter_index(title="one"))
+    assert len(index_rows("index_note_title")) == 1
+    note.score = 2.5  # no index reads it
+    with _round_trips() as sent:
+        note.save(update_fields=["score"])
+    assert len(sent) == 1, sent
+    stored = Note.objects.get(id=note.id)
+    assert (stored.title, stored.score, stored.stars) == ("two", 2.5, 3)
+    # A plain entity's "title" is no kind's: the server sets it.
+    entity = Entity.objects.create(title="a")
+    with _round_trips() as sent:
+        Entity.objects.filter(id=entity.id).update(title="b")
+    assert len(sent) == 1 and _stored(entity.id)["title"] == "b"
 
 
 # --- the same result as the read-under-lock route ---------------------------------------------
@@ -385,3 +409,48 @@ def test_the_update_invalidates_the_entity_cache():
         entity["title"] = "b"
         entity.save(update_fields=["title"])
         assert Entity.objects.get(id=entity.id)["title"] == "b"
+
+
+# --- which updates the server applies ------------------------------------------------------------
+
+
+def test_which_updates_the_server_can_apply(json_bodies):
+    how = server_updates.plan({"title": "t", "views": F("views") + 1})
+    assert how is not None
+    # Kinds' indexes read "title": the statement leaves an entity of those kinds alone.
+    assert set(how.changes.not_kinds) == {"note", "book", "novel"}
+    assert server_updates.plan({"views": 1}).changes.not_kinds == []
+    assert server_updates.plan({"title": server_updates.ABSENT}) is not None
+    assert server_updates.plan({"link": "https://a"}) is None  # index_link reads it
+    assert server_updates.plan({"user_id": b"1" * 16, "title": "t"}) is None  # a composite's
+    assert server_updates.plan({"kind": "Note"}) is None  # a kind's index reads the kind
+    assert server_updates.plan({"a.b": 1}) is None  # not a plain name: no path to spell
+    assert server_updates.plan({'x"y': 1}) is None
+    assert server_updates.plan({"title": object()}) is None  # the other route raises
+    assert server_updates.plan({"views": F("other") + 1}) is None  # resolved under the lock
+    assert server_updates.plan({"views": F("views") * 2}) is None
+    assert server_updates.plan({"views": F("views") + 1.5}) is None
+    with _settings(MAX_BODY_BYTES=50):
+        assert server_updates.plan({"title": "x" * 60}) is None  # could never fit
+    with override_settings(SCHEMALESS={**settings.SCHEMALESS, "CODEC": MSGPACK_CODEC}):
+        assert server_updates.plan({"title": "t"}) is None
+
+
+@pytest.mark.parametrize(
+    ("expression", "delta"),
+    [
+        (F("n") + 1, 1),
+        (5 + F("n"), 5),
+        (F("n") - 3, -3),
+        (F("n"), 0),
+        (F("n") + SAFE_INT, SAFE_INT),
+        (F("n") + (SAFE_INT + 1), None),
+        (F("n") + True, None),
+        (F("m") + 1, None),
+        (3 - F("n"), None),
+        (F("n") + F("n"), None),
+    ],
+    ids=repr,
+)
+def test_an_increment_is_an_int_added_to_its_own_property(expression, delta):
+    assert server_updates.increment("n", expression) == delta
