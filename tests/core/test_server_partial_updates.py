@@ -6,7 +6,10 @@ read-under-lock route."""
 
 from __future__ import annotations
 
+import io
+import random
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,6 +17,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 from django.db import connections, transaction
 from django.db.models import F, Value
 from django.test import override_settings
@@ -26,12 +30,14 @@ from schemaless_store.exceptions import BodyTooLarge, Conflict, InvalidQuery
 from schemaless_store.models import Entity
 from schemaless_store.tables import receipts as receipt_table
 from schemaless_store.testing.faults import lost_commit_answers
+from schemaless_store.topology import bucket_map
 from schemaless_store.values.codec import body_format
 from schemaless_store.values.jsonbody import SAFE_INT
 from schemaless_store.writes import server_updates
 from tests.core.test_partial_writes import _round_trips
 from tests.kindsapp.models import Note
-from tests.support import STORE
+from tests.support import STORE, buckets
+from tests.support.moving import MOVED, source_and_target
 from tests.support.raw import index_rows
 from tests.support.values import EVERY_TYPE, deep_same, line_values
 
@@ -454,3 +460,55 @@ def test_which_updates_the_server_can_apply(json_bodies):
 )
 def test_an_increment_is_an_int_added_to_its_own_property(expression, delta):
     assert server_updates.increment("n", expression) == delta
+
+
+# --- a bucket move -------------------------------------------------------------------------------
+
+
+@pytest.mark.mariadb_only
+@pytest.mark.usefixtures("buckets_restored")
+def test_increments_during_a_bucket_move_each_land_once_on_the_new_owner(json_bodies):
+    made = [Entity.objects.create(id=buckets.id_in_bucket(n), n=0) for n in range(0, 300, 10)]
+    _source, target = source_and_target()
+    acknowledged: dict[uuid.UUID, int] = {e.id: 0 for e in made}
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    rng = random.Random(45)
+    print("seed 45")
+
+    def write() -> None:
+        try:
+            while not stop.is_set():
+                key = rng.choice(made).id
+                assert Entity.objects.filter(id=key).update(n=F("n") + 1) == 1
+                acknowledged[key] += 1
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    try:
+        time.sleep(0.3)
+        call_command(
+            "movebuckets",
+            "--to",
+            target,
+            "--buckets",
+            MOVED,
+            "--batch",
+            "7",
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors, errors
+    assert sum(acknowledged.values()) > 20, acknowledged
+    bucket_map.forget()
+    for key, count in acknowledged.items():
+        assert bucket_map.alias_for(key.bytes) == target
+        assert _stored(key) == {"id": key, "n": count}, key
