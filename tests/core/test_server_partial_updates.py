@@ -211,11 +211,13 @@ def test_the_server_writes_what_the_read_under_lock_route_writes(json_bodies, st
 
 
 @pytest.mark.mariadb_only
-def test_a_messagepack_body_takes_the_read_under_lock_route():
-    with override_settings(SCHEMALESS={**settings.SCHEMALESS, "CODEC": MSGPACK_CODEC}):
+@pytest.mark.parametrize("history", [False, True], ids=["plain", "history"])
+def test_a_messagepack_body_takes_the_read_under_lock_route(history: bool):
+    msgpack = {**settings.SCHEMALESS, "CODEC": MSGPACK_CODEC, "HISTORY": history}
+    with override_settings(SCHEMALESS=msgpack):
         entity = Entity.objects.create(title="old", views=1, link="https://m")
     assert body_format(bytes(entity.row_body)).startswith("msgpack")
-    with _settings(), _round_trips() as sent:
+    with _settings(HISTORY=history), _round_trips() as sent:
         entity["title"] = "new"
         entity.save(update_fields=["title"])
         Entity.objects.filter(id=entity.id).update(views=F("views") + 1)
@@ -228,10 +230,14 @@ def test_a_messagepack_body_takes_the_read_under_lock_route():
     stored = Entity.objects.get(id=entity.id)
     assert stored["title"] == "new" and stored["views"] == 2 and stored["link"] == "https://m"
     assert body_format(bytes(stored.row_body)) == "json"  # written in the codec's format now
-    with _settings():
+    with _settings(HISTORY=history):
         with _round_trips() as sent:
             Entity.objects.filter(id=entity.id).update(views=F("views") + 1)
         assert len(_mine(sent)) == 1 and _stored(entity.id)["views"] == 3
+        if history:  # the create, then one version per write: none of a statement that
+            # changed nothing
+            versions = entity.history()
+            assert [dict(v.properties)["views"] for v in versions] == [1, 1, 2, 3]
 
 
 @pytest.mark.mariadb_only
