@@ -25,6 +25,7 @@ from schemaless_store.values.jsonbody import SAFE_INT
 from tests.core.test_server_partial_updates import _settings, _stored, json_bodies
 from tests.support import STORE, buckets
 from tests.support.moving import MOVED, source_and_target
+from tests.support.near import Other, held, near_on
 
 pytestmark = STORE
 
@@ -230,3 +231,26 @@ def test_increments_during_a_bucket_move_each_land_once_on_the_new_owner(json_bo
     for key, count in acknowledged.items():
         assert bucket_map.alias_for(key.bytes) == target
         assert _stored(key) == {"id": key, "n": count}, key
+
+
+# --- the near cache ------------------------------------------------------------------------------
+
+
+def test_the_near_caches_drop_an_entity_the_server_updated():
+    with _settings(), near_on(DROP_TIMEOUT=2.0):
+        other = Other()
+        try:
+            made = Entity.objects.create(n=0, title="a")
+            assert other.ask("read_near", made.id)["n"] == 0
+            held(made.id)  # this process holds a copy too
+            Entity.objects.filter(id=made.id).update(n=F("n") + 1)
+            assert Entity.objects.get(id=made.id)["n"] == 1  # its own copy went at once
+            after = other.ask("wait_gone", made.id)
+            assert after["n"] == 1 and after["waited"] < 2, after  # the push, not a timeout
+            assert other.ask("read_near", made.id)["n"] == 1  # copied again
+            made["n"] = 5
+            made.save(update_fields=["n"])
+            assert Entity.objects.get(id=made.id)["n"] == 5
+            assert other.ask("wait_gone", made.id)["n"] == 5
+        finally:
+            other.close()
