@@ -8,7 +8,9 @@
 A process per contender keeps each one's settings (the near cache on or off) for the whole run,
 as a server process would: the near cache is never switched off and on between rounds, and it
 stays as warm as the workload makes it. The environment is the bench's (``bench.settings``),
-plus ``BENCH_YCSB_JSON_URL`` and ``BENCH_YCSB_RAW_URL``.
+plus ``BENCH_YCSB_JSON_URL`` and ``BENCH_YCSB_RAW_URL``; ``BENCH_YCSB_CODEC=json`` writes the
+store's bodies as JSON, and ``BENCH_YCSB_SERVER_UPDATES=0`` sends every partial update the
+read-under-lock route (issue 45, item 2: the same code with the server's route off).
 """
 
 from __future__ import annotations
@@ -39,6 +41,14 @@ def make(contender: str) -> Client:
         raise SystemExit(f"unknown contender {contender!r}")
     from django.test.utils import override_settings
 
+    if os.environ.get("BENCH_YCSB_CODEC") == "json":  # JSON bodies (issue 45)
+        codec = "schemaless_store.values.codec.JsonCodec"
+        override_settings(SCHEMALESS={**settings.SCHEMALESS, "CODEC": codec}).enable()
+    if os.environ.get("BENCH_YCSB_SERVER_UPDATES") == "0":
+        # The A/B of issue 45 item 2: every partial update takes the read-under-lock route.
+        from schemaless_store.writes import server_updates
+
+        server_updates.applies_here = lambda key: False  # type: ignore[assignment]
     if contender in ("store_near", "store_redis"):
         near = {"MAX_ENTRIES": int(os.environ.get("BENCH_YCSB_NEAR_ENTRIES", "100000"))}
         override_settings(

@@ -101,6 +101,21 @@ def entity_version_statements(
     return statements
 
 
+def entity_version_from_row(entity_id: bytes, stamp: Any) -> list[tuple[str, list[Any]]]:
+    """:func:`entity_version_statements` for a body the server built (a partial update
+    applied there): the version copies the entity's row, and only when the statement before
+    changed it (``@schemaless_added_id``, :data:`..tables.entities.KEEP_APPLIED`)."""
+    return [
+        (_NEXT_VERSION, [ENTITY_COLUMN, entity_id]),
+        (
+            "INSERT INTO cell (row_key, column_name, ref_key, body, created_at) "
+            "SELECT id, %s, @schemaless_version, body, %s FROM entities "
+            "WHERE id = %s AND @schemaless_added_id > 0",
+            [ENTITY_COLUMN, stamp, entity_id],
+        ),
+    ]
+
+
 _NEXT_VERSION = (
     "SELECT COALESCE(MAX(ref_key), 0) + 1 INTO @schemaless_version FROM cell "
     "WHERE column_name = %s AND row_key = %s"

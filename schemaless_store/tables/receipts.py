@@ -171,11 +171,12 @@ def commit_batch(
     receipt: tuple[bytes, int, dict[str, Any]] | None,
     *,
     begin: bool,
-) -> list[tuple[int, int]]:
+) -> list[tuple[int, int, tuple[Any, ...]]]:
     """Send the receipt ``(write_id, created, result)`` if any, ``statements`` (rendered, the
     transaction's last) and ``COMMIT`` in one round trip on the driver's connection ``driver``
     (a multi-statement query; ``begin``: ``BEGIN`` first, the whole transaction in it).
-    Returns each of ``statements``' ``(lastrowid, rowcount)``.
+    Returns each of ``statements``' ``(lastrowid, rowcount, rows)`` (``rows``: what a
+    ``SELECT`` among them answered, else empty).
 
     A statement here may wait on a row lock, and if the answer is lost meanwhile (the
     client's ``read_timeout``) the server runs on and may commit: the retry rule ends this
@@ -195,16 +196,21 @@ def commit_batch(
     if fill is not None:
         sent.append(fill)
     sent.append(b"COMMIT")
-    outcomes: list[tuple[int, int]] = []
+    outcomes: list[tuple[int, int, tuple[Any, ...]]] = []
     cursor = driver.cursor()
     try:
         cursor.execute(b";".join(sent))
-        outcomes.append((int(cursor.lastrowid or 0), int(cursor.rowcount)))
+        outcomes.append(_outcome(cursor))
         while cursor.nextset() is not None:  # each statement's answer (an error raises here)
-            outcomes.append((int(cursor.lastrowid or 0), int(cursor.rowcount)))
+            outcomes.append(_outcome(cursor))
     finally:
         cursor.close()
     return outcomes[first : first + len(statements)]
+
+
+def _outcome(cursor: Any) -> tuple[int, int, tuple[Any, ...]]:
+    rows = tuple(cursor.fetchall()) if cursor.description is not None else ()
+    return int(cursor.lastrowid or 0), int(cursor.rowcount), rows
 
 
 def render(driver: Any, sql: str, params: Sequence[Any]) -> bytes:

@@ -85,6 +85,17 @@ def encode_json(properties: Mapping[str, Any], max_nesting: int) -> bytes:
         raise UnsupportedValue(f"cannot store this string: {exc}") from exc
 
 
+def encode_value(value: Any, max_nesting: int) -> str:
+    """The JSON text of one property's value as :func:`encode_json` writes it in a body (its
+    tags included): what a partial update the server applies sets (``JSON_SET``)."""
+    text = _ENCODER.encode(_to_json(value, 1, max_nesting))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate, as encode_json refuses it
+        raise UnsupportedValue(f"cannot store this string: {exc}") from exc
+    return text
+
+
 def _to_json(value: Any, level: int, max_nesting: int) -> Any:
     kind = type(value)
     if kind is str or kind is bool or value is None:

@@ -38,7 +38,7 @@ from ..tables.lifecycle import maintained_indexes
 from ..topology import bucket_map, shards
 from ..values import bounds, expected
 from ..values.codec import decode_body
-from . import with_commit
+from . import server_updates, with_commit
 from .protocol import Change, SplitWrite, Write, run
 from .rows import encode_body, rows_of
 
@@ -120,11 +120,14 @@ def save(
         expect = expected.of(entity)
     change.expected = expect
     cls = type(entity)
+    quiet = not _heard(pre_save, post_save, cls)
+    if only is not None and expect is None and quiet and server_updates.save_fields(entity, only):
+        return
     write = Write(
         bucket_map.alias_for(change.key),
         [change],
         insert_only=force_insert,
-        quiet=not _heard(pre_save, post_save, cls) and not _may_claim(only),
+        quiet=quiet and not _may_claim(only),
     )
     write.defers = write.quiet  # no receiver to see the row before the commit
     run(write, partial(_store_one, entity=entity))
@@ -203,7 +206,7 @@ def _partial_change(change: Change, entity: EntityRecord) -> None:
     _merge(change, {name: mine.get(name, _ABSENT) for name in change.only or ()})
 
 
-_ABSENT = object()  # a property to remove
+_ABSENT = server_updates.ABSENT  # a property to remove
 
 
 def _may_claim(names: frozenset[str] | None) -> bool:
@@ -219,12 +222,13 @@ def _may_claim(names: frozenset[str] | None) -> bool:
 def _merge(change: Change, values: Mapping[str, Any]) -> None:
     """Set ``change``'s body and rows: its stored body (read in step 1) with ``values`` set
     (``_ABSENT``: removed). A bad value raises here, before anything is written."""
-    properties = dict(decode_body(bytes(change.found.body or b""))) if change.found else {}
+    stored = dict(decode_body(bytes(change.found.body or b""))) if change.found else {}
+    properties = dict(stored)
     for name, value in values.items():
         if value is _ABSENT:
             properties.pop(name, None)
-        else:
-            properties[name] = value
+        else:  # an F() reads the stored value
+            properties[name] = server_updates.resolve(value, stored)
     change.rows = rows_of(properties)
     change.body = encode_body(properties, change.key)
 
@@ -237,6 +241,14 @@ def update_ids(keys: Sequence[bytes], values: Mapping[str, Any], batch_size: int
     names = only_fields(values)
     if not names:
         return 0
+    unique = list(dict.fromkeys(keys))
+    if len(unique) == 1 and server_updates.applies_here(unique[0]):
+        how = server_updates.plan(values)
+        if how is not None:
+            applied = server_updates.apply(unique[0], how, timezone.now(), want_body=False)
+            if applied.added_id:
+                return 1
+            # Missing, or not a JSON body: the read-under-lock route below decides.
     by_alias: dict[str, list[bytes]] = defaultdict(list)
     for key in dict.fromkeys(keys):
         by_alias[bucket_map.alias_for(key)].append(key)

@@ -93,6 +93,9 @@ class Change:
     found: Locked | None = None  # the stored row, read under the lock (step 1)
     old: RowSet = field(default_factory=set)  # the index rows the stored row implies
     expected: Expected | None = None  # a conditional write: what the row must still be
+    # Not read in step 1 either: a partial update the server applies (:mod:`.server_updates`),
+    # whose statement checks in its WHERE what it needs, and which no index row follows.
+    blind: bool = False
     # save(update_fields=...): only these properties change, over the stored body (the store
     # step computes body and rows from the row step 1 read).
     only: frozenset[str] | None = None
@@ -162,7 +165,7 @@ class Write:
 
     def lock(self) -> None:
         """Step 1: lock the stored rows and learn what they imply."""
-        wanted = [c.key for c in self.changes if not c.fresh]
+        wanted = [c.key for c in self.changes if not (c.fresh or c.blind)]
         found = {}
         if wanted:  # on the driver's route BEGIN goes with this read
             first = self.tx.opening() if hasattr(self.tx, "opening") else ""

@@ -79,7 +79,7 @@ class _DriverTransaction:
         self.begun = False  # BEGIN sent, or handed to the first statement
         self.receipt: tuple[bytes, int, dict[str, Any]] | None = None
         self.deferred: list[bytes] = []
-        self.then: list[tuple[int, Callable[[int, int], None]]] = []
+        self.then: list[tuple[int, Callable[[int, int, tuple[Any, ...]], None]]] = []
 
     def __enter__(self) -> _DriverTransaction:
         conn = self.conn
@@ -105,12 +105,18 @@ class _DriverTransaction:
                 self.conn.connection.begin()
 
     def defer(
-        self, sql: str, params: Sequence[Any], then: Callable[[int, int], None] | None = None
+        self,
+        sql: str,
+        params: Sequence[Any],
+        then: Callable[[int, int, tuple[Any, ...]], None] | None = None,
     ) -> None:
-        """Send ``sql`` with the ``COMMIT``; ``then(lastrowid, rowcount)`` once committed."""
+        """Send ``sql`` with the ``COMMIT``; ``then(lastrowid, rowcount, rows)`` once
+        committed (``rows``: a ``SELECT``'s answer)."""
         self.defer_rendered(receipt_table.render(self.conn.connection, sql, params), then)
 
-    def defer_rendered(self, sql: bytes, then: Callable[[int, int], None] | None = None) -> None:
+    def defer_rendered(
+        self, sql: bytes, then: Callable[[int, int, tuple[Any, ...]], None] | None = None
+    ) -> None:
         if then is not None:
             self.then.append((len(self.deferred), then))
         self.deferred.append(sql)

@@ -22,7 +22,7 @@ def save(write: Any, carrier: Any, entity: Any, stamp: Any, history: bool) -> No
     change = write.changes[0]
     if change.found is None:
 
-        def inserted(added_id: int, _rowcount: int) -> None:
+        def inserted(added_id: int, _rowcount: int, _rows: tuple[Any, ...]) -> None:
             entity.added_id = write.result["added_id"] = added_id
 
         write.result = insert(carrier, change.key, change.body, stamp, history, inserted)
@@ -38,9 +38,9 @@ def insert(
     body: bytes,
     stamp: Any,
     history: bool,
-    inserted: Callable[[int, int], None],
+    inserted: Callable[[int, int, tuple[Any, ...]], None],
 ) -> dict[str, Any]:
-    """A new row (``inserted(added_id, rowcount)`` once committed); returns the receipt's
+    """A new row (``inserted(added_id, rowcount, rows)`` once committed); returns the receipt's
     result, whose ``added_id`` the server fills in (:data:`..tables.receipts.ADDED_ID`)."""
     carrier.defer(entity_table.INSERT, (key, stamp, body), then=inserted)
     carrier.defer_rendered(receipt_table.KEEP_ADDED_ID)

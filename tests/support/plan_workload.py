@@ -5,7 +5,8 @@ an operator runs.
 Each part is a function of its own, so that a test can run one (the test that reverts
 ``keys_where`` runs :func:`writes` only). The parts, in order: writes (insert, an indexed value
 changed, an unindexed one, a unique value claimed and let go, delete, conditional save,
-``filter(id=...).update()``, ``modify``, ``bulk_put`` of new and of existing entities, receipts
+``filter(id=...).update()``, ``modify``, partial updates the server applies to JSON bodies,
+``bulk_put`` of new and of existing entities, receipts
 pruned on every write and one looked up), cells, reads (``get``, ``get_many``, a walk of
 every entity), query pages (equality, range, ``in``, order, continuation cursors, a page
 across shards), the cleaner (a new index's backfill, then missing and stale rows repaired),
@@ -24,8 +25,11 @@ import time
 import uuid
 from typing import Any
 
+from django.conf import settings
 from django.core.management import call_command
 from django.db import connections
+from django.db.models import F
+from django.test import override_settings
 
 from schemaless_store.cleaner import Cleaner
 from schemaless_store.config.indexes import Index
@@ -43,6 +47,7 @@ from tests.support.moving import MoverDied, source_and_target
 from tests.support.raw import raw_delete
 
 USERS = [bytes([n]) * 16 for n in range(1, 5)]
+JSON_CODEC = "schemaless_store.values.codec.JsonCodec"
 
 
 def writes(monkeypatch: Any) -> list[Entity]:
@@ -70,6 +75,17 @@ def writes(monkeypatch: Any) -> list[Entity]:
     Entity.objects.filter(id=made[3].id).update(title="partial")
     Entity.objects.filter(id__in=[e.id for e in made[4:8]]).update(user_id=USERS[2])
     Entity.objects.modify(made[8].id, lambda e: e.__setitem__("published", 1))
+    # Partial updates the server applies (JSON bodies, history on: JSON_SET, the added_id
+    # kept, the version copied by INSERT ... SELECT); the first meets a MessagePack body and
+    # falls back to the read under the lock.
+    json_bodies = {**settings.SCHEMALESS, "CODEC": JSON_CODEC, "HISTORY": True}
+    with override_settings(SCHEMALESS=json_bodies):
+        Entity.objects.filter(id=made[9].id).update(title="server", n=1)
+        Entity.objects.filter(id=made[9].id).update(n=F("n") + 1, gone=None)
+        server = Entity.objects.get(id=made[9].id)
+        server["title"] = "saved by the server"
+        del server["gone"]
+        server.save(update_fields=["title", "gone"])
     batch = Entity.objects.bulk_put(
         [PostFactory(user_id=USERS[n % 3], tags=["c"]) for n in range(60)], batch_size=25
     )
