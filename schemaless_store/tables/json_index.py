@@ -1,0 +1,334 @@
+"""Index rows the server reads out of JSON bodies (issue 45): the cleaner's batches without a
+body decoded in Python.
+
+For an index whose column types the server can compute exactly (:func:`supported`: ``key``,
+``str``, ``int``, ``float``, as declared, not subclassed), each row of a batch gets, from
+``JSON_EXTRACT`` / ``JSON_VALUE`` on :data:`~.entities.JSON_BODY`:
+
+- a *Python* flag: the server cannot give this entity's rows exactly the value
+  :meth:`Index.rows_for` gives, so its body goes through today's path (decoded in Python). That
+  is every body that is not JSON (MessagePack during a rewrite, no body), not valid JSON, not
+  UTF-8 the way Python reads it, or not an object; and every indexed property whose value is a
+  list, an object (a tagged datetime, bytes, UUID, big int, special float, or a dict), a string
+  with a ``\\u`` escape, a number beyond JSON's safe integers or with a 3-digit exponent, a float
+  in a ``key`` column, a value too long for its column, or a type its column refuses;
+- the column values, exactly what Python computes (``key``: the order-preserving encoding of
+  :func:`~schemaless_store.values.index_values.encode_key` for strings, ints, booleans, null);
+- whether the entity has a row at all (not when a property is missing, or a kind index's
+  ``kind`` is another).
+
+:func:`read_batch` streams those per entity (the index rows of an entity on any shard, as
+``(value, id)`` tuples); :func:`insert_select` writes them with one ``INSERT ... SELECT`` per
+chunk, for a shard whose index table serves every bucket (nothing to route in the client).
+tests/cleaner/test_server_extraction.py proves the equality on generated bodies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from ..config.indexes import KIND_PROPERTY, Index, Source, is_identifier
+from ..sql.values import UPDATED_TEXT, as_param
+from ..topology import bucket_map, shards
+from ..values.index_values import ColumnType, FloatColumn, IntColumn, KeyColumn, StrColumn
+from ..values.jsonbody import SAFE_INT
+from .entities import JSON_BODY, chunks
+from .index_rows import Refusal
+
+SERVER_TYPES = (KeyColumn, StrColumn, IntColumn, FloatColumn)
+_INT_KEY_BYTES = 17  # the number tag, the sortable double, the exact int
+
+
+class ServerRow(NamedTuple):
+    """One entity of a batch as the server read it."""
+
+    added_id: int
+    entity_id: bytes
+    updated: Any  # as text (``UPDATED_TEXT``)
+    python: bool  # its rows must come from its body, decoded in Python
+    values: tuple[Any, ...] | None  # its one row's column values; None: no row (or ``python``)
+
+
+def supported(index: Index) -> bool:
+    """Whether the server can compute every column of ``index`` (else: today's path)."""
+    return all(type(index.columns[p]) in SERVER_TYPES for p in index.properties) and all(
+        is_identifier(p) for p in (*index.properties, KIND_PROPERTY)
+    )
+
+
+def _path(prop: str) -> str:
+    if not is_identifier(prop):  # the path is spelled in the statement
+        raise ValueError(f"{prop!r} is not a property name the server can be asked for")
+    return f"'$.{prop}'"
+
+
+def _extract(prop: str) -> str:
+    return f"JSON_EXTRACT({JSON_BODY}, {_path(prop)})"
+
+
+def _value(prop: str) -> str:
+    return f"JSON_VALUE({JSON_BODY}, {_path(prop)})"
+
+
+def _type(prop: str) -> str:
+    return f"JSON_TYPE({_extract(prop)})"
+
+
+def _plain_string(prop: str) -> str:
+    # A string written without \u escapes: JSON_VALUE gives its characters as Python reads
+    # them (a \u escape may be half a surrogate pair, which Python keeps and UTF-8 cannot).
+    return f"{_type(prop)} = 'STRING' AND LOCATE('\\\\u', {_extract(prop)}) = 0"
+
+
+def _safe_int(prop: str) -> str:
+    # JSON's integer grammar (-?digits), short enough not to overflow the casts below.
+    value = _value(prop)
+    return (
+        f"{_type(prop)} = 'INTEGER' AND LENGTH({value}) <= 17 "
+        f"AND ABS(CAST({value} AS DECIMAL(20, 0))) <= {SAFE_INT}"
+    )
+
+
+def _bytes8(number: str) -> str:
+    """An unsigned 64-bit integer as 8 big-endian bytes."""
+    return f"UNHEX(LPAD(HEX({number}), 16, '0'))"
+
+
+def _int_key(prop: str) -> str:
+    """:func:`~schemaless_store.values.index_values._int_key` of an int within ``SAFE_INT``:
+    the tag, the double's bits made sortable, the int plus 2**63. The double of such an int is
+    exact: exponent ``e`` (its bit length less one) and the bits below the leading one."""
+    n = f"CAST({_value(prop)} AS SIGNED)"
+    a = f"ABS({n})"
+    e = f"(LENGTH(BIN({a})) - 1)"
+    bits = f"((({e} + 1023) << 52) | (({a} << (52 - {e})) & 4503599627370495))"
+    sortable = (
+        f"CASE WHEN {n} > 0 THEN {bits} | 9223372036854775808 "
+        f"WHEN {n} = 0 THEN 9223372036854775808 ELSE 9223372036854775807 - {bits} END"
+    )
+    exact = f"({n} ^ 9223372036854775808)"
+    return f"CONCAT(x'30', {_bytes8(sortable)}, {_bytes8(exact)})"
+
+
+def column_sql(prop: str, column: ColumnType) -> str:
+    """The column value of ``prop`` in a JSON body, or NULL where the server cannot give
+    exactly what ``column.to_db`` gives (or the property is missing)."""
+    kind = type(column)
+    text = f"CONVERT({_value(prop)} USING binary)"
+    if kind is StrColumn:
+        return (
+            f"CASE WHEN {_plain_string(prop)} AND LENGTH({text}) <= {int(column.max_bytes)} "
+            f"THEN {text} END"
+        )
+    if kind is IntColumn:
+        return f"CASE WHEN {_safe_int(prop)} THEN CAST({_value(prop)} AS SIGNED) END"
+    if kind is FloatColumn:
+        value = _value(prop)
+        return (
+            f"CASE WHEN {_safe_int(prop)} THEN CAST(CAST({value} AS SIGNED) AS DOUBLE) "
+            f"WHEN {_type(prop)} = 'DOUBLE' AND LENGTH({value}) <= 32 "
+            f"AND {value} NOT REGEXP '[eE][-+]?[0-9]{{3}}' THEN CAST({value} AS DOUBLE) + 0e0 END"
+        )
+    if kind is KeyColumn:
+        limit = int(column.max_bytes)
+        cases = [
+            f"WHEN {_plain_string(prop)} AND 1 + LENGTH({text}) <= {limit} "
+            f"THEN CONCAT(x'50', {text})"
+        ]
+        if limit >= 1:
+            cases += [
+                f"WHEN {_type(prop)} = 'NULL' THEN x'10'",
+                f"WHEN {_type(prop)} = 'BOOLEAN' THEN IF({_extract(prop)} = 'true', x'21', x'20')",
+            ]
+        if limit >= _INT_KEY_BYTES:
+            cases.append(f"WHEN {_safe_int(prop)} THEN {_int_key(prop)}")
+        return f"CASE {' '.join(cases)} END"
+    raise ValueError(f"the server cannot compute a {column!r} column")
+
+
+class Extraction:
+    """The expressions of one index: its columns, the Python flag, whether a row exists."""
+
+    def __init__(self, index: Index) -> None:
+        if not supported(index):
+            raise ValueError(f"the server cannot compute the columns of {index!r}")
+        self.index = index
+        self.columns = [column_sql(p, index.columns[p]) for p in index.properties]
+        body_ok = (
+            # Valid UTF-8 as Python reads it (CONVERT would put "?" for a bad sequence) ...
+            f"CONVERT({JSON_BODY} USING binary) = SUBSTRING(body, 2) "
+            # ... valid JSON (the functions below would warn, and a statement fail), an object.
+            f"AND JSON_VALID({JSON_BODY}) AND JSON_TYPE({JSON_BODY}) = 'OBJECT'"
+        )
+        self.kind_params: list[Any] = []
+        kind_ok = "1"
+        if index.kind is not None:
+            kind_ok = (
+                f"({_plain_string(KIND_PROPERTY)} "
+                f"AND CONVERT({_value(KIND_PROPERTY)} USING binary) = CONVERT(%s USING binary))"
+            )
+            self.kind_params = [index.kind]
+        unhandled = " OR ".join(
+            f"({_extract(p)} IS NOT NULL AND {sql} IS NULL)"
+            for p, sql in zip(index.properties, self.columns, strict=True)
+        )
+        present = " AND ".join(f"{_extract(p)} IS NOT NULL" for p in index.properties)
+        # 2: Python; 1: one row, the columns computed; 0: no row. Each branch runs only once
+        # the ones before it hold (CASE stops at the first): no JSON function meets a body it
+        # would warn about.
+        self.state = (
+            f"CASE WHEN body IS NULL OR {JSON_BODY} IS NULL THEN 2 "
+            f"WHEN NOT ({body_ok}) THEN 2 WHEN NOT {kind_ok} THEN 0 "
+            f"WHEN {unhandled} THEN 2 WHEN {present} THEN 1 ELSE 0 END"
+        )
+
+    def state_params(self) -> list[Any]:
+        return list(self.kind_params)
+
+
+def read_batch(
+    index: Index,
+    extraction: Extraction,
+    alias: str,
+    last: int,
+    upto: int,
+    limit: int,
+    *,
+    values: bool = True,
+) -> list[ServerRow]:
+    """Entities with ``last < added_id <= upto`` by ``added_id`` (a backfill's batch), each with
+    its Python flag and (``values``) its row's column values: no body crosses the network."""
+    source = index.source
+    extra, params = source.where()
+    state = f"({extraction.state})"
+    columns = ", ".join(extraction.columns) if values else "NULL"
+    rows = shards.read(
+        alias,
+        f"SELECT added_id, {source.id_column}, {UPDATED_TEXT}, {state} AS state, {columns} "
+        f"FROM {source.table} WHERE added_id > %s AND added_id <= %s{extra} "
+        f"ORDER BY added_id LIMIT {int(limit)}",
+        [*extraction.state_params(), last, upto, *params],
+    )
+    return [_server_row(row, values) for row in rows]
+
+
+def read_newest_first(
+    index: Index,
+    extraction: Extraction,
+    alias: str,
+    bound: tuple[Any, int] | None,
+    limit: int,
+) -> list[ServerRow]:
+    """:func:`.entities.newest_first` (a repair's batch) with the rows the server reads."""
+    source = index.source
+    extra, params = source.where()
+    where = f"WHERE 1 = 1{extra} "
+    if bound is not None:
+        updated = as_param(shards.connection(alias), bound[0])
+        where += "AND updated <= %s AND (updated < %s OR added_id < %s) "
+        params = [*params, updated, updated, bound[1]]
+    rows = shards.read(
+        alias,
+        f"SELECT added_id, {source.id_column}, {UPDATED_TEXT}, ({extraction.state}) AS state, "
+        f"{', '.join(extraction.columns)} FROM {source.table} {where}"
+        f"ORDER BY updated DESC, added_id DESC LIMIT {int(limit)}",
+        [*extraction.state_params(), *params],
+    )
+    return [_server_row(row, True) for row in rows]
+
+
+def current(
+    index: Index, extraction: Extraction, alias: str, keys: Sequence[bytes]
+) -> list[ServerRow]:
+    """The entities among ``keys`` that exist on ``alias``, with the rows the server reads (a
+    sweep's look at the entities its index rows point at)."""
+    source = index.source
+    extra, params = source.where()
+    found: list[ServerRow] = []
+    for chunk in chunks(keys, 500):
+        marks = ", ".join(["%s"] * len(chunk))
+        rows = shards.read(
+            alias,
+            f"SELECT added_id, {source.id_column}, {UPDATED_TEXT}, ({extraction.state}) AS state, "
+            f"{', '.join(extraction.columns)} FROM {source.table} "
+            f"WHERE {source.id_column} IN ({marks}){extra}",
+            [*extraction.state_params(), *chunk, *params],
+        )
+        found += [_server_row(row, True) for row in rows]
+    return found
+
+
+def _server_row(row: Sequence[Any], values: bool) -> ServerRow:
+    added_id, key, updated, state, *columns = row
+    has_row = int(state) == 1 and values
+    return ServerRow(
+        int(added_id),
+        bytes(key),
+        updated,
+        int(state) == 2,
+        tuple(bytes(c) if isinstance(c, bytearray | memoryview) else c for c in columns)
+        if has_row
+        else None,
+    )
+
+
+def bodies(source: Source, alias: str, added_ids: Sequence[int]) -> list[tuple[Any, ...]]:
+    """``(added_id, key, updated, body)`` of these rows (the ones the server leaves to
+    Python), by ``added_id``."""
+    extra, params = source.where()
+    found: list[tuple[Any, ...]] = []
+    for chunk in chunks(sorted(added_ids), 500):
+        marks = ", ".join(["%s"] * len(chunk))
+        found += [
+            (added_id, bytes(key), updated, None if body is None else bytes(body))
+            for added_id, key, updated, body in shards.read(
+                alias,
+                f"SELECT added_id, {source.id_column}, {UPDATED_TEXT}, body FROM {source.table} "
+                f"WHERE added_id IN ({marks}){extra} ORDER BY added_id",
+                [*chunk, *params],
+            )
+        ]
+    return found
+
+
+def insert_select(
+    index: Index,
+    extraction: Extraction,
+    alias: str,
+    added_ids: Sequence[int],
+    refused_by: Refusal,
+) -> int | None:
+    """Write the rows the server computes for the entities ``added_ids`` on ``alias`` into the
+    index table there: one ``INSERT ... SELECT`` (idempotent) that walks the entities by
+    ``added_id`` (a range of the primary key, filtered to these ids), read as a consistent
+    read of its own (``READ COMMITTED``: no row of ``entities`` is locked, no writer waits).
+    Every row must belong on ``alias``: its index writer must serve every bucket, which
+    ``refused_by`` (the fence) is asked first, on that connection; None, with nothing written,
+    when it does not. Else the rows written (a row already there counts)."""
+    if not added_ids:
+        return 0
+    source = index.source
+    extra, params = source.where()
+    conn = shards.index_connection(alias)
+    quote = conn.ops.quote_name
+    names = ", ".join(quote(c) for c in (*index.properties, "entity_id"))
+    entity = quote("entity_id")
+    wanted = sorted(added_ids)
+    marks = ", ".join(["%s"] * len(wanted))
+    sql = (
+        f"INSERT INTO {quote(index.name)} ({names}) "
+        f"SELECT {', '.join(extraction.columns)}, {source.id_column} FROM {source.table} "
+        f"WHERE added_id >= %s AND added_id <= %s AND added_id IN ({marks}){extra} "
+        f"AND ({extraction.state}) = 1 "
+        f"ON DUPLICATE KEY UPDATE {entity} = {entity}"
+    )
+    with shards.errors_named(alias):
+        if refused_by(conn, list(range(bucket_map.current().buckets))):
+            return None
+    with shards.errors_named(alias), shards.statement_cursor(conn) as cursor:
+        # The next transaction only (this statement, in autocommit): InnoDB reads the
+        # SELECT's rows without shared locks at READ COMMITTED.
+        cursor.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        cursor.execute(sql, [wanted[0], wanted[-1], *wanted, *params, *extraction.state_params()])
+        return max(int(cursor.rowcount), 0)
