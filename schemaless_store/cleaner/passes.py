@@ -100,9 +100,7 @@ def backfill(cleaner: PassRunner, index: Index, alias: str, result: PassResult) 
                 source, alias, checkpoint.last_added_id, upto, cleaner.batch_size
             )
         in_place[0] = local(index, alias)
-        return fetch_batch(
-            index, found, alias, checkpoint.last_added_id, upto, cleaner.batch_size, not in_place[0]
-        )
+        return fetch_batch(index, found, alias, checkpoint.last_added_id, upto, cleaner.batch_size)
 
     with cleaner.bar(
         f"backfill {index.name} {alias}",

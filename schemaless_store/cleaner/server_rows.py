@@ -72,9 +72,9 @@ def local(index: Index, alias: str) -> bool:
 
 
 def fetch_batch(
-    index: Index, found: Extraction, alias: str, last: int, upto: int, limit: int, rows: bool
+    index: Index, found: Extraction, alias: str, last: int, upto: int, limit: int
 ) -> list[ServerRow]:
-    return json_index.read_batch(index, found, alias, last, upto, limit, values=rows)
+    return json_index.read_batch(index, found, alias, last, upto, limit)
 
 
 def index_batch(
@@ -96,6 +96,7 @@ def index_batch(
         read_at = {r.entity_id: (r.added_id, r.updated) for r in served if r.values is not None}
         result.inserted += insert_checked(index, alias, rows, read_at, result)
         return
+    served = [row for row in served if row.values is not None]  # the entities with a row
     if not served:
         return
     written = 0

@@ -75,10 +75,18 @@ def _type(prop: str) -> str:
     return f"JSON_TYPE({_extract(prop)})"
 
 
+# Backslash, u: the start of a \u escape in JSON text (spelled without a backslash in SQL).
+_ESCAPE = "CONCAT(CHAR(92), 'u')"
+
+
+def _escaped(prop: str) -> str:
+    return f"LOCATE({_ESCAPE}, {_extract(prop)}) > 0"
+
+
 def _plain_string(prop: str) -> str:
     # A string written without \u escapes: JSON_VALUE gives its characters as Python reads
     # them (a \u escape may be half a surrogate pair, which Python keeps and UTF-8 cannot).
-    return f"{_type(prop)} = 'STRING' AND LOCATE('\\\\u', {_extract(prop)}) = 0"
+    return f"{_type(prop)} = 'STRING' AND NOT {_escaped(prop)}"
 
 
 def _safe_int(prop: str) -> str:
@@ -148,69 +156,87 @@ def column_sql(prop: str, column: ColumnType) -> str:
 
 
 class Extraction:
-    """The expressions of one index: its columns, the Python flag, whether a row exists."""
+    """The expressions of one index: a check of the body (and kind), each column's value, and
+    whether each property is there. One ``SELECT`` reads them all, each evaluated once per
+    entity; :meth:`state` says what they mean."""
 
     def __init__(self, index: Index) -> None:
         if not supported(index):
             raise ValueError(f"the server cannot compute the columns of {index!r}")
         self.index = index
         self.columns = [column_sql(p, index.columns[p]) for p in index.properties]
+        self.present = [f"{_extract(p)} IS NOT NULL" for p in index.properties]
         body_ok = (
             # Valid UTF-8 as Python reads it (CONVERT would put "?" for a bad sequence) ...
             f"CONVERT({JSON_BODY} USING binary) = SUBSTRING(body, 2) "
-            # ... valid JSON (the functions below would warn, and a statement fail), an object.
+            # ... valid JSON, and an object.
             f"AND JSON_VALID({JSON_BODY}) AND JSON_TYPE({JSON_BODY}) = 'OBJECT'"
         )
         self.kind_params: list[Any] = []
-        kind_ok = "1"
+        kind = ""
         if index.kind is not None:
-            kind_ok = (
-                f"({_plain_string(KIND_PROPERTY)} "
-                f"AND CONVERT({_value(KIND_PROPERTY)} USING binary) = CONVERT(%s USING binary))"
+            # Another kind (or none, or not a string): no row; an escaped string: Python's.
+            kind = (
+                f"WHEN {_type(KIND_PROPERTY)} = 'STRING' AND {_escaped(KIND_PROPERTY)} THEN 2 "
+                f"WHEN NOT ({_plain_string(KIND_PROPERTY)} AND "
+                f"CONVERT({_value(KIND_PROPERTY)} USING binary) = CONVERT(%s USING binary)) "
+                "THEN 0 "
             )
             self.kind_params = [index.kind]
-        unhandled = " OR ".join(
-            f"({_extract(p)} IS NOT NULL AND {sql} IS NULL)"
-            for p, sql in zip(index.properties, self.columns, strict=True)
-        )
-        present = " AND ".join(f"{_extract(p)} IS NOT NULL" for p in index.properties)
-        # 2: Python; 1: one row, the columns computed; 0: no row. Each branch runs only once
-        # the ones before it hold (CASE stops at the first): no JSON function meets a body it
-        # would warn about.
-        self.state = (
+        # 2: Python's; 0: no row; 1: the columns say (CASE stops at the first branch that
+        # holds: JSON_VALID before any other JSON function).
+        self.body = (
             f"CASE WHEN body IS NULL OR {JSON_BODY} IS NULL THEN 2 "
-            f"WHEN NOT ({body_ok}) THEN 2 WHEN NOT {kind_ok} THEN 0 "
-            f"WHEN {unhandled} THEN 2 WHEN {present} THEN 1 ELSE 0 END"
+            f"WHEN NOT ({body_ok}) THEN 2 {kind}ELSE 1 END"
         )
 
-    def state_params(self) -> list[Any]:
-        return list(self.kind_params)
+    def select_list(self) -> str:
+        """``body state, column values..., presences...`` (after the entity's own columns)."""
+        return ", ".join([f"({self.body})", *self.columns, *self.present])
+
+    def state(self, selected: Sequence[Any]) -> tuple[bool, tuple[Any, ...] | None]:
+        """``(left to Python, the row's column values or None)`` from :meth:`select_list`'s
+        values: Python's when the body is, or when a property is there and its column value
+        is not (a value the server cannot compute exactly); else no row when the body says so
+        or a property is missing."""
+        count = len(self.columns)
+        body, columns, present = selected[0], selected[1 : count + 1], selected[count + 1 :]
+        if int(body) == 2:
+            return True, None
+        if any(column is None and there for column, there in zip(columns, present, strict=True)):
+            return True, None
+        if int(body) == 0 or not all(present):
+            return False, None
+        return False, tuple(
+            bytes(c) if isinstance(c, bytearray | memoryview) else c for c in columns
+        )
+
+
+def _server_rows(extraction: Extraction, rows: Sequence[Sequence[Any]]) -> list[ServerRow]:
+    found = []
+    for added_id, key, updated, *selected in rows:
+        python, values = extraction.state(selected)
+        found.append(ServerRow(int(added_id), bytes(key), updated, python, values))
+    return found
 
 
 def read_batch(
-    index: Index,
-    extraction: Extraction,
-    alias: str,
-    last: int,
-    upto: int,
-    limit: int,
-    *,
-    values: bool = True,
+    index: Index, extraction: Extraction, alias: str, last: int, upto: int, limit: int
 ) -> list[ServerRow]:
     """Entities with ``last < added_id <= upto`` by ``added_id`` (a backfill's batch), each with
-    its Python flag and (``values``) its row's column values: no body crosses the network."""
+    its Python flag and its row's column values: no body crosses the network. (A body that is
+    not valid JSON makes the column functions warn and answer NULL: a read, the warnings do
+    not matter, and its state says Python.)"""
     source = index.source
     extra, params = source.where()
-    state = f"({extraction.state})"
-    columns = ", ".join(extraction.columns) if values else "NULL"
     rows = shards.read(
         alias,
-        f"SELECT added_id, {source.id_column}, {UPDATED_TEXT}, {state} AS state, {columns} "
+        f"SELECT added_id, {source.id_column}, {UPDATED_TEXT}, {extraction.select_list()} "
         f"FROM {source.table} WHERE added_id > %s AND added_id <= %s{extra} "
         f"ORDER BY added_id LIMIT {int(limit)}",
-        [*extraction.state_params(), last, upto, *params],
+        [*extraction.kind_params, last, upto, *params],
     )
-    return [_server_row(row, values) for row in rows]
+    return _server_rows(extraction, rows)
 
 
 def read_newest_first(
@@ -230,12 +256,11 @@ def read_newest_first(
         params = [*params, updated, updated, bound[1]]
     rows = shards.read(
         alias,
-        f"SELECT added_id, {source.id_column}, {UPDATED_TEXT}, ({extraction.state}) AS state, "
-        f"{', '.join(extraction.columns)} FROM {source.table} {where}"
-        f"ORDER BY updated DESC, added_id DESC LIMIT {int(limit)}",
-        [*extraction.state_params(), *params],
+        f"SELECT added_id, {source.id_column}, {UPDATED_TEXT}, {extraction.select_list()} "
+        f"FROM {source.table} {where}ORDER BY updated DESC, added_id DESC LIMIT {int(limit)}",
+        [*extraction.kind_params, *params],
     )
-    return [_server_row(row, True) for row in rows]
+    return _server_rows(extraction, rows)
 
 
 def current(
@@ -250,27 +275,12 @@ def current(
         marks = ", ".join(["%s"] * len(chunk))
         rows = shards.read(
             alias,
-            f"SELECT added_id, {source.id_column}, {UPDATED_TEXT}, ({extraction.state}) AS state, "
-            f"{', '.join(extraction.columns)} FROM {source.table} "
-            f"WHERE {source.id_column} IN ({marks}){extra}",
-            [*extraction.state_params(), *chunk, *params],
+            f"SELECT added_id, {source.id_column}, {UPDATED_TEXT}, {extraction.select_list()} "
+            f"FROM {source.table} WHERE {source.id_column} IN ({marks}){extra}",
+            [*extraction.kind_params, *chunk, *params],
         )
-        found += [_server_row(row, True) for row in rows]
+        found += _server_rows(extraction, rows)
     return found
-
-
-def _server_row(row: Sequence[Any], values: bool) -> ServerRow:
-    added_id, key, updated, state, *columns = row
-    has_row = int(state) == 1 and values
-    return ServerRow(
-        int(added_id),
-        bytes(key),
-        updated,
-        int(state) == 2,
-        tuple(bytes(c) if isinstance(c, bytearray | memoryview) else c for c in columns)
-        if has_row
-        else None,
-    )
 
 
 def bodies(source: Source, alias: str, added_ids: Sequence[int]) -> list[tuple[Any, ...]]:
@@ -299,10 +309,14 @@ def insert_select(
     added_ids: Sequence[int],
     refused_by: Refusal,
 ) -> int | None:
-    """Write the rows the server computes for the entities ``added_ids`` on ``alias`` into the
-    index table there: one ``INSERT ... SELECT`` (idempotent) that walks the entities by
-    ``added_id`` (a range of the primary key, filtered to these ids), read as a consistent
-    read of its own (``READ COMMITTED``: no row of ``entities`` is locked, no writer waits).
+    """Write the rows the server computes for the entities ``added_ids`` on ``alias`` (read
+    by :func:`read_batch` as having one) into the index table there: one idempotent
+    ``INSERT ... SELECT`` that walks the entities by ``added_id`` (a range of the primary key,
+    filtered to these ids), read as a consistent read of its own (``READ COMMITTED``: no row
+    of ``entities`` is locked, no writer waits). A row whose column values the server no
+    longer computes (its entity changed since) is not written (``HAVING``); one that changed
+    otherwise is the caller's to check.
+
     Every row must belong on ``alias``: its index writer must serve every bucket, which
     ``refused_by`` (the fence) is asked first, on that connection; None, with nothing written,
     when it does not. Else the rows written (a row already there counts)."""
@@ -316,12 +330,13 @@ def insert_select(
     entity = quote("entity_id")
     wanted = sorted(added_ids)
     marks = ", ".join(["%s"] * len(wanted))
+    selected = ", ".join(f"{sql} AS c{n}" for n, sql in enumerate(extraction.columns))
+    computed = " AND ".join(f"c{n} IS NOT NULL" for n in range(len(extraction.columns)))
     sql = (
         f"INSERT INTO {quote(index.name)} ({names}) "
-        f"SELECT {', '.join(extraction.columns)}, {source.id_column} FROM {source.table} "
+        f"SELECT {selected}, {source.id_column} FROM {source.table} "
         f"WHERE added_id >= %s AND added_id <= %s AND added_id IN ({marks}){extra} "
-        f"AND ({extraction.state}) = 1 "
-        f"ON DUPLICATE KEY UPDATE {entity} = {entity}"
+        f"HAVING {computed} ON DUPLICATE KEY UPDATE {entity} = {entity}"
     )
     with shards.errors_named(alias):
         if refused_by(conn, list(range(bucket_map.current().buckets))):
@@ -330,5 +345,5 @@ def insert_select(
         # The next transaction only (this statement, in autocommit): InnoDB reads the
         # SELECT's rows without shared locks at READ COMMITTED.
         cursor.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
-        cursor.execute(sql, [wanted[0], wanted[-1], *wanted, *params, *extraction.state_params()])
+        cursor.execute(sql, [wanted[0], wanted[-1], *wanted, *params])
         return max(int(cursor.rowcount), 0)

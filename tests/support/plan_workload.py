@@ -163,8 +163,8 @@ def json_bodies() -> None:
         Cleaner(indexes=[color.name], once=True, batch_size=20).run()
         found = json_index.Extraction(color)
         alias = shards.shard_aliases()[0]
-        batch = json_index.read_batch(color, found, alias, 0, 2**62, 500, values=False)
-        ids = [row.added_id for row in batch if not row.python]
+        batch = json_index.read_batch(color, found, alias, 0, 2**62, 500)
+        ids = [row.added_id for row in batch if row.values is not None]
         json_index.insert_select(color, found, alias, ids, lambda conn, buckets: frozenset())
 
 
