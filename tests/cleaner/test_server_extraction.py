@@ -108,6 +108,9 @@ RAW = [
     b"\x03" + b'{"a": {"$int": "5"}, "b": "x", "kind": "post"}',
     b"\x03" + b'{"a": "x", "b": "y", "kind": "po\\u0073t"}',
     b"\x03",
+    # Nested deeper than MariaDB's JSON functions go (32 levels; the codec allows 100).
+    b"\x03" + b'{"deep": ' + b"[" * 40 + b"]" * 40 + b', "a": "x", "b": "y", "kind": "post"}',
+    b"\x03" + b'{"a": "x", "b": "y", "kind": "post", "deep": ' + b"[" * 40 + b"]" * 40 + b"}",
     MsgpackCodec().encode({"a": "x", "b": "y", "kind": "post"}),
 ]
 raw_bodies = st.sampled_from(RAW)
