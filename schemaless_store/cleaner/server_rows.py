@@ -92,30 +92,35 @@ def index_batch(
         index_entities(index, alias, json_index.bodies(index.source, alias, python), result)
     served = [row for row in batch if not row.python]
     if not in_place:
-        rows: list[Row] = [(index, r.values, r.entity_id) for r in served if r.values is not None]
-        read_at = {r.entity_id: (r.added_id, r.updated) for r in served if r.values is not None}
-        result.inserted += insert_checked(index, alias, rows, read_at, result)
+        _stream(index, alias, served, result)
         return
     served = [row for row in served if row.values is not None]  # the entities with a row
     if not served:
         return
     written = 0
     step = insert_chunk()
-    refused: list[int] = []  # a move took buckets away since the batch was read: today's path
+    refused: list[ServerRow] = []  # a move took buckets away since the batch was read
     for start in range(0, len(served), step):
-        ids = [row.added_id for row in served[start : start + step]]
+        chunk = served[start : start + step]
+        ids = [row.added_id for row in chunk]
         count = write(partial(json_index.insert_select, index, found, alias, ids, fence.refused))
         if count is None:
-            refused += ids
+            refused += chunk
         else:
             written += count
-    left = set(refused)
+    left = {row.entity_id for row in refused}
     seen: dict[bytes, Version] = {
-        r.entity_id: (r.added_id, r.updated) for r in served if r.added_id not in left
+        r.entity_id: (r.added_id, r.updated) for r in served if r.entity_id not in left
     }
     result.inserted += written - recheck_changed(index, alias, seen)
-    if refused:
-        index_entities(index, alias, json_index.bodies(index.source, alias, refused), result)
+    if refused:  # streamed instead: routed to where their buckets are now
+        _stream(index, alias, refused, result)
+
+
+def _stream(index: Index, alias: str, served: list[ServerRow], result: PassResult) -> None:
+    rows: list[Row] = [(index, r.values, r.entity_id) for r in served if r.values is not None]
+    read_at = {r.entity_id: (r.added_id, r.updated) for r in served if r.values is not None}
+    result.inserted += insert_checked(index, alias, rows, read_at, result)
 
 
 def recheck_changed(index: Index, alias: str, seen: dict[bytes, Version]) -> int:

@@ -376,3 +376,27 @@ def test_json_text_the_tests_generate_is_what_the_codec_writes():
     strategy, so that the property covers the real format)."""
     body = JsonCodec().encode({"a": "é", "b": 1.5, "kind": "post"})
     assert body[:1] == b"\x03" and json.loads(body[1:]) == {"a": "é", "b": 1.5, "kind": "post"}
+
+
+@pytest.mark.usefixtures("buckets_restored")
+def test_a_chunk_the_fence_refuses_in_place_is_streamed_instead(monkeypatch):
+    """A move may take buckets away between the batch's read and its ``INSERT ... SELECT``:
+    the statement asks the fence first and writes nothing (None); those rows are then routed
+    and written as streamed rows are."""
+    hand_over(range(bucket_map.current().buckets), ALIAS)
+    bucket_map.forget()
+    asked = []
+
+    def refused_insert(*args, **kwargs):
+        asked.append(args[3])
+        return None
+
+    with override_settings(SCHEMALESS={**_settings(), "CODEC": JSON}):
+        _posts(25)
+        with child.declared(LINK):
+            monkeypatch.setattr(json_index, "insert_select", refused_insert)
+            summary = Cleaner(indexes=[LINK.name], once=True, batch_size=10).run()
+            assert_exact([LINK])
+            assert fixed_after_backfill(LINK.name) == 0
+    assert sum(len(ids) for ids in asked) == 25
+    assert summary.total("inserted") == 25
