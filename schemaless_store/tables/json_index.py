@@ -7,8 +7,9 @@ For an index whose column types the server can compute exactly (:func:`supported
 
 - a *Python* flag: the server cannot give this entity's rows exactly the value
   :meth:`Index.rows_for` gives, so its body goes through today's path (decoded in Python). That
-  is every body that is not JSON (MessagePack during a rewrite, no body), not valid JSON, not
-  UTF-8 the way Python reads it, or not an object; and every indexed property whose value is a
+  is every body that is not JSON (MessagePack during a rewrite, no body), not valid JSON (or
+  nested deeper than MariaDB's 32 levels), not UTF-8 the way Python reads it, not an object, or
+  an object with a name twice (MariaDB reads the first, Python the last); and every indexed property whose value is a
   list, an object (a tagged datetime, bytes, UUID, big int, special float, or a dict), a string
   with a ``\\u`` escape, a number beyond JSON's safe integers or with a 3-digit exponent, a float
   in a ``key`` column, a value too long for its column, or a type its column refuses;
@@ -90,10 +91,12 @@ def _plain_string(prop: str) -> str:
 
 
 def _safe_int(prop: str) -> str:
-    # JSON's integer grammar (-?digits), short enough not to overflow the casts below.
+    # Digits only (MariaDB's JSON_TYPE says INTEGER for 1E5 too, which CAST reads as 1), short
+    # enough not to overflow the casts below.
     value = _value(prop)
     return (
         f"{_type(prop)} = 'INTEGER' AND LENGTH({value}) <= 17 "
+        f"AND {value} REGEXP '^-?[0-9]+$' "
         f"AND ABS(CAST({value} AS DECIMAL(20, 0))) <= {SAFE_INT}"
     )
 
@@ -169,8 +172,11 @@ class Extraction:
         body_ok = (
             # Valid UTF-8 as Python reads it (CONVERT would put "?" for a bad sequence) ...
             f"CONVERT({JSON_BODY} USING binary) = SUBSTRING(body, 2) "
-            # ... valid JSON, and an object.
-            f"AND JSON_VALID({JSON_BODY}) AND JSON_TYPE({JSON_BODY}) = 'OBJECT'"
+            # ... valid JSON (within MariaDB's 32 levels), an object ...
+            f"AND JSON_VALID({JSON_BODY}) AND JSON_TYPE({JSON_BODY}) = 'OBJECT' "
+            # ... without a name twice (JSON_EXTRACT finds the first, Python keeps the last;
+            # JSON_LENGTH counts both, JSON_KEYS names each once).
+            f"AND JSON_LENGTH({JSON_BODY}) = JSON_LENGTH(JSON_KEYS({JSON_BODY}))"
         )
         self.kind_params: list[Any] = []
         kind = ""
