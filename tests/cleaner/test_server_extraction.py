@@ -349,7 +349,8 @@ def test_messagepack_bodies_keep_todays_path(monkeypatch):
 
 def test_the_insert_select_waits_for_no_writers_row_lock(sx_tables):
     """``INSERT ... SELECT`` at REPEATABLE READ would take shared locks on the entities it
-    reads, and wait for a writer holding one; at READ COMMITTED it reads without locks."""
+    reads, and wait for a writer holding one (``Lock wait timeout``); at READ COMMITTED it
+    reads without locks, whatever the session's own level."""
     index = INDEXES[0]
     stored = _store([JsonCodec().encode({"a": "locked"})])
     (added_id,) = stored
@@ -362,6 +363,9 @@ def test_the_insert_select_waits_for_no_writers_row_lock(sx_tables):
         conn = shards.index_connection(ALIAS)
         with conn.cursor() as cursor:
             cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
+            # Django opens MariaDB sessions at READ COMMITTED by default; a site may set
+            # OPTIONS["isolation_level"] to "repeatable read": the statement sets its own.
+            cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         found = json_index.Extraction(index)
         assert json_index.insert_select(index, found, ALIAS, [added_id], _never_refused) == 1
         assert index_rows(index.name, ALIAS) == [(b"\x50locked", key)]
