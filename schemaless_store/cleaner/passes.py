@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from django.db import DEFAULT_DB_ALIAS
 from tqdm import tqdm
@@ -39,6 +39,7 @@ from ..tables import entities as entity_table
 from ..tables import index_rows as index_table
 from ..tables.entities import EntityRow
 from ..tables.index_rows import Row
+from ..tables.json_index import ServerRow
 from ..topology import bucket_map
 from ..writes import stale_rows
 from .consistency import compare
@@ -141,17 +142,21 @@ def repair(cleaner: PassRunner, index: Index, alias: str, result: PassResult) ->
 
     with cleaner.bar(f"repair {index.name} {alias}", total, 0, "entities") as bar:
         for batch in cleaner.batches(fetch, result):
-            if found is not None:
-                repair_batch(index, alias, batch, result)
-            else:
-                _repair_entities(index, alias, batch, result)
+            _repair_entities(index, alias, batch, result)
             bar.update(len(batch))
 
 
-def _repair_entities(index: Index, alias: str, batch: list[EntityRow], result: PassResult) -> None:
+def _repair_entities(
+    index: Index, alias: str, batch: list[EntityRow] | list[ServerRow], result: PassResult
+) -> None:
+    """Repair a batch: rows the server read (``(added_id, id, updated, python, values)``), or
+    ``(added_id, id, updated, body)`` decoded here."""
+    if batch and isinstance(batch[0], ServerRow):
+        repair_batch(index, alias, cast(list[ServerRow], batch), result)
+        return
     properties: dict[bytes, Any] = {}
     seen: dict[bytes, Version] = {}
-    for added_id, entity_id, updated, body in batch:
+    for added_id, entity_id, updated, body in cast(list[EntityRow], batch):
         decoded = decode(alias, entity_id, body, result)
         if decoded is not None:
             properties[entity_id] = decoded

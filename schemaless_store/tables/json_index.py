@@ -9,9 +9,9 @@ For an index whose column types the server can compute exactly (:func:`supported
   :meth:`Index.rows_for` gives, so its body goes through today's path (decoded in Python). That
   is every body that is not JSON (MessagePack during a rewrite, no body), not valid JSON (or
   nested deeper than MariaDB's 32 levels), not UTF-8 the way Python reads it, not an object, or
-  an object with a name twice (MariaDB reads the first, Python the last); and every indexed property whose value is a
-  list, an object (a tagged datetime, bytes, UUID, big int, special float, or a dict), a string
-  with a ``\\u`` escape, a number beyond JSON's safe integers or with a 3-digit exponent, a float
+  an object with a name twice (MariaDB reads the first, Python the last); and every indexed
+  property whose value is a list, an object (a tagged datetime, bytes, UUID, big int, special
+  float, or a dict), a string with a ``\\u`` escape, a number beyond JSON's safe integers or with a 3-digit exponent, a float
   in a ``key`` column, a value too long for its column, or a type its column refuses;
 - the column values, exactly what Python computes (``key``: the order-preserving encoding of
   :func:`~schemaless_store.values.index_values.encode_key` for strings, ints, booleans, null);
@@ -184,8 +184,9 @@ class Extraction:
             # Another kind (or none, or not a string): no row; an escaped string: Python's.
             kind = (
                 f"WHEN {_type(KIND_PROPERTY)} = 'STRING' AND {_escaped(KIND_PROPERTY)} THEN 2 "
-                f"WHEN NOT ({_plain_string(KIND_PROPERTY)} AND "
-                f"CONVERT({_value(KIND_PROPERTY)} USING binary) = CONVERT(%s USING binary)) "
+                # COALESCE: no kind at all makes the test NULL, and NOT NULL is no match.
+                f"WHEN NOT COALESCE({_plain_string(KIND_PROPERTY)} AND "
+                f"CONVERT({_value(KIND_PROPERTY)} USING binary) = CONVERT(%s USING binary), 0) "
                 "THEN 0 "
             )
             self.kind_params = [index.kind]
@@ -193,7 +194,7 @@ class Extraction:
         # holds: JSON_VALID before any other JSON function).
         self.body = (
             f"CASE WHEN body IS NULL OR {JSON_BODY} IS NULL THEN 2 "
-            f"WHEN NOT ({body_ok}) THEN 2 {kind}ELSE 1 END"
+            f"WHEN NOT COALESCE({body_ok}, 0) THEN 2 {kind}ELSE 1 END"
         )
 
     def select_list(self) -> str:
