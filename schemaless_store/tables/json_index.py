@@ -11,7 +11,8 @@ For an index whose column types the server can compute exactly (:func:`supported
   nested deeper than MariaDB's 32 levels), not UTF-8 the way Python reads it, not an object, or
   an object with a name twice (MariaDB reads the first, Python the last); and every indexed
   property whose value is a list, an object (a tagged datetime, bytes, UUID, big int, special
-  float, or a dict), a string with a ``\\u`` escape, a number beyond JSON's safe integers or with a 3-digit exponent, a float
+  float, or a dict), a string with a ``\\u`` escape, a number beyond JSON's safe integers or
+  with a 3-digit exponent, a float
   in a ``key`` column, a value too long for its column, or a type its column refuses;
 - the column values, exactly what Python computes (``key``: the order-preserving encoding of
   :func:`~schemaless_store.values.index_values.encode_key` for strings, ints, booleans, null);

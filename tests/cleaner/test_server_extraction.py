@@ -347,11 +347,13 @@ def test_rows_for_other_shards_are_streamed_without_a_body_decoded(monkeypatch):
 
 def test_messagepack_bodies_keep_todays_path(monkeypatch):
     """The default codec: no server extraction at all (bodies decoded as before)."""
-    _posts(20)
-    with child.declared(LINK):
-        counts = _counting(monkeypatch)
-        Cleaner(indexes=[LINK.name], once=True, batch_size=30).run()
-        assert_exact([LINK])
+    msgpack = "schemaless_store.values.codec.MsgpackCodec"
+    with override_settings(SCHEMALESS={**_settings(), "CODEC": msgpack}):
+        _posts(20)
+        with child.declared(LINK):
+            counts = _counting(monkeypatch)
+            Cleaner(indexes=[LINK.name], once=True, batch_size=30).run()
+            assert_exact([LINK])
     assert counts["read"] == counts["in_place"] == 0
     assert counts["decoded"] >= 20
 
