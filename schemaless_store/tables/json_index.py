@@ -66,37 +66,41 @@ def _path(prop: str) -> str:
 
 
 def _extract(prop: str) -> str:
+    """The JSON text of a property's value (NULL when it is missing): one parse of the body."""
     return f"JSON_EXTRACT({JSON_BODY}, {_path(prop)})"
 
 
-def _value(prop: str) -> str:
-    return f"JSON_VALUE({JSON_BODY}, {_path(prop)})"
+# The helpers below read ``x``, a value's JSON text (a short document, cheap to parse again).
 
 
-def _type(prop: str) -> str:
-    return f"JSON_TYPE({_extract(prop)})"
+def _value(x: str) -> str:
+    return f"JSON_VALUE({x}, '$')"
+
+
+def _type(x: str) -> str:
+    return f"JSON_TYPE({x})"
 
 
 # Backslash, u: the start of a \u escape in JSON text (spelled without a backslash in SQL).
 _ESCAPE = "CONCAT(CHAR(92), 'u')"
 
 
-def _escaped(prop: str) -> str:
-    return f"LOCATE({_ESCAPE}, {_extract(prop)}) > 0"
+def _escaped(x: str) -> str:
+    return f"LOCATE({_ESCAPE}, {x}) > 0"
 
 
-def _plain_string(prop: str) -> str:
+def _plain_string(x: str) -> str:
     # A string written without \u escapes: JSON_VALUE gives its characters as Python reads
     # them (a \u escape may be half a surrogate pair, which Python keeps and UTF-8 cannot).
-    return f"{_type(prop)} = 'STRING' AND NOT {_escaped(prop)}"
+    return f"{_type(x)} = 'STRING' AND NOT {_escaped(x)}"
 
 
-def _safe_int(prop: str) -> str:
+def _safe_int(x: str) -> str:
     # Digits only (MariaDB's JSON_TYPE says INTEGER for 1E5 too, which CAST reads as 1), short
     # enough not to overflow the casts below.
-    value = _value(prop)
+    value = _value(x)
     return (
-        f"{_type(prop)} = 'INTEGER' AND LENGTH({value}) <= 17 "
+        f"{_type(x)} = 'INTEGER' AND LENGTH({value}) <= 17 "
         f"AND {value} REGEXP '^-?[0-9]+$' "
         f"AND ABS(CAST({value} AS DECIMAL(20, 0))) <= {SAFE_INT}"
     )
@@ -107,11 +111,11 @@ def _bytes8(number: str) -> str:
     return f"UNHEX(LPAD(HEX({number}), 16, '0'))"
 
 
-def _int_key(prop: str) -> str:
+def _int_key(x: str) -> str:
     """:func:`~schemaless_store.values.index_values._int_key` of an int within ``SAFE_INT``:
     the tag, the double's bits made sortable, the int plus 2**63. The double of such an int is
     exact: exponent ``e`` (its bit length less one) and the bits below the leading one."""
-    n = f"CAST({_value(prop)} AS SIGNED)"
+    n = f"CAST({_value(x)} AS SIGNED)"
     a = f"ABS({n})"
     e = f"(LENGTH(BIN({a})) - 1)"
     bits = f"((({e} + 1023) << 52) | (({a} << (52 - {e})) & 4503599627370495))"
@@ -123,58 +127,68 @@ def _int_key(prop: str) -> str:
     return f"CONCAT(x'30', {_bytes8(sortable)}, {_bytes8(exact)})"
 
 
-def column_sql(prop: str, column: ColumnType) -> str:
-    """The column value of ``prop`` in a JSON body, or NULL where the server cannot give
-    exactly what ``column.to_db`` gives (or the property is missing)."""
+def column_sql(x: str, column: ColumnType) -> str:
+    """The column value of the property whose JSON text is ``x``, or NULL where the server
+    cannot give exactly what ``column.to_db`` gives (or the property is missing)."""
     kind = type(column)
-    text = f"CONVERT({_value(prop)} USING binary)"
+    text = f"CONVERT({_value(x)} USING binary)"
     if kind is StrColumn:
         return (
-            f"CASE WHEN {_plain_string(prop)} AND LENGTH({text}) <= {int(column.max_bytes)} "
+            f"CASE WHEN {_plain_string(x)} AND LENGTH({text}) <= {int(column.max_bytes)} "
             f"THEN {text} END"
         )
     if kind is IntColumn:
-        return f"CASE WHEN {_safe_int(prop)} THEN CAST({_value(prop)} AS SIGNED) END"
+        return f"CASE WHEN {_safe_int(x)} THEN CAST({_value(x)} AS SIGNED) END"
     if kind is FloatColumn:
-        value = _value(prop)
+        value = _value(x)
         return (
-            f"CASE WHEN {_safe_int(prop)} THEN CAST(CAST({value} AS SIGNED) AS DOUBLE) "
-            f"WHEN {_type(prop)} = 'DOUBLE' AND LENGTH({value}) <= 32 "
+            f"CASE WHEN {_safe_int(x)} THEN CAST(CAST({value} AS SIGNED) AS DOUBLE) "
+            f"WHEN {_type(x)} = 'DOUBLE' AND LENGTH({value}) <= 32 "
             f"AND {value} NOT REGEXP '[eE][-+]?[0-9]{{3}}' THEN CAST({value} AS DOUBLE) + 0e0 END"
         )
     if kind is KeyColumn:
         limit = int(column.max_bytes)
         cases = [
-            f"WHEN {_plain_string(prop)} AND 1 + LENGTH({text}) <= {limit} "
-            f"THEN CONCAT(x'50', {text})"
+            f"WHEN {_plain_string(x)} AND 1 + LENGTH({text}) <= {limit} THEN CONCAT(x'50', {text})"
         ]
         if limit >= 1:
             cases += [
-                f"WHEN {_type(prop)} = 'NULL' THEN x'10'",
-                f"WHEN {_type(prop)} = 'BOOLEAN' THEN IF({_extract(prop)} = 'true', x'21', x'20')",
+                f"WHEN {_type(x)} = 'NULL' THEN x'10'",
+                f"WHEN {_type(x)} = 'BOOLEAN' THEN IF({x} = 'true', x'21', x'20')",
             ]
         if limit >= _INT_KEY_BYTES:
-            cases.append(f"WHEN {_safe_int(prop)} THEN {_int_key(prop)}")
+            cases.append(f"WHEN {_safe_int(x)} THEN {_int_key(x)}")
         return f"CASE {' '.join(cases)} END"
     raise ValueError(f"the server cannot compute a {column!r} column")
 
 
 class Extraction:
-    """The expressions of one index: a check of the body (and kind), each column's value, and
-    whether each property is there. One ``SELECT`` reads them all, each evaluated once per
-    entity; :meth:`state` says what they mean."""
+    """The expressions of one index. A statement reads the entities in a derived table that
+    parses each body as few times as it can: its state (:attr:`body`: UTF-8, valid JSON, an
+    object, no name twice, the kind) and each indexed property's JSON text (``x0``, ``x1``...,
+    one ``JSON_EXTRACT`` each); the derived table has a ``LIMIT``, so it is materialized, and
+    the columns are computed from those short texts (:attr:`columns`). :meth:`state` says what
+    they mean."""
 
     def __init__(self, index: Index) -> None:
         if not supported(index):
             raise ValueError(f"the server cannot compute the columns of {index!r}")
         self.index = index
-        self.columns = [column_sql(p, index.columns[p]) for p in index.properties]
-        self.present = [f"{_extract(p)} IS NOT NULL" for p in index.properties]
+        names = [f"x{n}" for n in range(len(index.properties))]
+        self.extracts = ", ".join(
+            f"{_extract(p)} AS {name}" for p, name in zip(index.properties, names, strict=True)
+        )
+        self.columns = [
+            column_sql(f"d.{name}", index.columns[p])
+            for p, name in zip(index.properties, names, strict=True)
+        ]
+        self.present = [f"d.{name} IS NOT NULL" for name in names]
         body_ok = (
             # Valid UTF-8 as Python reads it (CONVERT would put "?" for a bad sequence) ...
             f"CONVERT({JSON_BODY} USING binary) = SUBSTRING(body, 2) "
-            # ... valid JSON (within MariaDB's 32 levels), an object ...
-            f"AND JSON_VALID({JSON_BODY}) AND JSON_TYPE({JSON_BODY}) = 'OBJECT' "
+            # ... valid JSON (within MariaDB's 32 levels), an object (the encoder writes no
+            # space before it; a body with one is left to Python) ...
+            f"AND JSON_VALID({JSON_BODY}) AND LEFT({JSON_BODY}, 1) = '{{' "
             # ... without a name twice (JSON_EXTRACT finds the first, Python keeps the last;
             # JSON_LENGTH counts both, JSON_KEYS names each once).
             f"AND JSON_LENGTH({JSON_BODY}) = JSON_LENGTH(JSON_KEYS({JSON_BODY}))"
@@ -182,12 +196,13 @@ class Extraction:
         self.kind_params: list[Any] = []
         kind = ""
         if index.kind is not None:
+            x = _extract(KIND_PROPERTY)
             # Another kind (or none, or not a string): no row; an escaped string: Python's.
             kind = (
-                f"WHEN {_type(KIND_PROPERTY)} = 'STRING' AND {_escaped(KIND_PROPERTY)} THEN 2 "
+                f"WHEN {_type(x)} = 'STRING' AND {_escaped(x)} THEN 2 "
                 # COALESCE: no kind at all makes the test NULL, and NOT NULL is no match.
-                f"WHEN NOT COALESCE({_plain_string(KIND_PROPERTY)} AND "
-                f"CONVERT({_value(KIND_PROPERTY)} USING binary) = CONVERT(%s USING binary), 0) "
+                f"WHEN NOT COALESCE({_plain_string(x)} AND "
+                f"CONVERT({_value(x)} USING binary) = CONVERT(%s USING binary), 0) "
                 "THEN 0 "
             )
             self.kind_params = [index.kind]
@@ -198,15 +213,23 @@ class Extraction:
             f"WHEN NOT COALESCE({body_ok}, 0) THEN 2 {kind}ELSE 1 END"
         )
 
-    def select_list(self) -> str:
-        """``body state, column values..., presences...`` (after the entity's own columns)."""
-        return ", ".join([f"({self.body})", *self.columns, *self.present])
+    def select(self, source: Source, where: str, order: str, limit: int) -> str:
+        """``added_id, key, updated, body state, column values..., presences...`` of the rows
+        of ``source`` that ``where`` (after ``WHERE``) picks, ``order`` first, at most
+        ``limit``: the parameters are :attr:`kind_params`, then ``where``'s."""
+        outer = ", ".join(["d.b", *self.columns, *self.present])
+        return (
+            f"SELECT d.added_id, d.k, d.u, {outer} FROM (SELECT added_id, "
+            f"{source.id_column} AS k, {UPDATED_TEXT} AS u, ({self.body}) AS b, {self.extracts} "
+            f"FROM {source.table} WHERE {where} ORDER BY {order} LIMIT {int(limit)}) AS d "
+            f"ORDER BY {order.replace('updated', 'd.u').replace('added_id', 'd.added_id')}"
+        )
 
     def state(self, selected: Sequence[Any]) -> tuple[bool, tuple[Any, ...] | None]:
-        """``(left to Python, the row's column values or None)`` from :meth:`select_list`'s
-        values: Python's when the body is, or when a property is there and its column value
-        is not (a value the server cannot compute exactly); else no row when the body says so
-        or a property is missing."""
+        """``(left to Python, the row's column values or None)`` from a :meth:`select`'s
+        values after the entity's own: Python's when the body is, or when a property is there
+        and its column value is not (a value the server cannot compute exactly); else no row
+        when the body says so or a property is missing."""
         count = len(self.columns)
         body, columns, present = selected[0], selected[1 : count + 1], selected[count + 1 :]
         if int(body) == 2:
@@ -237,13 +260,8 @@ def read_batch(
     not matter, and its state says Python.)"""
     source = index.source
     extra, params = source.where()
-    rows = shards.read(
-        alias,
-        f"SELECT added_id, {source.id_column}, {UPDATED_TEXT}, {extraction.select_list()} "
-        f"FROM {source.table} WHERE added_id > %s AND added_id <= %s{extra} "
-        f"ORDER BY added_id LIMIT {int(limit)}",
-        [*extraction.kind_params, last, upto, *params],
-    )
+    sql = extraction.select(source, f"added_id > %s AND added_id <= %s{extra}", "added_id", limit)
+    rows = shards.read(alias, sql, [*extraction.kind_params, last, upto, *params])
     return _server_rows(extraction, rows)
 
 
@@ -257,17 +275,13 @@ def read_newest_first(
     """:func:`.entities.newest_first` (a repair's batch) with the rows the server reads."""
     source = index.source
     extra, params = source.where()
-    where = f"WHERE 1 = 1{extra} "
+    where = f"1 = 1{extra}"
     if bound is not None:
         updated = as_param(shards.connection(alias), bound[0])
-        where += "AND updated <= %s AND (updated < %s OR added_id < %s) "
+        where += " AND updated <= %s AND (updated < %s OR added_id < %s)"
         params = [*params, updated, updated, bound[1]]
-    rows = shards.read(
-        alias,
-        f"SELECT added_id, {source.id_column}, {UPDATED_TEXT}, {extraction.select_list()} "
-        f"FROM {source.table} {where}ORDER BY updated DESC, added_id DESC LIMIT {int(limit)}",
-        [*extraction.kind_params, *params],
-    )
+    sql = extraction.select(source, where, "updated DESC, added_id DESC", limit)
+    rows = shards.read(alias, sql, [*extraction.kind_params, *params])
     return _server_rows(extraction, rows)
 
 
@@ -281,12 +295,9 @@ def current(
     found: list[ServerRow] = []
     for chunk in chunks(keys, 500):
         marks = ", ".join(["%s"] * len(chunk))
-        rows = shards.read(
-            alias,
-            f"SELECT added_id, {source.id_column}, {UPDATED_TEXT}, {extraction.select_list()} "
-            f"FROM {source.table} WHERE {source.id_column} IN ({marks}){extra}",
-            [*extraction.kind_params, *chunk, *params],
-        )
+        where = f"{source.id_column} IN ({marks}){extra}"
+        sql = extraction.select(source, where, "added_id", len(chunk))
+        rows = shards.read(alias, sql, [*extraction.kind_params, *chunk, *params])
         found += _server_rows(extraction, rows)
     return found
 
@@ -341,9 +352,10 @@ def insert_select(
     selected = ", ".join(f"{sql} AS c{n}" for n, sql in enumerate(extraction.columns))
     computed = " AND ".join(f"c{n} IS NOT NULL" for n in range(len(extraction.columns)))
     sql = (
-        f"INSERT INTO {quote(index.name)} ({names}) "
-        f"SELECT {selected}, {source.id_column} FROM {source.table} "
+        f"INSERT INTO {quote(index.name)} ({names}) SELECT {selected}, d.k FROM "
+        f"(SELECT {source.id_column} AS k, {extraction.extracts} FROM {source.table} "
         f"WHERE added_id >= %s AND added_id <= %s AND added_id IN ({marks}){extra} "
+        f"LIMIT {len(wanted)}) AS d "
         f"HAVING {computed} ON DUPLICATE KEY UPDATE {entity} = {entity}"
     )
     with shards.errors_named(alias):
