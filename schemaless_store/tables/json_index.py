@@ -186,11 +186,12 @@ class Extraction:
         body_ok = (
             # Valid UTF-8 as Python reads it (CONVERT would put "?" for a bad sequence) ...
             f"CONVERT({JSON_BODY} USING binary) = SUBSTRING(body, 2) "
-            # ... valid JSON (within MariaDB's 32 levels), an object (the encoder writes no
-            # space before it; a body with one is left to Python) ...
-            f"AND JSON_VALID({JSON_BODY}) AND LEFT({JSON_BODY}, 1) = '{{' "
-            # ... without a name twice (JSON_EXTRACT finds the first, Python keeps the last;
-            # JSON_LENGTH counts both, JSON_KEYS names each once).
+            # ... an object (the encoder writes no space before it; a body with one is left
+            # to Python) ...
+            f"AND LEFT({JSON_BODY}, 1) = '{{' "
+            # ... valid JSON within MariaDB's 32 levels (else JSON_LENGTH is NULL), without a
+            # name twice (JSON_EXTRACT finds the first, Python keeps the last; JSON_LENGTH
+            # counts both, JSON_KEYS names each once): two parses of the body for all three.
             f"AND JSON_LENGTH({JSON_BODY}) = JSON_LENGTH(JSON_KEYS({JSON_BODY}))"
         )
         self.kind_params: list[Any] = []
