@@ -202,6 +202,7 @@ def index_add_targets(records: list[dict[str, Any]]) -> list[str]:
             )
             + f"; index exact afterwards: {record.get('index_exact')}"
         )
+        out += against_online_alters(record, records)
     if len(ours) >= 2:
         small, large = ours[0], ours[-1]
         out.append(
@@ -209,6 +210,37 @@ def index_add_targets(records: list[dict[str, Any]]) -> list[str]:
             f"{_f(large['cleaner_peak_rss_mib'])} MiB at {large['size']:,} "
             f"({_f(large['cleaner_peak_rss_mib'] / small['cleaner_peak_rss_mib'])}x for "
             f"{large['size'] / small['size']:g}x the entities)"
+        )
+    return out
+
+
+BACKFILL_TIME_BOUND = 3.0  # issue 45 item 3: the backfill within 3x of the online ALTERs
+ONLINE_ALTERS = ("alter_default", "alter_inplace_lock_none")
+
+
+def against_online_alters(ours: dict[str, Any], records: list[dict[str, Any]]) -> list[str]:
+    """Issue 45 item 3: the backfill's time and the writer's p99 growth against each online
+    ``ALTER`` of the same run and size (on the peer's JSON column over the same rows)."""
+    out = []
+    for name in ONLINE_ALTERS:
+        alter = next(
+            (
+                r
+                for r in records
+                if r["contender"] == name and r["size"] == ours["size"] and "error" not in r
+            ),
+            None,
+        )
+        if alter is None:
+            continue
+        ratio = ours["seconds"] / alter["seconds"]
+        growth = ours["writer_p99_growth"]
+        out.append(
+            f"  - against {name}: backfill {_f(ours['seconds'])} s / {_f(alter['seconds'])} s ="
+            f" {_f(ratio)}x (target <= {BACKFILL_TIME_BOUND:g}:"
+            f" {_met(ratio, '<=', BACKFILL_TIME_BOUND)}); writer p99 growth ours"
+            f" {_f(growth)}x, its {_f(alter['writer_p99_growth'])}x"
+            f" (target <= {WRITER_P99_BOUND}: {_met(growth, '<=', WRITER_P99_BOUND)})"
         )
     return out
 

@@ -89,6 +89,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=2,
         help="shard servers the store's buckets are on (default 2; 1: every bucket on shard_0)",
     )
+    parser.add_argument(
+        "--codec",
+        choices=("msgpack", "json"),
+        default="msgpack",
+        help="the store's body codec (BENCH_CODEC; default msgpack; json: JsonCodec, whose "
+        "bodies the cleaner's backfill reads on the server)",
+    )
     parser.add_argument("--buffer-pool", help="innodb_buffer_pool_size per server (1G; quick 128M)")
     parser.add_argument("--out", type=Path, default=Path("bench/results"), help="output directory")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
@@ -101,6 +108,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.placed:  # before bench.data is imported anywhere, and for child processes
         os.environ["BENCH_PLACED"] = "1"
     # Before Django reads bench.settings (the first migrate stores this map), and for children.
+    os.environ["BENCH_CODEC"] = args.codec  # before bench.settings is read, and for children
     if args.servers == 1:
         os.environ["BENCH_SHARD_MAP"] = ONE_SERVER_MAP
     else:
@@ -255,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         "started": started.isoformat().replace("+00:00", "Z"),
         "plan": plan.__dict__,
         "servers": args.servers,
+        "codec": args.codec,
         "legs": args.legs,
         "machine": machine(bench.peer.conn),
         "loads": [],

@@ -16,6 +16,8 @@ up; these settings read them back from the environment so that child processes (
 - ``BENCH_CACHE_URL``: a throwaway Redis server, the ``entities`` cache of the cache leg (which
   turns ``SCHEMALESS["CACHE"]`` on around its own contenders; every other leg runs uncached);
 - ``BENCH_REPLICA_URLS``: ``shard_0=mysql://...`` entries, read replicas (``bench.replicas``);
+- ``BENCH_CODEC``: ``json`` to store JSON bodies (``JsonCodec``; ``bench.run --codec json``),
+  else MessagePack (the default codec);
 - ``BENCH_SHARDS``: comma-separated aliases to use as the shards instead of ``shard_0`` and
   ``shard_1`` (the backup leg's ``importentities`` child process).
 """
@@ -75,6 +77,9 @@ SCHEMALESS = {
     # retry may ask for its receipt up to ~1 h after its commit.
     "RECEIPT_RETENTION": 7200,
 }
+
+if os.environ.get("BENCH_CODEC") == "json":
+    SCHEMALESS["CODEC"] = "schemaless_store.values.codec.JsonCodec"
 
 if os.environ.get("BENCH_CACHE_URL"):
     from schemaless_store.cache.backend import cache_from_url

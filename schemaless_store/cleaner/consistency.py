@@ -57,7 +57,20 @@ def implied_rows(
 def compare(index: Index, properties: Mapping[bytes, Mapping[str, Any] | None]) -> Diff:
     """Missing and stale rows of ``index`` for these entities (read without locks)."""
     expected, unindexable = implied_rows(index, properties)
-    actual = index_table.of_entities(index, properties)
+    return _diff(index, expected, list(properties), unindexable)
+
+
+def compare_rows(
+    index: Index, implied: Mapping[bytes, set[tuple[Any, ...]]], unindexable: list[bytes]
+) -> Diff:
+    """:func:`compare` for entities whose rows are known already (``{entity id: column
+    values of its rows}``, as the server reads them out of JSON bodies)."""
+    expected = {(values, entity_id) for entity_id, rows in implied.items() for values in rows}
+    return _diff(index, expected, list(implied), unindexable)
+
+
+def _diff(index: Index, expected: set[Row], ids: list[bytes], unindexable: list[bytes]) -> Diff:
+    actual = index_table.of_entities(index, ids)
     return Diff(
         index=index,
         missing=sorted(expected - actual, key=_order),

@@ -27,25 +27,25 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from django.db import DEFAULT_DB_ALIAS
 from tqdm import tqdm
 
 from ..config.indexes import Index
 from ..config.metadata import CleanerCheckpoint
-from ..exceptions import IndexValueError
-from ..tables import counts
+from ..tables import counts, json_index
 from ..tables import entities as entity_table
 from ..tables import index_rows as index_table
 from ..tables.entities import EntityRow
 from ..tables.index_rows import Row
+from ..tables.json_index import ServerRow
 from ..topology import bucket_map
 from ..writes import stale_rows
 from .consistency import compare
 from .records import DONE, PassResult, start_record
-from .repairs import Version, decode, delete_on, insert_checked
-from .repairs import implied as implied_rows
+from .repairs import Version, decode, delete_on, index_entities, insert_checked
+from .server_rows import current_rows, extraction, fetch_batch, index_batch, local, repair_batch
 
 logger = logging.getLogger("schemaless_store.cleaner")
 
@@ -92,23 +92,28 @@ def backfill(cleaner: PassRunner, index: Index, alias: str, result: PassResult) 
         )
     upto = checkpoint.target_added_id
     assert upto is not None  # set above, or when the backfill began
+    found = extraction(index, alias)
+    in_place = [False]  # this batch's rows written by the server (decided as it is read)
+
+    def fetch(_previous: Any) -> list[Any]:
+        if found is None:
+            return entity_table.after(
+                source, alias, checkpoint.last_added_id, upto, cleaner.batch_size
+            )
+        in_place[0] = local(index, alias)
+        return fetch_batch(index, found, alias, checkpoint.last_added_id, upto, cleaner.batch_size)
+
     with cleaner.bar(
         f"backfill {index.name} {alias}",
         checkpoint.entities_total,
         checkpoint.entities_done,
         "entities",
     ) as bar:
-        for batch in cleaner.batches(
-            lambda _previous: entity_table.after(
-                source,
-                alias,
-                checkpoint.last_added_id,
-                upto,
-                cleaner.batch_size,
-            ),
-            result,
-        ):
-            _index_entities(index, alias, batch, result)
+        for batch in cleaner.batches(fetch, result):
+            if found is None:
+                index_entities(index, alias, batch, result)
+            else:
+                index_batch(index, found, alias, batch, result, in_place=in_place[0])
             checkpoint.last_added_id = batch[-1][0]
             checkpoint.entities_done += len(batch)
             checkpoint.save(update_fields=["last_added_id", "entities_done", "changed"])
@@ -116,23 +121,6 @@ def backfill(cleaner: PassRunner, index: Index, alias: str, result: PassResult) 
     if result.status == DONE:
         checkpoint.done = True
         checkpoint.save(update_fields=["done", "changed"])
-
-
-def _index_entities(index: Index, alias: str, batch: list[EntityRow], result: PassResult) -> None:
-    rows: list[Row] = []
-    seen: dict[bytes, Version] = {}
-    for added_id, entity_id, updated, body in batch:
-        properties = decode(alias, entity_id, body, result)
-        if properties is None:
-            continue
-        try:
-            implied = index.rows_for(properties)
-        except IndexValueError as exc:
-            result.note(f"entity {entity_id.hex()}: {exc}; it is not indexed")
-            continue
-        seen[entity_id] = (added_id, updated)
-        rows.extend((index, values, entity_id) for values in implied)
-    result.inserted += insert_checked(index, alias, rows, seen, result)
 
 
 # --- repair ------------------------------------------------------------------------------------
@@ -144,8 +132,12 @@ def repair(cleaner: PassRunner, index: Index, alias: str, result: PassResult) ->
     # Counting a big table takes a while: only for a progress bar someone watches.
     total = entity_table.count(source, alias) if cleaner.progress else None
 
-    def fetch(previous: list[EntityRow] | None) -> list[EntityRow]:
+    found = extraction(index, alias)
+
+    def fetch(previous: list[Any] | None) -> list[Any]:
         bound = None if previous is None else (previous[-1][2], previous[-1][0])
+        if found is not None:
+            return json_index.read_newest_first(index, found, alias, bound, cleaner.batch_size)
         return entity_table.newest_first(source, alias, bound, cleaner.batch_size)
 
     with cleaner.bar(f"repair {index.name} {alias}", total, 0, "entities") as bar:
@@ -154,10 +146,17 @@ def repair(cleaner: PassRunner, index: Index, alias: str, result: PassResult) ->
             bar.update(len(batch))
 
 
-def _repair_entities(index: Index, alias: str, batch: list[EntityRow], result: PassResult) -> None:
+def _repair_entities(
+    index: Index, alias: str, batch: list[EntityRow] | list[ServerRow], result: PassResult
+) -> None:
+    """Repair a batch: rows the server read (``(added_id, id, updated, python, values)``), or
+    ``(added_id, id, updated, body)`` decoded here."""
+    if batch and isinstance(batch[0], ServerRow):
+        repair_batch(index, alias, cast(list[ServerRow], batch), result)
+        return
     properties: dict[bytes, Any] = {}
     seen: dict[bytes, Version] = {}
-    for added_id, entity_id, updated, body in batch:
+    for added_id, entity_id, updated, body in cast(list[EntityRow], batch):
         decoded = decode(alias, entity_id, body, result)
         if decoded is not None:
             properties[entity_id] = decoded
@@ -193,7 +192,7 @@ def _nested() -> Candidates:
 
 
 def _sweep_rows(index: Index, alias: str, batch: list[tuple[Any, ...]], result: PassResult) -> None:
-    found = entity_table.current(index.source, {row[-1] for row in batch})
+    found = current_rows(index, {row[-1] for row in batch}, result)
     implied: dict[bytes, set[tuple[Any, ...]] | None] = {}
     orphans, stale = _nested(), _nested()
     rehome: dict[str, list[Row]] = defaultdict(list)
@@ -210,8 +209,7 @@ def _sweep_rows(index: Index, alias: str, batch: list[tuple[Any, ...]], result: 
                 misplaced_orphans.append(row)
             continue
         if entity_id not in implied:
-            added_id, updated, body = found[entity_id]
-            implied[entity_id] = implied_rows(index, entity_id, body, result)
+            added_id, updated, implied[entity_id] = found[entity_id]
             seen[entity_id] = (added_id, updated)
         rows = implied[entity_id]
         if home != alias:

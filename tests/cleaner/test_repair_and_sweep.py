@@ -83,10 +83,8 @@ def test_repair_walks_every_entity_once_newest_first(monkeypatch):
 
     original = passes._repair_entities
 
-    def spy(index, alias, batch, result):
-        walked[alias].extend(
-            (updated, added_id, entity_id) for added_id, entity_id, updated, _ in batch
-        )
+    def spy(index, alias, batch, result):  # bodies, or the rows the server read (JSON bodies)
+        walked[alias].extend((row[2], row[0], row[1]) for row in batch)
         return original(index, alias, batch, result)
 
     monkeypatch.setattr(passes, "_repair_entities", spy)

@@ -134,6 +134,16 @@ def test_a_failing_pass_is_recorded_and_the_others_still_run(posts, monkeypatch)
         return original(source, alias, bound, limit)
 
     monkeypatch.setattr(entity_table, "newest_first", failing)
+    from schemaless_store.tables import json_index  # the repair's read with JSON bodies
+
+    server_read = json_index.read_newest_first
+
+    def failing_server_read(index, extraction, alias, bound, limit):
+        if alias == broken:
+            raise ShardUnavailable(alias, "connection refused")
+        return server_read(index, extraction, alias, bound, limit)
+
+    monkeypatch.setattr(json_index, "read_newest_first", failing_server_read)
     with pytest.raises(CommandError) as caught:
         run_command("--index=index_link", "--once")
 

@@ -9,7 +9,8 @@ changed, an unindexed one, a unique value claimed and let go, delete, conditiona
 ``bulk_put`` of new and of existing entities, receipts
 pruned on every write and one looked up), cells, reads (``get``, ``get_many``, a walk of
 every entity), query pages (equality, range, ``in``, order, continuation cursors, a page
-across shards), the cleaner (a new index's backfill, then missing and stale rows repaired),
+across shards), the cleaner (a new index's backfill, then missing and stale rows repaired;
+the same over JSON bodies, with the rows the server reads out of them),
 a bucket move with a writer running (copy, replay, verify, purge) and back (its mover dying
 after the flip, then resumed: the target's pre-images read), ``mapentities``, and the
 health page's counts.
@@ -162,6 +163,28 @@ def cleaner(entities: list[Entity]) -> None:
     raw_delete("index_link", entities[0].id.bytes)  # a missing row
     plant_stale_link(entities[1])  # a stale one
     Cleaner(indexes=["index_link", "index_tags"], once=True, batch_size=20).run()
+    json_bodies()
+
+
+def json_bodies() -> None:
+    """The cleaner's passes over JSON bodies (issue 45 item 3): the server reads the index rows
+    (streamed: the buckets are on two shards), and the ``INSERT ... SELECT`` a shard that
+    serves every bucket sends, sent here for the entities of one shard."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    from schemaless_store.tables import json_index
+
+    raw = {**settings.SCHEMALESS, "CODEC": "schemaless_store.values.codec.JsonCodec"}
+    with override_settings(SCHEMALESS=raw), child.declared("index_cleaner_color") as color:
+        for n in range(30):
+            Entity.objects.create(color=["red", "blue", b"\x00"][n % 3], n=n)
+        Cleaner(indexes=[color.name], once=True, batch_size=20).run()
+        found = json_index.Extraction(color)
+        alias = shards.shard_aliases()[0]
+        batch = json_index.read_batch(color, found, alias, 0, 2**62, 500)
+        ids = [row.added_id for row in batch if row.values is not None]
+        json_index.insert_select(color, found, alias, ids, lambda conn, buckets: frozenset())
 
 
 def move() -> None:

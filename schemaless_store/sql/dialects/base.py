@@ -51,6 +51,10 @@ class Dialect:
     literal_rows: bool
     # Datetimes are stored as text: written as Django's backend writes them.
     datetimes_as_text: bool
+    # JSON functions (JSON_VALUE, JSON_EXTRACT, JSON_TYPE, JSON_VALID) and INSERT ... SELECT
+    # read at READ COMMITTED without locking the rows read: the cleaner lets the server
+    # compute index rows from JSON bodies (tables/json_index.py).
+    json_index_rows: bool
 
     # --- column types --------------------------------------------------------------------------
     int_type: str  # a small integer (a bucket, a state); SQLite: a rowid key

@@ -25,6 +25,7 @@ class SQLite(Dialect):
     version_checked = False
     literal_rows = False
     datetimes_as_text = True
+    json_index_rows = False
 
     int_type = "INTEGER"
     counter_type = "INTEGER"
