@@ -51,6 +51,9 @@ class Dialect:
     literal_rows: bool
     # Datetimes are stored as text: written as Django's backend writes them.
     datetimes_as_text: bool
+    # A query's re-check runs on the server for JSON bodies (JSON_TYPE, JSON_VALUE, ...:
+    # tables/rechecks.py); without it Python re-checks every entity.
+    json_functions: bool
 
     # --- column types --------------------------------------------------------------------------
     int_type: str  # a small integer (a bucket, a state); SQLite: a rowid key

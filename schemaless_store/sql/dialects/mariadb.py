@@ -28,6 +28,7 @@ class MariaDB(Dialect):
     version_checked = True
     literal_rows = True
     datetimes_as_text = False
+    json_functions = True
 
     int_type = "INT"
     counter_type = "BIGINT"

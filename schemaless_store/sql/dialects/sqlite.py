@@ -24,6 +24,7 @@ class SQLite(Dialect):
     version_checked = False
     literal_rows = False
     datetimes_as_text = True
+    json_functions = False
 
     int_type = "INTEGER"
     counter_type = "INTEGER"
