@@ -62,6 +62,9 @@ def _fetch_checked(
         by_alias[owners[bucket_of(row[-1], total)]].append(row)
     build = model.row_builder()
     found: dict[bytes, Any] = {}
+    # Kept apart until every shard's read is confirmed: a read a bucket move overtook proves
+    # nothing (retrying_stale starts again).
+    proven: list[tuple[Any, ...]] = []
     batch = conf.get().fetch_batch
     for alias, alias_rows in by_alias.items():
         source = replicas.reader(alias)
@@ -83,9 +86,10 @@ def _fetch_checked(
         buckets.confirm_read(alias, used)
         for added_id, row_id, updated, body, row, verdict in got:
             if verdict:
-                verdicts[row] = True
+                proven.append(row)
             if row_id not in found:
                 found[row_id] = build(alias, added_id, row_id, updated, bytes(body))
+    verdicts.update(dict.fromkeys(proven, True))
     return found
 
 

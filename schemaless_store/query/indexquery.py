@@ -339,10 +339,9 @@ class IndexQuery(AsyncResults, CachedResults):
                 # a writer gave an earlier element while the scan ran: it is answered here,
                 # not lost.
                 seen.add(entity_id)
-                if after is not None:
+                # A row the server proved has no list among the index's properties.
+                if after is not None and properties is not None:
                     earlier = False
-                    if properties is None:
-                        properties = entity.body_properties()
                     for prop in props:
                         if type(properties.get(prop)) is list:
                             first = self._first_match_key(properties, entity_id)
@@ -351,6 +350,8 @@ class IndexQuery(AsyncResults, CachedResults):
                     if earlier:
                         continue
                 yield key, entity
+            if verdicts:
+                verdicts.clear()  # this chunk's; the next one's come with its rows
 
     def _first_match_key(self, properties: dict[str, Any], entity_id: bytes) -> tuple[Any, ...]:
         """The sort key of the entity's first row, in result order, that meets the conditions
