@@ -8,7 +8,7 @@ changed, an unindexed one, a unique value claimed and let go, delete, conditiona
 ``filter(id=...).update()``, ``modify``, ``bulk_put`` of new and of existing entities, receipts
 pruned on every write and one looked up), cells, reads (``get``, ``get_many``, a walk of
 every entity), query pages (equality, range, ``in``, order, continuation cursors, a page
-across shards), the cleaner (a new index's backfill, then missing and stale rows repaired),
+across shards, and with JSON bodies re-checked on the server), the cleaner (a new index's backfill, then missing and stale rows repaired),
 a bucket move with a writer running (copy, replay, verify, purge), ``mapentities``, and the
 health page's counts.
 """
@@ -22,8 +22,10 @@ import time
 import uuid
 from typing import Any
 
+from django.conf import settings
 from django.core.management import call_command
 from django.db import connections
+from django.test import override_settings
 
 from schemaless_store.cleaner import Cleaner
 from schemaless_store.config.indexes import Index
@@ -125,6 +127,7 @@ def pages() -> None:
     list(Entity.objects.filter_index(link="https://example.com/moved"))
     list(Entity.objects.filter_index(username="claimer-renamed"))
     Entity.objects.filter_index(user_id=user).count()
+    json_pages()
     first = Index(
         table="index_published",
         properties=["published"],
@@ -200,6 +203,20 @@ def mapping() -> None:
         stdout=io.StringIO(),
         stderr=io.StringIO(),
     )
+
+
+def json_pages() -> None:
+    """With JSON bodies the server re-checks (tables/rechecks.py): a pinned page of placed
+    entities (the checked join), pages whose entities are fetched joined to their rows (the
+    checked fetch), on one shard and across shards."""
+    codec = "schemaless_store.values.codec.JsonCodec"
+    with override_settings(SCHEMALESS={**settings.SCHEMALESS, "CODEC": codec}):
+        owner = bytes([9]) * 16
+        bags = [{"user_id": owner, "published": n, "title": "json"} for n in range(8)]
+        Entity.objects.bulk_put(bags, placed_with="user_id")
+        _walk(Entity.objects.filter_index(user_id=owner).order_by("-published"), 3)
+        _walk(Entity.objects.filter_index(user_id=USERS[0]).order_by("-published"), 3)
+        list(Entity.objects.filter_index(user_id__in=USERS[:2]))
 
 
 def health() -> None:
