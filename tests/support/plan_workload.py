@@ -8,9 +8,9 @@ changed, an unindexed one, a unique value claimed and let go, delete, conditiona
 ``filter(id=...).update()``, ``modify``, ``bulk_put`` of new and of existing entities, receipts
 pruned on every write and one looked up), cells, reads (``get``, ``get_many``, a walk of
 every entity), query pages (equality, range, ``in``, order, continuation cursors, a page
-across shards, and with JSON bodies re-checked on the server), the cleaner (a new index's backfill, then missing and stale rows repaired),
-a bucket move with a writer running (copy, replay, verify, purge), ``mapentities``, and the
-health page's counts.
+across shards, and with JSON bodies re-checked on the server), the cleaner (a new index's
+backfill, then missing and stale rows repaired), a bucket move with a writer running (copy,
+replay, verify, purge), ``mapentities``, and the health page's counts.
 """
 
 from __future__ import annotations
