@@ -263,3 +263,60 @@ def test_pages_are_the_pages_of_the_python_recheck(
         patched.setattr("schemaless_store.query.indexquery.server_checks", lambda q: False)
         in_python = pages(qs, size)
     assert on_server == in_python
+
+
+# --- what the server's check saves, and what it leaves to Python (MariaDB) ---------------------
+
+
+@pytest.fixture
+def built(monkeypatch):
+    """The ids of the entities the read path builds from rows (sent by the server)."""
+    ids: list[bytes] = []
+    original = Entity.row_builder.__func__
+
+    def row_builder(cls):
+        build = original(cls)
+
+        def counted(alias, added_id, key, updated, body):
+            ids.append(bytes(key))
+            return build(alias, added_id, key, updated, body)
+
+        return counted
+
+    monkeypatch.setattr(Entity, "row_builder", classmethod(row_builder))
+    return ids
+
+
+@pytest.mark.mariadb_only
+@STORE
+@pytest.mark.parametrize("placed", [True, False], ids=["placed", "hashed"])
+def test_a_refuted_entity_is_never_sent_and_a_proven_one_never_decoded(rc_indexes, built, placed):
+    made = Entity.objects.bulk_put(
+        [{"g": "x", "v": n} for n in range(6)], placed_with="g" if placed else None
+    )
+    stale, old_format = made[1], made[2]
+    change_behind_the_index(stale, {"g": "x", "v": 100}, as_json=True)
+    change_behind_the_index(old_format, {"g": "x", "v": 100}, as_json=False)
+    built.clear()
+    page = Entity.objects.filter_index(g="x", v__gte=0).order_by("v").page(size=10)
+    want = [made[n].id for n in (0, 3, 4, 5)]
+    assert [e.id for e in page] == want
+    assert stale.id.bytes not in built  # refuted by the server: not sent
+    assert old_format.id.bytes in built  # MessagePack: the server cannot tell, Python did
+    assert all(e._props is None for e in page)  # proven: the check decoded nothing
+    assert [e["v"] for e in page] == [0, 3, 4, 5]
+
+
+@pytest.mark.mariadb_only
+@STORE
+def test_without_the_server_every_entity_is_sent_and_decoded(rc_indexes, built, monkeypatch):
+    """The same page with the server's check off: the refuted entity is sent and built (the
+    counter above counts what it should), and every answer was decoded to be checked."""
+    monkeypatch.setattr("schemaless_store.query.indexquery.server_checks", lambda q: False)
+    made = Entity.objects.bulk_put([{"g": "x", "v": n} for n in range(6)], placed_with="g")
+    change_behind_the_index(made[1], {"g": "x", "v": 100}, as_json=True)
+    built.clear()
+    page = Entity.objects.filter_index(g="x", v__gte=0).order_by("v").page(size=10)
+    assert len(page) == 5
+    assert made[1].id.bytes in built
+    assert all(e._props is not None for e in page)
