@@ -168,8 +168,13 @@ def fetch_checked(
     check = implies_sql(index, "r", quote)
     assert check is not None
     condition, check_params = check
-    first = "SELECT %s AS place, " + ", ".join(f"%s AS {name}" for name in names)
-    other = " UNION ALL SELECT " + ", ".join(["%s"] * (len(names) + 1))
+    # Bytes as binary literals: a derived table's column of plain string literals would be
+    # text in the connection's character set, which an id or a key is not.
+    marks = ["_binary %s" if type(value) is bytes else "%s" for value in rows[0]]
+    first = "SELECT %s AS place, " + ", ".join(
+        f"{mark} AS {name}" for mark, name in zip(marks, names, strict=True)
+    )
+    other = " UNION ALL SELECT %s, " + ", ".join(marks)
     derived = first + other * (len(rows) - 1)
     sql = (
         f"SELECT e.added_id, e.id, {UPDATED_TEXT.replace('updated', 'e.updated')}, e.body, "
