@@ -65,10 +65,33 @@ scalars = st.one_of(
     st.floats(-3, 3),
 )
 values = st.one_of(scalars, st.lists(scalars, max_size=3))
-bags = st.fixed_dictionaries(
-    {"g": st.sampled_from(["x", "X", "y"])},
-    optional={"v": values, "kind": st.sampled_from(["post", "Post", 1, ["post"]])},
-)
+# Values of each column type's own type, so that rows and bodies of that type meet often.
+OWN: dict[str, list[Any]] = {
+    "key": POOL,
+    "int": [0, 1, 2, 2**53, 2**63 - 1, -(2**63), True],
+    "float": [0, 1, 1.0, 1.5, -0.0, 2**53, 2**53 + 1, 0.1 + 0.2, 0.30000000000000004],
+    "str": ["a", "A", "é", "e\u0301", "\x00", "😀", ""],
+    "bytes": [b"", b"a", b"A", b"\x00\xff"],
+    "uuid": [uuid.UUID(int=1), uuid.UUID(int=2)],
+    "datetime": [
+        dt.datetime(2009, 2, 26, 1, tzinfo=UTC),
+        dt.datetime(2009, 2, 26, 6, 30, tzinfo=EAST),  # the same instant
+        dt.datetime(2009, 2, 26, 1, 0, 0, 1, tzinfo=UTC),
+    ],
+}
+
+
+def bags_of(column_type: str) -> st.SearchStrategy:
+    own = st.sampled_from(OWN[column_type])
+    return st.fixed_dictionaries(
+        {"g": st.sampled_from(["x", "X", "y"])},
+        optional={
+            "v": st.one_of(own, values, st.lists(own, max_size=3)),
+            "kind": st.sampled_from(["post", "Post", 1, ["post"]]),
+        },
+    )
+
+
 TYPES = [name for name in COLUMN_TYPES if name != "decimal"]
 SETTINGS = settings(
     max_examples=150,
@@ -119,12 +142,11 @@ def verdicts(index: Index, alias: str, pairs: list[tuple[Any, ...]]) -> list[boo
 @pytest.mark.django_db(databases="__all__", transaction=True)
 @pytest.mark.parametrize("column_type", TYPES)
 @SETTINGS
-@given(
-    bodies=st.lists(st.tuples(bags, st.booleans()), min_size=1, max_size=6),
-    extra=st.lists(bags, max_size=6),
-    kind=st.sampled_from([None, "post"]),
-)
-def test_every_server_verdict_is_pythons(column_type, bodies, extra, kind):
+@given(data=st.data(), kind=st.sampled_from([None, "post"]))
+def test_every_server_verdict_is_pythons(column_type, data, kind):
+    bags = bags_of(column_type)
+    bodies = data.draw(st.lists(st.tuples(bags, st.booleans()), min_size=1, max_size=6), "bodies")
+    extra = data.draw(st.lists(bags, max_size=6), "extra rows")
     index = Index("t", ["g", "v"], "g", types={"v": column_type}, kind=kind)
     alias = shards.shard_aliases()[0]
     stored = {}
