@@ -78,7 +78,8 @@ def _equal_when(column_type: iv.ColumnType, col: str, body: str, path: str) -> d
     if kind is iv.KeyColumn:
         return {
             "STRING": f"{col} = CONCAT(x'50', CAST({value} AS BINARY))",
-            "BOOLEAN": f"{col} = IF({value} = 'true', x'21', x'20')",
+            # JSON_VALUE answers '1' and '0' for true and false; JSON_EXTRACT, the JSON text.
+            "BOOLEAN": f"{col} = IF(JSON_EXTRACT({body}, '{path}') = 'true', x'21', x'20')",
             "NULL": f"{col} = x'10'",
             "INTEGER": (
                 f"(LENGTH({col}) = 17 AND LEFT({col}, 1) = x'30' AND "
