@@ -185,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stale", type=int, default=20, help="percent of entries changed")
     parser.add_argument("--pages", type=int, default=400)
     parser.add_argument("--callgrind", type=int, default=0)
+    parser.add_argument("--layouts", default=",".join(LAYOUTS), help="placed,hashed")
     parser.add_argument("--child", nargs=4)
     args = parser.parse_args(argv)
     if args.child:
@@ -205,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.callgrind:
         result["instructions"] = {
             f"{layout}/{mode}": instructions(layout, mode, args.callgrind, args.users)
-            for layout in LAYOUTS
+            for layout in args.layouts.split(",")
             for mode in MODES
         }
     result["load"] = [load_before, os.getloadavg()]

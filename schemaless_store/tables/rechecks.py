@@ -154,6 +154,11 @@ def placed_bucket_sql(column: str) -> str:
 # --- the fetch of a batch's entities, checked ---------------------------------------------------
 
 
+# (index, row shape, rows) -> the checked fetch's statement and the check's parameters.
+_FETCH_SQL: dict[tuple[Any, ...], tuple[str, list[Any]]] = {}
+_FETCH_SQL_MAX = 512
+
+
 def fetch_checked(
     alias: str, index: Index, rows: Sequence[tuple[Any, ...]], conn: Any
 ) -> list[tuple[Any, ...]]:
@@ -164,24 +169,41 @@ def fetch_checked(
     statement: the rows as a derived table joined to ``entities`` by id (``conn`` is
     ``alias``'s, or its replica's); the verdict is computed once, in the select list, and its
     ``HAVING`` drops the refuted pairs."""
-    quote = conn.ops.quote_name
+    binary = tuple(type(value) is bytes for value in rows[0])
+    key = (conn.vendor, index.name, index.properties, index.kind, binary, len(rows))
+    built = _FETCH_SQL.get(key)
+    if built is None:
+        built = _fetch_sql(index, binary, len(rows), conn.ops.quote_name)
+        if len(_FETCH_SQL) >= _FETCH_SQL_MAX:
+            _FETCH_SQL.clear()
+        _FETCH_SQL[key] = built
+    sql, check_params = built
+    params = [*check_params]
+    for n, row in enumerate(rows):
+        params.append(n)
+        params.extend(row)
+    return shards.read(alias, sql, params, conn)
+
+
+def _fetch_sql(
+    index: Index, binary: tuple[bool, ...], count: int, quote: Callable[[str], str]
+) -> tuple[str, list[Any]]:
     names = [quote(c) for c in (*index.properties, "entity_id")]
     check = implies_sql(index, "r", quote)
     assert check is not None
     condition, check_params = check
     # Bytes as binary literals: a derived table's column of plain string literals would be
     # text in the connection's character set, which an id or a key is not.
-    marks = ["_binary %s" if type(value) is bytes else "%s" for value in rows[0]]
+    marks = ["_binary %s" if is_bytes else "%s" for is_bytes in binary]
     first = "SELECT %s AS place, " + ", ".join(
         f"{mark} AS {name}" for mark, name in zip(marks, names, strict=True)
     )
     other = " UNION ALL SELECT %s, " + ", ".join(marks)
-    derived = first + other * (len(rows) - 1)
+    derived = first + other * (count - 1)
     sql = (
         f"SELECT e.added_id, e.id, {UPDATED_TEXT.replace('updated', 'e.updated')}, e.body, "
         f"r.place, ({condition}) AS recheck "
         f"FROM ({derived}) r JOIN entities e ON e.id = r.{quote('entity_id')} "
         "HAVING recheck IS NOT FALSE"
     )
-    params = check_params + [value for n, row in enumerate(rows) for value in (n, *row)]
-    return shards.read(alias, sql, params, conn)
+    return sql, check_params
