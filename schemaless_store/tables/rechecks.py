@@ -41,6 +41,7 @@ An index with a column of any other type (``decimal``, one's own) is not *plain*
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -154,9 +155,13 @@ def placed_bucket_sql(column: str) -> str:
 # --- the fetch of a batch's entities, checked ---------------------------------------------------
 
 
-# (index, row shape, rows) -> the checked fetch's statement and the check's parameters.
-_FETCH_SQL: dict[tuple[Any, ...], tuple[str, list[Any]]] = {}
-_FETCH_SQL_MAX = 512
+# Per index object (a redeclared index, of other column types, is another object; one no
+# longer referenced drops out): (backend, which values are bytes, rows) -> the checked fetch's
+# statement and the check's parameters.
+_FETCH_SQL: weakref.WeakKeyDictionary[Index, dict[tuple[Any, ...], tuple[str, list[Any]]]] = (
+    weakref.WeakKeyDictionary()
+)
+_FETCH_SQL_MAX = 64
 
 
 def fetch_checked(
@@ -170,13 +175,14 @@ def fetch_checked(
     ``alias``'s, or its replica's); the verdict is computed once, in the select list, and its
     ``HAVING`` drops the refuted pairs."""
     binary = tuple(type(value) is bytes for value in rows[0])
-    key = (conn.vendor, index.name, index.properties, index.kind, binary, len(rows))
-    built = _FETCH_SQL.get(key)
+    key = (conn.vendor, binary, len(rows))
+    shapes = _FETCH_SQL.setdefault(index, {})
+    built = shapes.get(key)
     if built is None:
         built = _fetch_sql(index, binary, len(rows), conn.ops.quote_name)
-        if len(_FETCH_SQL) >= _FETCH_SQL_MAX:
-            _FETCH_SQL.clear()
-        _FETCH_SQL[key] = built
+        if len(shapes) >= _FETCH_SQL_MAX:  # batches of many sizes: start over past this
+            shapes.clear()
+        shapes[key] = built
     sql, check_params = built
     params = [*check_params]
     for n, row in enumerate(rows):
