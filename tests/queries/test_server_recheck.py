@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from schemaless_store.config.indexes import Index
 from schemaless_store.exceptions import IndexValueError
 from schemaless_store.models import Entity
-from schemaless_store.query import servercheck
+from schemaless_store.query import cursors, servercheck
 from schemaless_store.tables import rechecks
 from schemaless_store.topology import shards
 from schemaless_store.values import entity_ids
@@ -207,11 +207,15 @@ def rc_indexes():
         yield pinned, scatter
 
 
-def pages(qs: Any, size: int) -> list[tuple[list[uuid.UUID], str | None]]:
+def pages(qs: Any, size: int) -> list[tuple[list[uuid.UUID], Any]]:
+    """Each page's ids and its cursor's key (a cursor's text carries the time it was signed)."""
     found, cursor = [], None
     while True:
         page = qs.page(after=cursor, size=size)
-        found.append(([e.id for e in page], page.next_cursor))
+        key = page.next_cursor and cursors.decode(
+            page.next_cursor, qs._fingerprint(), len(qs.bound.sort_positions)
+        )
+        found.append(([e.id for e in page], key))
         if not page.has_next or len(found) > 60:
             return found
         cursor = page.next_cursor
