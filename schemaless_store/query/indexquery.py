@@ -31,7 +31,8 @@ from .asyncapi import AsyncResults, sync_only
 from .conditions import ColumnConditions, parse_conditions
 from .planner import Plan, choose_index, plan
 from .results import CachedResults, check_index
-from .scan import ShardScan, merged
+from .scan import REFUTED, ShardScan, merged
+from .servercheck import pinned_buckets, server_checks
 
 # Entities fetched per batch when iterating a whole query.
 ITERATION_BATCH = 500
@@ -293,7 +294,9 @@ class IndexQuery(AsyncResults, CachedResults):
         # The scan stops joining after a batch whose entities mostly live elsewhere (not
         # co-located, docs/placement.md): then the join costs more than it saves.
         joined: dict[bytes, Any] | None = {} if self.fetcher.join_entities else None
-        rows = self._index_rows(batch, after, joined)
+        # The server's word on rows (True: the entity implies it), when it re-checks them.
+        verdicts: dict[tuple[Any, ...], bool] | None = {} if server_checks(self) else None
+        rows = self._index_rows(batch, after, joined, verdicts)
         memo: dict[tuple[Any, ...], Any] = {}
         implies, meets, props = index.implies, bound.meets, index.properties
         while True:
@@ -305,11 +308,13 @@ class IndexQuery(AsyncResults, CachedResults):
             for _key, row in chunk:
                 entity = joined.pop(row[-1], None) if joined else None
                 if entity is None:
-                    elsewhere.append(row[-1])
-                else:
+                    elsewhere.append(row)
+                elif entity is not REFUTED:
                     entities[row[-1]] = entity
-            if elsewhere:
-                entities.update(self.fetcher.fetch(elsewhere))
+            if elsewhere and verdicts is not None:
+                entities.update(self.fetcher.fetch_checked(index, elsewhere, verdicts))
+            elif elsewhere:
+                entities.update(self.fetcher.fetch([row[-1] for row in elsewhere]))
             for key, row in chunk:
                 entity_id = row[-1]
                 if entity_id in seen:
@@ -317,10 +322,16 @@ class IndexQuery(AsyncResults, CachedResults):
                 entity = entities.get(entity_id)
                 if entity is None:
                     continue
-                properties = entity.body_properties()
-                # The re-check: the entity implies the row, and the row meets the conditions.
-                if not (implies(properties, row, memo) and meets(row)):
+                # The re-check: the entity implies the row (unless the server proved it, when
+                # the body is not even decoded for it), and the row meets the conditions.
+                verdict = verdicts.get(row) if verdicts else None
+                if verdict is False or not meets(row):
                     continue
+                properties = None
+                if not verdict:
+                    properties = entity.body_properties()
+                    if not implies(properties, row, memo):
+                        continue
                 # An entity with list values has several rows, and its place is the first
                 # one that matches. Within this call ``seen`` answers it once; a page after a
                 # cursor skips it if that first row lies at or before the cursor (an earlier
@@ -328,7 +339,8 @@ class IndexQuery(AsyncResults, CachedResults):
                 # a writer gave an earlier element while the scan ran: it is answered here,
                 # not lost.
                 seen.add(entity_id)
-                if after is not None:
+                # A row the server proved has no list among the index's properties.
+                if after is not None and properties is not None:
                     earlier = False
                     for prop in props:
                         if type(properties.get(prop)) is list:
@@ -338,6 +350,8 @@ class IndexQuery(AsyncResults, CachedResults):
                     if earlier:
                         continue
                 yield key, entity
+            if verdicts:
+                verdicts.clear()  # this chunk's; the next one's come with its rows
 
     def _first_match_key(self, properties: dict[str, Any], entity_id: bytes) -> tuple[Any, ...]:
         """The sort key of the entity's first row, in result order, that meets the conditions
@@ -355,6 +369,7 @@ class IndexQuery(AsyncResults, CachedResults):
         batch: int,
         after: tuple[Any, ...] | None = None,
         joined: dict[bytes, Any] | None = None,
+        verdicts: dict[tuple[Any, ...], bool] | None = None,
     ) -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...]]]:
         """(sort key, row) pairs in result order, merged over the shards that can hold them."""
         index, bound = self.index, self.bound
@@ -378,6 +393,8 @@ class IndexQuery(AsyncResults, CachedResults):
                 joined,
                 build,
                 used if len(aliases) == 1 else None,
+                None if verdicts is None else pinned_buckets(index, bound.values, used.buckets),
+                verdicts,
             )
             for alias in aliases
         ]

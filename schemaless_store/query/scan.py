@@ -17,6 +17,9 @@ from .pool import scatter
 
 # (sort key, row): a row is the index's column values, then the entity id.
 KeyedRow = tuple[tuple[Any, ...], tuple[Any, ...]]
+# In ``joined``: an entity of this shard that the server proved implies none of its rows read
+# so far (nothing was built, and nothing need be fetched).
+REFUTED: Any = object()
 
 
 class ShardScan:
@@ -26,6 +29,12 @@ class ShardScan:
     that live on that same shard (a ``LEFT JOIN``), put in ``joined`` by id: their ``IN``
     query is saved. After a batch of which fewer than 90% of the entities came along (they are not
     co-located with the index, docs/placement.md), the following batches read rows only.
+
+    With ``checked`` as well (the buckets the scan reads: a pinned scan, re-checked on the
+    server, :mod:`..tables.rechecks`), the server also says of each joined entity whether it
+    implies its row, and leaves out the rows whose entity (in one of those buckets) does not;
+    ``verdicts`` gets the server's word on each row of an entity this shard owns (True: proven,
+    False: refuted), which the query then need not check in Python.
     """
 
     def __init__(
@@ -39,6 +48,8 @@ class ShardScan:
         joined: dict[bytes, Any] | None = None,
         build: Callable[..., Any] | None = None,
         used: bucket_map.BucketMap | None = None,
+        checked: Sequence[int] | None = None,
+        verdicts: dict[tuple[Any, ...], bool] | None = None,
     ) -> None:
         self.alias = alias
         # The map that routed a pinned scan here: each batch is confirmed against it (a scan of
@@ -55,14 +66,20 @@ class ShardScan:
         conn = shards.connection(alias)
         self.convert = datetime_converter(conn)
         self.shape = (conn.vendor, conn.ops.quote_name, index, conds, sort_positions, descending)
-        self.sql = scans.scan_sql(*self.shape, joined is not None)
         self.width = len(index.properties) + 1
-        self.params: list[Any] = []
+        self.conds_params: list[Any] = []
         for _prop, lookup, value in conds:
             if lookup == "in":
-                self.params.extend(value)
+                self.conds_params.extend(value)
             else:
-                self.params.append(value)
+                self.conds_params.append(value)
+        self.verdicts = verdicts
+        self.checked = list(checked or ()) if joined is not None and verdicts is not None else []
+        self.sql = scans.scan_sql(*self.shape, joined is not None, len(self.checked))
+        self.params = self.conds_params
+        if self.sql.having:
+            total = (used or bucket_map.current()).buckets
+            self.params = [*self.sql.select_params, total, *self.checked, *self.conds_params]
 
     def fetch(self, last: tuple[Any, ...] | None) -> list[tuple[Any, ...]]:
         """One batch of rows after the ``last`` sort key (runs on any thread)."""
@@ -88,6 +105,7 @@ class ShardScan:
         if self.joined is not None and self._keep_joined(rows, found) * 10 < len(rows) * 9:
             self.joined = None  # mostly elsewhere: the join costs more than it saves
             self.sql = scans.scan_sql(*self.shape, False)
+            self.params = self.conds_params
         return rows
 
     def _keep_joined(self, rows: list[tuple[Any, ...]], found: list[Any]) -> int:
@@ -98,13 +116,21 @@ class ShardScan:
         convert = self.convert
         used = bucket_map.current()
         owners, total = used.owners, used.buckets
+        verdicts = self.verdicts if self.sql.having else None
         kept = 0
         for row, raw in zip(rows, found, strict=True):
-            added_id, updated, body = raw[width:]
+            added_id, updated, body = raw[width : width + 3]
             entity_id = row[-1]
             if added_id is not None and owners[bucket_of(entity_id, total)] == alias:
-                joined[entity_id] = build(alias, added_id, entity_id, convert(updated), bytes(body))
                 kept += 1
+                if verdicts is not None:
+                    verdict = raw[width + 3]
+                    if verdict is not None:
+                        verdicts[tuple(row)] = bool(verdict)
+                        if not verdict:
+                            joined.setdefault(entity_id, REFUTED)
+                            continue
+                joined[entity_id] = build(alias, added_id, entity_id, convert(updated), bytes(body))
         return kept
 
     def rows(

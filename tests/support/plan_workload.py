@@ -9,11 +9,11 @@ changed, an unindexed one, a unique value claimed and let go, delete, conditiona
 ``bulk_put`` of new and of existing entities, receipts
 pruned on every write and one looked up), cells, reads (``get``, ``get_many``, a walk of
 every entity), query pages (equality, range, ``in``, order, continuation cursors, a page
-across shards), the cleaner (a new index's backfill, then missing and stale rows repaired;
-the same over JSON bodies, with the rows the server reads out of them),
-a bucket move with a writer running (copy, replay, verify, purge) and back (its mover dying
-after the flip, then resumed: the target's pre-images read), ``mapentities``, and the
-health page's counts.
+across shards, and with JSON bodies re-checked on the server), the cleaner (a new index's
+backfill, then missing and stale rows repaired; the same over JSON bodies, with the rows the
+server reads out of them), a bucket move with a writer running (copy, replay, verify, purge)
+and back (its mover dying after the flip, then resumed: the target's pre-images read),
+``mapentities``, and the health page's counts.
 """
 
 from __future__ import annotations
@@ -145,6 +145,7 @@ def pages() -> None:
     list(Entity.objects.filter_index(link="https://example.com/moved"))
     list(Entity.objects.filter_index(username="claimer-renamed"))
     Entity.objects.filter_index(user_id=user).count()
+    json_pages()
     first = Index(
         table="index_published",
         properties=["published"],
@@ -263,6 +264,20 @@ def mapping() -> None:
         stdout=io.StringIO(),
         stderr=io.StringIO(),
     )
+
+
+def json_pages() -> None:
+    """With JSON bodies the server re-checks (tables/rechecks.py): a pinned page of placed
+    entities (the checked join), pages whose entities are fetched joined to their rows (the
+    checked fetch), on one shard and across shards."""
+    codec = "schemaless_store.values.codec.JsonCodec"
+    with override_settings(SCHEMALESS={**settings.SCHEMALESS, "CODEC": codec}):
+        owner = bytes([9]) * 16
+        bags = [{"user_id": owner, "published": n, "title": "json"} for n in range(8)]
+        Entity.objects.bulk_put(bags, placed_with="user_id")
+        _walk(Entity.objects.filter_index(user_id=owner).order_by("-published"), 3)
+        _walk(Entity.objects.filter_index(user_id=USERS[0]).order_by("-published"), 3)
+        list(Entity.objects.filter_index(user_id__in=USERS[:2]))
 
 
 def health() -> None:

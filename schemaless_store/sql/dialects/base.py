@@ -55,6 +55,9 @@ class Dialect:
     # read at READ COMMITTED without locking the rows read: the cleaner lets the server
     # compute index rows from JSON bodies (tables/json_index.py).
     json_index_rows: bool
+    # A query's re-check runs on the server for JSON bodies (JSON_TYPE, JSON_VALUE, ...:
+    # tables/rechecks.py); without it Python re-checks every entity.
+    json_functions: bool
 
     # --- column types --------------------------------------------------------------------------
     int_type: str  # a small integer (a bucket, a state); SQLite: a rowid key

@@ -29,6 +29,7 @@ class MariaDB(Dialect):
     literal_rows = True
     datetimes_as_text = False
     json_index_rows = True
+    json_functions = True
 
     int_type = "INT"
     counter_type = "BIGINT"

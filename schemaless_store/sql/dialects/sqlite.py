@@ -26,6 +26,7 @@ class SQLite(Dialect):
     literal_rows = False
     datetimes_as_text = True
     json_index_rows = False
+    json_functions = False
 
     int_type = "INTEGER"
     counter_type = "INTEGER"
