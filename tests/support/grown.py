@@ -385,11 +385,10 @@ def _fence_every_node(buckets: str) -> None:
 
 
 def _lost_answer(key: str) -> None:
-    """On the Galera shard: an update whose commit lands and whose answer is lost, after
-    another client deleted the entity; print what the retry left (the receipt, read with
-    ``wsrep_sync_wait``, must say it landed: the entity stays deleted; the session keeps its
-    own ``wsrep_sync_wait``). Then a removal of receipts there (Galera's route: an
-    ``atomic()`` block): how many, and the line before and after."""
+    """On the Galera shard: an update lands, another client deletes the entity, the answer
+    is lost; print what the retry left (its receipt read says it landed: the entity stays
+    deleted; the session keeps its ``wsrep_sync_wait``). Then a removal of receipts there
+    (an ``atomic()`` block on Galera): how many, and the line before and after."""
     from django.db import connections
 
     from schemaless_store.models import Entity
@@ -398,12 +397,8 @@ def _lost_answer(key: str) -> None:
     from schemaless_store.topology import servers
 
     entity = Entity.objects.create(id=uuid.UUID(key), n=1)
-    # Causal reads on every session, as a deployment sets them (docs/replicas.md, "Limits"):
-    # the retry's receipt read must leave them so.
-    shard = connections[entity._state.db]
-    shard.settings_dict.setdefault("OPTIONS", {})["init_command"] = (
-        "SET SESSION wsrep_sync_wait = 1"
-    )
+    shard = connections[entity._state.db]  # causal reads, as a deployment sets them
+    shard.settings_dict.setdefault("OPTIONS", {})["init_command"] = "SET wsrep_sync_wait = 1"
     shard.close()
     entity["n"] = 2
     with lost_commit_answers(
