@@ -204,6 +204,49 @@ def test_a_resumed_mover_finds_a_stale_copy_even_after_the_owner_wrote_the_key(m
     assert move.phase in ("failed", "held"), (move.phase, move.counts.get("verified"))
 
 
+def test_a_resumed_mover_names_the_keys_it_left_out_of_its_comparison(monkeypatch):
+    """The hole above, named where it cannot be closed yet: the mover resumed after its flip
+    records (and warns of) each key whose copies differ but that the new owner wrote since the
+    flip, which it therefore did not compare. A Galera soak lost an append in such a move and
+    passed it (docs/reliability.md, "Two lost writes during moves on Galera")."""
+    made = populate(20)
+    source, target = source_and_target()
+    moved = next(i for i in made if bucket_map.bucket_for(i.bytes) in MOVED_SET)
+    with connections[source].cursor() as cursor:
+        cursor.execute("SELECT body FROM entities WHERE id = %s", [moved.bytes])
+        stale = cursor.fetchone()[0]
+    entity = Entity.objects.get(id=moved)
+    entity["title"] = "the last acknowledged title"
+    entity.save()
+    flip = Mover.flip
+
+    def flip_with_a_stale_copy(mover):  # as a replay that missed the update would leave it
+        with connections[target].cursor() as cursor:
+            cursor.execute("UPDATE entities SET body = %s WHERE id = %s", [stale, moved.bytes])
+        flip(mover)
+
+    saved = Mover._save
+
+    def save(mover, **changes):  # dies after publishing the flip, before recording it
+        if changes.get("phase") == "flipped":
+            raise MoverDied
+        saved(mover, **changes)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Mover, "flip", flip_with_a_stale_copy)
+        patched.setattr(Mover, "_save", save)
+        with pytest.raises(MoverDied):
+            run("--to", target, "--buckets", MOVED)
+    bucket_map.forget()
+    written = Entity.objects.get(id=moved)
+    written["tags"] = ["c"]  # the new owner writes the key from its stale copy
+    written.save()
+    with contextlib.suppress(CommandError):
+        run("--to", target, "--buckets", MOVED)
+    move = BucketMove.objects.get()
+    assert move.counts["left out of the comparison"] == {"entities": [moved.hex]}
+
+
 def test_an_abort_after_a_published_flip_never_purges_the_new_owners_writes(monkeypatch):
     """The mover dies after publishing the flip, before recording it: the move still reads
     ``fenced``, a phase ``--abort`` accepts. The new owner has taken writes by the published
