@@ -314,7 +314,7 @@ class Mover(RowMoves):
         counts = {**self.move.counts, "changed after the flip": verdict.changed}
         if verdict.left_out:  # a resumed mover's blind spot, named (docs/resharding.md#limits)
             counts["left out of the comparison"] = verdict.left_out
-            logger.warning(
+            logger.info(  # mostly the owner's own later writes: not an alarm, a bound
                 "move #%s: compared without the flip's snapshot; keys that differ but the new "
                 "owner wrote since the flip were not compared: %s",
                 self.move.pk,

@@ -206,9 +206,9 @@ def test_a_resumed_mover_finds_a_stale_copy_even_after_the_owner_wrote_the_key(m
 
 def test_a_resumed_mover_names_the_keys_it_left_out_of_its_comparison(monkeypatch):
     """The hole above, named where it cannot be closed yet: the mover resumed after its flip
-    records (and warns of) each key whose copies differ but that the new owner wrote since the
-    flip, which it therefore did not compare. A Galera soak lost an append in such a move and
-    passed it (docs/reliability.md, "Two lost writes during moves on Galera")."""
+    records each key whose copies differ but that the new owner wrote since the
+    flip, which it therefore did not compare. A Galera soak's lost append fits such a move
+    (docs/reliability.md, "Two lost writes during moves on Galera")."""
     made = populate(20)
     source, target = source_and_target()
     moved = next(i for i in made if bucket_map.bucket_for(i.bytes) in MOVED_SET)
