@@ -63,6 +63,7 @@ logger = logging.getLogger("schemaless_store.moves")
 # A catch-up pass that handles fewer log entries than this ends the catching up: the fence
 # replays the rest while writes to the buckets wait.
 CONVERGED = 500
+# Keys of a table a warning names (the move's record keeps up to verification.RECORDED).
 # Tables copied at the same time (MariaDB): two measured faster than one on a 2-core machine
 # (docs/performance-history.md).
 COPY_WORKERS = 2

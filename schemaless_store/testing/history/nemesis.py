@@ -46,6 +46,9 @@ NAMES = (
 )
 MOVE_ATTEMPTS = 20  # a move is run again until it finishes, at most this many times
 LOCK_READ_TIMEOUT = 3  # the clients' read_timeout with lock-wait on (seconds)
+# A mover's output kept in its record (the end of it): its resumes and the phase each resumed
+# at, its warnings. 300 characters kept too little to tell which phase a soak's anomaly met.
+MOVER_OUTPUT_KEPT = 20_000
 LOCKED_KEYS = ("reg", 4), ("claim", 3)  # (prefix, slots) the lock-wait picks from
 
 
@@ -181,7 +184,7 @@ class MoveBuckets(Nemesis):
                 buckets=buckets,
                 returncode=done.returncode,
                 seconds=round(time.monotonic() - started, 2),
-                output=output[-300:],
+                output=output[-MOVER_OUTPUT_KEPT:],
                 **({"held": held[-1][:4000]} if held else {}),
             )
             if done.returncode == 0:

@@ -124,6 +124,7 @@ class Run:
             self.run_clients()
             self.final_reads()
         finally:
+            self.keep_moves()
             self.store.stop()
         return self.report()
 
@@ -214,6 +215,19 @@ class Run:
         reader.recorder.close()
         self.say(f"final reads of {len(keys)} keys done")
 
+    def keep_moves(self) -> None:
+        """The moves' records, before the store is thrown away (:func:`keep_moves`)."""
+        from django.db import connections
+
+        path = self.out / "moves.json"
+        try:
+            connections.close_all()  # the runner's own, perhaps broken by a nemesis
+            kept = keep_moves(path)
+        except Exception as exc:  # the metadata server down: the history is checked all the same
+            self.say(f"the moves' records were not kept ({type(exc).__name__}: {exc})"[:300])
+            return
+        self.say(f"{kept} moves' records in {path}")
+
     def report(self) -> int:
         history = load(sorted(self.out.glob("*.jsonl")))
         result = check(history)
@@ -269,6 +283,55 @@ class Tally:
             f"(ok {done['ok']}, fail {done['fail']}, info {done['info']}); "
             f"faults: {faults or 'none'}"
         )
+
+
+def keep_moves(path: Path) -> int:
+    """Write every move's record (its phase, message, counts, checkpoints and times) and every
+    map version's note, moving mark and time to ``path`` (JSON), and return how many moves: the
+    mover's own account of where a move was when an anomaly met it, which the metadata
+    database held until the run threw it away. Each time is also given on the history's clock
+    (``time.monotonic()``, the records' ``time``) under ``clock``: a wall time plus the two
+    clocks' difference now."""
+    from ...config.metadata import BucketMove, ShardMap
+
+    offset = time.monotonic() - time.time()
+
+    def clock(wall: Any) -> float | None:
+        if wall is None:
+            return None
+        seconds = wall if isinstance(wall, (int, float)) else wall.timestamp()
+        return round(float(seconds) + offset, 3)
+
+    moves = []
+    for move in BucketMove.objects.order_by("pk"):
+        checkpoints = move.checkpoints or {}
+        moves.append(
+            {
+                "move": move.pk,
+                "target": move.target,
+                "buckets": move.buckets,
+                "sources": move.sources,
+                "phase": move.phase,
+                "message": move.message,
+                "counts": move.counts,
+                "checkpoints": checkpoints,
+                "longest_pause": move.longest_pause,
+                "clock": {
+                    "started": clock(move.started),
+                    "marked": clock(checkpoints.get("marked_at")),
+                    "fenced": clock(checkpoints.get("fenced_at")),
+                    "flipped": clock(move.flipped),
+                    "finished": clock(move.finished),
+                    "changed": clock(move.changed),
+                },
+            }
+        )
+    versions = [
+        {"version": v.version, "note": v.note, "moving": v.moving, "clock": clock(v.created)}
+        for v in ShardMap.objects.order_by("version")
+    ]
+    path.write_text(json.dumps({"moves": moves, "map_versions": versions}, indent=1, default=str))
+    return len(moves)
 
 
 def main(argv: list[str] | None = None) -> int:
