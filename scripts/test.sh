@@ -61,7 +61,7 @@ status=0
 # directories below; lane b is every other test directory, so a new directory is never left
 # out. With pytest arguments given (a path, -k), the MariaDB pass is one lane.
 LANE_A=(tests/reliability tests/replicas tests/serving tests/cache tests/backup tests/commands
-  tests/admin tests/kinds tests/house)
+  tests/admin tests/kinds tests/house tests/cleaner)
 LANE_B_IGNORES=()
 for dir in "${LANE_A[@]}"; do LANE_B_IGNORES+=("--ignore=$dir"); done
 
