@@ -18,6 +18,7 @@ from ..config.metadata import BucketMove
 from ..exceptions import MoveRefused
 from ..guards.throttle import LatencyProbe, Throttle
 from ..tables import move_log as capture
+from ..tables import trigger_reload
 from ..tables.moved_rows import (
     MovedTable,
     decode_key,
@@ -50,6 +51,7 @@ class RowMoves:
     _record: threading.Lock
     _stopping: threading.Event
     _saved: float
+    _triggers_checked: float
 
     def _copy_all(self) -> None:
         """Copy every table of every source: ``workers`` tables at a time on MariaDB (each on
@@ -99,12 +101,14 @@ class RowMoves:
                 if time.monotonic() - self._saved >= CHECKPOINT_EVERY:
                     self._save()  # a resumed copy writes some batches again: they are upserts
                 self.report(f"copy {source} {table.name}", len(moving))
+            self._reload_triggers(every=CHECKPOINT_EVERY)
             self.throttle.after(began, probe=self._probe)
         with self._record:
             self._save(checkpoints={**self.move.checkpoints, mark: "done"})
 
     def _replay(self, source: str) -> int:
         """Replay one batch of the source's log; the number of entries handled."""
+        self._reload_triggers(every=CHECKPOINT_EVERY)
         entries = capture.read(source, LOG_BATCH)
         if not entries:
             return 0
@@ -162,6 +166,17 @@ class RowMoves:
                 self._count(what, deleted)
                 self.report(f"{what} {table.name}", deleted)
                 self.throttle.after(began, probe=self._probe)
+
+    def _reload_triggers(self, every: float = 0.0, *, always: bool = False) -> None:
+        """Reopen each moved table whose cached triggers failed to load on a source or the
+        target (every one, ``always``: :mod:`..tables.trigger_reload`); every write to it
+        fails until then. At most once per ``every`` seconds (the copy's threads share it)."""
+        now = time.monotonic()
+        if every and now - self._triggers_checked < every:
+            return
+        self._triggers_checked = now
+        for alias in [*self.sources, self.move.target]:
+            trigger_reload.repair(alias, self.tables, always=always)
 
     # --- the record ----------------------------------------------------------------------
 

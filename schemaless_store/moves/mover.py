@@ -102,6 +102,7 @@ class Mover(RowMoves):
         self._proven = False  # this mover proved the sources' triggers by a probe write
         self._target_proven = False  # ... and the target's (pre-images)
         self._saved = 0.0  # when the record was last saved (time.monotonic())
+        self._triggers_checked = 0.0  # ... and the tables' cached triggers checked
         # The target as it was at the flip, for the verification (None after a resume: the
         # target's pre-images stand for it).
         self.snapshot: BaseDatabaseWrapper | None = None
@@ -124,6 +125,8 @@ class Mover(RowMoves):
                 lambda: servers.probe_latency(aliases), on_exit=connections.close_all
             ).start()
         try:
+            # A mover resumed: a KILL may have cut a parse of its triggers (its own DDL's).
+            self._reload_triggers(always=bool(self.move.checkpoints))
             while self.move.phase in steps:
                 steps[self.move.phase]()
         finally:
@@ -175,6 +178,7 @@ class Mover(RowMoves):
         if wait > 0:  # a copy this short: let every process see the moving mark first
             time.sleep(wait)
         self.phase("flip")
+        pre_images.clear(self.move.target, self.tables, self.batch)  # the flip's clear: the rest
         started = time.monotonic()
         self._fence()
         self._save(phase="fenced", checkpoints={**self.move.checkpoints, "fenced_at": time.time()})
@@ -201,7 +205,7 @@ class Mover(RowMoves):
             not pre_images.kept(target, self.tables) or prove(target, self.tables, pre_images=True)
         ):
             capture.install(target, self.tables, pre_images=True)
-        pre_images.clear(target, self.tables)  # the replays', other buckets' writes
+        pre_images.clear(target, self.tables, self.batch)  # the replays', other buckets' writes
         self.snapshot = snapshot(target)  # nothing has written them there yet
         with write_lock():
             for source in self.sources:
@@ -306,6 +310,7 @@ class Mover(RowMoves):
         recorded since, :mod:`.at_flip`). An escaped write holds the move: the sources'
         copies are kept and the operator told what to do."""
         self.phase("verify")
+        self._reload_triggers()  # the target's writers since the flip: none held up by a KILL
         snapshot, self.snapshot = self.snapshot, None
         target = self.move.target
         at_flip: AtFlip | None = None
@@ -434,3 +439,4 @@ class Mover(RowMoves):
         for source, numbers in self.sources.items():
             fence.withdraw(source, sorted(numbers), bucket_table.FENCED, end_connections=True)
         self._fenced = True
+        self._reload_triggers()  # a session it ended may have been parsing a table's triggers

@@ -6,6 +6,7 @@ The driver raises them as ``exc.args[0]``; :func:`code_of` reads it from any exc
 from __future__ import annotations
 
 # Server errors.
+ER_PARSE_ERROR = 1064  # also a table's trigger that failed to load: tables/trigger_reload.py
 ER_NO_SUCH_THREAD = 1094  # KILL of a session that ended meanwhile: "Unknown thread id"
 ER_NO_SUCH_TABLE = 1146
 ER_LOCK_WAIT_TIMEOUT = 1205  # also an ALTER's ``WAIT n`` running out on its metadata lock
@@ -45,6 +46,12 @@ OPEN_CONNECTION_LOST = CONNECTION_LOST - {CR_CONNECTION_ERROR, CR_CONN_HOST_ERRO
 def code_of(exc: BaseException) -> int | None:
     """The server's or client's error number of ``exc``, if it carries one."""
     return exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+
+
+def broken_trigger(exc: BaseException) -> bool:
+    """MariaDB's "Trigger 'name' has an error in its body" (or "Unknown trigger has ..."): a
+    statement on a table whose cached triggers failed to load (tables/trigger_reload.py)."""
+    return code_of(exc) == ER_PARSE_ERROR and "has an error in its body" in str(exc)
 
 
 def no_table(exc: BaseException) -> bool:

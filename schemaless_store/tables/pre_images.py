@@ -92,11 +92,20 @@ def kept(alias: str, tables: Sequence[MovedTable]) -> bool:
     return all(table_name(table.name) in names for table in tables)
 
 
-def clear(alias: str, tables: Sequence[MovedTable]) -> None:
-    """Delete every entry (at the flip: the first change of a row from then on counts)."""
-    with shards.errors_named(alias), connections[alias].cursor() as cursor:
+def clear(alias: str, tables: Sequence[MovedTable], batch: int) -> None:
+    """Delete every entry (at the flip: the first change of a row from then on counts), in
+    statements of at most ``batch`` rows (a Galera write-set limit; a pause of the writers
+    that one long statement would lengthen)."""
+    conn = connections[alias]
+    quote, dialect = conn.ops.quote_name, dialects.of(conn)
+    with shards.errors_named(alias), conn.cursor() as cursor:
         for table in tables:
-            cursor.execute(f"DELETE FROM {table_name(table.name)}")
+            key = ", ".join(quote(c) for c in table.natural_key)
+            statement = dialect.delete_first(table_name(table.name), "1 = 1", key, key)
+            while True:
+                cursor.execute(statement, [int(batch)])
+                if cursor.rowcount < batch:
+                    break
 
 
 def read(

@@ -24,7 +24,8 @@ from tests.kindsapp.models import Note
 from tests.support import STORE
 from tests.support.raw import count_everything, index_rows
 
-pytestmark = STORE
+# The receipt pruning would add a round trip to a write now and then (tests/conftest.py).
+pytestmark = [STORE, pytest.mark.usefixtures("no_receipt_pruning")]
 
 HISTORY = override_settings(SCHEMALESS={"BUCKETS": 4096, "HISTORY": True})
 

@@ -54,8 +54,10 @@ def test_the_targets_triggers_record_each_rows_first_change_as_it_was():
     tables = moved_tables()
     try:
         capture.install(target, tables, pre_images=True)
-        on(target, "before the clear")  # at the flip: nothing before it counts
-        pre_images.clear(target, tables)
+        for n in range(5):  # at the flip: nothing before it counts
+            on(target, f"before the clear {n}")
+        assert len(recorded(target)) == 5
+        pre_images.clear(target, tables, batch=2)  # three statements of at most two rows
         assert recorded(target) == {}
         changed["title"] = "two"
         changed.save()

@@ -58,6 +58,11 @@ class Dialect:
     # A query's re-check runs on the server for JSON bodies (JSON_TYPE, JSON_VALUE, ...:
     # tables/rechecks.py); without it Python re-checks every entity.
     json_functions: bool
+    # A table's triggers are parsed into the server's cached table objects, and a KILL that
+    # lands while a session parses them leaves one that fails every write to the table
+    # ("Trigger ... has an error in its body") until the table is reopened (MariaDB 10.11:
+    # tables/trigger_reload.py).
+    kill_breaks_triggers: bool
 
     # --- column types --------------------------------------------------------------------------
     int_type: str  # a small integer (a bucket, a state); SQLite: a rowid key

@@ -30,6 +30,7 @@ class MariaDB(Dialect):
     datetimes_as_text = False
     json_index_rows = True
     json_functions = True
+    kill_breaks_triggers = True
 
     int_type = "INT"
     counter_type = "BIGINT"

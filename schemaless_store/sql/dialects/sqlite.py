@@ -27,6 +27,7 @@ class SQLite(Dialect):
     datetimes_as_text = True
     json_index_rows = False
     json_functions = False
+    kill_breaks_triggers = False
 
     int_type = "INTEGER"
     counter_type = "INTEGER"
