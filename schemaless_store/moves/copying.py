@@ -34,6 +34,9 @@ LOG_BATCH = 1000
 # The copy's checkpoint is saved at most this often (seconds): saving it after every batch
 # was a seventh of the copy's time.
 CHECKPOINT_EVERY = 1.0
+# The tables' cached triggers are checked at most this often while the mover copies or catches
+# up (seconds; a check is a rolled-back write per table and shard: tables/trigger_reload.py).
+TRIGGERS_CHECKED_EVERY = 5.0
 
 
 class RowMoves:
@@ -101,14 +104,14 @@ class RowMoves:
                 if time.monotonic() - self._saved >= CHECKPOINT_EVERY:
                     self._save()  # a resumed copy writes some batches again: they are upserts
                 self.report(f"copy {source} {table.name}", len(moving))
-            self._reload_triggers(every=CHECKPOINT_EVERY)
+            self._reload_triggers(every=TRIGGERS_CHECKED_EVERY)
             self.throttle.after(began, probe=self._probe)
         with self._record:
             self._save(checkpoints={**self.move.checkpoints, mark: "done"})
 
     def _replay(self, source: str) -> int:
         """Replay one batch of the source's log; the number of entries handled."""
-        self._reload_triggers(every=CHECKPOINT_EVERY)
+        self._reload_triggers(every=TRIGGERS_CHECKED_EVERY)
         entries = capture.read(source, LOG_BATCH)
         if not entries:
             return 0

@@ -13,7 +13,7 @@ failed-to-load).
 
 Only a move puts triggers on the store's tables, and a move's own DDL and fence are where the
 KILLs land. So the mover looks for such a table on the sources and the target, before it goes
-on and every second or so while it copies (:func:`repair`): it updates one row of each table
+on and every five seconds or so while it copies (:func:`repair`): it updates one row of each table
 to itself in a transaction it rolls back, with no lock wait (a statement that finds no row,
 ``WHERE 1 = 0``, never meets the error: the server reports it only as a row is written). A
 table that fails it is reopened by an instant ``ALTER`` that sets its comment to what it is:
