@@ -41,7 +41,7 @@ run_suite() {  # venv label backend [pytest args...]
   echo
   echo "=== $label, $backend $* ==="
   local rc=0
-  SCHEMALESS_TEST_DB=$backend "$venv/bin/python" -m pytest -p no:cacheprovider -q \
+  SCHEMALESS_TEST_DB=$backend "$venv/bin/python" -m pytest -p no:cacheprovider -q --durations=20 \
     --junitxml="$results/$label-$backend.xml" "$@" "${PYTEST_ARGS[@]}" || rc=$?
   if [ "$rc" = 5 ]; then
     echo "test: pytest ran no tests for $label/$backend" >&2
