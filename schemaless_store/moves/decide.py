@@ -22,7 +22,7 @@ from ..exceptions import MoveRefused
 from ..guards import fence
 from ..guards.server_lock import ServerLock
 from ..query.pool import reset_scatter_pool
-from ..sql.server_errors import CONNECTION_LOST, code_of
+from ..sql.server_errors import CONNECTION_LOST, broken_trigger, code_of
 from ..topology import shards
 from . import plan
 
@@ -101,8 +101,9 @@ def run_resuming(
     resumes: int | None = None,
     wait: float | None = None,
 ) -> BucketMove:
-    """``run(move)``; after a lost connection (a server restarted, a connection killed), drop
-    every connection, wait until the move's servers answer, take the mover's lock again (its
+    """``run(move)``; after a lost connection (a server restarted, a connection killed) or a
+    table whose triggers failed to load (a new mover reopens it as it starts), drop every
+    connection, wait until the move's servers answer, take the mover's lock again (its
     ``GET_LOCK`` went with a killed session) and run the move again from its record, up to
     ``resumes`` times (:data:`RESUMES`). Any other error, or one loss too many, is raised."""
     resumes = RESUMES if resumes is None else resumes
@@ -112,13 +113,17 @@ def run_resuming(
         try:
             return run(move)
         except caught as exc:
-            if not connection_lost(exc) or attempt == resumes:
+            # A table whose cached triggers a KILL cut short (tables/trigger_reload.py) fails
+            # every write to it, the mover's too: a mover run again reopens it first.
+            broken = broken_trigger(exc)
+            if not (connection_lost(exc) or broken) or attempt == resumes:
                 raise
+            what = "A table's triggers failed to load" if broken else "Connection lost"
             say(
-                f"Connection lost ({exc}); reconnecting and resuming move #{move.pk} "
+                f"{what} ({exc}); reconnecting and resuming move #{move.pk} "
                 f"(resume {attempt + 1} of {resumes})."
             )
-            logger.warning("move #%s: connection lost (%s); resuming", move.pk, exc)
+            logger.warning("move #%s: %s (%s); resuming", move.pk, what.lower(), exc)
         _drop_connections()
         _await_servers([DEFAULT_DB_ALIAS, move.target, *move.sources], wait)
         if lock is not None and not _retake(lock, wait):

@@ -180,3 +180,36 @@ def test_a_reload_never_queues_the_tables_users_behind_a_long_transaction(monkey
     finally:
         holder.close()
     assert Entity.objects.get(id=entity.id)["title"] == "held"
+
+
+def test_a_mover_that_meets_a_table_whose_triggers_failed_to_load_resumes_itself(
+    monkeypatch, slow_trigger
+):
+    """Mid-move, a KILL cuts the parse of a source's ``entities`` triggers and the mover's
+    next write there fails with the server's error: the command resumes the move in the same
+    process (as after a lost connection), the new mover reopens the table as it starts, and
+    the move completes exactly."""
+    made = populate(20)
+    source, target = source_and_target()
+    moved = next(i for i in made if bucket_map.bucket_for(i.bytes) in MOVED_SET)
+    catch_up = Mover.catch_up
+    met: list[str] = []
+
+    def cut_then_catch_up(mover: Mover) -> None:
+        if not met:
+            cut_short(source)
+            entity = Entity.objects.get(id=moved)
+            entity["title"] = "refused while the triggers were broken"
+            try:
+                entity.save()  # what the mover's own next write there meets
+            except Exception as exc:
+                met.append(str(exc))
+                raise
+        catch_up(mover)
+
+    monkeypatch.setattr(Mover, "catch_up", cut_then_catch_up)
+    run("--to", target, "--buckets", MOVED)
+    assert met and "has an error in its body" in met[0]
+    move = BucketMove.objects.get()
+    assert (move.phase, move.counts["verified"]) == ("done", True), move.message
+    assert_moved_and_exact(made, target)
