@@ -8,8 +8,8 @@ an error in its body" (error 1064, with a piece of the body, or "Unknown trigger
 was empty'"), on every session, until the table is opened afresh. The definitions on disk are
 whole: ``SHOW TRIGGERS`` lists them as they were created. Reproduced on 10.11 by killing
 sessions that create and drop triggers while others write, and every time by a ``SELECT``
-whose ``max_statement_time`` ends it during a slow parse (docs/resharding.md#a-trigger-that-
-failed-to-load).
+whose ``max_statement_time`` ends it during a slow parse
+(docs/resharding.md#a-trigger-that-failed-to-load).
 
 Only a move puts triggers on the store's tables, and a move's own DDL and fence are where the
 KILLs land. So the mover looks for such a table on the sources and the target, before it goes
