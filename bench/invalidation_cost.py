@@ -13,9 +13,9 @@ A throwaway ``redis-server``; for each route a client under ``valgrind --tool=ca
 
 from __future__ import annotations
 
-import re
-import subprocess
 import sys
+
+from .callgrind import collected
 
 ROUTES = ("redispy", "scripted")
 
@@ -28,29 +28,7 @@ def main() -> int:
     for route in ROUTES:
         counts = []
         for size in (n, 2 * n):
-            run = subprocess.run(
-                [
-                    "valgrind",
-                    "--tool=callgrind",
-                    "--collect-atstart=no",
-                    "--toggle-collect=functools_reduce",
-                    "--callgrind-out-file=/dev/null",
-                    sys.executable,
-                    "-m",
-                    "bench.invalidation_cost",
-                    "--child",
-                    route,
-                    str(size),
-                    server.url,
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            found = re.search(r"Collected : (\d+)", run.stderr)
-            if run.returncode or not found:
-                raise RuntimeError(f"callgrind {route}: {run.stderr[-2000:]}")
-            counts.append(int(found.group(1)))
+            counts.append(collected("bench.invalidation_cost", route, str(size), server.url))
         print(f"{route}: {(counts[1] - counts[0]) / n:,.0f} instructions per DEL ({counts})")
     return 0
 

@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .callgrind import collected
 from .stats import percentile
 
 CONTENDERS = ("store", "store_redis", "store_near")
@@ -192,8 +193,6 @@ def callgrind(n: int, unread: list[int]) -> dict[str, float]:
     """Instructions per read of each of :data:`CALLGRIND`, in a client process under callgrind
     (:func:`child`): (count of 2n reads - count of n reads) / n, on records never read."""
     import hashlib
-    import re
-    import subprocess
     import tempfile
 
     from .ycsb.workloads import key_name
@@ -209,28 +208,7 @@ def callgrind(n: int, unread: list[int]) -> dict[str, float]:
                 path = Path(tmp) / f"{mode}-{size}.ids"
                 path.write_text("\n".join(ids))
                 print(f"near_miss: callgrind, {mode}, {size} reads", flush=True)
-                run = subprocess.run(
-                    [
-                        "valgrind",
-                        "--tool=callgrind",
-                        "--collect-atstart=no",
-                        "--toggle-collect=functools_reduce",
-                        f"--callgrind-out-file={tmp}/callgrind.out",
-                        sys.executable,
-                        "-m",
-                        "bench.near_miss",
-                        "--child",
-                        mode,
-                        str(path),
-                    ],
-                    capture_output=True,
-                    text=True,
-                    check=False,
-                )
-                found = re.search(r"Collected : (\d+)", run.stderr)
-                if run.returncode or not found:
-                    raise RuntimeError(f"callgrind {mode}: {run.stderr[-2000:]}")
-                counts.append(int(found.group(1)))
+                counts.append(collected("bench.near_miss", mode, str(path)))
             out[mode] = (counts[1] - counts[0]) / n
             print(f"near_miss: {mode}: {counts[0]:,} and {counts[1]:,} instructions", flush=True)
     return out

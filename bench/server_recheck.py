@@ -33,12 +33,11 @@ import gc
 import json
 import os
 import random
-import re
 import statistics
-import subprocess
-import sys
 import time
 from typing import Any
+
+from .callgrind import collected
 
 SIZE = 30
 LAYOUTS = ("placed", "hashed")
@@ -126,30 +125,7 @@ def child(layout: str, mode: str, n: int, users: int) -> int:
 def instructions(layout: str, mode: str, n: int, users: int) -> float:
     counts = []
     for size in (n, 2 * n):
-        run = subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                "--collect-atstart=no",
-                "--toggle-collect=functools_reduce",
-                "--callgrind-out-file=/dev/null",
-                sys.executable,
-                "-m",
-                "bench.server_recheck",
-                "--child",
-                layout,
-                mode,
-                str(size),
-                str(users),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        found = re.search(r"Collected : (\d+)", run.stderr)
-        if run.returncode or not found:
-            raise RuntimeError(f"callgrind {layout} {mode}: {run.stderr[-2000:]}")
-        counts.append(int(found.group(1)))
+        counts.append(collected("bench.server_recheck", layout, mode, str(size), str(users)))
     return (counts[1] - counts[0]) / n
 
 

@@ -23,14 +23,13 @@ import argparse
 import datetime as dt
 import json
 import os
-import re
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from ..callgrind import collected
 from .workloads import WORKLOADS, Sequence
 
 CONTENDERS = ("store", "store_near")
@@ -125,31 +124,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _callgrind(tmp: str, contender: str, path: Path) -> tuple[int, dict[str, Any]]:
-    out = Path(tmp) / "callgrind.out"
     stats = Path(tmp) / "stats.json"
-    run = subprocess.run(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            "--collect-atstart=no",
-            "--toggle-collect=functools_reduce",
-            f"--callgrind-out-file={out}",
-            sys.executable,
-            "-m",
-            "bench.ycsb.instructions",
-            "--child",
-            contender,
-            str(path),
-            str(stats),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    found = re.search(r"Collected : (\d+)", run.stderr)
-    if run.returncode or not found:
-        raise RuntimeError(f"callgrind {contender}: {run.stderr[-3000:]}")
-    return int(found.group(1)), json.loads(stats.read_text())
+    count = collected("bench.ycsb.instructions", contender, str(path), str(stats))
+    return count, json.loads(stats.read_text())
 
 
 def child(contender: str, path: str, stats_path: str) -> int:
