@@ -19,3 +19,16 @@ def after(
         ors.append("(" + " AND ".join(parts) + ")")
         params.extend(last[: n + 1])
     return f"{columns[0]} {op}= %s AND ({' OR '.join(ors)})", [last[0], *params]
+
+
+def page(
+    selected: str, table: str, columns: Sequence[str], last: Sequence[Any] | None, limit: int
+) -> tuple[str, list[Any]]:
+    """``SELECT selected FROM table`` after ``last`` (None: from the start) in the order of
+    ``columns``, ``limit`` rows: a keyset walk's next page, with its parameters."""
+    where, params = "", list[Any]()
+    if last is not None:
+        bound, params = after(columns, list(last))
+        where = f" WHERE {bound}"
+    order = ", ".join(columns)
+    return f"SELECT {selected} FROM {table}{where} ORDER BY {order} LIMIT {int(limit)}", params

@@ -363,16 +363,8 @@ def after(
     """Rows of the table on ``alias`` in primary-key order after ``last`` (a sweep's batch)."""
     conn = shards.connection(alias)
     names = columns(index, conn.ops.quote_name)
-    where, params = "", list[Any]()
-    if last is not None:
-        bound, params = keyset.after(names, last)
-        where = f" WHERE {bound}"
-    rows = shards.read(
-        alias,
-        f"SELECT {', '.join(names)} FROM {conn.ops.quote_name(index.name)}{where} "
-        f"ORDER BY {', '.join(names)} LIMIT {int(limit)}",
-        params,
-    )
+    sql, params = keyset.page(", ".join(names), conn.ops.quote_name(index.name), names, last, limit)
+    rows = shards.read(alias, sql, params)
     return [plain_row(row) for row in rows]
 
 

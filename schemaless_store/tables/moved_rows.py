@@ -134,17 +134,10 @@ def page(
         *([table.routed_by] if table.routed_by not in table.walk_key else []),
     ]
     walk_cols = [quote(c) for c in table.walk_key]
-    where, params = "", list[Any]()
-    if after is not None:
-        bound, params = keyset.after(walk_cols, list(after))
-        where = f" WHERE {bound}"
-    rows = shards.read(
-        alias,
-        f"SELECT {', '.join(quote(c) for c in narrow)} FROM {quote(table.name)}{where} "
-        f"ORDER BY {', '.join(walk_cols)} LIMIT {int(limit)}",
-        params,
-        conn,
+    sql, params = keyset.page(
+        ", ".join(quote(c) for c in narrow), quote(table.name), walk_cols, after, limit
     )
+    rows = shards.read(alias, sql, params, conn)
     if not rows:
         return Page([], 0, None)
     routed = narrow.index(table.routed_by)

@@ -120,17 +120,8 @@ def read(
     selected = ", ".join(["present", *(quote(c) for c in table.columns)])
     last: Sequence[Any] | None = None
     while True:
-        where, params = "", list[Any]()
-        if last is not None:
-            bound, params = keyset.after(key_cols, list(last))
-            where = f" WHERE {bound}"
-        rows = shards.read(
-            alias,
-            f"SELECT {selected} FROM {table_name(table.name)}{where} "
-            f"ORDER BY {', '.join(key_cols)} LIMIT {int(batch)}",
-            params,
-            conn,
-        )
+        sql, params = keyset.page(selected, table_name(table.name), key_cols, last, batch)
+        rows = shards.read(alias, sql, params, conn)
         for row in rows:
             yield bool(row[0]), plain_row(row[1:])
         if len(rows) < batch:
