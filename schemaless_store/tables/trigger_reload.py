@@ -133,26 +133,28 @@ def repair(alias: str, tables: Sequence[MovedTable], *, always: bool = False) ->
         return []
     repaired = []
     for table in tables:
-        for attempt in range(ATTEMPTS + 1):
-            found = state(alias, table)
-            if found is None and always and attempt == 0:
-                reload(alias, table.name)
-                continue
-            if not found:
-                break
-            if attempt == ATTEMPTS:
+        found = state(alias, table)
+        if found is None and always:
+            reload(alias, table.name)  # an empty table: no write can tell
+            continue
+        reloads = 0
+        while found:
+            if reloads == ATTEMPTS:
                 raise MoveRefused(
                     f'{alias}: every write to {table.name} fails on its triggers ("has an '
                     f'error in its body") after {ATTEMPTS} reloads; run FLUSH TABLES '
                     f"{table.name} on the server, then movebuckets again to resume"
                 )
-            logger.warning(
-                "%s: the server's cached triggers of %s failed to load (a KILL during their "
-                "parse) and fail every write to it; reopening the table",
-                alias,
-                table.name,
-            )
+            if not reloads:
+                logger.warning(
+                    "%s: the server's cached triggers of %s failed to load (a KILL during "
+                    "their parse) and fail every write to it; reopening the table",
+                    alias,
+                    table.name,
+                )
+                repaired.append(table.name)
             if not reload(alias, table.name):
                 break  # a long transaction holds the table: the next look
-            repaired.append(table.name)
+            reloads += 1
+            found = state(alias, table)
     return repaired
