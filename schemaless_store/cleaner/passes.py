@@ -44,7 +44,7 @@ from ..topology import bucket_map
 from ..writes import stale_rows
 from .consistency import compare
 from .records import DONE, PassResult, start_record
-from .repairs import Version, decode, delete_on, index_entities, insert_checked
+from .repairs import Version, apply_diff, decode, delete_on, index_entities, insert_checked
 from .server_rows import current_rows, extraction, fetch_batch, index_batch, local, repair_batch
 
 logger = logging.getLogger("schemaless_store.cleaner")
@@ -162,12 +162,7 @@ def _repair_entities(
             properties[entity_id] = decoded
             seen[entity_id] = (added_id, updated)
     diff = compare(index, properties)
-    for entity_id in diff.unindexable:
-        result.note(f"entity {entity_id.hex()}: its values do not fit index {index.name}")
-    missing = [(index, values, entity_id) for values, entity_id in diff.missing]
-    result.inserted += insert_checked(index, alias, missing, seen, result)
-    for entity_alias, candidates in diff.stale_by_entity_shard().items():
-        result.stale_removed += stale_rows.remove_stale(entity_alias, candidates, index.source)
+    apply_diff(index, alias, diff, seen, result)
 
 
 # --- sweep -------------------------------------------------------------------------------------

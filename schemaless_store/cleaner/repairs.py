@@ -22,6 +22,7 @@ from ..topology import bucket_map, retries, servers, shards
 from ..topology.write_lock import write_lock
 from ..values.codec import decode_body
 from ..writes import index_writes, stale_rows
+from .consistency import Diff
 from .records import PassResult
 
 # Index rows per INSERT statement: a statement holds its row (and gap) locks until it ends, so a
@@ -73,6 +74,20 @@ def index_entities(index: Index, alias: str, batch: list[EntityRow], result: Pas
         seen[entity_id] = (added_id, updated)
         rows.extend((index, values, entity_id) for values in implied)
     result.inserted += insert_checked(index, alias, rows, seen, result)
+
+
+def apply_diff(
+    index: Index, alias: str, diff: Diff, seen: dict[bytes, Version], result: PassResult
+) -> None:
+    """A batch's repairs from its ``diff``: each entity whose values do not fit the index noted,
+    the missing rows inserted (:func:`insert_checked`, ``seen``: the versions they were
+    computed from), the stale ones removed on their entities' shards (step 5)."""
+    for entity_id in diff.unindexable:
+        result.note(f"entity {entity_id.hex()}: its values do not fit index {index.name}")
+    missing = [(index, values, entity_id) for values, entity_id in diff.missing]
+    result.inserted += insert_checked(index, alias, missing, seen, result)
+    for entity_alias, candidates in diff.stale_by_entity_shard().items():
+        result.stale_removed += stale_rows.remove_stale(entity_alias, candidates, index.source)
 
 
 def insert_checked(

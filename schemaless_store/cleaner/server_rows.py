@@ -40,7 +40,16 @@ from ..values.codec import JsonCodec
 from ..writes import stale_rows
 from .consistency import Diff, compare_rows
 from .records import PassResult
-from .repairs import Version, decode, implied, index_entities, insert_checked, insert_chunk, write
+from .repairs import (
+    Version,
+    apply_diff,
+    decode,
+    implied,
+    index_entities,
+    insert_checked,
+    insert_chunk,
+    write,
+)
 
 # Per index object (a redeclared index is another object): its expressions.
 _EXTRACTIONS: weakref.WeakKeyDictionary[Index, Extraction] = weakref.WeakKeyDictionary()
@@ -164,12 +173,7 @@ def repair_batch(index: Index, alias: str, batch: list[ServerRow], result: PassR
             seen[row.entity_id] = (row.added_id, row.updated)
             expected[row.entity_id] = set() if row.values is None else {row.values}
     diff: Diff = compare_rows(index, expected, unindexable)
-    for entity_id in diff.unindexable:
-        result.note(f"entity {entity_id.hex()}: its values do not fit index {index.name}")
-    missing = [(index, values, entity_id) for values, entity_id in diff.missing]
-    result.inserted += insert_checked(index, alias, missing, seen, result)
-    for entity_alias, candidates in diff.stale_by_entity_shard().items():
-        result.stale_removed += stale_rows.remove_stale(entity_alias, candidates, index.source)
+    apply_diff(index, alias, diff, seen, result)
 
 
 # --- sweep -------------------------------------------------------------------------------------
