@@ -302,19 +302,27 @@ def newest_first(
     source: Source, alias: str, bound: tuple[Any, int] | None, limit: int
 ) -> list[EntityRow]:
     """Rows by ``updated`` then ``added_id``, descending, after ``bound`` (a repair's batch)."""
+    where, params = newest_first_after(source, alias, bound)
+    return _rows(
+        alias,
+        f"SELECT added_id, {source.id_column}, {UPDATED_TEXT}, body FROM {source.table} "
+        f"WHERE {where} ORDER BY updated DESC, added_id DESC LIMIT {int(limit)}",
+        params,
+    )
+
+
+def newest_first_after(
+    source: Source, alias: str, bound: tuple[Any, int] | None
+) -> tuple[str, list[Any]]:
+    """The condition of :func:`newest_first`'s rows after ``bound``, with its parameters."""
     extra, params = source.where()
-    where = f"WHERE 1 = 1{extra} "
+    where = f"1 = 1{extra}"
     if bound is not None:
         updated = as_param(shards.connection(alias), bound[0])
         # The leading "<=" lets the server seek the updated index; the OR breaks ties.
-        where += "AND updated <= %s AND (updated < %s OR added_id < %s) "
+        where += " AND updated <= %s AND (updated < %s OR added_id < %s)"
         params = [*params, updated, updated, bound[1]]
-    return _rows(
-        alias,
-        f"SELECT added_id, {source.id_column}, {UPDATED_TEXT}, body FROM {source.table} {where}"
-        f"ORDER BY updated DESC, added_id DESC LIMIT {int(limit)}",
-        params,
-    )
+    return where, params
 
 
 def current(source: Source, keys: Iterable[bytes]) -> dict[bytes, tuple[int, Any, bytes | None]]:

@@ -31,11 +31,11 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from ..config.indexes import KIND_PROPERTY, Index, Source, is_identifier
-from ..sql.values import UPDATED_TEXT, as_param
+from ..sql.values import UPDATED_TEXT
 from ..topology import bucket_map, shards
 from ..values.index_values import ColumnType, FloatColumn, IntColumn, KeyColumn, StrColumn
 from ..values.jsonbody import SAFE_INT
-from .entities import JSON_BODY, chunks
+from .entities import JSON_BODY, chunks, newest_first_after
 from .index_rows import Refusal
 
 SERVER_TYPES = (KeyColumn, StrColumn, IntColumn, FloatColumn)
@@ -275,12 +275,7 @@ def read_newest_first(
 ) -> list[ServerRow]:
     """:func:`.entities.newest_first` (a repair's batch) with the rows the server reads."""
     source = index.source
-    extra, params = source.where()
-    where = f"1 = 1{extra}"
-    if bound is not None:
-        updated = as_param(shards.connection(alias), bound[0])
-        where += " AND updated <= %s AND (updated < %s OR added_id < %s)"
-        params = [*params, updated, updated, bound[1]]
+    where, params = newest_first_after(source, alias, bound)
     sql = extraction.select(source, where, "updated DESC, added_id DESC", limit)
     rows = shards.read(alias, sql, [*extraction.kind_params, *params])
     return _server_rows(extraction, rows)
