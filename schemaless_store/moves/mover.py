@@ -202,7 +202,8 @@ class Mover(RowMoves):
         # again, as the sources'; a move caught up by an older mover has none yet.
         target = self.move.target
         if not self._target_proven and (
-            not pre_images.kept(target, self.tables) or prove(target, self.tables, pre_images=True)
+            not capture.pre_images_kept(target, self.tables)
+            or prove(target, self.tables, pre_images=True)
         ):
             capture.install(target, self.tables, pre_images=True)
         pre_images.clear(target, self.tables, self.batch)  # the replays', other buckets' writes
@@ -318,7 +319,7 @@ class Mover(RowMoves):
             self._require_logs()
             if snapshot is not None:
                 at_flip = AtFlip(target, self.buckets, snapshot)
-            elif pre_images.kept(target, self.tables):
+            elif capture.pre_images_kept(target, self.tables):
                 at_flip = AtFlip.resumed(target, self.tables, self.buckets, self.batch)
             check = Verification(self.tables, self.sources, target, self.buckets, self.batch)
             verdict = check.run(at_flip)

@@ -40,6 +40,8 @@ from .moved_rows import MovedTable
 
 logger = logging.getLogger("schemaless_store.moves")
 
+# Rows per statement when a kept log or pre-image table is emptied (:func:`keeps_tables`).
+KEPT_CLEAR_BATCH = 1000
 # MariaDB's "no such table": a trigger whose log is gone does nothing.
 IGNORE_MISSING_LOG = f"DECLARE CONTINUE HANDLER FOR {server_errors.ER_NO_SUCH_TABLE} BEGIN END"
 
@@ -63,7 +65,8 @@ def install(alias: str, tables: Sequence[MovedTable], *, pre_images: bool = Fals
             for table in tables:
                 for *_, suffix in events:
                     drop_trigger(cursor, trigger_name(table.name, suffix))
-            pre.drop(cursor, tables)
+            if not keeps_tables(alias):
+                pre.drop(cursor, tables)
             pre.create(cursor, conn, tables)
         else:
             cursor.execute(
@@ -71,6 +74,9 @@ def install(alias: str, tables: Sequence[MovedTable], *, pre_images: bool = Fals
                 f"tbl {dialect.varchar(64)} NOT NULL, row_key {dialect.varbinary(16)} NOT NULL)"
                 f"{dialect.table_options}"
             )
+    if pre_images and keeps_tables(alias):
+        pre.clear(alias, tables, KEPT_CLEAR_BATCH)  # a kept table's rows of an earlier move
+    with shards.errors_named(alias), conn.cursor() as cursor:
         for table in tables:
             for event in events:
                 cursor.execute(_create(conn, table, event))
@@ -141,8 +147,12 @@ def remove(alias: str, tables: Sequence[MovedTable]) -> list[str]:
         for table in tables:
             for _event, _row, suffix in (*EVENTS, *pre.EVENTS):
                 drop_trigger(cursor, trigger_name(table.name, suffix))
-        cursor.execute(f"DROP TABLE IF EXISTS {LOG}")
-        pre.drop(cursor, tables)
+        if not keeps_tables(alias):
+            cursor.execute(f"DROP TABLE IF EXISTS {LOG}")
+            pre.drop(cursor, tables)
+    if keeps_tables(alias):  # emptied, never dropped: see keeps_tables
+        _empty_log(alias)
+        pre.clear(alias, [t for t in tables if pre.kept(alias, [t])], KEPT_CLEAR_BATCH)
     left = leftovers(alias)
     if left:
         logger.warning(
@@ -174,9 +184,58 @@ def leftovers(alias: str) -> list[str]:
 
 
 def installed(alias: str) -> bool:
+    """Whether ``alias`` has a move's change log: the log table (and on Galera, where the
+    table stays after a move, :func:`keeps_tables`, a trigger that writes it)."""
     conn = connections[alias]
     with shards.errors_named(alias), conn.cursor() as cursor:
-        return LOG in conn.introspection.table_names(cursor)
+        if LOG not in conn.introspection.table_names(cursor):
+            return False
+    return not keeps_tables(alias) or bool(_writing_triggers(alias, LOG))
+
+
+def pre_images_kept(alias: str, tables: Sequence[MovedTable]) -> bool:
+    """Whether ``alias`` records pre-images of every one of ``tables``: their tables (and on
+    Galera, where the tables stay after a move, their triggers)."""
+    if not pre.kept(alias, tables):
+        return False
+    if not keeps_tables(alias):
+        return True
+    return all(_writing_triggers(alias, pre.table_name(table.name)) for table in tables)
+
+
+def keeps_tables(alias: str) -> bool:
+    """Whether the tables the triggers write (the log, the pre-images) stay on ``alias`` after
+    a move, emptied, instead of being dropped: on Galera. There a ``DROP TABLE`` of a table
+    that a trigger wrote in a writer's open transaction can make the cluster discard that
+    writer's transaction after its ``COMMIT`` was acknowledged: the nodes fail to apply its
+    row events for the dropped table, vote, and drop the write set, on the writer's own node
+    too (docs/replicas.md#move-tables-stay-on-galera). Dropping the triggers, and emptying
+    their tables, loses nothing."""
+    return servers.is_galera(alias)
+
+
+def _writing_triggers(alias: str, table: str) -> list[str]:
+    """The move triggers on ``alias`` whose body writes ``table``."""
+    rows = shards.read(
+        alias,
+        "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() "
+        "AND LEFT(TRIGGER_NAME, %s) = %s AND ACTION_STATEMENT LIKE %s",
+        [len(PREFIX), PREFIX, f"%{table}%"],
+    )
+    return [str(name) for (name,) in rows]
+
+
+def _empty_log(alias: str) -> None:
+    """Delete every entry of a kept log, in batches (a Galera write set each)."""
+    conn = connections[alias]
+    with shards.errors_named(alias), conn.cursor() as cursor:
+        if LOG not in conn.introspection.table_names(cursor):
+            return
+        statement = dialects.of(conn).delete_first(LOG, "1 = 1", "seq", "seq")
+        while True:
+            cursor.execute(statement, [KEPT_CLEAR_BATCH])
+            if cursor.rowcount < KEPT_CLEAR_BATCH:
+                return
 
 
 def read(alias: str, limit: int) -> list[tuple[int, str, bytes]]:

@@ -51,13 +51,18 @@ def table_name(table: str) -> str:
 
 
 def create(cursor: Any, conn: BaseDatabaseWrapper, tables: Sequence[MovedTable]) -> None:
-    """Create each table's pre-image table, its columns declared as the table's own are."""
+    """Create each table's pre-image table, its columns declared as the table's own are (a
+    kept one, :func:`..move_log.keeps_tables`, is dropped first if they are declared
+    otherwise now: its table was made again since)."""
     quote = conn.ops.quote_name
     dialect = dialects.of(conn)
     for table in tables:
         if not is_identifier(table.name):
             raise ConfigurationError(f"{table.name!r} is not a valid table name")
         declared = dialect.declared_columns(cursor, table.name)
+        kept = dialect.declared_columns(cursor, table_name(table.name))
+        if kept and any(kept.get(c) != declared[c] for c in table.columns):
+            cursor.execute(f"DROP TABLE IF EXISTS {table_name(table.name)}")
         columns = [
             f"{quote(c)} {declared[c]}" + (" NOT NULL" if c in table.natural_key else "")
             for c in table.columns

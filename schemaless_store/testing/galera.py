@@ -27,7 +27,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from .mariadb import MARIADBD, MariaDBServer, ServerError, free_port, install_datadir
+from .mariadb import (
+    KEEP,
+    MARIADBD,
+    MariaDBServer,
+    ServerError,
+    free_port,
+    install_datadir,
+    remove_dir,
+)
 
 GALERA_PROVIDER = "/usr/lib/galera/libgalera_smm.so"
 SST_SCRIPT = shutil.which("wsrep_sst_rsync") or "/usr/bin/wsrep_sst_rsync"
@@ -109,6 +117,7 @@ class GaleraNode(MariaDBServer):
             "--innodb-autoinc-lock-mode=2",
             *(["--wsrep-new-cluster"] if self.bootstrap else []),
             *([f"--wsrep-start-position={self.start_position}"] if self.start_position else []),
+            *(["--wsrep-log-conflicts=ON"] if KEEP else []),
         ]
 
     @property
@@ -261,7 +270,7 @@ class GaleraCluster:
         """Stop every node and remove the cluster's directory."""
         for node in reversed(self.nodes):
             node.stop(remove=False)
-        shutil.rmtree(self.root, ignore_errors=True)
+        remove_dir(self.root)
 
 
 def start_galera_cluster(nodes: int = 3, buffer_pool: str = "64M") -> GaleraCluster:

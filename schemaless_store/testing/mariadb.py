@@ -25,6 +25,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+# Forensics (a soak's lost write): with SCHEMALESS_KEEP_SERVERS set, every server writes a binary
+# log and its directory stays after it stops, for mysqlbinlog and the error logs.
+KEEP = bool(os.environ.get("SCHEMALESS_KEEP_SERVERS"))
+
+
+def remove_dir(path: Path) -> None:
+    """Remove a server's directory, unless SCHEMALESS_KEEP_SERVERS keeps it."""
+    if KEEP:
+        print(f"schemaless testing: kept {path}", flush=True)
+        return
+    shutil.rmtree(path, ignore_errors=True)
+
+
 MARIADBD = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
 INSTALL_DB = shutil.which("mariadb-install-db") or "/usr/bin/mariadb-install-db"
 MARIADB_DUMP = shutil.which("mariadb-dump") or "/usr/bin/mariadb-dump"
@@ -204,7 +217,7 @@ class MariaDBServer:
             "--max-connections=500",
             *_as_root(),
         ]
-        if self.binlog:
+        if self.binlog or KEEP:
             options += [
                 # Relative names: inside the datadir, the same whatever the host is called.
                 "--log-bin=binlog",
@@ -366,7 +379,7 @@ class MariaDBServer:
                 self.process.wait(timeout=30)
         self.process = None
         if remove:
-            shutil.rmtree(self.root, ignore_errors=True)
+            remove_dir(self.root)
 
 
 def start_servers(
@@ -388,7 +401,7 @@ def start_servers(
     def stop_all() -> None:
         for server in servers:
             server.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        remove_dir(root)
 
     atexit.register(stop_all)
     try:

@@ -5,11 +5,13 @@ member of the cluster.
 The cluster is this module's own; its nodes are reached through Django aliases added to
 ``connections.settings`` for the module (as tests/cleaner/test_cleaner_lock_galera.py does):
 ``galera_node1``/``2`` one node each, ``galera_two`` a ``galera://`` URL that lists two of
-the three nodes, ``galera_all`` one that lists all three.
+the three nodes, ``galera_all`` one that lists all three, ``galera_node3`` the third node
+(where a mover's DDL runs while writers use the other two).
 """
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Iterator
@@ -17,10 +19,12 @@ from typing import Any
 
 import MySQLdb
 import pytest
+from django.db import OperationalError
 
 from schemaless_store.exceptions import MoveRefused
 from schemaless_store.guards import fence
 from schemaless_store.tables import move_log as capture
+from schemaless_store.tables.moved_rows import MovedTable
 from schemaless_store.testing.galera import GaleraCluster, GaleraNode
 from tests.support.aliases import added as aliases_added
 from tests.support.galera import cluster_with_database
@@ -42,6 +46,7 @@ def aliases(cluster: GaleraCluster, django_db_blocker: Any) -> Iterator[None]:
     added = {
         "galera_node1": cluster.nodes[0].url(DATABASE),
         "galera_node2": cluster.nodes[1].url(DATABASE),
+        "galera_node3": cluster.nodes[2].url(DATABASE, read_timeout="30"),
         "galera_two": f"galera://root@{listing(cluster.nodes[:2])}/{DATABASE}",
         "galera_all": f"galera://root@{listing(cluster.nodes)}/{DATABASE}",
     }
@@ -49,9 +54,15 @@ def aliases(cluster: GaleraCluster, django_db_blocker: Any) -> Iterator[None]:
         yield
 
 
-def connect(node: GaleraNode, database: str | None = None) -> Any:
+def connect(node: GaleraNode, database: str | None = None, read_timeout: int = 0) -> Any:
+    options = {"read_timeout": read_timeout} if read_timeout else {}
     connection = MySQLdb.connect(
-        host="127.0.0.1", port=node.port, user="root", connect_timeout=5, db=database or ""
+        host="127.0.0.1",
+        port=node.port,
+        user="root",
+        connect_timeout=5,
+        db=database or "",
+        **options,
     )
     connection.autocommit(True)
     return connection
@@ -98,3 +109,98 @@ def test_the_fence_refuses_a_node_list_that_misses_a_member(cluster, aliases):
         session.cursor().execute("SELECT 1")  # not ended
     finally:
         session.close()
+
+
+# How long the mover's trigger and table DDL cycles while the writers commit (seconds).
+DDL_CYCLING = 40
+STALLED = 30  # a writer that waits this long for an answer: the cluster has stalled
+ROWS = 100
+
+
+def test_no_acknowledged_commit_is_discarded_while_a_moves_tables_come_and_go(cluster, aliases):
+    """Writers commit through nodes 1 and 2, each transaction an update of a row (which the
+    move's triggers record, in its transaction, in a table of theirs) and a receipt; node 3
+    installs and removes a move's change capture again and again, as movers do at a move's
+    start and end (the sources' log and the target's pre-images). On Galera a ``DROP TABLE``
+    of a table that a writer's open transaction wrote through a trigger made the cluster
+    discard that transaction after its ``COMMIT`` had answered success (its row events failed
+    on every node, which voted the write set out; issue 43's lost writes on Galera). The
+    tables now stay, emptied (docs/replicas.md#move-tables-stay-on-galera): every commit
+    acknowledged is in the database, its receipt and its increment."""
+    node1 = connect(cluster.nodes[0], DATABASE)
+    node1.cursor().execute("CREATE TABLE rows_moved (id BINARY(16) PRIMARY KEY, v INT NOT NULL)")
+    node1.cursor().execute("CREATE TABLE acks (wid BIGINT PRIMARY KEY, id BINARY(16) NOT NULL)")
+    keys = [bytes([n]) * 16 for n in range(ROWS)]
+    node1.cursor().executemany("INSERT INTO rows_moved VALUES (%s, 0)", [(k,) for k in keys])
+    node1.close()
+    tables = [MovedTable("rows_moved", ("id", "v"), ("id",), ("id",), "id")]
+    stop = threading.Event()
+    acked: dict[int, bytes] = {}
+    errors: list[int] = []
+    stalled = threading.Event()
+
+    def write(node: GaleraNode, first: int) -> None:
+        rng, wid = random.Random(first), first
+        session = connect(node, DATABASE, read_timeout=STALLED)
+        while not stop.is_set():
+            wid += 1
+            key = rng.choice(keys)
+            cursor = session.cursor()
+            try:
+                cursor.execute("BEGIN")
+                cursor.execute("UPDATE rows_moved SET v = v + 1 WHERE id = %s", [key])
+                cursor.execute("INSERT INTO acks VALUES (%s, %s)", [wid, key])
+                cursor.execute("COMMIT")
+                acked[wid] = key
+            except MySQLdb.Error as exc:
+                errors.append(exc.args[0])  # a conflict or an abort: refused, not acknowledged
+                try:
+                    cursor.execute("ROLLBACK")
+                except MySQLdb.Error:
+                    try:
+                        session = connect(node, DATABASE, read_timeout=STALLED)
+                    except MySQLdb.Error:
+                        stalled.set()  # the cluster answers no more: the test fails below
+                        return
+
+    writers = [
+        threading.Thread(target=write, args=(node, (number + 1) * 10**9))
+        for number, node in enumerate(cluster.nodes[:2] * 2)
+    ]
+    for writer in writers:
+        writer.start()
+    rounds = 0
+    try:
+        until = time.monotonic() + DDL_CYCLING
+        while time.monotonic() < until:
+            try:
+                capture.install("galera_node3", tables, pre_images=True)
+                capture.install("galera_node3", tables)
+                time.sleep(0.05)
+            except OperationalError as exc:  # a probe write's conflict with a writer's
+                assert exc.args[0] == 1213
+            capture.remove("galera_node3", tables)
+            rounds += 1
+    finally:
+        stop.set()
+        for writer in writers:
+            writer.join(timeout=2 * STALLED)
+    assert not stalled.is_set() and not any(w.is_alive() for w in writers), (
+        "the cluster stalled (a write set voted out can wedge it: see the nodes' error logs)"
+    )
+    checker = connect(cluster.nodes[0], DATABASE)
+    cursor = checker.cursor()
+    cursor.execute("SET SESSION wsrep_sync_wait = 1")
+    cursor.execute("SELECT wid FROM acks")
+    receipts = {wid for (wid,) in cursor.fetchall()}
+    cursor.execute("SELECT id, v FROM rows_moved")
+    values = {bytes(key): v for key, v in cursor.fetchall()}
+    checker.close()
+    wanted = dict.fromkeys(keys, 0)
+    for key in acked.values():
+        wanted[key] += 1
+    assert rounds > 10 and len(acked) > 1000  # the DDL and the writers overlapped
+    assert [wid for wid in acked if wid not in receipts] == []
+    assert {k: (values[k], n) for k, n in wanted.items() if values[k] != n} == {}
+    assert capture.installed("galera_node3") is False  # the kept log is no capture
+    assert capture.pre_images_kept("galera_node3", tables) is False
