@@ -52,7 +52,7 @@ def table_name(table: str) -> str:
 
 def create(cursor: Any, conn: BaseDatabaseWrapper, tables: Sequence[MovedTable]) -> None:
     """Create each table's pre-image table, its columns declared as the table's own are (a
-    kept one, :func:`..move_log.keeps_tables`, is dropped first if they are declared
+    kept one, :func:`.move_log.keeps_tables`, is dropped first if they are declared
     otherwise now: its table was made again since)."""
     quote = conn.ops.quote_name
     dialect = dialects.of(conn)
