@@ -9,6 +9,7 @@ from __future__ import annotations
 ER_PARSE_ERROR = 1064  # also a table's trigger that failed to load: tables/trigger_reload.py
 ER_NO_SUCH_THREAD = 1094  # KILL of a session that ended meanwhile: "Unknown thread id"
 ER_NO_SUCH_TABLE = 1146
+ER_UNKNOWN_SYSTEM_VARIABLE = 1193  # no such variable: a server without Galera's
 ER_LOCK_WAIT_TIMEOUT = 1205  # also an ALTER's ``WAIT n`` running out on its metadata lock
 ER_LOCK_DEADLOCK = 1213  # also a Galera certification failure at COMMIT
 ER_OPTION_PREVENTS_STATEMENT = 1290  # a write to a read-only replica

@@ -55,8 +55,9 @@ def install(alias: str, tables: Sequence[MovedTable], *, pre_images: bool = Fals
     (:class:`MoveRefused`, naming it and the next step). Returns the triggers recreated.
 
     ``pre_images`` (a move's target): the triggers record pre-images instead
-    (:mod:`.pre_images`), in tables made afresh, with their own trigger names (the sources'
-    kind left on the shard by an earlier move never stands in for them)."""
+    (:mod:`.pre_images`), in tables made afresh (on Galera, kept ones emptied:
+    :func:`keeps_tables`), with their own trigger names (the sources' kind left on the shard
+    by an earlier move never stands in for them)."""
     conn = connections[alias]
     events = pre.EVENTS if pre_images else EVENTS
     with shards.errors_named(alias), conn.cursor() as cursor:
@@ -75,7 +76,7 @@ def install(alias: str, tables: Sequence[MovedTable], *, pre_images: bool = Fals
                 f"{dialect.table_options}"
             )
     if pre_images and keeps_tables(alias):
-        pre.clear(alias, tables, KEPT_CLEAR_BATCH)  # a kept table's rows of an earlier move
+        pre.clear(alias, tables, _clear_batch(alias))  # a kept table's rows of an earlier move
     with shards.errors_named(alias), conn.cursor() as cursor:
         for table in tables:
             for event in events:
@@ -139,9 +140,9 @@ def drop_trigger(cursor: Any, name: str) -> None:
 
 def remove(alias: str, tables: Sequence[MovedTable]) -> list[str]:
     """Drop the triggers of ``tables`` and the log on ``alias``, and a target's pre-image
-    triggers and tables (idempotent). Returns the triggers the server still lists afterwards
-    (:func:`leftovers`, logged): they do nothing without their tables, and an operator may
-    drop them by hand (docs/resharding.md)."""
+    triggers and tables (idempotent; on Galera the tables stay, emptied: :func:`keeps_tables`).
+    Returns the triggers the server still lists afterwards (:func:`leftovers`, logged): an
+    operator may drop them by hand (docs/resharding.md)."""
     conn = connections[alias]
     with shards.errors_named(alias), conn.cursor() as cursor:
         for table in tables:
@@ -152,12 +153,13 @@ def remove(alias: str, tables: Sequence[MovedTable]) -> list[str]:
             pre.drop(cursor, tables)
     if keeps_tables(alias):  # emptied, never dropped: see keeps_tables
         _empty_log(alias)
-        pre.clear(alias, [t for t in tables if pre.kept(alias, [t])], KEPT_CLEAR_BATCH)
+        pre.clear(alias, [t for t in tables if pre.kept(alias, [t])], _clear_batch(alias))
     left = leftovers(alias)
     if left:
         logger.warning(
             "%s: the server still lists the move triggers %s after they were dropped (a "
-            "trigger whose name it no longer finds); without the log they do nothing "
+            "trigger whose name it no longer finds); without the log they do nothing (on "
+            "Galera, where the log stays, they keep writing it) "
             "(docs/resharding.md#left-over-triggers)",
             alias,
             ", ".join(left),
@@ -190,7 +192,10 @@ def installed(alias: str) -> bool:
     with shards.errors_named(alias), conn.cursor() as cursor:
         if LOG not in conn.introspection.table_names(cursor):
             return False
-    return not keeps_tables(alias) or bool(_writing_triggers(alias, LOG))
+    if not keeps_tables(alias):
+        return True
+    suffixes = tuple(f"_{suffix}" for *_, suffix in EVENTS)
+    return any(name.endswith(suffixes) for name in _writing_triggers(alias, LOG))
 
 
 def pre_images_kept(alias: str, tables: Sequence[MovedTable]) -> bool:
@@ -200,7 +205,9 @@ def pre_images_kept(alias: str, tables: Sequence[MovedTable]) -> bool:
         return False
     if not keeps_tables(alias):
         return True
-    return all(_writing_triggers(alias, pre.table_name(table.name)) for table in tables)
+    listed = set(_writing_triggers(alias, pre.PREFIX))
+    wanted = {trigger_name(t.name, suffix) for t in tables for *_, suffix in pre.EVENTS}
+    return wanted <= listed
 
 
 def keeps_tables(alias: str) -> bool:
@@ -232,10 +239,17 @@ def _empty_log(alias: str) -> None:
         if LOG not in conn.introspection.table_names(cursor):
             return
         statement = dialects.of(conn).delete_first(LOG, "1 = 1", "seq", "seq")
+        batch = _clear_batch(alias)
         while True:
-            cursor.execute(statement, [KEPT_CLEAR_BATCH])
-            if cursor.rowcount < KEPT_CLEAR_BATCH:
+            cursor.execute(statement, [batch])
+            if cursor.rowcount < batch:
                 return
+
+
+def _clear_batch(alias: str) -> int:
+    """Rows per statement when a kept table is emptied: under the write-set limit."""
+    limit = servers.write_set_limit(alias)
+    return min(KEPT_CLEAR_BATCH, limit) if limit else KEPT_CLEAR_BATCH
 
 
 def read(alias: str, limit: int) -> list[tuple[int, str, bytes]]:

@@ -34,7 +34,7 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..config.indexes import is_identifier
-from ..exceptions import ConfigurationError
+from ..exceptions import ConfigurationError, MoveRefused
 from ..sql import dialects, keyset
 from ..sql.values import plain_row
 from ..topology import shards
@@ -51,18 +51,17 @@ def table_name(table: str) -> str:
 
 
 def create(cursor: Any, conn: BaseDatabaseWrapper, tables: Sequence[MovedTable]) -> None:
-    """Create each table's pre-image table, its columns declared as the table's own are (a
-    kept one, :func:`.move_log.keeps_tables`, is dropped first if they are declared
-    otherwise now: its table was made again since)."""
+    """Create each table's pre-image table, its columns declared as the table's own are. A
+    kept one (Galera, :func:`.move_log.keeps_tables`) is never dropped here: one whose
+    columns or key differ from what its table needs now refuses the move
+    (:class:`MoveRefused`, naming the table and the next step)."""
     quote = conn.ops.quote_name
     dialect = dialects.of(conn)
     for table in tables:
         if not is_identifier(table.name):
             raise ConfigurationError(f"{table.name!r} is not a valid table name")
         declared = dialect.declared_columns(cursor, table.name)
-        kept = dialect.declared_columns(cursor, table_name(table.name))
-        if kept and any(kept.get(c) != declared[c] for c in table.columns):
-            cursor.execute(f"DROP TABLE IF EXISTS {table_name(table.name)}")
+        _refuse_another_shape(cursor, dialect, table, declared)
         columns = [
             f"{quote(c)} {declared[c]}" + (" NOT NULL" if c in table.natural_key else "")
             for c in table.columns
@@ -71,6 +70,35 @@ def create(cursor: Any, conn: BaseDatabaseWrapper, tables: Sequence[MovedTable])
         cursor.execute(
             f"CREATE TABLE IF NOT EXISTS {table_name(table.name)} (present {dialect.int_type} "
             f"NOT NULL, {', '.join(columns)}, PRIMARY KEY ({key})){dialect.clustered_table_options}"
+        )
+
+
+def _refuse_another_shape(
+    cursor: Any, dialect: Any, table: MovedTable, declared: dict[str, str]
+) -> None:
+    """Refuse a kept pre-image table of ``table`` whose columns (their declarations) or
+    primary key are not what ``table`` needs now (its table was made again since the last
+    move): dropping it while writers run could lose their commits on Galera."""
+    name = table_name(table.name)
+    kept = dialect.declared_columns(cursor, name)
+    if not kept:
+        return
+    wanted = {"present", *table.columns}
+    same = set(kept) == wanted and all(kept[c] == declared[c] for c in table.columns)
+    if same and dialect.information_schema:
+        cursor.execute(
+            "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = "
+            "DATABASE() AND TABLE_NAME = %s AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX",
+            [name],
+        )
+        same = tuple(str(c) for (c,) in cursor.fetchall()) == tuple(table.natural_key)
+    if not same:
+        raise MoveRefused(
+            f"the pre-image table {name} kept from an earlier move does not fit "
+            f"{table.name} as it is declared now (its columns or key differ), and it is not "
+            "dropped while writers run (on Galera that can lose their commits: "
+            "docs/replicas.md#move-tables-stay-on-galera). Next: drop it by hand with "
+            f"DROP TABLE {name} while no move runs, then run the same movebuckets again"
         )
 
 

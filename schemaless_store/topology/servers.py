@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from django.db import DatabaseError, connections
 
-from ..sql import dialects, sessions
+from ..sql import dialects, server_errors, sessions
 from .shards import errors_named
 
 
@@ -44,8 +44,11 @@ def _galera_of(alias: str) -> tuple[bool, int | None]:
                     on, rows = sessions.galera_settings(cursor)
                 if str(on).upper() in ("1", "ON"):
                     found = (True, int(rows) if int(rows) > 0 else None)
-            except DatabaseError:  # no wsrep variables: not a Galera build
-                pass
+            except DatabaseError as exc:
+                # Only "unknown system variable" says no Galera build; any other error is
+                # not cached as "no Galera" (what runs on Galera must not take it for one).
+                if server_errors.code_of(exc) != server_errors.ER_UNKNOWN_SYSTEM_VARIABLE:
+                    raise
         _galera[key] = found
     return _galera[key]
 

@@ -204,3 +204,8 @@ def test_no_acknowledged_commit_is_discarded_while_a_moves_tables_come_and_go(cl
     assert {k: (values[k], n) for k, n in wanted.items() if values[k] != n} == {}
     assert capture.installed("galera_node3") is False  # the kept log is no capture
     assert capture.pre_images_kept("galera_node3", tables) is False
+    capture.install("galera_node3", tables, pre_images=True)
+    capture.install("galera_node3", tables)
+    assert capture.installed("galera_node3") and capture.pre_images_kept("galera_node3", tables)
+    capture.remove("galera_node3", tables)
+    assert capture.installed("galera_node3") is False

@@ -9,6 +9,7 @@ import pytest
 from django.db import connections
 
 from schemaless_store.config.metadata import BucketMove
+from schemaless_store.exceptions import MoveRefused
 from schemaless_store.models import Entity
 from schemaless_store.tables import move_log as capture
 from schemaless_store.tables import moved_rows, pre_images
@@ -151,3 +152,54 @@ def test_a_mover_resumed_at_the_flip_proves_the_targets_triggers_again(monkeypat
     assert (move.phase, move.counts["verified"]) == ("done", True), move.message
     assert_moved_and_exact(made, target)
     assert not pre_images.kept(target, moved_tables())
+
+
+def test_kept_tables_are_emptied_and_count_only_with_their_triggers(monkeypatch):
+    """Where the move's tables stay (Galera: docs/replicas.md#move-tables-stay-on-galera, here
+    forced on one server), removing a capture drops the triggers and empties the log and the
+    pre-images; the kept tables alone are no capture and no pre-images kept."""
+    if connections["shard_0"].vendor != "mysql":
+        pytest.skip("tables are kept on Galera only (MariaDB); SQLite drops them with triggers")
+    monkeypatch.setattr(capture, "keeps_tables", lambda alias: True)
+    source, target = source_and_target()
+    entity = on(target, "before")
+    tables = moved_tables()
+    pre_table = pre_images.table_name("entities")
+    try:
+        capture.install(target, tables, pre_images=True)
+        capture.install(target, tables)
+        assert capture.installed(target) and capture.pre_images_kept(target, tables)
+        entity["title"] = "after"
+        entity.save()  # logged, and its pre-image recorded
+        capture.remove(target, tables)
+        with connections[target].cursor() as cursor:
+            for table in (capture.LOG, pre_table):
+                cursor.execute(f"SELECT COUNT(*) FROM {table}")  # still there, and empty
+                assert cursor.fetchone()[0] == 0
+        assert not capture.installed(target)
+        assert not capture.pre_images_kept(target, tables)
+        entity["title"] = "again"
+        entity.save()  # no trigger writes them now
+        assert Entity.objects.get(id=entity.id)["title"] == "again"
+    finally:
+        monkeypatch.undo()
+        capture.remove(target, tables)
+    assert not capture.installed(source)
+
+
+def test_a_kept_pre_image_table_that_no_longer_fits_refuses_the_move(monkeypatch):
+    """A kept pre-image table (Galera) whose columns are not its table's any more is never
+    dropped while writers run: the move is refused, naming the table and the next step."""
+    monkeypatch.setattr(capture, "keeps_tables", lambda alias: True)
+    _source, target = source_and_target()
+    tables = moved_tables()
+    pre_table = pre_images.table_name("entities")
+    with connections[target].cursor() as cursor:
+        cursor.execute(f"CREATE TABLE {pre_table} (present INT NOT NULL, id BINARY(16))")
+    try:
+        with pytest.raises(MoveRefused, match=f"{pre_table} kept from an earlier move"):
+            capture.install(target, tables, pre_images=True)
+        assert pre_images.kept(target, [t for t in tables if t.name == "entities"])
+    finally:
+        monkeypatch.undo()
+        capture.remove(target, tables)
