@@ -153,7 +153,7 @@ def remove(alias: str, tables: Sequence[MovedTable]) -> list[str]:
             pre.drop(cursor, tables)
     if keeps_tables(alias):  # emptied, never dropped: see keeps_tables
         _empty_log(alias)
-        pre.clear(alias, [t for t in tables if pre.kept(alias, [t])], _clear_batch(alias))
+        pre.clear(alias, pre.having(alias, tables), _clear_batch(alias))
     left = leftovers(alias)
     if left:
         logger.warning(
@@ -236,14 +236,8 @@ def _empty_log(alias: str) -> None:
     """Delete every entry of a kept log, in batches (a Galera write set each)."""
     conn = connections[alias]
     with shards.errors_named(alias), conn.cursor() as cursor:
-        if LOG not in conn.introspection.table_names(cursor):
-            return
-        statement = dialects.of(conn).delete_first(LOG, "1 = 1", "seq", "seq")
-        batch = _clear_batch(alias)
-        while True:
-            cursor.execute(statement, [batch])
-            if cursor.rowcount < batch:
-                return
+        if LOG in conn.introspection.table_names(cursor):
+            pre.delete_all(cursor, dialects.of(conn), LOG, "seq", _clear_batch(alias))
 
 
 def _clear_batch(alias: str) -> int:

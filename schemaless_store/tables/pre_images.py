@@ -119,10 +119,15 @@ def drop(cursor: Any, tables: Sequence[MovedTable]) -> None:
 
 def kept(alias: str, tables: Sequence[MovedTable]) -> bool:
     """Whether ``alias`` has the pre-image table of every one of ``tables``."""
+    return len(having(alias, tables)) == len(tables)
+
+
+def having(alias: str, tables: Sequence[MovedTable]) -> list[MovedTable]:
+    """Those of ``tables`` whose pre-image table ``alias`` has."""
     conn = connections[alias]
     with shards.errors_named(alias), conn.cursor() as cursor:
         names = set(conn.introspection.table_names(cursor))
-    return all(table_name(table.name) in names for table in tables)
+    return [table for table in tables if table_name(table.name) in names]
 
 
 def clear(alias: str, tables: Sequence[MovedTable], batch: int) -> None:
@@ -134,11 +139,17 @@ def clear(alias: str, tables: Sequence[MovedTable], batch: int) -> None:
     with shards.errors_named(alias), conn.cursor() as cursor:
         for table in tables:
             key = ", ".join(quote(c) for c in table.natural_key)
-            statement = dialect.delete_first(table_name(table.name), "1 = 1", key, key)
-            while True:
-                cursor.execute(statement, [int(batch)])
-                if cursor.rowcount < batch:
-                    break
+            delete_all(cursor, dialect, table_name(table.name), key, batch)
+
+
+def delete_all(cursor: Any, dialect: Any, table: str, key: str, batch: int) -> None:
+    """Delete every row of ``table`` in statements of at most ``batch`` rows, in ``key``
+    order (the pre-images, and a kept move log: :func:`.move_log.keeps_tables`)."""
+    statement = dialect.delete_first(table, "1 = 1", key, key)
+    while True:
+        cursor.execute(statement, [int(batch)])
+        if cursor.rowcount < batch:
+            return
 
 
 def read(
