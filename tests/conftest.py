@@ -29,6 +29,8 @@ from typing import Any
 import pytest
 from django.db import connections
 from django.test import override_settings
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from schemaless_store.config.indexes import registry
 from schemaless_store.models import Entity
@@ -37,6 +39,14 @@ from schemaless_store.testing.galera import GaleraCluster, start_galera_cluster
 from schemaless_store.topology import bucket_map, shards
 from tests.support import buckets, child
 from tests.support.factories import PostFactory
+
+# Properties are checked on generated data, never on time (speed is the benchmarks' job): no
+# example fails for taking longer than hypothesis's 200 ms on a loaded machine, or a CI run
+# with three test processes on two cores.
+hypothesis_settings.register_profile(
+    "schemaless", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+hypothesis_settings.load_profile("schemaless")
 
 # The demo project's templates (project/feed renders them), for ``feed_site``.
 DEMO_TEMPLATES = Path(__file__).resolve().parents[1] / "templates"

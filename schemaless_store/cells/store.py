@@ -73,10 +73,9 @@ def put(
     elif created.utcoffset() is None:
         raise InvalidCell(f"created must be an aware datetime, not {created!r}")
 
-    def store(write: Write) -> None:
+    def store(write: Write) -> dict[str, Any]:
         """Step 2: the head row (when this version is the latest) and the cell; its result
         (kept by the receipt): the version and ``added_at`` stored, or none if it existed."""
-        write.result = {}
         change = write.changes[0]
         change.rows = rows  # (a retry starts again from the new version's rows)
         head = None if change.found is None else change.found.version
@@ -87,13 +86,13 @@ def put(
             if head is not None and version <= head:
                 change.rows = change.old  # not the latest: what the head implies is unchanged
                 if cell_table.version_exists(cursor, key, column_name, version):
-                    return  # stored already: compared with the given body below
+                    return {}  # stored already: compared with the given body below
             elif head is None:
                 cell_table.insert_head(cursor, key, column_name, version, stamp, encoded)
             else:
                 cell_table.update_head(cursor, key, column_name, version, stamp, encoded)
             added_at = cell_table.append(cursor, key, column_name, version, encoded, stamp)
-            write.result = {"version": version, "added_at": added_at}
+        return {"version": version, "added_at": added_at}
 
     write = Write(alias, [Change(key, rows)], cell_source(column_name))
     run(write, store)
@@ -225,7 +224,7 @@ def restore_history(versions: Iterable[tuple[bytes, int, bytes | None, dt.dateti
         given += 1
     for alias, group in by_alias.items():
 
-        def store(write: Write, group: list[Any] = group) -> None:
+        def store(write: Write, group: list[Any] = group) -> dict[str, Any]:
             conn = write.conn  # the owner's (a move may have sent the write elsewhere)
             rows = [
                 (key, ENTITY_COLUMN, ref_key, body, db_datetime(conn, created))
@@ -233,6 +232,7 @@ def restore_history(versions: Iterable[tuple[bytes, int, bytes | None, dt.dateti
             ]
             with shards.statement_cursor(conn) as cursor:
                 cell_table.insert_versions(cursor, conn.vendor, rows)
+            return {}
 
         # The keys' changes imply no index rows: they give the write its fence (step 0).
         keys_of = dict.fromkeys(key for key, *_rest in group)

@@ -198,18 +198,19 @@ class Applier:
         write = Write(alias, [change for _entity, change in items])
         run(write, partial(self._store, entities=[entity for entity, _change in items]))
 
-    def _store(self, write: Write, entities: list[Any]) -> None:
+    def _store(self, write: Write, entities: list[Any]) -> dict[str, Any]:
         """Step 2: the entities, and the note that this run saved them, in one transaction."""
         if self.rewrite:
-            self._store_bodies(write, entities)
+            result = self._store_bodies(write, entities)
         else:
-            entity_writes.store_batch(write, entities)
+            result = entity_writes.store_batch(write, entities)
         with shards.statement_cursor(write.conn) as cursor:
             mark_saved(
                 cursor, write.conn.vendor, self.run, [change.key for change in write.changes]
             )
+        return result
 
-    def _store_bodies(self, write: Write, entities: list[Any]) -> None:
+    def _store_bodies(self, write: Write, entities: list[Any]) -> dict[str, Any]:
         """A rewrite's step 2: the same properties in the codec's format, each entity keeping
         its ``updated`` time (a new format is not an edit), and no version in the history."""
         conn = write.conn
@@ -219,9 +220,9 @@ class Applier:
         ]
         with shards.statement_cursor(conn) as cursor:
             entity_table.write_many(cursor, [], updates)
-        write.result = {"written": len(updates)}
         for entity, change in zip(entities, write.changes, strict=True):
             entity.row_body = change.body
+        return {"written": len(updates)}
 
     def _reread(
         self, conflict: Conflict, saves: dict[bytes, tuple[Any, Change]], result: BatchResult

@@ -260,12 +260,15 @@ class Entity(AsyncEntity, models.Model):
     def __getitem__(self, name: str) -> Any:
         if name == "id":
             return self.id
-        return self._properties()[name]
+        # The decoded properties, once decoded, without a call (read per property, per row).
+        props = self._props
+        return (self._properties() if props is None else props)[name]
 
     def get(self, name: str, default: Any = None) -> Any:
         if name == "id":
             return self.id
-        return self._properties().get(name, default)
+        props = self._props
+        return (self._properties() if props is None else props).get(name, default)
 
     def __contains__(self, name: object) -> bool:
         return name == "id" or name in self._properties()

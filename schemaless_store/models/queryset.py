@@ -47,7 +47,13 @@ class EntityQuerySet(models.QuerySet):
             in_list = [entity_ids.entity_id_bytes(ident) for ident in given]
             keys = [key for key in in_list if key in keys] if "id" in kwargs else in_list
         unfiltered = not self.query.where and self._entity_ids is None
-        clone: EntityQuerySet = super().filter(row_id__in=keys)
+        # Django's own lazy filter (as its related managers use): the WHERE is built only when
+        # something reads the query, which filter(id=x).update() never does (issue 45, item 5).
+        self._defer_next_filter = True
+        try:
+            clone: EntityQuerySet = super().filter(row_id__in=keys)
+        finally:
+            self._defer_next_filter = False
         clone._entity_ids = keys if unfiltered else None
         return clone
 
@@ -63,7 +69,8 @@ class EntityQuerySet(models.QuerySet):
         each row read under its lock, its index rows following; no signals, as Django's
         ``update()``). Returns the number changed; a missing id counts 0. Any other queryset
         refuses: it would bypass index maintenance."""
-        if self._entity_ids is None or self.query.is_sliced:
+        # _query (Django's own, without its lazy filter): the filter is never built here.
+        if self._entity_ids is None or self._query.is_sliced:  # type: ignore[attr-defined]
             raise BulkWriteNotSupported(
                 "QuerySet.update() works on entities named by id only: "
                 "Entity.objects.filter(id=...) or filter(id__in=[...]), filtered by nothing "

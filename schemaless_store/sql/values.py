@@ -6,6 +6,7 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from django.conf import settings
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from . import dialects
@@ -26,8 +27,16 @@ def plain_row(row: Sequence[Any]) -> tuple[Any, ...]:
 
 def datetime_converter(conn: BaseDatabaseWrapper) -> Callable[[Any], Any]:
     """What turns a ``DATETIME`` column into the model's value, as Django's backend would
-    (each dialect's :meth:`~.dialects.base.Dialect.datetime_converter`)."""
-    return dialects.of(conn).datetime_converter(conn)
+    (each dialect's :meth:`~.dialects.base.Dialect.datetime_converter`). Kept on the
+    connection while ``USE_TZ`` and its time zone stay what they were (a ``get`` asks for it
+    once per row read)."""
+    made = conn.__dict__.get("_schemaless_datetime")
+    use_tz, zone = settings.USE_TZ, conn.timezone
+    if made is not None and made[0] == use_tz and made[1] is zone:
+        return made[2]
+    convert = dialects.of(conn).datetime_converter(conn)
+    conn.__dict__["_schemaless_datetime"] = (use_tz, zone, convert)
+    return convert
 
 
 def db_datetime(conn: BaseDatabaseWrapper, value: dt.datetime) -> Any:

@@ -8,6 +8,7 @@ them (by ``added_id``, newest ``updated`` first) with plain reads that never blo
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
@@ -68,6 +69,11 @@ def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
         yield items[start : start + size]
 
 
+# The statements of the hot paths, built once per shape (issue 45, item 5): a shape is what
+# the text depends on (a table, its columns, how many keys), never a value.
+SHAPES = 1024
+
+
 def keys_where(columns: Sequence[str], count: int) -> str:
     """The condition that matches ``count`` keys of ``columns`` (quoted already), with a
     ``%s`` for each value, key by key.
@@ -87,13 +93,18 @@ def delete_matching(
     """``DELETE FROM table WHERE`` the keys (:func:`keys_where`), ``size`` keys a statement
     (``table`` and ``columns`` quoted already); the number of rows deleted."""
     deleted = 0
+    columns = tuple(columns)
     for chunk in chunks(keys, size):
         cursor.execute(
-            f"DELETE FROM {table} WHERE {keys_where(columns, len(chunk))}",
-            [value for key in chunk for value in key],
+            _delete_sql(table, columns, len(chunk)), [value for key in chunk for value in key]
         )
         deleted += cursor.rowcount
     return deleted
+
+
+@functools.lru_cache(maxsize=SHAPES)
+def _delete_sql(table: str, columns: tuple[str, ...], count: int) -> str:
+    return f"DELETE FROM {table} WHERE {keys_where(columns, count)}"
 
 
 # --- the read path -----------------------------------------------------------------------------
@@ -117,10 +128,12 @@ def select_by_ids(alias: str, ids: Sequence[bytes]) -> Iterator[tuple[Any, ...]]
     """``(added_id, id, updated, body)`` of the entities among ``ids`` on ``alias``, one
     ``IN (...)`` query per ``SCHEMALESS["FETCH_BATCH"]`` ids."""
     for chunk in chunks(ids, conf.get().fetch_batch):
-        marks = ", ".join(["%s"] * len(chunk))
-        yield from shards.read(
-            alias, f"SELECT {ENTITY_COLUMNS} FROM entities WHERE id IN ({marks})", chunk
-        )
+        yield from shards.read(alias, _select_by_ids_sql(len(chunk)), chunk)
+
+
+@functools.lru_cache(maxsize=SHAPES)
+def _select_by_ids_sql(count: int) -> str:
+    return f"SELECT {ENTITY_COLUMNS} FROM entities WHERE id IN ({', '.join(['%s'] * count)})"
 
 
 # --- the write path ----------------------------------------------------------------------------
@@ -135,18 +148,13 @@ def lock(
     trip); their answers carry no rows."""
     if conn is None:
         conn = shards.connection(alias)
-    suffix = " FOR UPDATE" if conn.features.has_select_for_update else ""
-    extra, extra_params = source.where()
-    version = source.version_column or "NULL"
+    for_update = conn.features.has_select_for_update
+    extra_params = source.where()[1]
     found: dict[bytes, Locked] = {}
     with shards.statement_cursor(conn) as cursor:
         for chunk in chunks(keys, CHUNK):
-            marks = ", ".join(["%s"] * len(chunk))
             cursor.execute(
-                f"{first}SELECT {source.id_column}, added_id, body, {version}, {UPDATED_TEXT} "
-                f"FROM {source.table} "
-                f"WHERE {source.id_column} IN ({marks}){extra}{suffix}",
-                [*chunk, *extra_params],
+                _lock_sql(source, len(chunk), first, for_update), [*chunk, *extra_params]
             )
             for _statement in range(first.count(";")):
                 cursor.nextset()  # past the answers of ``first``'s statements, to the read's
@@ -156,6 +164,17 @@ def lock(
                     added_id, None if body is None else bytes(body), ref_key, updated
                 )
     return found
+
+
+@functools.lru_cache(maxsize=SHAPES)
+def _lock_sql(source: Source, count: int, first: str, for_update: bool) -> str:
+    """:func:`lock`'s statement for ``count`` keys of ``source``, after ``first``."""
+    version = source.version_column or "NULL"
+    return (
+        f"{first}SELECT {source.id_column}, added_id, body, {version}, {UPDATED_TEXT} "
+        f"FROM {source.table} WHERE {source.id_column} IN ({', '.join(['%s'] * count)})"
+        f"{source.where()[0]}{' FOR UPDATE' if for_update else ''}"
+    )
 
 
 def touch(alias: str, keys: Sequence[bytes], source: Source = ENTITIES) -> None:

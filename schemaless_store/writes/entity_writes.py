@@ -123,13 +123,15 @@ def save(
     quiet = not _heard(pre_save, post_save, cls)
     if only is not None and expect is None and quiet and server_updates.save_fields(entity, only):
         return
+    quiet = quiet and not _may_claim(only)
+    # Quiet: no receiver to see the row before the commit, so its statements may go with it.
     write = Write(
         bucket_map.alias_for(change.key),
         [change],
         insert_only=force_insert,
-        quiet=quiet and not _may_claim(only),
+        quiet=quiet,
+        defers=quiet,
     )
-    write.defers = write.quiet  # no receiver to see the row before the commit
     run(write, partial(_store_one, entity=entity))
     if write.recalled:
         # The commit of a try whose answer was lost landed: its receipt is the answer (what
@@ -140,7 +142,7 @@ def save(
     entity.has_generated_id = False
 
 
-def _store_one(write: Write, entity: EntityRecord) -> None:
+def _store_one(write: Write, entity: EntityRecord) -> dict[str, Any]:
     """Step 2 of a save: ``pre_save``, the row, its version in the history, ``post_save``."""
     change = write.changes[0]
     if change.found is not None and write.insert_only:
@@ -157,9 +159,9 @@ def _store_one(write: Write, entity: EntityRecord) -> None:
     history = conf.get().history
     carrier = write.carrier(len(change.body) * (2 if history else 1))
     if carrier is not None:
-        with_commit.save(write, carrier, entity, stamp, history)
+        result = with_commit.save(write, carrier, entity, stamp, history)
     else:
-        _store_one_now(write, entity, stamp, history)
+        result = _store_one_now(write, entity, stamp, history)
     entity._state.adding = False
     entity._state.db = alias
     post_save.send(
@@ -170,9 +172,10 @@ def _store_one(write: Write, entity: EntityRecord) -> None:
         raw=False,
         using=alias,
     )
+    return result
 
 
-def _store_one_now(write: Write, entity: EntityRecord, stamp: Any, history: bool) -> None:
+def _store_one_now(write: Write, entity: EntityRecord, stamp: Any, history: bool) -> dict[str, Any]:
     change, alias = write.changes[0], write.alias
     with shards.statement_cursor(write.conn) as cursor:
         if change.found is None and write.fenced_by_insert:
@@ -189,7 +192,7 @@ def _store_one_now(write: Write, entity: EntityRecord, stamp: Any, history: bool
             entity_table.update_one(cursor, change.key, stamp, change.body)
         if history:
             cell_table.append_entity_versions(cursor, [(change.key, change.body)], stamp)
-    write.result = {"added_id": int(entity.added_id), "created": int(change.found is None)}
+    return {"added_id": int(entity.added_id), "created": int(change.found is None)}
 
 
 def _partial_change(change: Change, entity: EntityRecord) -> None:
@@ -222,7 +225,12 @@ def _may_claim(names: frozenset[str] | None) -> bool:
 def _merge(change: Change, values: Mapping[str, Any]) -> None:
     """Set ``change``'s body and rows: its stored body (read in step 1) with ``values`` set
     (``_ABSENT``: removed). A bad value raises here, before anything is written."""
-    stored = dict(decode_body(bytes(change.found.body or b""))) if change.found else {}
+    if change.found is None:
+        stored: Mapping[str, Any] = {}
+    elif change.stored is not None:  # decoded in step 1 (never changed: a copy is set below)
+        stored = change.stored
+    else:  # undecodable: CorruptBody, before anything is written
+        stored = decode_body(bytes(change.found.body or b""))
     properties = dict(stored)
     for name, value in values.items():
         if value is _ABSENT:
@@ -258,8 +266,8 @@ def update_ids(keys: Sequence[bytes], values: Mapping[str, Any], batch_size: int
         for start in range(0, len(group), batch_size):
             chunk = group[start : start + batch_size]
             changes = [Change(key=key, rows=set(), only=names) for key in chunk]
-            write = Write(alias, changes, quiet=quiet)
-            write.defers = len(changes) == 1  # a batch's statements go as they come
+            # A batch's statements go as they come; one row's, with the COMMIT.
+            write = Write(alias, changes, quiet=quiet, defers=len(changes) == 1)
             try:
                 run(write, partial(_store_updates, values=values))
             except SplitWrite:  # its buckets moved to several shards: regrouped
@@ -269,7 +277,7 @@ def update_ids(keys: Sequence[bytes], values: Mapping[str, Any], batch_size: int
     return total
 
 
-def _store_updates(write: Write, values: Mapping[str, Any]) -> None:
+def _store_updates(write: Write, values: Mapping[str, Any]) -> dict[str, Any]:
     """Step 2 of :func:`update_ids`: each stored row merged, then their ``UPDATE``s and
     versions; a missing row is left out (its change implies no rows)."""
     found = [change for change in write.changes if change.found is not None]
@@ -278,15 +286,15 @@ def _store_updates(write: Write, values: Mapping[str, Any]) -> None:
     now = timezone.now()
     stamp = db_datetime(write.conn, now)
     history = conf.get().history
-    write.result = {"updated": len(found)}
     carrier = write.carrier(sum(len(c.body) for c in found) * (2 if history else 1))
     if carrier is not None:  # one row: its UPDATE and version go with the COMMIT
         with_commit.update(carrier, [(c.key, c.body) for c in found], stamp, history)
-        return
+        return {"updated": len(found)}
     with shards.statement_cursor(write.conn) as cursor:
         entity_table.write_many(cursor, [], [(stamp, c.body, c.key) for c in found])
         if found and history:
             cell_table.append_entity_versions(cursor, [(c.key, c.body) for c in found], stamp)
+    return {"updated": len(found)}
 
 
 def _heard(before: ModelSignal, after: ModelSignal, sender: type) -> bool:
@@ -372,7 +380,7 @@ def store_batch(
     entities: list[EntityRecord],
     skip_unchanged: bool = False,
     history: bool = True,
-) -> None:
+) -> dict[str, Any]:
     """Step 2 of a batch: its inserts and updates, and their versions in the history (a
     caller with statements of its own in the same transaction wraps it: mapentities)."""
     conn = write.conn
@@ -393,7 +401,6 @@ def store_batch(
         entity_table.write_many(cursor, inserts, updates)
         if history and versions and conf.get().history:
             cell_table.append_entity_versions(cursor, versions, stamp)
-    write.result = {"written": len(versions)}
     for entity, change in zip(entities, write.changes, strict=True):
         if change.key not in unchanged:
             entity.row_updated = now
@@ -403,6 +410,7 @@ def store_batch(
         entity._state.adding = False
         entity._state.db = write.alias
         entity.has_generated_id = False
+    return {"written": len(versions)}
 
 
 def delete(entity: EntityRecord, *, if_unchanged: bool = False) -> int:
@@ -410,13 +418,13 @@ def delete(entity: EntityRecord, *, if_unchanged: bool = False) -> int:
     (step 5 removes every row it implied); 1, or 0 if it did not exist. ``if_unchanged``: only
     if the stored row is still what the instance read, else :class:`~..exceptions.Conflict`."""
     key = bytes(entity.row_id)
-    cls = type(entity)
+    quiet = not _heard(pre_delete, post_delete, type(entity))
     write = Write(
         bucket_map.alias_for(key),
         [Change(key, rows=set(), expected=expected.of(entity) if if_unchanged else None)],
-        quiet=not _heard(pre_delete, post_delete, cls),
+        quiet=quiet,
+        defers=quiet,  # no receiver to see the row go before the commit
     )
-    write.defers = write.quiet
     run(write, partial(_delete_one, entity=entity))
     deleted = write.result["deleted"]
     if deleted:
@@ -424,11 +432,10 @@ def delete(entity: EntityRecord, *, if_unchanged: bool = False) -> int:
     return deleted
 
 
-def _delete_one(write: Write, entity: EntityRecord) -> None:
-    write.result = {"deleted": 0}
+def _delete_one(write: Write, entity: EntityRecord) -> dict[str, Any]:
     change = write.changes[0]
     if change.found is None:
-        return
+        return {"deleted": 0}
     alias = write.alias
     conn = write.conn
     cls = type(entity)
@@ -442,8 +449,8 @@ def _delete_one(write: Write, entity: EntityRecord) -> None:
     else:
         with shards.statement_cursor(conn) as cursor:
             if not entity_table.delete_one(cursor, change.key):
-                return
+                return {"deleted": 0}
             if history:
                 cell_table.append_entity_versions(cursor, [(change.key, None)], stamp)
     post_delete.send(sender=cls, instance=entity, using=alias, origin=entity)
-    write.result = {"deleted": 1}
+    return {"deleted": 1}

@@ -68,7 +68,7 @@ from ..topology import bucket_map, replicas, retries, shards
 from ..topology.write_lock import write_lock
 from ..values.expected import Expected
 from . import index_writes, receipts, stale_rows
-from .rows import RowSet, stored_rows
+from .rows import RowSet, rows_stored, stored_properties
 from .transaction import retry_after_loss, shard_transaction
 
 # Tries after a duplicate key: a key taken as new that a concurrent writer inserted meanwhile
@@ -91,6 +91,8 @@ class Change:
     # cache. False for a key the store just generated, which no one has read.
     seen: bool = True
     found: Locked | None = None  # the stored row, read under the lock (step 1)
+    # Its body's properties, decoded once in step 1 (None: no row, or an undecodable body).
+    stored: dict[str, Any] | None = None
     old: RowSet = field(default_factory=set)  # the index rows the stored row implies
     expected: Expected | None = None  # a conditional write: what the row must still be
     # Not read in step 1 either: a partial update the server applies (:mod:`.server_updates`),
@@ -115,7 +117,9 @@ class Write:
         *,
         insert_only: bool = False,
         quiet: bool = True,
+        defers: bool = False,
     ) -> None:
+        # The plan: what to write and how, all decided here, by the caller's one call.
         self.alias = alias
         self.conn = shards.connection(alias)
         self.changes = changes
@@ -123,18 +127,21 @@ class Write:
         self.source = source
         self.insert_only = insert_only
         self.quiet = quiet
+        # Step 2 may send its statements with the COMMIT (:meth:`carrier`): the writer needs
+        # none of their answers before it, and no signal receiver runs.
+        self.defers = defers
+        # The run, set by this module alone as it takes the plan through the steps.
         self.added: dict[bytes, RowSet] = defaultdict(set)  # by any try: undone on failure
         self.stale: dict[bytes, RowSet] = {}  # keys that went away: removed after the commit
         self.committing = False  # the commit was sent (a lost answer leaves it unknown)
         self.write_id = os.urandom(16)  # its receipt's key: one per write, whatever the tries
         self.receipt_created = 0  # the time the last try's receipt says (the key's other half)
-        # What the caller returns (the store step sets it; the receipt keeps it): e.g. an
+        # MariaDB: the server session the try's commit runs in, ``(node or None, thread id)``.
+        self.session: tuple[tuple[str, int] | None, int] | None = None
+        # What the caller returns (step 2 returns it; the receipt keeps it): e.g. an
         # entity's added_id, the rows written, the number deleted.
-        self.result: dict[str, int] = {}
+        self.result: dict[str, Any] = {}
         self.recalled = False  # a lost answer's receipt said the write had landed
-        # Step 2 may send its statements with the COMMIT (:meth:`carrier`): the writer needs
-        # none of their answers before it, and no signal receiver runs.
-        self.defers = False
         self.tx: Any = None  # the try's shard transaction (a _DriverTransaction, or None)
 
     @property
@@ -173,7 +180,8 @@ class Write:
         for change in self.changes:
             change.found = found.get(change.key)
             body = None if change.found is None else change.found.body
-            change.old = stored_rows(change.key, body, self.source)
+            change.stored = stored_properties(change.key, body, self.source)
+            change.old = rows_stored(change.stored, self.source)
         # A conditional write's check, under the lock just taken: nothing can change the row
         # between it and the commit (:mod:`..values.expected`).
         changed = [
@@ -255,12 +263,18 @@ class Write:
             stale_rows.remove_quietly(self.alias, self.added, self.source)
 
 
+# Step 2: writes the rows of a try (on ``write.conn``, in its transaction) and returns the
+# write's result.
+Step = Callable[[Write], dict[str, Any]]
+
+
 class SplitWrite(Exception):
     """A refused batch whose rows now belong to several shards: its caller regroups it."""
 
 
-def run(write: Write, store: Callable[[Write], None]) -> None:
-    """Take ``write`` through the protocol; ``store`` is step 2 (it writes the rows).
+def run(write: Write, store: Step) -> None:
+    """Take ``write`` through the protocol; ``store`` is step 2 (it writes the rows and
+    returns the write's result).
 
     A shard that refuses the write's buckets (step 0) has given them to another: after the map
     names the new owner, the write runs there. Inside a caller's ``transaction.atomic()`` on
@@ -308,7 +322,7 @@ def run(write: Write, store: Callable[[Write], None]) -> None:
             write.move_to(owners.pop())
 
 
-def _run_here(write: Write, store: Callable[[Write], None], cached: list[bytes]) -> None:
+def _run_here(write: Write, store: Step, cached: list[bytes]) -> None:
     alias, conn = write.alias, write.conn
     caller_atomic = conn.in_atomic_block
 
@@ -320,10 +334,10 @@ def _run_here(write: Write, store: Callable[[Write], None], cached: list[bytes])
             write.lock()  # 1 (on MariaDB's driver route, BEGIN goes with its read)
             if not write.defers and shard_tx is not None:
                 shard_tx.begin()  # before a step 2 that sends its statements itself
-            store(write)  # 2 (write.carrier(): they may wait for the COMMIT, step 4)
+            write.result = store(write)  # 2 (write.carrier(): may wait for the COMMIT, step 4)
             write.add_index_rows()  # 3
             if not caller_atomic:
-                receipts.record(write, shard_tx)  # 4
+                write.receipt_created, write.session = receipts.record(write, shard_tx)  # 4
             write.committing = True
         # 4: the commit, leaving the block
 

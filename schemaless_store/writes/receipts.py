@@ -57,22 +57,26 @@ _writes: Counter[str] = Counter()
 _writes_lock = threading.Lock()
 
 
-def record(write: Any, transaction: Any) -> None:
+def record(write: Any, transaction: Any) -> tuple[int, tuple[tuple[str, int] | None, int] | None]:
     """Step 4, inside the write's transaction: its receipt (``write.result``). On the driver's
     ``BEGIN`` ... ``COMMIT`` route (``transaction``, a ``_DriverTransaction``) it goes with
-    the ``COMMIT``, in the same round trip; under ``atomic()`` it is inserted now."""
+    the ``COMMIT``, in the same round trip; under ``atomic()`` it is inserted now. Returns the
+    receipt's ``created`` and, on MariaDB, the session its commit runs in, ``(node or None,
+    thread id)``: what :func:`recall` asks for after a lost answer."""
     if not RECORD:
-        return
-    created = write.receipt_created = int(time.time())
+        return 0, None
+    created = int(time.time())
+    session = None
     if dialects.of(write.conn).driver_route:  # the session its commit will run in (no round trip)
         driver = write.conn.connection
-        write.session = (getattr(driver, sessions.NODE, None), int(driver.thread_id()))
+        session = (getattr(driver, sessions.NODE, None), int(driver.thread_id()))
     defer = getattr(transaction, "defer_receipt", None)
     if defer is not None:
         defer(write.write_id, created, write.result)
-        return
+        return created, session
     with shards.statement_cursor(write.conn) as cursor:
         receipt_table.record(cursor, write.write_id, created, write.result)
+    return created, session
 
 
 def recall(write: Any, lost: ShardUnavailable) -> dict[str, int] | None:
@@ -83,7 +87,7 @@ def recall(write: Any, lost: ShardUnavailable) -> dict[str, int] | None:
     deadline = time.monotonic() + conf.get().receipt_wait
     pause = 0.01
     # MariaDB: the try's server session, ``(node or None, thread id)``, noted by record().
-    session: tuple[tuple[str, int] | None, int] | None = getattr(write, "session", None)
+    session: tuple[tuple[str, int] | None, int] | None = write.session
     while True:
         try:
             if session is not None:  # None: SQLite, whose transaction ends with its connection

@@ -71,14 +71,29 @@ def rows_of(
 
 def stored_rows(key: bytes, body: bytes | None, source: Source = ENTITIES) -> RowSet:
     """The rows a stored body implies (none for a missing or undecodable one)."""
+    return rows_stored(stored_properties(key, body, source), source)
+
+
+def stored_properties(
+    key: bytes, body: bytes | None, source: Source = ENTITIES
+) -> dict[str, Any] | None:
+    """A stored body's properties; None for a missing or undecodable one (said in the log:
+    its old index rows are left to the cleaner)."""
     if body is None:
-        return set()
+        return None
     try:
-        return rows_of(decode_body(bytes(body)), strict=False, column=source.column)
+        return decode_body(bytes(body))
     except CorruptBody:
         logger.warning(
             "%s %s has an undecodable body; its old index rows are left to the cleaner",
             source.noun,
             key.hex(),
         )
+        return None
+
+
+def rows_stored(properties: Mapping[str, Any] | None, source: Source = ENTITIES) -> RowSet:
+    """The rows that stored ``properties`` (from :func:`stored_properties`) imply."""
+    if properties is None:
         return set()
+    return rows_of(properties, strict=False, column=source.column)

@@ -224,8 +224,7 @@ def apply(key: bytes, how: Plan, now: datetime, *, want_body: bool) -> Applied:
     """Run the update on the shard of ``key`` (``updated``: ``now``); ``added_id`` 0 when
     the row was not changed (the caller takes the read-under-lock route)."""
     change = Change(key=key, rows=set(), blind=True)
-    write = Write(bucket_map.alias_for(key), [change])
-    write.defers = True
+    write = Write(bucket_map.alias_for(key), [change], defers=True)
     applied = Applied()
     try:
         run(write, partial(_store, how=how, applied=applied, now=now, want_body=want_body))
@@ -237,7 +236,9 @@ def apply(key: bytes, how: Plan, now: datetime, *, want_body: bool) -> Applied:
     return applied
 
 
-def _store(write: Write, how: Plan, applied: Applied, now: datetime, want_body: bool) -> None:
+def _store(
+    write: Write, how: Plan, applied: Applied, now: datetime, want_body: bool
+) -> dict[str, Any]:
     """Step 2: the update, the added_id it kept, the history version, the answer."""
     key, conn = write.changes[0].key, write.conn
     stamp = db_datetime(conn, now)
@@ -259,8 +260,7 @@ def _store(write: Write, how: Plan, applied: Applied, now: datetime, want_body: 
         for sql, params in statements:
             carrier.defer(sql, params)
         carrier.defer(*answer, then=answered)
-        write.result = {"added_id": receipt_table.ADDED_ID, "created": 0}
-        return
+        return {"added_id": receipt_table.ADDED_ID, "created": 0}
     # atomic() (a signal-free write on Galera, a caller's transaction): sent now, in order.
     with shards.statement_cursor(conn) as cursor:
         sql, params = statements[0]
@@ -273,4 +273,4 @@ def _store(write: Write, how: Plan, applied: Applied, now: datetime, want_body: 
         row = cursor.fetchone()
     applied.added_id = int(row[0])
     applied.body = bytes(row[1]) if want_body else None
-    write.result = {"added_id": applied.added_id, "created": 0}
+    return {"added_id": applied.added_id, "created": 0}

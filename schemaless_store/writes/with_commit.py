@@ -16,20 +16,20 @@ from ..tables import entities as entity_table
 from ..tables import receipts as receipt_table
 
 
-def save(write: Any, carrier: Any, entity: Any, stamp: Any, history: bool) -> None:
-    """Step 2 of a save of one entity (``write.changes[0]``): a new row's ``added_id`` is
-    set on ``entity`` and in ``write.result`` once committed."""
+def save(write: Any, carrier: Any, entity: Any, stamp: Any, history: bool) -> dict[str, Any]:
+    """Step 2 of a save of one entity (``write.changes[0]``); returns the write's result. A
+    new row's ``added_id`` is set on ``entity`` and in that result once committed."""
     change = write.changes[0]
     if change.found is None:
 
         def inserted(added_id: int, _rowcount: int, _rows: tuple[Any, ...]) -> None:
-            entity.added_id = write.result["added_id"] = added_id
+            entity.added_id = result["added_id"] = added_id
 
-        write.result = insert(carrier, change.key, change.body, stamp, history, inserted)
-    else:
-        entity.added_id = change.found.added_id
-        update(carrier, [(change.key, change.body)], stamp, history)
-        write.result = {"added_id": int(entity.added_id), "created": 0}
+        result = insert(carrier, change.key, change.body, stamp, history, inserted)
+        return result
+    entity.added_id = change.found.added_id
+    update(carrier, [(change.key, change.body)], stamp, history)
+    return {"added_id": int(entity.added_id), "created": 0}
 
 
 def insert(

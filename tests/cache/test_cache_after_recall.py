@@ -196,16 +196,17 @@ def test_a_create_that_landed_late_keeps_its_index_rows(
     record = write_receipts.record
     held: list[bytes] = []
 
-    def record_then_hold(write: Any, transaction: Any) -> None:
-        record(write, transaction)
+    def record_then_hold(write: Any, transaction: Any) -> Any:
+        recorded = record(write, transaction)  # (created, session)
         if not held:  # the first try's receipt key: a gap lock on it
             held.append(write.write_id)
             with holder.cursor() as cursor:
                 cursor.execute(
                     f"SELECT result FROM {receipt_table.TABLE} "
                     "WHERE created = %s AND write_id = %s FOR UPDATE",
-                    [write.receipt_created, write.write_id],
+                    [recorded[0], write.write_id],
                 )
+        return recorded
 
     def reader_then_commit() -> None:
         _in_another_thread(lambda: [Entity.objects.get_many([key]) for _ in range(2)])

@@ -270,17 +270,18 @@ def test_a_lost_answer_whose_receipt_insert_still_waits_is_ended_before_the_rece
     recalls: list[dict[str, int] | None] = []
     held: list[bytes] = []
 
-    def record_then_hold(the_write: Any, transaction: Any) -> None:
-        record(the_write, transaction)
+    def record_then_hold(the_write: Any, transaction: Any) -> Any:
+        recorded = record(the_write, transaction)  # (created, session)
         if not held:  # once: the first try's key
             held.append(the_write.write_id)
             with holder.cursor() as cursor:
                 cursor.execute(
                     f"SELECT result FROM {receipt_table.TABLE} "
                     "WHERE created = %s AND write_id = %s FOR UPDATE",
-                    [the_write.receipt_created, the_write.write_id],
+                    [recorded[0], the_write.write_id],
                 )
                 assert cursor.fetchall() == ()
+        return recorded
 
     def find_then_release(*args: Any, **kwargs: Any) -> receipt_table.Lookup:
         found = find(*args, **kwargs)

@@ -129,8 +129,8 @@ def test_a_landed_write_whose_receipt_a_shorter_retention_removed_is_never_run_a
     key = uuid.uuid4().bytes
     write = Write(shards.shard_aliases()[0], [Change(key, rows=set())])
 
-    def store(write: Write) -> None:
-        write.result = {"deleted": 1}
+    def store(write: Write) -> dict[str, int]:
+        return {"deleted": 1}
 
     monkeypatch.setattr(receipts, "time", _Clock(-200))
     run(write, store)  # on the shard that owns the key's bucket (NotOwner moves it there)

@@ -47,8 +47,8 @@ def test_a_receipt_holds_what_a_retry_returns():
     key = bytes(Entity(user_id="u1").row_id)
     write = Write(alias, [Change(key, rows=set())])
 
-    def store(write: Write) -> None:
-        write.result = {"deleted": 7}
+    def store(write: Write) -> dict[str, int]:
+        return {"deleted": 7}
 
     run(write, store)
     assert receipts.recall(write, ShardUnavailable(alias, "lost", lost=True)) == {"deleted": 7}
