@@ -78,6 +78,47 @@ def test_a_callers_savepoint_around_a_store_write_whose_session_dies_still_fails
     assert not _stored(mine)
 
 
+def test_django_ends_the_same_block_without_a_word_with_no_store_write_in_it():
+    """The hole above is Django's own, shown without the store: the same caller's block, with
+    its own SQL where the store write was (an ``UPDATE`` that waits on the holder's lock until
+    its session is killed). Django's savepoint rollback fails on the dead session, marks the
+    outer block for rollback, and the block ends committing nothing, without an error
+    (``Atomic.__exit__``). If a Django release makes this block raise, this test fails, and
+    the xfail above should then pass (docs/design.md#a-callers-transaction)."""
+    b = shards.shard_aliases()[1]
+    mine = id_on(b)
+    locked = Entity.objects.create(id=id_on(b), n=1)
+    holder = connections.create_connection(b)
+    holder.set_autocommit(False)
+    with holder.cursor() as cursor:
+        cursor.execute("SELECT id FROM entities WHERE id = %s FOR UPDATE", [locked.id.bytes])
+    ended_silently = False
+    try:
+        with transaction.atomic(using=b):
+            with connections[b].cursor() as cursor:
+                cursor.execute(
+                    "INSERT INTO entities (id, updated, body) VALUES (%s, NOW(6), %s)",
+                    [mine.bytes, b"\x00"],
+                )
+            session = int(connections[b].connection.thread_id())
+            killer = threading.Timer(1.0, _kill, [b, session])
+            killer.start()
+            try:
+                with transaction.atomic(using=b), connections[b].cursor() as cursor:
+                    cursor.execute(  # waits on the holder's lock until the kill
+                        "UPDATE entities SET body = body WHERE id = %s", [locked.id.bytes]
+                    )
+            except OperationalError:
+                pass  # the caller goes on, as with the store's ShardUnavailable
+            killer.join()
+        ended_silently = True
+    finally:
+        holder.close()
+        connections[b].close()
+    assert ended_silently, "Django now raises at the block's end: see the xfail above"
+    assert not _stored(mine)
+
+
 def test_a_callers_commit_that_landed_with_its_answer_lost_is_not_hidden_by_the_cache(
     cache_on: str,
 ):

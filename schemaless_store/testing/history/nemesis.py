@@ -249,8 +249,26 @@ class KillGaleraNode(KillServer):
             raise ValueError("the galera-node nemesis needs --galera")
         return list(self.store.cluster.nodes)
 
+    # A node that fails to rejoin is started again: once, at a soak's end, node1 aborted
+    # (signal 6) as it rejoined, and the run ended with no verdict on its history.
+    REJOINS = 3
+
     def bring_back(self, server: Any) -> None:
-        server.restart()  # rejoins, and waits until the cluster is Synced
+        from ..mariadb import ServerError
+
+        for attempt in range(1, self.REJOINS + 1):
+            try:
+                server.restart()  # rejoins, and waits until the cluster is Synced
+                return
+            except ServerError as exc:
+                if attempt == self.REJOINS:
+                    raise
+                # In the history as a note, not counted as a fault injected.
+                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                self.recorder.fault(
+                    self.name, phase="rejoin-failed", server=server.name, error=first[:200]
+                )
+                time.sleep(2.0)  # also at heal(), when stopping is set already
 
 
 class LockWait(Nemesis):

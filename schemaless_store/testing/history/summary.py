@@ -18,7 +18,9 @@ from typing import Any
 from .findings import Report
 from .records import Fault, History
 
-ENDS = ("end", "restarted")  # a fault's phases that end it (a move's end, a server's restart)
+# A fault's phases that are not faults of their own: its end (a move's end, a server's
+# restart), and a Galera node's failed rejoin (started again at once).
+ENDS = ("end", "restarted", "rejoin-failed")
 
 
 def injected(faults: list[Fault]) -> list[Fault]:
