@@ -57,6 +57,33 @@ class EntityQuerySet(models.QuerySet):
         clone._entity_ids = keys if unfiltered else None
         return clone
 
+    def __and__(self, other: Any) -> Any:
+        return self._combined(other, super().__and__(other), "and")
+
+    def __or__(self, other: Any) -> Any:
+        return self._combined(other, super().__or__(other), "or")
+
+    def __xor__(self, other: Any) -> Any:
+        return self._combined(other, super().__xor__(other), "xor")  # type: ignore[misc]
+
+    def _combined(self, other: Any, combined: Any, how: str) -> Any:
+        """``combined`` (Django's ``self & other``, ``|`` or ``^``) with the ids it names, when
+        both name entities by id alone; else with none (its ``update()`` refuses)."""
+        if combined is self or combined is other or not isinstance(combined, EntityQuerySet):
+            return combined  # Django's answer when one side is empty: that side, as it was
+        mine, theirs = self._entity_ids, getattr(other, "_entity_ids", None)
+        if mine is None or theirs is None:
+            combined._entity_ids = None
+        elif how == "and":
+            combined._entity_ids = [key for key in mine if key in set(theirs)]
+        elif how == "or":
+            combined._entity_ids = list(dict.fromkeys([*mine, *theirs]))
+        else:
+            combined._entity_ids = [
+                k for k in dict.fromkeys([*mine, *theirs]) if (k in mine) != (k in theirs)
+            ]
+        return combined
+
     def _filter_or_exclude(self, negate: bool, args: Any, kwargs: Any) -> EntityQuerySet:
         # Any other filter or exclude: the ids alone no longer say which entities match.
         clone: EntityQuerySet = super()._filter_or_exclude(negate, args, kwargs)  # type: ignore[misc]
@@ -67,9 +94,14 @@ class EntityQuerySet(models.QuerySet):
         """``filter(id=x)`` or ``filter(id__in=[...])``, and nothing else: set ``properties``
         on those entities through the write protocol (one transaction per shard and batch,
         each row read under its lock, its index rows following; no signals, as Django's
-        ``update()``). Returns the number changed; a missing id counts 0. Any other queryset
-        refuses: it would bypass index maintenance."""
+        ``update()``). Returns the number changed; a missing id counts 0. ``&``, ``|`` and
+        ``^`` of such querysets name the ids both, either or one of them name; ``none()``
+        updates nothing; after ``union()`` and the like it refuses, as Django's. Any other
+        queryset refuses: it would bypass index maintenance."""
+        self._not_support_combined_queries("update")  # type: ignore[attr-defined]
         # _query (Django's own, without its lazy filter): the filter is never built here.
+        if self._query.is_empty():  # type: ignore[attr-defined]
+            return 0  # none(), as Django's
         if self._entity_ids is None or self._query.is_sliced:  # type: ignore[attr-defined]
             raise BulkWriteNotSupported(
                 "QuerySet.update() works on entities named by id only: "

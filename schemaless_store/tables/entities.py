@@ -69,8 +69,7 @@ def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
         yield items[start : start + size]
 
 
-# The statements of the hot paths, built once per shape (issue 45, item 5): a shape is what
-# the text depends on (a table, its columns, how many keys), never a value.
+# Hot-path statements, built once per shape (the table, its columns, how many keys; issue 45).
 SHAPES = 1024
 
 

@@ -199,26 +199,26 @@ def commit_batch(
     # The driver's own calls, without a cursor: the statements are rendered already, and a
     # cursor's layers cost more client time than the answers they read (issue 45, item 5).
     outcomes: list[tuple[int, int, tuple[Any, ...]]] = []
-    driver.query(b";".join(sent))
     try:
+        driver.query(b";".join(sent))
         while True:
             answer = driver.store_result()  # None for a statement that returns no rows
             rows = () if answer is None else tuple(answer.fetch_row(0))
             outcomes.append((int(driver.insert_id()), int(driver.affected_rows()), rows))
             if driver.next_result() != 0:  # -1: no more answers (an error raises here)
                 break
+    except driver.Error:
+        # The server's error ends the batch: it sent no answer after it (nothing to read).
+        raise
     except BaseException:
-        _discard_answers(driver)
+        # Anything else (an interrupt as the round trip returned, a signal handler's
+        # exception) may leave answers unread, and the session unusable: it is closed, as
+        # mysqlclient's own multi-statement executemany() does; the write's outcome then
+        # stays with its receipt.
+        with contextlib.suppress(Exception):
+            driver.close()
         raise
     return outcomes[first : first + len(statements)]
-
-
-def _discard_answers(driver: Any) -> None:
-    """Read past any answers left unread (as closing a cursor does), so the connection can
-    send again; after a statement's error the server sent none, and nothing is read."""
-    with contextlib.suppress(Exception):
-        while driver.next_result() == 0:
-            driver.store_result()
 
 
 def render(driver: Any, sql: str, params: Sequence[Any]) -> bytes:

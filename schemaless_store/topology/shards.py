@@ -57,27 +57,13 @@ def check_alias(alias: str) -> str:
     return alias
 
 
-_held = threading.local()
-
-
 def connection(alias: str) -> BaseDatabaseWrapper:
-    """Django's connection for a shard (carries entity transactions and reads).
-
-    Held by this thread once asked for: the hot paths ask per operation, and Django's handler
-    (a context-aware lookup) costs more than what it finds (issue 45, item 5). It is the same
-    object Django's handler gives this thread, and is asked of Django again when the alias's
-    settings are no longer the ones it was made with (a test that replaced them)."""
-    try:
-        conn: BaseDatabaseWrapper = _held.by_alias[alias]
-    except AttributeError:
-        _held.by_alias = {}
-    except KeyError:
-        pass
-    else:
-        if conn.settings_dict is connections.settings.get(alias):
-            return conn
-    conn = _held.by_alias[alias] = connections[alias]
-    return conn
+    """Django's connection for a shard (carries entity transactions and reads): always the
+    one Django's handler gives the caller now, so that a caller's ``atomic()`` holds the
+    store's writes. (Held per thread it diverged from Django's: after ``del
+    connections[alias]``, and per task where an event loop runs in the thread;
+    tests/core/test_shard_connection.py.)"""
+    return connections[alias]
 
 
 def open_connections() -> list[BaseDatabaseWrapper]:

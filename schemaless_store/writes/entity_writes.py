@@ -119,19 +119,12 @@ def save(
     if expect is None and if_unchanged:
         expect = expected.of(entity)
     change.expected = expect
-    cls = type(entity)
-    quiet = not _heard(pre_save, post_save, cls)
+    quiet = not _heard(pre_save, post_save, type(entity))
     if only is not None and expect is None and quiet and server_updates.save_fields(entity, only):
         return
-    quiet = quiet and not _may_claim(only)
-    # Quiet: no receiver to see the row before the commit, so its statements may go with it.
-    write = Write(
-        bucket_map.alias_for(change.key),
-        [change],
-        insert_only=force_insert,
-        quiet=quiet,
-        defers=quiet,
-    )
+    quiet = quiet and not _may_claim(only)  # then no receiver sees the row before the COMMIT
+    alias = bucket_map.alias_for(change.key)
+    write = Write(alias, [change], insert_only=force_insert, quiet=quiet, defers=quiet)
     run(write, partial(_store_one, entity=entity))
     if write.recalled:
         # The commit of a try whose answer was lost landed: its receipt is the answer (what

@@ -91,7 +91,8 @@ class Change:
     # cache. False for a key the store just generated, which no one has read.
     seen: bool = True
     found: Locked | None = None  # the stored row, read under the lock (step 1)
-    # Its body's properties, decoded once in step 1 (None: no row, or an undecodable body).
+    # A partial change's stored properties, decoded once in step 1 (None: no row, an
+    # undecodable body, or a whole change).
     stored: dict[str, Any] | None = None
     old: RowSet = field(default_factory=set)  # the index rows the stored row implies
     expected: Expected | None = None  # a conditional write: what the row must still be
@@ -180,8 +181,11 @@ class Write:
         for change in self.changes:
             change.found = found.get(change.key)
             body = None if change.found is None else change.found.body
-            change.stored = stored_properties(change.key, body, self.source)
-            change.old = rows_stored(change.stored, self.source)
+            stored = stored_properties(change.key, body, self.source)
+            change.old = rows_stored(stored, self.source)
+            # Kept for a partial change's merge in step 2 only (an import's batch holds
+            # every change to its end: no decoded copy of each body beside the bytes).
+            change.stored = stored if change.only is not None else None
         # A conditional write's check, under the lock just taken: nothing can change the row
         # between it and the commit (:mod:`..values.expected`).
         changed = [
