@@ -28,6 +28,19 @@ def _kill(alias: str, session: int) -> None:
     fence.end_session(alias, None, session, until=time.monotonic() + 10)
 
 
+def _a_row_held_on_shard_b():
+    """``(b, mine, locked, holder)``: the second shard, an id on it for the caller's own
+    write, an entity there, and a connection of its own holding that entity's row lock."""
+    b = shards.shard_aliases()[1]
+    mine = id_on(b)
+    locked = Entity.objects.create(id=id_on(b), n=1)
+    holder = connections.create_connection(b)
+    holder.set_autocommit(False)
+    with holder.cursor() as cursor:
+        cursor.execute("SELECT id FROM entities WHERE id = %s FOR UPDATE", [locked.id.bytes])
+    return b, mine, locked, holder
+
+
 def _stored(key) -> bool:
     alias = Entity(id=key).shard
     with connections.create_connection(alias).cursor() as cursor:
@@ -49,13 +62,7 @@ def test_a_callers_savepoint_around_a_store_write_whose_session_dies_still_fails
     ``atomic()``: ``try: with atomic(): ... except ...``). The block cannot commit the
     caller's earlier write (its session is gone): it must fail at its end, not end as if it
     had committed."""
-    b = shards.shard_aliases()[1]
-    mine = id_on(b)
-    locked = Entity.objects.create(id=id_on(b), n=1)
-    holder = connections.create_connection(b)
-    holder.set_autocommit(False)
-    with holder.cursor() as cursor:
-        cursor.execute("SELECT id FROM entities WHERE id = %s FOR UPDATE", [locked.id.bytes])
+    b, mine, locked, holder = _a_row_held_on_shard_b()
     ended_silently = False
     try:
         with pytest.raises(OperationalError), transaction.atomic(using=b):
@@ -85,13 +92,7 @@ def test_django_ends_the_same_block_without_a_word_with_no_store_write_in_it():
     outer block for rollback, and the block ends committing nothing, without an error
     (``Atomic.__exit__``). If a Django release makes this block raise, this test fails, and
     the xfail above should then pass (docs/design.md#a-callers-transaction)."""
-    b = shards.shard_aliases()[1]
-    mine = id_on(b)
-    locked = Entity.objects.create(id=id_on(b), n=1)
-    holder = connections.create_connection(b)
-    holder.set_autocommit(False)
-    with holder.cursor() as cursor:
-        cursor.execute("SELECT id FROM entities WHERE id = %s FOR UPDATE", [locked.id.bytes])
+    b, mine, locked, holder = _a_row_held_on_shard_b()
     ended_silently = False
     try:
         with transaction.atomic(using=b):

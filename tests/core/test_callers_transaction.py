@@ -109,13 +109,9 @@ def test_a_callers_session_lost_in_the_middle_of_a_store_write_fails_the_block_a
     a caller that goes on anyway has its block fail at its end all the same."""
     import threading
 
-    b = shards.shard_aliases()[1]
-    mine = id_on(b)
-    locked = Entity.objects.create(id=id_on(b), n=1)
-    holder = connections.create_connection(b)
-    holder.set_autocommit(False)
-    with holder.cursor() as cursor:
-        cursor.execute("SELECT id FROM entities WHERE id = %s FOR UPDATE", [locked.id.bytes])
+    from tests.core.test_callers_block_review_mariadb import _a_row_held_on_shard_b
+
+    b, mine, locked, holder = _a_row_held_on_shard_b()
     try:
         with pytest.raises(OperationalError), transaction.atomic(using=b):
             Entity.objects.create(id=mine, title="the caller's")
