@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.db import models
+from django.db import NotSupportedError, models
 
 from ..exceptions import BulkWriteNotSupported, InvalidQuery
 from ..topology import shards
@@ -98,8 +98,13 @@ class EntityQuerySet(models.QuerySet):
         ``^`` of such querysets name the ids both, either or one of them name; ``none()``
         updates nothing; after ``union()`` and the like it refuses, as Django's. Any other
         queryset refuses: it would bypass index maintenance."""
-        self._not_support_combined_queries("update")  # type: ignore[attr-defined]
-        # _query (Django's own, without its lazy filter): the filter is never built here.
+        # _query (Django's own, without its lazy filter): the filter is never built here, so
+        # not Django's _not_support_combined_queries(), which reads .query.
+        combinator = self._query.combinator  # type: ignore[attr-defined]
+        if combinator:  # union() and the like, refused as Django refuses them
+            raise NotSupportedError(
+                f"Calling QuerySet.update() after {combinator}() is not supported."
+            )
         if self._query.is_empty():  # type: ignore[attr-defined]
             return 0  # none(), as Django's
         if self._entity_ids is None or self._query.is_sliced:  # type: ignore[attr-defined]
