@@ -72,17 +72,33 @@ class EntityQuerySet(models.QuerySet):
         if combined is self or combined is other or not isinstance(combined, EntityQuerySet):
             return combined  # Django's answer when one side is empty: that side, as it was
         mine, theirs = self._entity_ids, getattr(other, "_entity_ids", None)
-        if mine is None or theirs is None:
+        # A sliced side matches only some of its ids (Django puts a subquery in its place).
+        query = self._query  # type: ignore[attr-defined]
+        sliced = query.is_sliced or getattr(getattr(other, "_query", None), "is_sliced", True)
+        if mine is None or theirs is None or sliced:
             combined._entity_ids = None
-        elif how == "and":
-            combined._entity_ids = [key for key in mine if key in set(theirs)]
+            return combined
+        in_mine, in_theirs = set(mine), set(theirs)
+        both = dict.fromkeys([*mine, *theirs])
+        if how == "and":
+            combined._entity_ids = [key for key in mine if key in in_theirs]
         elif how == "or":
-            combined._entity_ids = list(dict.fromkeys([*mine, *theirs]))
+            combined._entity_ids = list(both)
         else:
-            combined._entity_ids = [
-                k for k in dict.fromkeys([*mine, *theirs]) if (k in mine) != (k in theirs)
-            ]
+            combined._entity_ids = [k for k in both if (k in in_mine) != (k in in_theirs)]
         return combined
+
+    def complex_filter(self, filter_obj: Any) -> Any:
+        # A condition added without filter(): the ids alone no longer say what matches.
+        clone = super().complex_filter(filter_obj)
+        if clone is not self and isinstance(clone, EntityQuerySet):
+            clone._entity_ids = None
+        return clone
+
+    def extra(self, *args: Any, **kwargs: Any) -> Any:
+        clone: EntityQuerySet = super().extra(*args, **kwargs)  # type: ignore[assignment]
+        clone._entity_ids = None
+        return clone
 
     def _filter_or_exclude(self, negate: bool, args: Any, kwargs: Any) -> EntityQuerySet:
         # Any other filter or exclude: the ids alone no longer say which entities match.

@@ -1,7 +1,8 @@
 """``commit_batch`` reads its answers with the driver's own calls (issue 45, item 5). An
-interrupt as its round trip returns (``KeyboardInterrupt``, a signal handler's exception) may
-leave answers unread and the session out of step with the server: the session is closed, as
-mysqlclient's multi-statement ``executemany`` does, and the next use opens a fresh one. A
+interrupt as its round trip returns (``KeyboardInterrupt``, a signal handler's exception)
+leaves the batch's later answers unread, its ``COMMIT``'s among them: they are read before the
+interrupt goes on, as closing a cursor does, so the batch has ended on the server before the
+write undoes or invalidates anything; a session that cannot be read to its end is closed. A
 statement's own error ends the batch with nothing left to read. No database is touched (a
 driver that keeps the protocol's state, as libmariadb does)."""
 
@@ -22,8 +23,10 @@ class Driver:
 
     Error = DriverError
 
-    def __init__(self, *, fail_at: int | None = None, interrupt: bool = False) -> None:
-        self.fail_at, self.interrupt = fail_at, interrupt
+    def __init__(
+        self, *, fail_at: int | None = None, interrupt: bool = False, again: bool = False
+    ) -> None:
+        self.fail_at, self.interrupt, self.again = fail_at, interrupt, again
         self.unread: list[int] = []
         self.closed = False
 
@@ -49,6 +52,8 @@ class Driver:
         return 1
 
     def next_result(self) -> int:
+        if self.again:  # interrupted again while the rest is read
+            raise KeyboardInterrupt()
         self.unread.pop(0)
         if self.fail_at is not None and self.unread == [self.fail_at]:
             self.unread = []
@@ -78,8 +83,17 @@ def test_a_statements_error_ends_the_batch_and_keeps_the_session():
     assert driver.unread == [] and not driver.closed
 
 
-def test_an_interrupt_as_the_round_trip_returns_closes_the_session():
+def test_an_interrupt_as_the_round_trip_returns_reads_the_rest_first():
     driver = Driver(interrupt=True)
+    with pytest.raises(KeyboardInterrupt):
+        batch(driver)
+    assert driver.unread == [], "the COMMIT's answer left unread: the outcome not settled"
+    assert not driver.closed
+
+
+def test_a_session_that_cannot_be_read_to_its_end_is_closed():
+    driver = Driver(interrupt=True)
+    driver.again = True
     with pytest.raises(KeyboardInterrupt):
         batch(driver)
     assert driver.closed, "answers left unread on a session that stays open: out of sync"

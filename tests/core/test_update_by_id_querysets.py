@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from django.db import NotSupportedError
+from django.db.models import Q
 
 from schemaless_store.exceptions import BulkWriteNotSupported
 from schemaless_store.models import Entity
@@ -63,6 +64,23 @@ def test_a_combination_with_another_filter_refuses(three):
         (Entity.objects.filter(id=a) & Entity.objects.filter(id=b).filter(added_id__gt=0)).update(
             title="x"
         )
+    assert titles(three) == ["before"] * 3
+
+
+def test_a_sliced_side_or_another_condition_refuses(three):
+    """Django puts a subquery in a sliced side's place, and ``complex_filter()`` or ``extra()``
+    add a condition without ``filter()``: the ids no longer say what matches."""
+    a, b, c = (e.id for e in three)
+    by_id = Entity.objects.filter(id__in=[a])
+    sliced = Entity.objects.filter(id__in=[b, c]).order_by("row_id")[:1]
+    for queryset in (
+        by_id | sliced,
+        by_id ^ sliced,
+        by_id.complex_filter(Q(added_id=-1)),
+        by_id.extra(where=["1 = 0"]),
+    ):
+        with pytest.raises(BulkWriteNotSupported):
+            queryset.update(title="x")
     assert titles(three) == ["before"] * 3
 
 
