@@ -175,7 +175,7 @@ def _get_one(model: Any, key: bytes) -> Any | None:
     alias = used.owners[bucket_of(key, used.buckets)]
     source = replicas.reader(alias)
     if source == alias:  # no replica chosen (the usual case): no fallback to wrap it in
-        conn = shards.connection(alias)
+        conn = connections[alias]
         row = entity_table.select_one(alias, key, conn)
     else:
 

@@ -38,7 +38,6 @@ from django.db import connections
 
 from ..config import conf
 from ..sql import dialects, gtids
-from . import shards
 
 logger = logging.getLogger("schemaless_store.topology.replicas")
 
@@ -215,7 +214,7 @@ def reader(alias: str) -> str:
     thread's position on ``alias``, or ``alias`` itself. Resolve it in the reading thread (the
     choice and the positions are the thread's), before handing the read to another."""
     names = conf.get().replicas.get(alias, ())  # replicas_of(), on every read's path
-    if not names or not wanted() or shards.connection(alias).in_atomic_block:
+    if not names or not wanted() or connections[alias].in_atomic_block:
         return alias
     needed_text = _positions.get().get(alias, "")
     if needed_text == UNKNOWN:

@@ -75,12 +75,12 @@ def open_connections() -> list[BaseDatabaseWrapper]:
 
 
 def vendor(alias: str) -> str:
-    return connection(alias).vendor
+    return connections[alias].vendor
 
 
 def dialect(alias: str) -> dialects.Dialect:
     """What the shard's kind of server can do and how it spells statements."""
-    return dialects.of(connection(alias))
+    return dialects.of(connections[alias])
 
 
 _local = threading.local()
@@ -88,7 +88,7 @@ _local = threading.local()
 
 def index_connection(alias: str) -> BaseDatabaseWrapper:
     """The connection that writes index rows on ``alias`` (autocommit; see the module docs)."""
-    conn = connection(alias)
+    conn = connections[alias]
     if not dialects.of(conn).index_writer:
         return conn
     pool: dict[str, BaseDatabaseWrapper] = _local.__dict__.setdefault("index_writers", {})
