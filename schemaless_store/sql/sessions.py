@@ -210,3 +210,22 @@ def galera_members(cursor: Any) -> int | None:
         if row is not None and on is not None and str(on[0]).upper() in ("1", "ON"):
             return int(row[1])
     return None
+
+
+def read_to_the_end(driver: Any) -> bool:
+    """Read the answers a query left unread on the driver connection ``driver`` (after an
+    interrupt between its round trip and its answers); False if that failed on the client's
+    side, and the session is out of step (its owner closes it)."""
+    try:
+        with contextlib.suppress(driver.Error):
+            driver.store_result()  # the current answer, if it was not read yet
+        while driver.next_result() == 0:
+            driver.store_result()
+    except driver.Error as exc:
+        # A statement's error ends the answers (the server sent none after it); a client
+        # error (2000-2999: out of sync, gone) leaves the session unusable.
+        code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 2000
+        return not 2000 <= code < 3000
+    except BaseException:
+        return False  # interrupted again
+    return True

@@ -215,28 +215,11 @@ def commit_batch(
         # batch's later answers, its COMMIT's among them, are read first, as closing a cursor
         # does, so the batch has ended on the server before the write undoes or invalidates
         # anything. A session that cannot be read to its end is out of step: closed.
-        if not _read_to_the_end(driver):
+        if not sessions.read_to_the_end(driver):
             with contextlib.suppress(Exception):
                 driver.close()
         raise
     return outcomes[first : first + len(statements)]
-
-
-def _read_to_the_end(driver: Any) -> bool:
-    """Read the answers a batch left unread; False if that failed on the client's side."""
-    try:
-        with contextlib.suppress(driver.Error):
-            driver.store_result()  # the current answer, if it was not read yet
-        while driver.next_result() == 0:
-            driver.store_result()
-    except driver.Error as exc:
-        # A statement's error ends the answers (the server sent none after it); a client
-        # error (2000-2999: out of sync, gone) leaves the session unusable.
-        code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 2000
-        return not 2000 <= code < 3000
-    except BaseException:
-        return False  # interrupted again
-    return True
 
 
 def render(driver: Any, sql: str, params: Sequence[Any]) -> bytes:

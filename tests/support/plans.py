@@ -3,9 +3,10 @@ sends to a shard is captured at the driver, cut into single statements, reduced 
 and ``EXPLAIN``-ed (with the values it was sent with) against copies of the shard's tables
 grown to tens of thousands of rows, so that a scan shows.
 
-- :class:`Capture`: wraps mysqlclient's ``BaseCursor._query``, which every ``execute``,
-  ``executemany`` and the store's multi-statement queries end in (the bytes the server gets),
-  and notes which database each connection was opened on.
+- :class:`Capture`: wraps mysqlclient's ``Connection.query``, which every cursor's
+  ``execute`` and ``executemany`` ends in, and which the store's own driver calls use (its
+  reads and its commit batches, without a cursor): the bytes the server gets. It notes which
+  database each connection was opened on.
 - :func:`statements` cuts a multi-statement query at its ``;`` (outside quotes);
   :func:`shape` replaces literals with ``?`` and lists with one or many members (``(?)``,
   ``(?+)``, ``(...), …``): one tuple and several stay apart, since MariaDB plans them apart.
@@ -136,7 +137,7 @@ class Capture:
     def __enter__(self) -> Capture:
         capture = self
         self._init = driver_connections.Connection.__init__
-        self._query = driver_cursors.BaseCursor._query
+        self._query = driver_connections.Connection.query
         original_init, original_query = self._init, self._query
 
         def init(conn: Any, *args: Any, **kwargs: Any) -> None:
@@ -144,23 +145,22 @@ class Capture:
             conn._plans_db = kwargs.get("database") or kwargs.get("db") or ""
             conn._plans_args = kwargs
 
-        def query(cursor: Any, q: Any) -> Any:
+        def query(db: Any, q: Any) -> Any:
             if not getattr(capture.quiet, "on", False):
-                db = cursor._get_db()
                 sent = bytes(q) if isinstance(q, bytes | bytearray) else str(q).encode()
                 where = origin()
                 if where is not None:
                     capture.record(getattr(db, "_plans_db", ""), where, sent)
                 capture.keep_definitions(db, sent)
-            return original_query(cursor, q)
+            return original_query(db, q)
 
         driver_connections.Connection.__init__ = init  # type: ignore[method-assign]
-        driver_cursors.BaseCursor._query = query  # type: ignore[method-assign]
+        driver_connections.Connection.query = query  # type: ignore[method-assign]
         return self
 
     def __exit__(self, *exc: Any) -> None:
         driver_connections.Connection.__init__ = self._init  # type: ignore[method-assign]
-        driver_cursors.BaseCursor._query = self._query  # type: ignore[method-assign]
+        driver_connections.Connection.query = self._query  # type: ignore[method-assign]
 
     def record(self, db: str, where: str, query: bytes) -> None:
         for statement in statements(query):
