@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import DatabaseError
 
-from .server_errors import ER_NO_SUCH_THREAD, code_of
+from .server_errors import CONNECTION_LOST, ER_NO_SUCH_THREAD, code_of
 
 # CLIENT_MULTI_STATEMENTS, a connection flag; MYSQL_OPTION_MULTI_STATEMENTS_ON of
 # mysql_set_server_option() (MySQLdb's constants, without importing the driver here).
@@ -217,15 +217,20 @@ def read_to_the_end(driver: Any) -> bool:
     interrupt between its round trip and its answers); False if that failed on the client's
     side, and the session is out of step (its owner closes it)."""
     try:
-        with contextlib.suppress(driver.Error):
+        try:
             driver.store_result()  # the current answer, if it was not read yet
+        except driver.Error as exc:
+            # Out of sync: it was read already (the interrupt came after). A connection
+            # lost while reading it leaves nothing to read.
+            if code_of(exc) in CONNECTION_LOST:
+                return False
         while driver.next_result() == 0:
             driver.store_result()
     except driver.Error as exc:
         # A statement's error ends the answers (the server sent none after it); a client
         # error (2000-2999: out of sync, gone) leaves the session unusable.
-        code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 2000
-        return not 2000 <= code < 3000
+        code = code_of(exc)
+        return not 2000 <= (2000 if code is None else code) < 3000
     except BaseException:
         return False  # interrupted again
     return True

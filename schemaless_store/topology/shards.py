@@ -252,11 +252,17 @@ def _fetch_all(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> li
         conn.ensure_connection()
     conn.validate_no_broken_transaction()
     driver = conn.connection
-    query = _encoded(sql, driver.encoding) % tuple(map(driver.literal, params))
     try:
+        try:
+            query = _encoded(sql, driver.encoding) % tuple(map(driver.literal, params))
+        except TypeError as exc:  # placeholders and values that do not match, as the cursor
+            raise driver.ProgrammingError(str(exc)) from None
         driver.query(query)
         answer = driver.store_result()  # None: a statement that returns no rows
-        return [] if answer is None else list(answer.fetch_row(0))
+        rows = [] if answer is None else list(answer.fetch_row(0))
+        while driver.next_result() == 0:  # a later statement's answer: read (its error raises)
+            driver.store_result()
+        return rows
     except driver.Error:
         with conn.wrap_database_errors:  # the driver's exception, as Django's
             raise

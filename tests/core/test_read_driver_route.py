@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import uuid
 
+import MySQLdb
 import pytest
-from django.db import connections
+from django.db import DatabaseError, ProgrammingError, connections
 
 from schemaless_store.models import Entity
 from schemaless_store.sql import sessions
@@ -82,3 +83,33 @@ def test_a_session_that_cannot_be_read_is_closed_and_the_next_read_opens_another
     missing = uuid.uuid4()
     with pytest.raises(Entity.DoesNotExist):
         Entity.objects.get(id=missing)
+
+
+def test_every_answer_of_the_query_is_read_and_a_later_error_raises():
+    assert shards.read("shard_0", "SELECT 1; SELECT 2", []) == [(1,)]
+    assert shards.read("shard_0", "SELECT 3", []) == [(3,)]  # nothing left unread
+    with pytest.raises(DatabaseError):
+        shards.read("shard_0", "SELECT 1; SELECT * FROM no_such_table", [])
+    assert shards.read("shard_0", "SELECT 4", []) == [(4,)]
+
+
+def test_placeholders_that_do_not_match_the_values_raise_djangos_programming_error():
+    with pytest.raises(ProgrammingError):
+        shards.read("shard_0", "SELECT %s, %s", [1])
+    assert shards.read("shard_0", "SELECT 5", []) == [(5,)]
+
+
+class _LostWhileReading:
+    """A driver whose connection is lost as the interrupted answer is read."""
+
+    Error = MySQLdb.Error
+
+    def store_result(self) -> None:
+        raise MySQLdb.OperationalError(2013, "Lost connection to server during query")
+
+    def next_result(self) -> int:
+        return -1
+
+
+def test_a_connection_lost_while_the_answer_is_read_is_not_in_step():
+    assert sessions.read_to_the_end(_LostWhileReading()) is False

@@ -29,7 +29,6 @@ from unittest import mock
 
 import MySQLdb
 import MySQLdb.connections
-import MySQLdb.cursors
 import pytest
 from django.db import connections
 
@@ -73,7 +72,7 @@ GENERATED = [
 
 
 class Killer:
-    """Counts the statements and commits sent through the driver; before number ``at``, has the
+    """Counts the queries and commits sent through the driver; before number ``at``, has the
     server kill the connection about to send it (``KILL CONNECTION`` from another connection)."""
 
     def __init__(self, at: int | None = None) -> None:
@@ -112,30 +111,22 @@ class Killer:
 
     @contextlib.contextmanager
     def armed(self) -> Iterator[Killer]:
-        cursors = MySQLdb.cursors.BaseCursor
-        originals = {
-            (cursors, "execute"): cursors.execute,
-            (cursors, "executemany"): cursors.executemany,
-            (MySQLdb.connections.Connection, "commit"): MySQLdb.connections.Connection.commit,
-        }
-
-        def on_cursor(original: Callable[..., Any]) -> Callable[..., Any]:
-            def wrapper(cursor: Any, *args: Any, **kwargs: Any) -> Any:
-                self._before(cursor._get_db())
-                return original(cursor, *args, **kwargs)
-
-            return wrapper
+        # At Connection.query, which a cursor's execute ends in and which the store's reads
+        # and commit batches call without a cursor: every query sent is a kill point (the
+        # killer's own admin connections excepted), and so is every COMMIT.
+        driver = MySQLdb.connections.Connection
+        originals = {(driver, "query"): driver.query, (driver, "commit"): driver.commit}
 
         def on_connection(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(connection: Any, *args: Any, **kwargs: Any) -> Any:
-                self._before(connection)
+                if not any(connection is admin for admin in self._admins.values()):
+                    self._before(connection)
                 return original(connection, *args, **kwargs)
 
             return wrapper
 
-        cursors.execute = on_cursor(cursors.execute)
-        cursors.executemany = on_cursor(cursors.executemany)
-        MySQLdb.connections.Connection.commit = on_connection(MySQLdb.connections.Connection.commit)
+        driver.query = on_connection(driver.query)  # type: ignore[method-assign]
+        driver.commit = on_connection(driver.commit)  # type: ignore[method-assign]
         try:
             yield self
         finally:

@@ -37,15 +37,14 @@ def count_statements(kill_at: int | None) -> list[int]:
     from django.db import connections
 
     if connections["default"].vendor == "mysql":
-        # At the driver, so that writes on the driver's own cursor (a new entity's direct
-        # insert) are counted too: every statement and every COMMIT is a kill point.
+        # At the driver's Connection.query, which a cursor's execute ends in and which the
+        # store's reads and commit batches call without a cursor: every query and every
+        # COMMIT is a kill point.
         import MySQLdb.connections
-        import MySQLdb.cursors
 
-        cursors = MySQLdb.cursors.BaseCursor
-        cursors.execute = counting(cursors.execute)
-        cursors.executemany = counting(cursors.executemany)
-        MySQLdb.connections.Connection.commit = counting(MySQLdb.connections.Connection.commit)
+        driver = MySQLdb.connections.Connection
+        driver.query = counting(driver.query)  # type: ignore[method-assign]
+        driver.commit = counting(driver.commit)  # type: ignore[method-assign]
         return count
     utils.CursorWrapper.execute = counting(utils.CursorWrapper.execute)
     utils.CursorWrapper.executemany = counting(utils.CursorWrapper.executemany)
