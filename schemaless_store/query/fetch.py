@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.db import connections
@@ -16,10 +16,9 @@ from django.db import connections
 from ..cache import entity_cache
 from ..cache.entity_cache import Row as CachedRow
 from ..config import conf
-from ..config.indexes import Index
 from ..sql import dialects
 from ..sql.values import datetime_converter
-from ..tables import buckets, rechecks
+from ..tables import buckets
 from ..tables import entities as entity_table
 from ..topology import bucket_map, replicas, shards
 from ..values import entity_ids
@@ -42,55 +41,6 @@ class EntityFetcher:
 
     def fetch(self, ids: Iterable[bytes]) -> dict[bytes, Any]:
         return fetch_by_ids(self.model, ids)
-
-    def fetch_checked(
-        self, index: Index, rows: Sequence[tuple[Any, ...]], verdicts: dict[tuple[Any, ...], bool]
-    ) -> dict[bytes, Any]:
-        """The entities that ``rows`` of ``index`` found, re-checked on the server
-        (:func:`..tables.rechecks.fetch_checked`): an entity is not read if the server proves
-        it implies none of them; ``verdicts`` gets the rows it proved it implies (True)."""
-        return buckets.retrying_stale(lambda: _fetch_checked(self.model, index, rows, verdicts))
-
-
-def _fetch_checked(
-    model: Any, index: Index, rows: Sequence[tuple[Any, ...]], verdicts: dict[tuple[Any, ...], bool]
-) -> dict[bytes, Any]:
-    used = bucket_map.current()
-    owners, total = used.owners, used.buckets
-    by_alias: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
-    for row in dict.fromkeys(rows):
-        by_alias[owners[bucket_of(row[-1], total)]].append(row)
-    build = model.row_builder()
-    found: dict[bytes, Any] = {}
-    # Kept apart until every shard's read is confirmed: a read a bucket move overtook proves
-    # nothing (retrying_stale starts again).
-    proven: list[tuple[Any, ...]] = []
-    batch = conf.get().fetch_batch
-    for alias, alias_rows in by_alias.items():
-        source = replicas.reader(alias)
-
-        def read(where: str, alias: str = alias, alias_rows: list[Any] = alias_rows) -> list[Any]:
-            conn = connections[where]
-            convert = datetime_converter(conn)
-            got = []
-            for start in range(0, len(alias_rows), batch):
-                chunk = alias_rows[start : start + batch]
-                for added_id, row_id, updated, body, place, verdict in rechecks.fetch_checked(
-                    where, index, chunk, conn
-                ):
-                    row = chunk[place]
-                    got.append((added_id, bytes(row_id), convert(updated), body, row, verdict))
-            return got
-
-        got = read(alias) if source == alias else replicas.read_with_fallback(alias, source, read)
-        buckets.confirm_read(alias, used)
-        for added_id, row_id, updated, body, row, verdict in got:
-            if verdict:
-                proven.append(row)
-            if row_id not in found:
-                found[row_id] = build(alias, added_id, row_id, updated, bytes(body))
-    verdicts.update(dict.fromkeys(proven, True))
-    return found
 
 
 def fetch_by_ids(model: Any, ids: Iterable[bytes]) -> dict[bytes, Any]:

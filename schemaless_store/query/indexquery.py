@@ -311,9 +311,7 @@ class IndexQuery(AsyncResults, CachedResults):
                     elsewhere.append(row)
                 elif entity is not REFUTED:
                     entities[row[-1]] = entity
-            if elsewhere and verdicts is not None:
-                entities.update(self.fetcher.fetch_checked(index, elsewhere, verdicts))
-            elif elsewhere:
+            if elsewhere:  # re-checked in Python below (docs/design.md#re-check-on-the-server)
                 entities.update(self.fetcher.fetch([row[-1] for row in elsewhere]))
             for key, row in chunk:
                 entity_id = row[-1]

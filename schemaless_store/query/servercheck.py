@@ -2,11 +2,11 @@
 
 It does when the store writes JSON bodies (``SCHEMALESS["CODEC"]`` is
 :class:`~..values.codec.JsonCodec`), the shards' server reads them (MariaDB's JSON functions),
-the query's fetcher can fetch checked (entities, not a cell column's rows) and every column of
-its index is of a type the server compares exactly as Python does
-(:func:`..tables.rechecks.plain`). Otherwise Python re-checks every entity, as it always did;
-and even then it re-checks what the server leaves undecided (a body in another format, lists,
-floats, tagged values).
+the query's fetcher joins entities to a pinned scan (entities, not a cell column's rows) and
+every column of its index is of a type the server compares exactly as Python does
+(:func:`..tables.rechecks.plain`). The server then judges the entities the scan joins (those
+on the index row's own shard); Python re-checks every other entity, as it always did, and
+what the server leaves undecided (a body in another format, lists, floats, tagged values).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def server_checks(query: Any) -> bool:
     """Whether ``query`` (an :class:`~.indexquery.IndexQuery`) is re-checked on the server."""
     if not isinstance(conf.get().codec, JsonCodec):
         return False
-    if getattr(query.fetcher, "fetch_checked", None) is None or not rechecks.plain(query.index):
+    if not query.fetcher.join_entities or not rechecks.plain(query.index):
         return False
     aliases = shards.shard_aliases()
     return bool(aliases) and all(

@@ -41,15 +41,13 @@ An index with a column of any other type (``decimal``, one's own) is not *plain*
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from ..config.indexes import KIND_PROPERTY, Index, is_identifier
-from ..topology import shards
 from ..values import index_values as iv
 from ..values.entity_ids import PLACED_MARK
-from .entities import JSON_BODY, UPDATED_TEXT
+from .entities import JSON_BODY
 
 # The int key's exact part is the int plus this (index_values._int_key).
 _INT_OFFSET = 2**63
@@ -150,66 +148,3 @@ def placed_bucket_sql(column: str) -> str:
         f"(ASCII(SUBSTRING({column}, 10, 1)) * 256 + ASCII(SUBSTRING({column}, 11, 1))) MOD %s, "
         "NULL)"
     )
-
-
-# --- the fetch of a batch's entities, checked ---------------------------------------------------
-
-
-# Per index object (a redeclared index, of other column types, is another object; one no
-# longer referenced drops out): (backend, which values are bytes, rows) -> the checked fetch's
-# statement and the check's parameters.
-_FETCH_SQL: weakref.WeakKeyDictionary[Index, dict[tuple[Any, ...], tuple[str, list[Any]]]] = (
-    weakref.WeakKeyDictionary()
-)
-_FETCH_SQL_MAX = 64
-
-
-def fetch_checked(
-    alias: str, index: Index, rows: Sequence[tuple[Any, ...]], conn: Any
-) -> list[tuple[Any, ...]]:
-    """The entities on ``alias`` that ``rows`` (``(*values, entity_id)`` of ``index``) found,
-    each with the row's place in ``rows`` and the server's verdict on it (TRUE or NULL):
-    ``(added_id, id, updated, body, place, verdict)``, without the pairs the server proves do
-    not hold (so an entity that implies no row of the batch is not sent at all). One
-    statement: the rows as a derived table joined to ``entities`` by id (``conn`` is
-    ``alias``'s, or its replica's); the verdict is computed once, in the select list, and its
-    ``HAVING`` drops the refuted pairs."""
-    binary = tuple(type(value) is bytes for value in rows[0])
-    key = (conn.vendor, binary, len(rows))
-    shapes = _FETCH_SQL.setdefault(index, {})
-    built = shapes.get(key)
-    if built is None:
-        built = _fetch_sql(index, binary, len(rows), conn.ops.quote_name)
-        if len(shapes) >= _FETCH_SQL_MAX:  # batches of many sizes: start over past this
-            shapes.clear()
-        shapes[key] = built
-    sql, check_params = built
-    params = [*check_params]
-    for n, row in enumerate(rows):
-        params.append(n)
-        params.extend(row)
-    return shards.read(alias, sql, params, conn)
-
-
-def _fetch_sql(
-    index: Index, binary: tuple[bool, ...], count: int, quote: Callable[[str], str]
-) -> tuple[str, list[Any]]:
-    names = [quote(c) for c in (*index.properties, "entity_id")]
-    check = implies_sql(index, "r", quote)
-    assert check is not None
-    condition, check_params = check
-    # Bytes as binary literals: a derived table's column of plain string literals would be
-    # text in the connection's character set, which an id or a key is not.
-    marks = ["_binary %s" if is_bytes else "%s" for is_bytes in binary]
-    first = "SELECT %s AS place, " + ", ".join(
-        f"{mark} AS {name}" for mark, name in zip(marks, names, strict=True)
-    )
-    other = " UNION ALL SELECT %s, " + ", ".join(marks)
-    derived = first + other * (count - 1)
-    sql = (
-        f"SELECT e.added_id, e.id, {UPDATED_TEXT.replace('updated', 'e.updated')}, e.body, "
-        f"r.place, ({condition}) AS recheck "
-        f"FROM ({derived}) r JOIN entities e ON e.id = r.{quote('entity_id')} "
-        "HAVING recheck IS NOT FALSE"
-    )
-    return sql, check_params

@@ -32,7 +32,7 @@ from schemaless_store.config.indexes import Index
 from schemaless_store.exceptions import IndexValueError
 from schemaless_store.models import Entity
 from schemaless_store.query import cursors, servercheck
-from schemaless_store.tables import rechecks
+from schemaless_store.tables import index_rows, rechecks
 from schemaless_store.topology import shards
 from schemaless_store.values import entity_ids
 from schemaless_store.values.codec import JsonCodec, MsgpackCodec, decode_body
@@ -40,6 +40,7 @@ from schemaless_store.values.index_values import COLUMN_TYPES
 from tests.support import STORE
 from tests.support.child import declared
 from tests.support.queries import wipe
+from tests.support.rechecks import judged
 
 JSON = override_settings(
     SCHEMALESS={"BUCKETS": 4096, "CODEC": "schemaless_store.values.codec.JsonCodec"}
@@ -136,9 +137,7 @@ def test_the_server_rechecks_only_json_bodies_on_mariadb(backend):
 def verdicts(index: Index, alias: str, pairs: list[tuple[Any, ...]]) -> list[bool | None]:
     """The server's verdict on each (row, entity) pair: True, False (left out), None."""
     got: dict[int, bool | None] = {}
-    for _a, _i, _u, _b, place, verdict in rechecks.fetch_checked(
-        alias, index, pairs, connections[alias]
-    ):
+    for _a, _i, _u, _b, place, verdict in judged(alias, index, pairs, connections[alias]):
         got[place] = None if verdict is None else bool(verdict)
     return [got.get(n, False) for n in range(len(pairs))]
 
@@ -328,11 +327,9 @@ def built(monkeypatch):
 
 @pytest.mark.mariadb_only
 @STORE
-@pytest.mark.parametrize("placed", [True, False], ids=["placed", "hashed"])
-def test_a_refuted_entity_is_never_sent_and_a_proven_one_never_decoded(rc_indexes, built, placed):
-    made = Entity.objects.bulk_put(
-        [{"g": "x", "v": n} for n in range(6)], placed_with="g" if placed else None
-    )
+def test_a_refuted_entity_is_never_sent_and_a_proven_one_never_decoded(rc_indexes, built):
+    """Placed entities: the pinned scan joins them, and the server judges each."""
+    made = Entity.objects.bulk_put([{"g": "x", "v": n} for n in range(6)], placed_with="g")
     stale, old_format = made[1], made[2]
     change_behind_the_index(stale, {"g": "x", "v": 100}, as_json=True)
     change_behind_the_index(old_format, {"g": "x", "v": 100}, as_json=False)
@@ -344,6 +341,30 @@ def test_a_refuted_entity_is_never_sent_and_a_proven_one_never_decoded(rc_indexe
     assert old_format.id.bytes in built  # MessagePack: the server cannot tell, Python did
     assert all(e._props is None for e in page)  # proven: the check decoded nothing
     assert [e["v"] for e in page] == [0, 3, 4, 5]
+
+
+@pytest.mark.mariadb_only
+@STORE
+def test_entities_the_scan_does_not_join_are_fetched_by_id_and_rechecked_in_python(
+    rc_indexes, built
+):
+    """Hashed entities live on their ids' shards: fetched by id (one ``IN`` per shard) and
+    re-checked in Python, which measured cheaper than the server's check of a fetched batch
+    (docs/performance.md#re-check-on-the-server-issue-45-item-4). Same page."""
+    pinned, _scatter = rc_indexes
+    home = index_rows.home(pinned, [pinned.column_value("g", "x")])
+    made = Entity.objects.bulk_put([{"g": "x", "v": n} for n in range(12)])
+    away = [e for e in made if e.shard != home]  # not joined: the index rows' shard is home
+    assert len(away) >= 2, "12 hashed ids all on one shard"
+    stale = away[0]
+    change_behind_the_index(stale, {"g": "x", "v": 100}, as_json=True)
+    built.clear()
+    page = Entity.objects.filter_index(g="x", v__gte=0).order_by("v").page(size=20)
+    assert [e.id for e in page] == [e.id for e in made if e is not stale]
+    assert stale.id.bytes in built  # sent and built; Python's re-check dropped it
+    decoded = {e.id: e._props is not None for e in page}
+    assert all(decoded[e.id] for e in away[1:])  # each decoded to be re-checked
+    assert [e["v"] for e in page] == [e["v"] for e in made if e is not stale]
 
 
 @pytest.mark.mariadb_only
