@@ -355,3 +355,13 @@ def write(run: dict[str, Any], out_dir: Path) -> tuple[Path, Path]:
     json_path.write_text(json.dumps(run, indent=2, default=str) + "\n")
     md_path.write_text(markdown(run))
     return json_path, md_path
+
+
+def publish(text: str, out_dir: Path, name: str, who: str) -> Path:
+    """Print a plain-text report and keep it as ``out_dir/name``."""
+    print(text)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / name
+    path.write_text(text + "\n")
+    print(f"{who}: wrote {path}")
+    return path

@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.save_walk", description=__doc__)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args(argv)
+    from .report import publish
     from .ycsb.run import prepare
     from .ycsb.worker import make
 
@@ -142,12 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for server in servers:
             server.stop()
-    report = "\n".join([*lines, *listed])
-    print(report)
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"save-walk-{started}.md"
-    path.write_text(report + "\n")
-    print(f"save_walk: wrote {path}")
+    publish("\n".join([*lines, *listed]), args.out, f"save-walk-{started}.md", "save_walk")
     return 0
 
 

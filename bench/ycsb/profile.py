@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..report import publish
 from .run import prepare
 from .worker import make
 
@@ -66,12 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(20)
         lines += [f"==== store {kind}, cProfile by own time", text.getvalue()]
     lines.append(f"load average {os.getloadavg()[0]:.2f} at end")
-    report = "\n".join(lines)
-    print(report)
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"ycsb-profile-{started}.txt"
-    path.write_text(report + "\n")
-    print(f"ycsb.profile: wrote {path}")
+    publish("\n".join(lines), args.out, f"ycsb-profile-{started}.txt", "ycsb.profile")
     return 0
 
 
