@@ -311,8 +311,12 @@ class IndexQuery(AsyncResults, CachedResults):
                     elsewhere.append(row)
                 elif entity is not REFUTED:
                     entities[row[-1]] = entity
-            if elsewhere:  # re-checked in Python below (docs/design.md#re-check-on-the-server)
-                entities.update(self.fetcher.fetch([row[-1] for row in elsewhere]))
+            # Fetched by id and re-checked in Python (docs/design.md#re-check-on-the-server);
+            # not an entity the scan joined for an earlier row of the chunk: the server's
+            # verdicts were on that copy, and a newer one read now must not take them.
+            wanted = [row[-1] for row in elsewhere if row[-1] not in entities]
+            if wanted:
+                entities.update(self.fetcher.fetch(wanted))
             for key, row in chunk:
                 entity_id = row[-1]
                 if entity_id in seen:

@@ -144,9 +144,12 @@ class _DriverTransaction:
                 outcomes = receipt_table.commit_batch(
                     driver, self.deferred, self.receipt, begin=not self.begun
                 )
-            except Exception:
+            except BaseException:
+                # A failed statement left the transaction open: after an interrupt too, once
+                # the batch's answers were read (its COMMIT never ran), else the session's
+                # next BEGIN would commit the statements before the failed one.
                 with contextlib.suppress(Exception):
-                    driver.rollback()  # a failed statement left the transaction open
+                    driver.rollback()
                 raise
         for position, then in self.then:
             then(*outcomes[position])

@@ -86,13 +86,15 @@ def verb(statement: str) -> str:
 
 @dataclass
 class Sent:
-    """One statement shape as sent: its database, where in the store it was sent from, and
-    the first few statements of that shape (with their values)."""
+    """One statement shape as sent: its database, where in the store it was first sent from
+    (and ``senders``: every place that sent it), and the first few statements of that shape
+    (with their values)."""
 
     db: str
     origin: str
     count: int = 1
     samples: list[bytes] = field(default_factory=list)
+    senders: set[str] = field(default_factory=set)
 
 
 _DROP = re.compile(rb"^DROP\s+TABLE\s+(?:IF\s+EXISTS\s+)?(.+)$", re.I | re.S)
@@ -168,9 +170,10 @@ class Capture:
             with self.lock:
                 found = self.shapes.get(key)
                 if found is None:
-                    self.shapes[key] = Sent(db, where, samples=[statement])
+                    self.shapes[key] = Sent(db, where, samples=[statement], senders={where})
                 else:
                     found.count += 1
+                    found.senders.add(where)
                     if len(found.samples) < self.SAMPLES:
                         found.samples.append(statement)
 
