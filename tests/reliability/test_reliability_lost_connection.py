@@ -79,6 +79,7 @@ class Killer:
         self.at = at
         self.count = 0
         self.killed = False
+        self.commits: list[int] = []  # the numbers of the commits and the batches that commit
         self._admins: dict[int, Any] = {}
 
     def _admin(self, port: int) -> Any:
@@ -103,8 +104,10 @@ class Killer:
             time.sleep(0.005)
         raise AssertionError(f"connection {thread_id} survived KILL CONNECTION")
 
-    def _before(self, connection: Any) -> None:
+    def _before(self, connection: Any, sent: Any = None) -> None:
         self.count += 1
+        if sent is None or b"COMMIT" in bytes(sent):  # a commit, or a batch ending in one
+            self.commits.append(self.count)
         if self.count == self.at:
             self.killed = True
             self.kill(connection)
@@ -120,7 +123,7 @@ class Killer:
         def on_connection(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(connection: Any, *args: Any, **kwargs: Any) -> Any:
                 if not any(connection is admin for admin in self._admins.values()):
-                    self._before(connection)
+                    self._before(connection, args[0] if args else None)
                 return original(connection, *args, **kwargs)
 
             return wrapper
@@ -220,7 +223,7 @@ def forget_connections() -> None:
     shards.close_index_connections()
 
 
-def statements_of(operation: Operation) -> int:
+def statements_of(operation: Operation) -> tuple[int, list[int]]:
     # Once unarmed first: a connection reads its shard's served buckets once per process and
     # generation, the reads after it only the generation (docs/design.md#the-fence).
     reset_store()
@@ -231,19 +234,20 @@ def statements_of(operation: Operation) -> int:
     killer = Killer()
     with killer.armed():
         call()
-    return killer.count
+    return killer.count, killer.commits
 
 
 @pytest.mark.parametrize("name", list(OPERATIONS))
 def test_a_killed_connection_loses_nothing_and_a_retry_is_idempotent(name):
     operation = OPERATIONS[name]
-    total = statements_of(operation)
-    assert total >= 4, total
+    total, commits = statements_of(operation)
+    assert total >= 4 and commits, (total, commits)
     raised = absorbed = 0
     points = list(range(1, total + 1))
-    if len(points) > MAX_POINTS:  # keep the test short: a seeded sample, first and last kept
+    if len(points) > MAX_POINTS:  # keep the test short: a seeded sample, first and last kept,
+        # and every commit (a COMMIT alone, or a batch that ends in one) always
         sample = random.Random(name).sample(points[1:-1], MAX_POINTS - 2)
-        points = [points[0], *sorted(sample), points[-1]]
+        points = sorted({points[0], *sample, *commits, points[-1]})
     fault = f"server kills the connection mid-{name}, then the call is retried"
     with recording(fault, statements=total) as tally:
         for at in points:
