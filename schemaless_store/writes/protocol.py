@@ -31,7 +31,8 @@ source (entities, or the latest version of a cell column). :func:`run` takes it 
    commit;
 6. **undo**, if anything failed: remove the index rows this write added that the stored state
    does not imply (best effort: the cleaner removes whatever is left). After a lost commit
-   answer it waits, with step 4's invalidation, for the receipt (:meth:`Write.settle`).
+   answer it waits, with a second run of step 4's invalidation, for the receipt
+   (:meth:`Write.settle`); the first runs at once.
 
 A commit whose answer is lost (the connection ended by a move's fence, a failover) is not
 guessed at: the write asks the shard for its receipt (:func:`.receipts.recall`). Present, the
@@ -352,8 +353,9 @@ def _run_here(write: Write, store: Step, cached: list[bytes]) -> None:
                 _retrying_duplicates(write, lambda: retries.with_retries(attempt, alias))
         except ShardUnavailable:
             # A commit sent and its answer lost: its session may still commit, so step 6
-            # and the invalidation wait until the recall has ended it and read the receipt
-            # (run(), Write.settle). Anything else failed before the commit: undone now.
+            # and a second invalidation wait until the recall has ended it and read the
+            # receipt (run(), Write.settle). Anything else failed before the commit: undone
+            # now.
             lost_commit = write.committing and not caller_atomic
             if not lost_commit:
                 write.undo()
@@ -363,10 +365,13 @@ def _run_here(write: Write, store: Step, cached: list[bytes]) -> None:
             raise
     finally:
         # 4: after the commit, before the write returns; after any other failure too, as
-        # before (a rare path; nothing it wrote committed). After a lost commit answer: in
-        # run(), once the outcome is known. It never raises.
+        # before (a rare path; nothing it wrote committed). After a lost commit answer: at
+        # once, so that no reader is served the old row from the cache once the commit has
+        # landed, and again in run(), once the outcome is known (the old session may commit
+        # after a reader filled the cache in between). It never raises.
         if lost_commit:
-            pass
+            if cached:
+                entity_cache.invalidate(cached)
         elif cached and caller_atomic:
             entity_cache.invalidate_on_commit(cached, alias)  # also if dropped unrun
         elif cached:

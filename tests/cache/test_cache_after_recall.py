@@ -177,6 +177,51 @@ def test_a_save_that_landed_late_is_not_hidden_by_a_reader_fill(
     assert Entity.objects.get_many([key])[key]["views"] == 2
 
 
+def test_a_reader_is_not_served_the_old_row_once_a_lost_commit_has_landed(
+    cache_on: str, monkeypatch: pytest.MonkeyPatch
+):
+    """A 30-minute history soak (2026-11-28, seed 4911) saw a reader served the old row from
+    Redis after another process had read the new one from the shard: the commit had landed,
+    its answer was lost, and the write invalidated only after its recall. The write now also
+    invalidates at once when its answer is lost; a reader after the commit landed, before the
+    recall, reads it."""
+    entity = Entity.objects.create(title="old", views=1)
+    alias, key = entity.shard, entity.id
+    for _ in range(3):
+        assert Entity.objects.get(id=key)["views"] == 1  # cached (and copied, near)
+    holder = connections.create_connection(alias)
+    holder.set_autocommit(False)
+    with holder.cursor() as cursor:
+        cursor.execute(  # the next version's key, uncommitted
+            "INSERT INTO cell (row_key, column_name, ref_key, body, created_at) "
+            "VALUES (%s, %s, 2, NULL, NOW(6))",
+            [key.bytes, cell_table.ENTITY_COLUMN],
+        )
+    read: list[int] = []
+
+    def commit_then_read() -> None:
+        holder.connection.rollback()  # the driver's: the old session's query goes on
+        _await_row(
+            alias,
+            "SELECT COUNT(*) FROM cell WHERE row_key = %s AND column_name = %s AND ref_key = 2",
+            [key.bytes, cell_table.ENTITY_COLUMN],
+        )
+        read.append(_in_another_thread(lambda: _read_twice(key)))
+
+    found = _before_the_recall(monkeypatch, commit_then_read)
+    _short_reads(monkeypatch, alias)
+    try:
+        entity["views"] = 2
+        entity.save()
+    finally:
+        connections[alias].close()
+        holder.close()
+    monkeypatch.undo()
+    assert found and found[0] is not None  # it landed, as the receipt says
+    assert read == [2], "a reader was served the old row after the commit had landed"
+    assert Entity.objects.get(id=key)["views"] == 2
+
+
 def test_a_create_that_landed_late_keeps_its_index_rows(
     cache_on: str, monkeypatch: pytest.MonkeyPatch
 ):
