@@ -300,9 +300,13 @@ def run(write: Write, store: Step) -> None:
                 raise
             if write.committing:
                 # The commit was sent: its receipt, on that shard, says whether it landed.
-                # Steps 6 and 4's invalidation waited for it (_run_here): the old session
-                # may have committed until the recall ended it.
+                # Step 6 and a second invalidation wait for it (settle): the old session
+                # may commit until the recall has ended it. The first invalidation is now,
+                # so that a commit that has landed is not hidden by the cache meanwhile
+                # (a reader that read the shard before a late commit is, until settle's).
                 try:
+                    if cached and write.source is ENTITIES:
+                        entity_cache.invalidate(cached)
                     recorded = receipts.recall(write, unavailable)
                 except BaseException:
                     write.settle(cached, landed=None)
@@ -365,13 +369,10 @@ def _run_here(write: Write, store: Step, cached: list[bytes]) -> None:
             raise
     finally:
         # 4: after the commit, before the write returns; after any other failure too, as
-        # before (a rare path; nothing it wrote committed). After a lost commit answer: at
-        # once, so that no reader is served the old row from the cache once the commit has
-        # landed, and again in run(), once the outcome is known (the old session may commit
-        # after a reader filled the cache in between). It never raises.
+        # before (a rare path; nothing it wrote committed). After a lost commit answer: in
+        # run(), at once and again once the outcome is known. It never raises.
         if lost_commit:
-            if cached:
-                entity_cache.invalidate(cached)
+            pass
         elif cached and caller_atomic:
             entity_cache.invalidate_on_commit(cached, alias)  # also if dropped unrun
         elif cached:

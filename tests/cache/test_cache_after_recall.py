@@ -222,6 +222,51 @@ def test_a_reader_is_not_served_the_old_row_once_a_lost_commit_has_landed(
     assert Entity.objects.get(id=key)["views"] == 2
 
 
+class Interrupted(BaseException):
+    pass
+
+
+def test_an_interrupt_during_the_first_invalidation_still_settles(
+    cache_on: str, monkeypatch: pytest.MonkeyPatch
+):
+    """The first invalidation of a lost answer is a round trip to Redis: an interrupt there
+    (a signal handler's exception) skips the recall, so the write's outcome stays unknown.
+    The write still settles as unknown (invalidates again, and this process reads the shards
+    only, for ``CACHE_TIMEOUT``), as when the recall itself is interrupted."""
+    entity = Entity.objects.create(title="old", views=1)
+    alias, key = entity.shard, entity.id
+    holder = connections.create_connection(alias)
+    holder.set_autocommit(False)
+    with holder.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO cell (row_key, column_name, ref_key, body, created_at) "
+            "VALUES (%s, %s, 2, NULL, NOW(6))",
+            [key.bytes, cell_table.ENTITY_COLUMN],
+        )
+    invalidate = entity_cache.invalidate
+    calls: list[list[bytes]] = []
+
+    def interrupted_once(ids: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(list(ids))
+        if len(calls) == 1:
+            raise Interrupted()
+        return invalidate(ids, *args, **kwargs)
+
+    monkeypatch.setattr(entity_cache, "invalidate", interrupted_once)
+    _short_reads(monkeypatch, alias)
+    try:
+        entity["views"] = 2
+        with pytest.raises(Interrupted):
+            entity.save()
+    finally:
+        connections[alias].close()
+        holder.connection.rollback()
+        holder.close()
+    monkeypatch.undo()
+    assert calls == [[key.bytes], [key.bytes]]  # the first, interrupted; then settle's
+    assert not entity_cache.enabled()  # the outcome is unknown: the shards only, for a while
+
+
 def test_a_create_that_landed_late_keeps_its_index_rows(
     cache_on: str, monkeypatch: pytest.MonkeyPatch
 ):
