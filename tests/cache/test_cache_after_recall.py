@@ -110,6 +110,52 @@ def _await_row(alias: str, sql: str, params: list[Any]) -> None:
         reader.close()
 
 
+def _cached_entity() -> Entity:
+    """A new entity, read three times: cached (and copied, with the near cache)."""
+    entity = Entity.objects.create(title="old", views=1)
+    for _ in range(3):
+        assert Entity.objects.get(id=entity.id)["views"] == 1
+    return entity
+
+
+def _holding_the_next_version(alias: str, key: uuid.UUID) -> Any:
+    """A connection holding the entity's next history version's key, uncommitted: a save's
+    commit query waits on it (its answer lost after ``read_timeout``) until the holder rolls
+    back."""
+    holder = connections.create_connection(alias)
+    holder.set_autocommit(False)
+    with holder.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO cell (row_key, column_name, ref_key, body, created_at) "
+            "VALUES (%s, %s, 2, NULL, NOW(6))",
+            [key.bytes, cell_table.ENTITY_COLUMN],
+        )
+    return holder
+
+
+def _await_next_version(alias: str, key: uuid.UUID) -> None:
+    """Wait until the old session's commit of the save's version lands."""
+    _await_row(
+        alias,
+        "SELECT COUNT(*) FROM cell WHERE row_key = %s AND column_name = %s AND ref_key = 2",
+        [key.bytes, cell_table.ENTITY_COLUMN],
+    )
+
+
+def _save_views_2(monkeypatch: pytest.MonkeyPatch, entity: Entity, holder: Any) -> None:
+    """``views = 2``, saved with a short ``read_timeout``: its commit's answer is lost while
+    ``holder`` holds the next version's key; then every patch of the test is undone."""
+    alias = entity.shard
+    _short_reads(monkeypatch, alias)
+    try:
+        entity["views"] = 2
+        entity.save()
+    finally:
+        connections[alias].close()
+        holder.close()
+    monkeypatch.undo()
+
+
 def _before_the_recall(monkeypatch: pytest.MonkeyPatch, first: Callable[[], None]) -> list[Any]:
     """Run ``first()`` once, when the write has lost its answer and is about to ask for its
     receipt; returns the receipts the write then read."""
@@ -139,38 +185,18 @@ def test_a_save_that_landed_late_is_not_hidden_by_a_reader_fill(
     version's key) past ``read_timeout``. A reader reads the entity, then the lock goes and
     the old session commits; the receipt says it landed. The writer's process must read the
     save, not the reader's fill of the row before it."""
-    entity = Entity.objects.create(title="old", views=1)
+    entity = _cached_entity()
     alias, key = entity.shard, entity.id
-    for _ in range(3):
-        assert Entity.objects.get(id=key)["views"] == 1  # cached (and copied, near)
-    holder = connections.create_connection(alias)
-    holder.set_autocommit(False)
-    with holder.cursor() as cursor:
-        cursor.execute(  # the next version's key, uncommitted
-            "INSERT INTO cell (row_key, column_name, ref_key, body, created_at) "
-            "VALUES (%s, %s, 2, NULL, NOW(6))",
-            [key.bytes, cell_table.ENTITY_COLUMN],
-        )
+    holder = _holding_the_next_version(alias, key)
     read: list[int] = []
 
     def reader_then_commit() -> None:
         read.append(_in_another_thread(lambda: _read_twice(key)))
         holder.connection.rollback()  # the driver's: the old session's query goes on
-        _await_row(
-            alias,
-            "SELECT COUNT(*) FROM cell WHERE row_key = %s AND column_name = %s AND ref_key = 2",
-            [key.bytes, cell_table.ENTITY_COLUMN],
-        )
+        _await_next_version(alias, key)
 
     found = _before_the_recall(monkeypatch, reader_then_commit)
-    _short_reads(monkeypatch, alias)
-    try:
-        entity["views"] = 2
-        entity.save()
-    finally:
-        connections[alias].close()
-        holder.close()
-    monkeypatch.undo()
+    _save_views_2(monkeypatch, entity, holder)
     assert read == [1] and found and found[0] is not None  # it landed, as the receipt says
     assert [v.properties["views"] for v in entity.history()] == [1, 2]
     assert Entity.objects.get(id=key)["views"] == 2, "the cache hides the acknowledged save"
@@ -185,38 +211,18 @@ def test_a_reader_is_not_served_the_old_row_once_a_lost_commit_has_landed(
     its answer was lost, and the write invalidated only after its recall. The write now also
     invalidates at once when its answer is lost; a reader after the commit landed, before the
     recall, reads it."""
-    entity = Entity.objects.create(title="old", views=1)
+    entity = _cached_entity()
     alias, key = entity.shard, entity.id
-    for _ in range(3):
-        assert Entity.objects.get(id=key)["views"] == 1  # cached (and copied, near)
-    holder = connections.create_connection(alias)
-    holder.set_autocommit(False)
-    with holder.cursor() as cursor:
-        cursor.execute(  # the next version's key, uncommitted
-            "INSERT INTO cell (row_key, column_name, ref_key, body, created_at) "
-            "VALUES (%s, %s, 2, NULL, NOW(6))",
-            [key.bytes, cell_table.ENTITY_COLUMN],
-        )
+    holder = _holding_the_next_version(alias, key)
     read: list[int] = []
 
     def commit_then_read() -> None:
         holder.connection.rollback()  # the driver's: the old session's query goes on
-        _await_row(
-            alias,
-            "SELECT COUNT(*) FROM cell WHERE row_key = %s AND column_name = %s AND ref_key = 2",
-            [key.bytes, cell_table.ENTITY_COLUMN],
-        )
+        _await_next_version(alias, key)
         read.append(_in_another_thread(lambda: _read_twice(key)))
 
     found = _before_the_recall(monkeypatch, commit_then_read)
-    _short_reads(monkeypatch, alias)
-    try:
-        entity["views"] = 2
-        entity.save()
-    finally:
-        connections[alias].close()
-        holder.close()
-    monkeypatch.undo()
+    _save_views_2(monkeypatch, entity, holder)
     assert found and found[0] is not None  # it landed, as the receipt says
     assert read == [2], "a reader was served the old row after the commit had landed"
     assert Entity.objects.get(id=key)["views"] == 2
@@ -235,14 +241,7 @@ def test_an_interrupt_during_the_first_invalidation_still_settles(
     only, for ``CACHE_TIMEOUT``), as when the recall itself is interrupted."""
     entity = Entity.objects.create(title="old", views=1)
     alias, key = entity.shard, entity.id
-    holder = connections.create_connection(alias)
-    holder.set_autocommit(False)
-    with holder.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO cell (row_key, column_name, ref_key, body, created_at) "
-            "VALUES (%s, %s, 2, NULL, NOW(6))",
-            [key.bytes, cell_table.ENTITY_COLUMN],
-        )
+    holder = _holding_the_next_version(alias, key)
     invalidate = entity_cache.invalidate
     calls: list[list[bytes]] = []
 
