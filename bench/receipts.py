@@ -151,7 +151,7 @@ def prune(rounds: int) -> None:
     alternating, on a throwaway server."""
     import MySQLdb
 
-    from schemaless_store.sql import dialects
+    from schemaless_store.sql import dialects, literals
     from schemaless_store.tables import receipts as receipt_table
     from schemaless_store.testing.mariadb import start_servers
 
@@ -167,11 +167,11 @@ def prune(rounds: int) -> None:
             cursor.execute(sql, params)
         conn.commit()
         steps = receipt_table.prune_steps(dialect, 600, receipt_table.REMOVE_BATCH)
-        line = [receipt_table.render(conn, sql, params) for sql, params in steps]
+        line = [literals.statement(conn, sql, params) for sql, params in steps]
         alone = dialect.delete_first(
             receipt_table.TABLE, f"created < {dialect.unix_now} - %s", "created", "created"
         )
-        lone = receipt_table.render(conn, alone, [600, receipt_table.REMOVE_BATCH])
+        lone = literals.statement(conn, alone, [600, receipt_table.REMOVE_BATCH])
         now = int(time.time())
 
         def fill(expired: int) -> None:

@@ -16,6 +16,7 @@ inject; a value of another type raises ``TypeError``.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 import operator
 from binascii import hexlify
@@ -110,3 +111,19 @@ class Insert:
             size += len(literal) + 1
         if parts:
             yield (head + b",".join(parts) + tail).decode("ascii")
+
+
+def statement(driver: Any, sql: str, params: Sequence[Any]) -> bytes:
+    """``sql`` (``%s`` placeholders) with ``params`` as the driver connection's literals, as
+    mysqlclient's cursor renders a statement: what the store sends with the driver's own calls
+    (reads, and the statements a commit's batch carries). Placeholders that do not match the
+    values raise the driver's ``ProgrammingError``, as the cursor's do."""
+    try:
+        return _encoded(sql, driver.encoding) % tuple(map(driver.literal, params))
+    except TypeError as exc:
+        raise driver.ProgrammingError(str(exc)) from None
+
+
+@functools.lru_cache(maxsize=256)
+def _encoded(sql: str, encoding: str) -> bytes:
+    return sql.encode(encoding)

@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 from django.db import transaction
 
 from ..config import conf
-from ..sql import dialects, sessions
+from ..sql import dialects, literals, sessions
 from ..sql.server_errors import no_table
 from ..topology import shards
 
@@ -222,11 +222,6 @@ def commit_batch(
     return outcomes[first : first + len(statements)]
 
 
-def render(driver: Any, sql: str, params: Sequence[Any]) -> bytes:
-    """``sql`` with ``params`` as the driver's literals (for :func:`commit_batch`)."""
-    return sql.encode() % tuple(bytes(driver.literal(param)) for param in params)
-
-
 def find(alias: str, write_id: bytes, created: int, *, galera: bool) -> Lookup:
     """The recorded result of write ``write_id`` (whose receipt said ``created``) on
     ``alias``, or None if no receipt is there, with the shard's pruned line, read in one
@@ -307,7 +302,7 @@ def _remove_in_one_query(conn: Any, steps: list[tuple[str, list[Any]]]) -> int:
     with conn.wrap_database_errors:
         driver = conn.connection
         sessions.allow_many_statements(driver)
-        rendered = [render(driver, sql, params) for sql, params in steps]
+        rendered = [literals.statement(driver, sql, params) for sql, params in steps]
         try:
             outcomes = commit_batch(driver, rendered, None, begin=True)
         except Exception:

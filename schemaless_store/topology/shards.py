@@ -16,7 +16,6 @@ all writes to SQLite shards are serialized by a store-wide lock (SQLite has one 
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import random
 import threading
@@ -30,7 +29,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..config import conf
 from ..exceptions import ConfigurationError, ShardUnavailable
-from ..sql import dialects, sessions
+from ..sql import dialects, literals, sessions
 from ..sql.server_errors import CONNECTION_LOST, OPEN_CONNECTION_LOST, code_of
 
 T = TypeVar("T")
@@ -253,11 +252,7 @@ def _fetch_all(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> li
     conn.validate_no_broken_transaction()
     driver = conn.connection
     try:
-        try:
-            query = _encoded(sql, driver.encoding) % tuple(map(driver.literal, params))
-        except TypeError as exc:  # placeholders and values that do not match, as the cursor
-            raise driver.ProgrammingError(str(exc)) from None
-        driver.query(query)
+        driver.query(literals.statement(driver, sql, params))
         answer = driver.store_result()  # None: a statement that returns no rows
         rows = [] if answer is None else list(answer.fetch_row(0))
         while driver.next_result() == 0:  # a later statement's answer: read (its error raises)
@@ -273,11 +268,6 @@ def _fetch_all(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> li
             with contextlib.suppress(Exception):
                 conn.close()
         raise
-
-
-@functools.lru_cache(maxsize=256)
-def _encoded(sql: str, encoding: str) -> bytes:
-    return sql.encode(encoding)
 
 
 @contextlib.contextmanager

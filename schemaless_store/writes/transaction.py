@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..exceptions import ShardUnavailable
-from ..sql import dialects, sessions
+from ..sql import dialects, literals, sessions
 from ..tables import receipts as receipt_table
 from ..topology import retries, servers, shards
 from ..topology.write_lock import write_lock
@@ -112,7 +112,7 @@ class _DriverTransaction:
     ) -> None:
         """Send ``sql`` with the ``COMMIT``; ``then(lastrowid, rowcount, rows)`` once
         committed (``rows``: a ``SELECT``'s answer)."""
-        self.defer_rendered(receipt_table.render(self.conn.connection, sql, params), then)
+        self.defer_rendered(literals.statement(self.conn.connection, sql, params), then)
 
     def defer_rendered(
         self, sql: bytes, then: Callable[[int, int, tuple[Any, ...]], None] | None = None
