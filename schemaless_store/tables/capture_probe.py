@@ -19,11 +19,11 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import OperationalError, connections, transaction
 
 from ..sql import dialects
 from ..sql.values import plain_row
-from ..topology import shards
+from ..topology import retries, shards
 from ..topology.write_lock import write_lock
 from . import pre_images as pre
 from .moved_rows import MovedTable
@@ -38,8 +38,8 @@ def trigger_name(table: str, suffix: str) -> str:
     return f"{PREFIX}{digest}_{suffix}"
 
 
-# Probes of one table whose sampled row a writer changed meanwhile, before its triggers are
-# judged by their definitions instead.
+# Probes of one table that a writer spoiled (took its sampled row away, or aborted it in a
+# deadlock), before its triggers are judged by their definitions instead.
 PROBES = 5
 
 
@@ -52,7 +52,8 @@ class _Moved(Exception):
 def prove(alias: str, tables: Sequence[MovedTable], *, pre_images: bool = False) -> list[str]:
     """The triggers of ``tables`` on ``alias`` that did not log a probe write (none: every
     one logs). Each table is probed in a transaction of its own, rolled back; a probe whose
-    row a writer took away meanwhile is made again with another row.
+    row a writer took away meanwhile, or that a deadlock with a writer aborted, is made again
+    (at most :data:`PROBES` times; then the triggers' definitions judge them).
 
     ``pre_images``: the target's triggers (:mod:`.pre_images`), each of which must record the
     row as it was before its statement (``OLD.*``, or the inserted row marked absent); the
@@ -66,6 +67,10 @@ def prove(alias: str, tables: Sequence[MovedTable], *, pre_images: bool = False)
                     found = _probe(alias, table, pre_images)
                     transaction.set_rollback(True, using=alias)
             except _Moved:
+                continue
+            except OperationalError as exc:  # a deadlock with a writer (Galera: one through
+                if not retries.is_retryable(exc):  # another node): rolled back, probe again
+                    raise
                 continue
             failing += found
             break
@@ -130,7 +135,14 @@ def _probe(alias: str, table: MovedTable, pre_images: bool) -> list[str]:
 
 def _sample(alias: str, table: MovedTable, names: list[str]) -> tuple[Any, bool]:
     """A row of ``table`` (its ``names`` columns) on ``alias``, and True; or one on another
-    shard of the same kind of server, and False; or (None, False)."""
+    shard of the same kind of server, and False; or (None, False).
+
+    The row on ``alias`` is read locked (``FOR UPDATE``, in the probe's transaction): a
+    writer that changed it between this read and the probe's statements would make its
+    triggers record the newer row, which the probe would take for a trigger that records
+    the wrong one (it refused a move on a busy table). A writer waits for the rollback, a few
+    milliseconds; on Galera a writer through another node aborts the probe instead (a
+    deadlock error, as a conflict with its statements would)."""
     dialect = dialects.of(connections[alias])
     others = [
         a for a in shards.shard_aliases() if a != alias and dialects.of(connections[a]) is dialect
@@ -138,9 +150,11 @@ def _sample(alias: str, table: MovedTable, names: list[str]) -> tuple[Any, bool]
     for where in (alias, *others):
         conn = connections[where]
         quote = conn.ops.quote_name
+        lock = dialect.for_update if where == alias else ""
         with conn.cursor() as cursor:
             cursor.execute(
-                f"SELECT {', '.join(quote(c) for c in names)} FROM {quote(table.name)} LIMIT 1"
+                f"SELECT {', '.join(quote(c) for c in names)} FROM {quote(table.name)} "
+                f"LIMIT 1{lock}"
             )
             row = cursor.fetchone()
         if row is not None:

@@ -5,17 +5,20 @@ tests/moves/test_move_review.py)."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
-from django.db import connections
+from django.db import OperationalError, connections
 
 from schemaless_store.config.metadata import BucketMove
 from schemaless_store.exceptions import MoveRefused
 from schemaless_store.models import Entity
+from schemaless_store.tables import capture_probe, moved_rows, pre_images
 from schemaless_store.tables import move_log as capture
-from schemaless_store.tables import moved_rows, pre_images
 from schemaless_store.tables.capture_probe import prove
 from schemaless_store.tables.moved_rows import moved_tables
 from schemaless_store.topology import bucket_map
+from schemaless_store.topology.write_lock import write_lock
 from tests.support import STORE, buckets
 from tests.support.moving import (
     MOVED,
@@ -101,6 +104,74 @@ def test_a_pre_image_trigger_that_records_nothing_is_found_by_its_probe_and_recr
         assert prove(target, tables, pre_images=True) == [name]
         capture.install(target, tables, pre_images=True)
         assert prove(target, tables, pre_images=True) == []
+    finally:
+        capture.remove(target, tables)
+
+
+def test_a_writer_that_changes_the_probed_row_meanwhile_fails_no_trigger(monkeypatch):
+    """A writer changes the row the probe sampled before the probe's own statements run
+    (CI's Galera test met it: writers incrementing the rows a move's target probed). The
+    triggers then record the row as the writer left it, which is right; the probe compared
+    it with the row it had sampled, called both triggers broken, recreated them and refused
+    the move. The sampled row is now read locked, so the writer waits for the probe's
+    rollback (a writer that cannot wait, through another Galera node, aborts the probe)."""
+    _source, target = source_and_target()
+    on(target, "a row to probe with")
+    tables = [t for t in moved_tables() if t.name == "entities"]
+    sampled = capture_probe._sample
+    writers: list[threading.Thread] = []
+
+    def change(key: bytes) -> None:
+        try:
+            with write_lock(), connections[target].cursor() as cursor:  # as the store's writers
+                cursor.execute("UPDATE entities SET updated = updated + 1 WHERE id = %s", [key])
+        finally:
+            connections[target].close()
+
+    def sample_then_a_write(alias, table, names):
+        row, here = sampled(alias, table, names)
+        if here and not writers:
+            writer = threading.Thread(target=change, args=(bytes(row[names.index("id")]),))
+            writers.append(writer)
+            writer.start()
+            writer.join(timeout=1)  # done at once unless the sampled row is locked
+        return row, here
+
+    try:
+        capture.install(target, tables, pre_images=True)
+        monkeypatch.setattr(capture_probe, "_sample", sample_then_a_write)
+        assert prove(target, tables, pre_images=True) == []
+        assert writers
+    finally:
+        for writer in writers:
+            writer.join()
+        capture.remove(target, tables)
+
+
+def test_a_probe_a_deadlock_aborted_is_made_again(monkeypatch):
+    """On Galera a writer through another node aborts a probe whose row it changes (error
+    1213, the locked row's or the probe's own writes); the probe is rolled back anyway, so it
+    is made again, and the move goes on."""
+    _source, target = source_and_target()
+    on(target, "a row to probe with")
+    tables = [t for t in moved_tables() if t.name == "entities"]
+    probed = capture_probe._probe
+    aborted: list[str] = []
+
+    def aborted_once(alias, table, pre_images):
+        if not aborted:
+            aborted.append(alias)
+            raise OperationalError(1213, "Deadlock found when trying to get lock")
+        return probed(alias, table, pre_images)
+
+    try:
+        capture.install(target, tables, pre_images=True)
+        monkeypatch.setattr(capture_probe, "_probe", aborted_once)
+        assert prove(target, tables, pre_images=True) == []
+        assert aborted == [target]
+        monkeypatch.setattr(capture_probe, "_probe", lambda *_: 1 / 0)
+        with pytest.raises(ZeroDivisionError):  # any other error stops the move
+            prove(target, tables, pre_images=True)
     finally:
         capture.remove(target, tables)
 
