@@ -10,7 +10,7 @@ from typing import Any
 from django.db import NotSupportedError, models
 
 from ..exceptions import BulkWriteNotSupported, InvalidQuery
-from ..topology import shards
+from ..topology import bucket_map, shards
 from ..values import entity_ids
 from ..writes import entity_writes
 
@@ -69,8 +69,12 @@ class EntityQuerySet(models.QuerySet):
     def _combined(self, other: Any, combined: Any, how: str) -> Any:
         """``combined`` (Django's ``self & other``, ``|`` or ``^``) with the ids it names, when
         both name entities by id alone; else with none (its ``update()`` refuses)."""
-        if combined is self or combined is other or not isinstance(combined, EntityQuerySet):
+        if combined is self or combined is other:
             return combined  # Django's answer when one side is empty: that side, as it was
+        if self._query.is_sliced:  # type: ignore[attr-defined]
+            combined = self._rebuilt(combined)
+        if not isinstance(combined, EntityQuerySet):
+            return combined
         mine, theirs = self._entity_ids, getattr(other, "_entity_ids", None)
         # A sliced side matches only some of its ids (Django puts a subquery in its place).
         query = self._query  # type: ignore[attr-defined]
@@ -87,6 +91,17 @@ class EntityQuerySet(models.QuerySet):
         else:
             combined._entity_ids = [k for k in both if (k in in_mine) != (k in in_theirs)]
         return combined
+
+    def _rebuilt(self, combined: Any) -> EntityQuerySet:
+        """Django puts a sliced left side's place in ``self.model._base_manager.filter(pk__in=
+        ...)``: the model's plain queryset, on no shard (it failed on reading, the subquery
+        being on another database) and with Django's own ``delete()`` and ``update()``, which
+        bypass the index rows. The same query, as this queryset (its class, its shard)."""
+        rebuilt = self._chain()  # type: ignore[attr-defined]
+        rebuilt._deferred_filter = None  # this side's lazy filter is in the subquery already
+        rebuilt.query = combined.query
+        rebuilt._entity_ids = None
+        return rebuilt
 
     def complex_filter(self, filter_obj: Any) -> Any:
         # A condition added without filter(): the ids alone no longer say what matches.
@@ -110,7 +125,9 @@ class EntityQuerySet(models.QuerySet):
         """``filter(id=x)`` or ``filter(id__in=[...])``, and nothing else: set ``properties``
         on those entities through the write protocol (one transaction per shard and batch,
         each row read under its lock, its index rows following; no signals, as Django's
-        ``update()``). Returns the number changed; a missing id counts 0. ``&``, ``|`` and
+        ``update()``). Returns the number changed; a missing id counts 0, and so does an id
+        stored on another shard than a ``using(alias)`` queryset's (it matches nothing there,
+        as Django's would). ``&``, ``|`` and
         ``^`` of such querysets name the ids both, either or one of them name; ``none()``
         updates nothing; after ``union()`` and the like it refuses, as Django's. Any other
         queryset refuses: it would bypass index maintenance."""
@@ -135,7 +152,10 @@ class EntityQuerySet(models.QuerySet):
                 f"{self.model.__name__}.objects.filter(id=...).update() is not built for a kind "
                 "(its values would not be validated); use save(update_fields=[...])"
             )
-        return entity_writes.update_ids(self._entity_ids, properties)
+        keys = self._entity_ids
+        if self._db is not None:  # using(alias): the entities stored there, as Django's
+            keys = [key for key in keys if bucket_map.alias_for(key) == self._db]
+        return entity_writes.update_ids(keys, properties)
 
     update.alters_data = True  # type: ignore[attr-defined]
 

@@ -2,12 +2,13 @@
 Django's would, once it is combined: ``none()`` matches nothing, ``&``, ``|`` and ``^`` of two
 querysets by id match the ids both, either or one of them name, and ``union()`` refuses as
 Django refuses it (a hostile review of issue 45's item 5 found each updating the first
-queryset's ids instead)."""
+queryset's ids instead). A ``using(alias)`` queryset updates only what is stored there, and a
+sliced left side of ``|``, ``&`` or ``^`` stays the store's queryset on its shard."""
 
 from __future__ import annotations
 
 import pytest
-from django.db import NotSupportedError
+from django.db import NotSupportedError, connections
 from django.db.models import Q
 
 from schemaless_store.exceptions import BulkWriteNotSupported
@@ -15,6 +16,7 @@ from schemaless_store.models import Entity
 from schemaless_store.topology import shards
 from tests.support import STORE
 from tests.support.buckets import ids_on
+from tests.support.raw import index_rows
 
 pytestmark = STORE
 
@@ -89,3 +91,48 @@ def test_union_refuses_as_django_does(three):
     with pytest.raises(NotSupportedError):
         Entity.objects.filter(id=a).union(Entity.objects.filter(id=b)).update(title="x")
     assert titles(three) == ["before"] * 3
+
+
+def test_a_queryset_of_another_shard_updates_nothing_there(three):
+    """``using(other).filter(id=a)`` matches nothing when ``a`` is stored elsewhere, as its
+    read says; its ``update()`` changed ``a`` where it lives and counted 1."""
+    home, other = shards.shard_aliases()[:2]
+    a = three[0].id
+    assert list(Entity.objects.using(other).filter(id=a)) == []
+    assert Entity.objects.using(other).filter(id=a).update(title="elsewhere") == 0
+    assert Entity.objects.using(other).filter(id__in=[e.id for e in three]).update(title="x") == 0
+    assert titles(three) == ["before"] * 3
+    assert Entity.objects.using(home).filter(id=a).update(title="home") == 1
+    assert titles(three) == ["home", "before", "before"]
+
+
+def test_a_sliced_left_side_stays_the_stores_queryset_on_its_shard(three):
+    """Django puts a sliced left side's place in the model's base manager: a plain queryset
+    on no shard, whose reading failed (its subquery on another database) and whose
+    ``delete()`` and ``update()`` were Django's own, past the index rows. It is the store's
+    queryset on the same shard: its ``update()`` refuses, and its ``delete()`` takes each
+    entity's index rows with it. (MariaDB refuses the subquery's ``LIMIT``, as it does under
+    Django's own querysets: nothing is deleted there.)"""
+    alias = shards.shard_aliases()[0]
+    for entity in three:
+        entity["user_id"] = f"u-{entity.id.hex}"
+        entity.save()
+    first = Entity.objects.using(alias).order_by("row_id")[:1]
+    first_id = Entity.objects.using(alias).order_by("row_id")[0].id
+    other = next(entity.id for entity in three if entity.id != first_id)
+    by_id = Entity.objects.using(alias).filter(id=other)
+    for combined in (first | by_id, first ^ by_id):  # (& refuses a sliced side, as Django's)
+        assert type(combined) is type(first) and combined.db == alias
+        with pytest.raises(BulkWriteNotSupported):
+            combined.update(title="x")
+    combined = first | by_id
+    if connections[alias].vendor == "mysql":
+        with pytest.raises(NotSupportedError, match="LIMIT & IN"):
+            combined.delete()
+        assert len(index_rows("index_user_id")) == 3
+        return
+    assert {entity.id for entity in first ^ by_id} == {first_id, other}
+    assert {entity.id for entity in combined} == {first_id, other}
+    assert combined.delete()[0] == 2
+    kept = {e.id.bytes for e in three if e.id not in (first_id, other)}
+    assert {row[1] for row in index_rows("index_user_id")} == kept
