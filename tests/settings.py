@@ -67,6 +67,8 @@ if os.environ.get("SCHEMALESS_TEST_SHARDS"):  # a child of another layout (tests
     SCHEMALESS["SHARDS"] = json.loads(os.environ["SCHEMALESS_TEST_SHARDS"])
 if os.environ.get("SCHEMALESS_TEST_CODEC") == "json":  # the store writes JSON bodies (issue 45)
     SCHEMALESS["CODEC"] = "schemaless_store.values.codec.JsonCodec"
+if os.environ.get("SCHEMALESS_TEST_HISTORY"):  # every write keeps its version
+    SCHEMALESS["HISTORY"] = True
 if os.environ.get("SCHEMALESS_TEST_MAP_MAX_AGE"):  # its maps read again sooner: quicker moves
     SCHEMALESS["MAP_MAX_AGE"] = float(os.environ["SCHEMALESS_TEST_MAP_MAX_AGE"])
 

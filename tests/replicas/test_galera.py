@@ -128,6 +128,76 @@ def test_writes_through_two_nodes_meet_at_certification_and_are_retried(cluster,
         store.close()
 
 
+def _cluster_ids(count: int) -> list[str]:
+    """Ids of entities on the cluster's buckets: few, so rivals collide."""
+    from schemaless_store.values import bucket_hash
+
+    ids: list[str] = []
+    while len(ids) < count:
+        candidate = uuid.uuid4()
+        if bucket_hash.bucket_of(candidate.bytes, 4096) >= 2048:
+            ids.append(candidate.hex)
+    return ids
+
+
+def _through_each_end(store: GrownStore, args: list[str], env: dict[str, str]) -> list[str]:
+    """Run ``python -m tests.support.galera_rivals ARGS TAG`` twice at once, ``a`` through the
+    cluster's first node and ``b`` through its last; their last lines of output."""
+    rivals = []
+    for tag, order in (("a", 1), ("b", -1)):
+        databases = json.loads(json.dumps(store.databases, default=str))
+        nodes = databases["shard_2"]["OPTIONS"]["nodes"]
+        databases["shard_2"]["OPTIONS"]["nodes"] = nodes[::order]
+        rivals.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "tests.support.galera_rivals", *args, tag],
+                cwd=child.ROOT,
+                env={**store.env(), **env, "SCHEMALESS_TEST_DATABASES": json.dumps(databases)},
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        )
+    outputs = [rival.communicate(timeout=120) for rival in rivals]
+    assert all(rival.returncode == 0 for rival in rivals), [err[-2000:] for _, err in outputs]
+    return [out.strip().splitlines()[-1] for out, _ in outputs]
+
+
+def test_a_partial_update_and_a_modify_through_two_nodes_keep_every_version(cluster, tmp_path):
+    """The 30-minute Galera soak's lost write (docs/reliability.md, seed 4912): a ``modify``
+    acknowledged with the version it read, and a concurrent partial update whose version
+    followed that same one, as if both had committed on it. Here the two run through two
+    nodes on a few entities that keep every version (``HISTORY``): each acknowledged value
+    is one version of its entity's history, and a ``modify``'s version follows the one it
+    read (a commit built on a version another commit replaced fails certification)."""
+    store = GrownStore(tmp_path, GaleraHome(cluster), layout=LAYOUT)
+    env = {"SCHEMALESS_TEST_HISTORY": "1"}
+    try:
+        ids = _cluster_ids(3)
+        before = _conflicts(cluster)
+        outputs = _through_each_end(store, ["registers", ",".join(ids), "6"], env)
+        assert _conflicts(cluster) > before  # the two really conflicted
+        done = subprocess.run(
+            [sys.executable, "-m", "tests.support.galera_rivals", "histories", ",".join(ids)],
+            cwd=child.ROOT,
+            env={**store.env(), **env},
+            text=True,
+            capture_output=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        histories = json.loads(done.stdout.strip().splitlines()[-1])
+        for key in ids:
+            versions = histories[key]
+            acked = [tuple(ack) for out in outputs for ack in json.loads(out)[key]]
+            assert len(acked) > 10, key
+            assert sorted(versions) == sorted(["first", *(value for value, _ in acked)]), key
+            after = dict(zip(versions[1:], versions, strict=False))
+            assert {v: (p, after[v]) for v, p in acked if p is not None and after[v] != p} == {}
+    finally:
+        store.close()
+
+
 def test_appends_through_two_nodes_are_each_applied_once_at_certification(cluster, tmp_path):
     """Two processes append unique values to the same few entities (``modify``), one through
     the first node, one through the last: each save sends its ``UPDATE`` with the receipt and
