@@ -152,9 +152,9 @@ class EntityQuerySet(models.QuerySet):
                 f"{self.model.__name__}.objects.filter(id=...).update() is not built for a kind "
                 "(its values would not be validated); use save(update_fields=[...])"
             )
-        keys = self._entity_ids
-        if self._db is not None:  # using(alias): the entities stored there, as Django's
-            keys = [key for key in keys if bucket_map.alias_for(key) == self._db]
+        keys, alias = self._entity_ids, self._db  # type: ignore[attr-defined]
+        if alias is not None:  # using(alias): the entities stored there, as Django's
+            keys = [key for key in keys if bucket_map.alias_for(key) == alias]
         return entity_writes.update_ids(keys, properties)
 
     update.alters_data = True  # type: ignore[attr-defined]

@@ -68,7 +68,7 @@ from ..tables.index_rows import Row
 from ..topology import bucket_map, replicas, retries, shards
 from ..topology.write_lock import write_lock
 from ..values.expected import Expected
-from . import index_writes, receipts, stale_rows
+from . import index_writes, receipts, stale_rows, swallowed
 from .rows import RowSet, rows_stored, stored_properties
 from .transaction import retry_after_loss, shard_transaction
 
@@ -337,7 +337,7 @@ def _run_here(write: Write, store: Step, cached: list[bytes]) -> None:
 
     def attempt() -> None:
         write.committing = False
-        with shard_transaction(write, conn) as shard_tx:
+        with shard_transaction(write, conn) as shard_tx, swallowed.watched(conn, write.quiet) as w:
             write.tx = shard_tx
             write.fence()  # 0
             write.lock()  # 1 (on MariaDB's driver route, BEGIN goes with its read)
@@ -345,6 +345,8 @@ def _run_here(write: Write, store: Step, cached: list[bytes]) -> None:
                 shard_tx.begin()  # before a step 2 that sends its statements itself
             write.result = store(write)  # 2 (write.carrier(): may wait for the COMMIT, step 4)
             write.add_index_rows()  # 3
+            if w is not None:
+                w.check(alias)  # a receiver caught a deadlock: the transaction is gone
             if not caller_atomic:
                 write.receipt_created, write.session = receipts.record(write, shard_tx)  # 4
             write.committing = True

@@ -1,0 +1,77 @@
+"""A deadlock that rolled the write's transaction back, caught inside it by code the write runs
+(a ``pre_save``/``post_save`` receiver, or ``pre_delete``/``post_delete``).
+
+MariaDB rolls the **whole** transaction back on a deadlock (error 1213; on Galera also when
+another node's write aborts it, even while it is idle), and says so only to the statement that
+met it. A receiver that catches that error and goes on leaves the write's later statements in a
+new transaction of their own: its receipt, then the ``COMMIT``, commit without the write's rows,
+so the write would be acknowledged, a recall would find its receipt, and its change would be
+gone. While a write's receivers can run (a write that is not ``quiet``), :func:`watched` notes
+such an error on Django's cursors of the shard's connection (``execute_wrapper``), and
+:meth:`Watch.check`, before the receipt, raises it again: the transaction is rolled back and
+the write runs again, as after any deadlock (``SCHEMALESS["WRITE_RETRIES"]``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from django.db import DatabaseError, OperationalError
+
+from ..sql.server_errors import ER_LOCK_DEADLOCK, code_of
+
+logger = logging.getLogger("schemaless_store.writes")
+
+
+class Watch:
+    """Django's ``execute_wrapper``: the first deadlock any statement met, raised or not."""
+
+    __slots__ = ("error",)
+
+    def __init__(self) -> None:
+        self.error: DatabaseError | None = None
+
+    def __call__(
+        self, execute: Callable[..., Any], sql: Any, params: Any, many: bool, context: Any
+    ) -> Any:
+        try:
+            return execute(sql, params, many, context)
+        except DatabaseError as exc:
+            if self.error is None and code_of(exc) == ER_LOCK_DEADLOCK:
+                self.error = exc
+            raise
+
+    def check(self, alias: str) -> None:
+        """Raise, as a deadlock, one that something inside the write caught."""
+        if self.error is None:
+            return
+        logger.warning(
+            "%s: a deadlock (%s) was caught inside a write's transaction, by a signal "
+            "receiver or other code the write ran; the server had rolled the transaction "
+            "back, so the write runs again. Let database errors inside a save or a delete "
+            "propagate",
+            alias,
+            self.error,
+        )
+        raise OperationalError(
+            ER_LOCK_DEADLOCK,
+            f"a deadlock caught inside the write's transaction rolled it back ({self.error})",
+        ) from self.error
+
+
+@contextlib.contextmanager
+def watched(conn: Any, quiet: bool) -> Iterator[Watch | None]:
+    """A :class:`Watch` on ``conn``'s Django cursors while the block runs; none for a ``quiet``
+    write (nothing but the store's own statements runs inside it, and those raise)."""
+    if quiet:
+        yield None
+        return
+    watch = Watch()
+    conn.execute_wrappers.append(watch)
+    try:
+        yield watch
+    finally:
+        conn.execute_wrappers.remove(watch)
