@@ -3,9 +3,9 @@
 # MariaDB servers (started by the tests), with Django 5.2 LTS on this machine's python3.
 # With CI=true (or SCHEMALESS_DJANGO_MATRIX=all) the suite also runs on Django 6.1 with
 # Python 3.12 (pyenv's), without the slow groups (-m slow), which run once, on 5.2. The SQLite and
-# MariaDB passes of one Django version run side by side, the MariaDB pass in two lanes. In CI a
-# MariaDB that cannot start fails the run; elsewhere a machine without mariadbd skips that part
-# and says so.
+# MariaDB passes run side by side, the MariaDB pass in two lanes; with the matrix, each lane goes
+# on to Django 6.1 as soon as its 5.2 pass ends. In CI a MariaDB that cannot start fails the run;
+# elsewhere a machine without mariadbd skips that part and says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONDONTWRITEBYTECODE=1
@@ -109,24 +109,54 @@ if [ "$matrix" = yes ]; then
     echo "test: no Python 3.12 found for the Django 6.1 run" >&2
     exit 1
   fi
-  # Installed while the 5.2 passes run.
-  scripts/setup.sh .venv-django61 "$py312" "Django>=6.1,<6.2" >"$results/setup61.log" 2>&1 &
-  setup61=$!
+  # Installed while the 5.2 passes run; its exit status lands in setup61.rc.
+  { rc=0; scripts/setup.sh .venv-django61 "$py312" "Django>=6.1,<6.2" >"$results/setup61.log" 2>&1 || rc=$?
+    echo "$rc" >"$results/setup61.rc"; } &
 fi
 
-replicas=""
-if [ "${#PYTEST_ARGS[@]}" -eq 0 ]; then replicas=replica_group; fi
-run_lanes .venv django52 "$replicas" || status=1
-
-if [ "$matrix" = yes ]; then
-  if ! wait "$setup61"; then
+await_setup61() {  # in any lane: wait for the Django 6.1 environment, fail if it failed
+  while [ ! -s "$results/setup61.rc" ]; do sleep 1; done
+  if [ "$(cat "$results/setup61.rc")" != 0 ]; then
     cat "$results/setup61.log"
     echo "test: setting up the Django 6.1 environment failed" >&2
-    exit 1
+    return 1
   fi
-  # The slow groups (kills, lost connections, a server crash, races, the hypothesis query
-  # properties: -m slow) test the store, not Django: they ran above, on 5.2, and run once.
-  run_lanes .venv-django61 django61 "" -m "not slow" || status=1
+}
+
+# The slow groups (kills, lost connections, a server crash, races, the hypothesis query
+# properties: -m slow) test the store, not Django: they run on 5.2 only, once.
+replicas=""
+if [ "${#PYTEST_ARGS[@]}" -eq 0 ]; then replicas=replica_group; fi
+if [ "$matrix" = yes ] && [ "$mariadb_ok" = yes ] && [ "${#PYTEST_ARGS[@]}" -eq 0 ]; then
+  # Each lane goes on to its Django 6.1 pass as soon as its 5.2 pass ends, rather than all
+  # three waiting for the slowest: three chains side by side (about two minutes less).
+  chain() {  # label pytest-args...: the lane on 5.2, then (after lane a) the replicas, then 6.1
+    local lane=$1 rc=0
+    shift
+    local backend=mariadb
+    if [ "$lane" = sqlite ]; then backend=sqlite; fi
+    local label52=django52 label61=django61
+    if [ "$lane" != sqlite ]; then label52=django52-$lane label61=django61-$lane; fi
+    run_suite .venv "$label52" "$backend" "$@" || rc=1
+    if [ "$lane" = a ]; then replica_group || rc=1; fi
+    await_setup61 || exit 1
+    run_suite .venv-django61 "$label61" "$backend" -m "not slow" "$@" || rc=1
+    exit "$rc"
+  }
+  chain sqlite >"$results/chain-sqlite.log" 2>&1 &
+  pids=($!)
+  chain a "${LANE_A[@]}" >"$results/chain-a.log" 2>&1 &
+  pids+=($!)
+  chain b tests "${LANE_B_IGNORES[@]}" >"$results/chain-b.log" 2>&1 &
+  pids+=($!)
+  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+  for lane in b a sqlite; do cat "$results/chain-$lane.log"; done
+else
+  run_lanes .venv django52 "$replicas" || status=1
+  if [ "$matrix" = yes ]; then
+    await_setup61 || exit 1
+    run_lanes .venv-django61 django61 "" -m "not slow" || status=1
+  fi
 fi
 
 .venv/bin/python - "$results" <<'PY'

@@ -96,10 +96,13 @@ class EntityQuerySet(models.QuerySet):
         """Django puts a sliced left side's place in ``self.model._base_manager.filter(pk__in=
         ...)``: the model's plain queryset, on no shard (it failed on reading, the subquery
         being on another database) and with Django's own ``delete()`` and ``update()``, which
-        bypass the index rows. The same query, as this queryset (its class, its shard)."""
+        bypass the index rows. The same query, as this queryset (its class, its shard, what
+        it reads: a ``values()`` queryset's columns)."""
         rebuilt = self._chain()  # type: ignore[attr-defined]
         rebuilt._deferred_filter = None  # this side's lazy filter is in the subquery already
         rebuilt.query = combined.query
+        if self._fields is not None:  # type: ignore[attr-defined]
+            rebuilt.query.set_values(self._fields)  # type: ignore[attr-defined]  # values()
         rebuilt._entity_ids = None
         return rebuilt
 
@@ -154,6 +157,7 @@ class EntityQuerySet(models.QuerySet):
             )
         keys, alias = self._entity_ids, self._db  # type: ignore[attr-defined]
         if alias is not None:  # using(alias): the entities stored there, as Django's
+            shards.check_alias(alias)  # not a shard: refused, as reading it is
             keys = [key for key in keys if bucket_map.alias_for(key) == alias]
         return entity_writes.update_ids(keys, properties)
 

@@ -16,6 +16,9 @@ definition the server lists (their table, their event and a body that writes the
 from __future__ import annotations
 
 import hashlib
+import logging
+import random
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +30,8 @@ from ..topology import retries, shards
 from ..topology.write_lock import write_lock
 from . import pre_images as pre
 from .moved_rows import MovedTable
+
+logger = logging.getLogger("schemaless_store.moves")
 
 LOG = "schemaless_move_log"
 PREFIX = "schemaless_mv_"
@@ -61,7 +66,7 @@ def prove(alias: str, tables: Sequence[MovedTable], *, pre_images: bool = False)
     transaction), so each statement's trigger is judged on its own."""
     failing: list[str] = []
     for table in tables:
-        for _attempt in range(PROBES):
+        for attempt in range(PROBES):
             try:
                 with write_lock(), transaction.atomic(using=alias):
                     found = _probe(alias, table, pre_images)
@@ -71,10 +76,18 @@ def prove(alias: str, tables: Sequence[MovedTable], *, pre_images: bool = False)
             except OperationalError as exc:  # a deadlock with a writer (Galera: one through
                 if not retries.is_retryable(exc):  # another node): rolled back, probe again
                     raise
+                time.sleep(random.uniform(0, 0.02 * (attempt + 1)))
                 continue
             failing += found
             break
-        else:  # writers keep taking the sampled rows away: judge by the definitions
+        else:  # writers keep spoiling the probes: judge by the definitions
+            logger.warning(
+                "%s: writers spoiled %d probe writes of %s's move triggers in a row; they are "
+                "judged by their definitions instead",
+                alias,
+                PROBES,
+                table.name,
+            )
             failing += _unlisted(alias, table, pre_images)
     return failing
 
@@ -137,12 +150,13 @@ def _sample(alias: str, table: MovedTable, names: list[str]) -> tuple[Any, bool]
     """A row of ``table`` (its ``names`` columns) on ``alias``, and True; or one on another
     shard of the same kind of server, and False; or (None, False).
 
-    The row on ``alias`` is read locked (``FOR UPDATE``, in the probe's transaction): a
-    writer that changed it between this read and the probe's statements would make its
-    triggers record the newer row, which the probe would take for a trigger that records
-    the wrong one (it refused a move on a busy table). A writer waits for the rollback, a few
-    milliseconds; on Galera a writer through another node aborts the probe instead (a
-    deadlock error, as a conflict with its statements would)."""
+    The row on ``alias`` is read locked, in the probe's transaction: a writer that changed it
+    between this read and the probe's statements would make its triggers record the newer
+    row, which the probe would take for a trigger that records the wrong one (it refused a
+    move on a busy table). A writer waits for the rollback, a few milliseconds; on Galera a
+    writer through another node aborts the probe instead (a deadlock error, as a conflict
+    with its statements would). A row another transaction holds is passed over (``SKIP
+    LOCKED``): the probe never waits for a writer, which a flip would make writers wait for."""
     dialect = dialects.of(connections[alias])
     others = [
         a for a in shards.shard_aliases() if a != alias and dialects.of(connections[a]) is dialect
@@ -150,7 +164,7 @@ def _sample(alias: str, table: MovedTable, names: list[str]) -> tuple[Any, bool]
     for where in (alias, *others):
         conn = connections[where]
         quote = conn.ops.quote_name
-        lock = dialect.for_update if where == alias else ""
+        lock = dialect.for_update_skip_locked if where == alias else ""
         with conn.cursor() as cursor:
             cursor.execute(
                 f"SELECT {', '.join(quote(c) for c in names)} FROM {quote(table.name)} "

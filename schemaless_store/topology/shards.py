@@ -29,7 +29,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..config import conf
 from ..exceptions import ConfigurationError, ShardUnavailable
-from ..sql import dialects, literals, sessions
+from ..sql import deadlock_watch, dialects, literals, sessions
 from ..sql.server_errors import CONNECTION_LOST, OPEN_CONNECTION_LOST, code_of
 
 T = TypeVar("T")
@@ -258,7 +258,8 @@ def _fetch_all(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> li
         while driver.next_result() == 0:  # a later statement's answer: read (its error raises)
             driver.store_result()
         return rows
-    except driver.Error:
+    except driver.Error as exc:
+        deadlock_watch.note(conn, exc)  # a write's receiver may catch it (writes/swallowed.py)
         with conn.wrap_database_errors:  # the driver's exception, as Django's
             raise
     except BaseException:
@@ -323,6 +324,7 @@ class statement_cursor:  # lower case: used like the function it replaced
             return
         wrapper = self._conn.wrap_database_errors
         if exc_type is not None:
+            deadlock_watch.note(self._conn, exc)  # (writes/swallowed.py)
             with contextlib.suppress(Exception):
                 self._cursor.close()
             wrapper.__exit__(exc_type, exc, tb)  # raises Django's exception for a driver error

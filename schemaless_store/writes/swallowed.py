@@ -7,7 +7,8 @@ met it. A receiver that catches that error and goes on leaves the write's later 
 new transaction of their own: its receipt, then the ``COMMIT``, commit without the write's rows,
 so the write would be acknowledged, a recall would find its receipt, and its change would be
 gone. While a write's receivers can run (a write that is not ``quiet``), :func:`watched` notes
-such an error on Django's cursors of the shard's connection (``execute_wrapper``), and
+such an error on the shard's connection (Django's cursors through ``execute_wrapper``, the
+store's own statements on the driver's route through :mod:`..sql.deadlock_watch`), and
 :meth:`Watch.check`, before the receipt, raises it again: the transaction is rolled back and
 the write runs again, as after any deadlock (``SCHEMALESS["WRITE_RETRIES"]``).
 """
@@ -21,18 +22,25 @@ from typing import Any
 
 from django.db import DatabaseError, OperationalError
 
+from ..sql import deadlock_watch
 from ..sql.server_errors import ER_LOCK_DEADLOCK, code_of
 
 logger = logging.getLogger("schemaless_store.writes")
 
 
 class Watch:
-    """Django's ``execute_wrapper``: the first deadlock any statement met, raised or not."""
+    """The first deadlock any statement on the connection met, raised or not: the store's own
+    on the driver's route tell it (:mod:`..sql.deadlock_watch`), Django's cursors through
+    Django's ``execute_wrapper`` (this object's ``__call__``)."""
 
     __slots__ = ("error",)
 
     def __init__(self) -> None:
-        self.error: DatabaseError | None = None
+        self.error: BaseException | None = None
+
+    def saw(self, exc: BaseException) -> None:
+        if self.error is None and code_of(exc) == ER_LOCK_DEADLOCK:
+            self.error = exc
 
     def __call__(
         self, execute: Callable[..., Any], sql: Any, params: Any, many: bool, context: Any
@@ -40,8 +48,7 @@ class Watch:
         try:
             return execute(sql, params, many, context)
         except DatabaseError as exc:
-            if self.error is None and code_of(exc) == ER_LOCK_DEADLOCK:
-                self.error = exc
+            self.saw(exc)
             raise
 
     def check(self, alias: str) -> None:
@@ -71,7 +78,9 @@ def watched(conn: Any, quiet: bool) -> Iterator[Watch | None]:
         return
     watch = Watch()
     conn.execute_wrappers.append(watch)
+    deadlock_watch.add(conn, watch)
     try:
         yield watch
     finally:
+        deadlock_watch.remove(conn, watch)
         conn.execute_wrappers.remove(watch)

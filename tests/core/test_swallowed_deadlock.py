@@ -7,7 +7,9 @@ the same to an idle transaction. The store now notes the deadlock on the shard's
 runs the write again (writes/swallowed.py).
 
 The receiver makes the server's two moves by hand, on the write's own connection: ``ROLLBACK``
-(what the deadlock did), then a statement that fails with error 1213 (``SIGNAL``)."""
+(what the deadlock did), then a statement that fails with error 1213 (``SIGNAL``), through
+Django's cursor or the store's own driver route (a hostile review found the first version
+of the guard blind to the latter)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from django.db import OperationalError, connections
 from django.db.models.signals import post_delete, post_save
 
 from schemaless_store.models import Entity
-from schemaless_store.topology import bucket_map
+from schemaless_store.topology import bucket_map, shards
 from tests.support import STORE
 
 pytestmark = [STORE, pytest.mark.mariadb_only]
@@ -30,12 +32,31 @@ DEADLOCK = (
 )
 
 
-@pytest.fixture
-def swallowing() -> Iterator[list[str]]:
+def _by_django_cursor(alias: str) -> None:
+    with connections[alias].cursor() as cursor:
+        cursor.execute("ROLLBACK")
+        cursor.execute(DEADLOCK)
+
+
+def _by_store_read(alias: str) -> None:  # the driver's own route (topology/shards.py)
+    shards.read(alias, "ROLLBACK", ())
+    shards.read(alias, DEADLOCK, ())
+
+
+def _by_store_statement(alias: str) -> None:
+    with shards.statement_cursor(connections[alias]) as cursor:
+        cursor.execute("ROLLBACK")
+        cursor.execute(DEADLOCK)
+
+
+@pytest.fixture(params=[_by_django_cursor, _by_store_read, _by_store_statement])
+def swallowing(request) -> Iterator[list[str]]:
     """A receiver of post_save and post_delete that, once the test appends "armed" to the
-    list it yields, meets a deadlock on the write's connection the next time it runs, and
-    catches it; it notes each signal it receives there too."""
+    list it yields, meets a deadlock on the write's connection the next time it runs (through
+    Django's cursor, a read of the store's, or the store's statement cursor) and catches it;
+    it notes each signal it receives there too."""
     heard: list[str] = []
+    deadlock = request.param
 
     def receiver(sender, instance, **kwargs) -> None:
         if "armed" not in heard:
@@ -43,10 +64,8 @@ def swallowing() -> Iterator[list[str]]:
         heard.append("save" if kwargs.get("signal") is post_save else "delete")
         if len(heard) > 2:
             return
-        with connections[bucket_map.alias_for(instance.id.bytes)].cursor() as cursor:
-            cursor.execute("ROLLBACK")
-            with contextlib.suppress(OperationalError):  # the mistake: going on regardless
-                cursor.execute(DEADLOCK)
+        with contextlib.suppress(OperationalError):  # the mistake: going on regardless
+            deadlock(bucket_map.alias_for(instance.id.bytes))
 
     post_save.connect(receiver, sender=Entity, dispatch_uid="swallowing")
     post_delete.connect(receiver, sender=Entity, dispatch_uid="swallowing")

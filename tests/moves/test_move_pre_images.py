@@ -6,7 +6,9 @@ tests/moves/test_move_review.py)."""
 from __future__ import annotations
 
 import threading
+import time
 
+import MySQLdb
 import pytest
 from django.db import OperationalError, connections
 
@@ -128,8 +130,8 @@ def test_a_writer_that_changes_the_probed_row_meanwhile_fails_no_trigger(monkeyp
         finally:
             connections[target].close()
 
-    def sample_then_a_write(alias, table, names):
-        row, here = sampled(alias, table, names)
+    def sample_then_a_write(alias, table, names, *rest):
+        row, here = sampled(alias, table, names, *rest)
         if here and not writers:
             writer = threading.Thread(target=change, args=(bytes(row[names.index("id")]),))
             writers.append(writer)
@@ -158,11 +160,11 @@ def test_a_probe_a_deadlock_aborted_is_made_again(monkeypatch):
     probed = capture_probe._probe
     aborted: list[str] = []
 
-    def aborted_once(alias, table, pre_images):
+    def aborted_once(alias, table, pre_images, *rest):
         if not aborted:
             aborted.append(alias)
             raise OperationalError(1213, "Deadlock found when trying to get lock")
-        return probed(alias, table, pre_images)
+        return probed(alias, table, pre_images, *rest)
 
     try:
         capture.install(target, tables, pre_images=True)
@@ -173,6 +175,38 @@ def test_a_probe_a_deadlock_aborted_is_made_again(monkeypatch):
         with pytest.raises(ZeroDivisionError):  # any other error stops the move
             prove(target, tables, pre_images=True)
     finally:
+        capture.remove(target, tables)
+
+
+@pytest.mark.mariadb_only
+def test_a_row_another_transaction_holds_is_passed_over_not_waited_for(caplog):
+    """The probe's locked read passes over a row another transaction holds (``SKIP
+    LOCKED``) instead of waiting for it (``innodb_lock_wait_timeout``, 50 s, once per
+    attempt, while a flip holds writes back); a hostile review found each attempt taking the
+    same first row, and the fall back to the definitions saying nothing."""
+    _source, target = source_and_target()
+    on(target, "one")
+    on(target, "two")
+    tables = [t for t in moved_tables() if t.name == "entities"]
+    settings = connections[target].settings_dict
+    holder = MySQLdb.connect(
+        host=settings["HOST"] or "127.0.0.1",
+        port=int(settings["PORT"]),
+        user=settings["USER"],
+        password=settings["PASSWORD"],
+        database=settings["NAME"],
+    )
+    try:
+        capture.install(target, tables, pre_images=True)
+        holder.query("BEGIN")
+        holder.query("SELECT id FROM entities LIMIT 1 FOR UPDATE")  # the probe's first row
+        holder.store_result()
+        began = time.monotonic()
+        assert prove(target, tables, pre_images=True) == []
+        assert time.monotonic() - began < 5
+        assert "judged by their definitions" not in caplog.text
+    finally:
+        holder.close()
         capture.remove(target, tables)
 
 

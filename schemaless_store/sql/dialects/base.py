@@ -80,6 +80,7 @@ class Dialect:
     insert_ignore: str  # the verb of an insert that leaves a row whose key is there
     insert_or_replace: str  # the verb of an insert that replaces it
     for_update: str  # after a locking read's ``SELECT`` (nothing where writes are serialized)
+    for_update_skip_locked: str  # the same, passing over rows another transaction holds
     for_share: str  # after a shared-lock read's ``SELECT``
     # The server waits this long for a row lock, and says so (``innodb_lock_wait_timeout``).
     lock_wait_timeout: bool

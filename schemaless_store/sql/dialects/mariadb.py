@@ -44,6 +44,7 @@ class MariaDB(Dialect):
     serial_key = "BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY"
     insert_ignore = "INSERT IGNORE"
     insert_or_replace = "REPLACE"
+    for_update_skip_locked = " FOR UPDATE SKIP LOCKED"
     for_update = " FOR UPDATE"
     for_share = " LOCK IN SHARE MODE"
     lock_wait_timeout = True

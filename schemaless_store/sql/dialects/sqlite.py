@@ -41,6 +41,7 @@ class SQLite(Dialect):
     serial_key = "INTEGER PRIMARY KEY AUTOINCREMENT"
     insert_ignore = "INSERT OR IGNORE"
     insert_or_replace = "INSERT OR REPLACE"
+    for_update_skip_locked = ""
     for_update = ""  # the store serializes SQLite's writes
     for_share = ""
     lock_wait_timeout = False
