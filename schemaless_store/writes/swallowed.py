@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from django.db import DatabaseError, OperationalError
@@ -69,18 +69,30 @@ class Watch:
         ) from self.error
 
 
-@contextlib.contextmanager
-def watched(conn: Any, quiet: bool) -> Iterator[Watch | None]:
-    """A :class:`Watch` on ``conn``'s Django cursors while the block runs; none for a ``quiet``
-    write (nothing but the store's own statements runs inside it, and those raise)."""
-    if quiet:
-        yield None
-        return
-    watch = Watch()
-    conn.execute_wrappers.append(watch)
-    deadlock_watch.add(conn, watch)
-    try:
-        yield watch
-    finally:
-        deadlock_watch.remove(conn, watch)
-        conn.execute_wrappers.remove(watch)
+# A quiet write's: nothing to watch, and nothing to pay on the hot path (no generator).
+_QUIET = contextlib.nullcontext()
+
+
+class _Watching:
+    """A :class:`Watch` on ``conn`` while the ``with`` block runs."""
+
+    __slots__ = ("conn", "watch")
+
+    def __init__(self, conn: Any) -> None:
+        self.conn, self.watch = conn, Watch()
+
+    def __enter__(self) -> Watch:
+        self.conn.execute_wrappers.append(self.watch)
+        deadlock_watch.add(self.conn, self.watch)
+        return self.watch
+
+    def __exit__(self, *exc: object) -> None:
+        deadlock_watch.remove(self.conn, self.watch)
+        self.conn.execute_wrappers.remove(self.watch)
+
+
+def watched(conn: Any, quiet: bool) -> Any:
+    """A context manager: a :class:`Watch` on ``conn`` while the block runs, or none (``as``
+    gives None) for a ``quiet`` write (nothing but the store's own statements runs inside
+    it, and those raise)."""
+    return _QUIET if quiet else _Watching(conn)
