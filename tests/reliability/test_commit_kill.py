@@ -17,7 +17,7 @@ import MySQLdb
 import pytest
 from django.db import connections
 
-from schemaless_store.testing.history.commit_kill import CommitKiller
+from schemaless_store.testing.history.commit_kill import CommitKiller, _where
 from schemaless_store.testing.history.records import Recorder
 from schemaless_store.topology import shards
 from tests.support import STORE
@@ -77,3 +77,19 @@ def test_the_commit_killer_sends_nothing_inside_the_transaction(tmp_path: Path):
         for connection in (real, *killer.killers.values()):
             with contextlib.suppress(MySQLdb.Error):
                 connection.close()
+
+
+def test_the_commit_killer_finds_the_session_without_the_drivers_attributes():
+    """mysqlclient before 2.2.5 keeps no ``port`` or ``database`` on its connection: they are
+    taken from the Django connection that holds it, still without a statement."""
+    alias = shards.shard_aliases()[0]
+    wrapper = connections[alias]
+    wrapper.ensure_connection()
+    real, bare = wrapper.connection, SimpleNamespace()
+    wrapper.connection = bare
+    try:
+        settings = wrapper.settings_dict
+        assert _where(bare) == (int(settings["PORT"]), settings["NAME"])
+        assert _where(real) == (real.port, real.database)
+    finally:
+        wrapper.connection = real

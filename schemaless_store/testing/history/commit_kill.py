@@ -73,7 +73,7 @@ class CommitKiller:
         # a transaction another node's write had aborted while idle answered the probe with
         # error 1213, which was swallowed, and then its COMMIT with success, committing
         # nothing; docs/reliability.md.)
-        port, database = connection.port, connection.database
+        port, database = _where(connection)
         if database in (None, "", "meta"):
             return send()
         try:
@@ -117,6 +117,26 @@ class CommitKiller:
                 kill=killed[0] if killed else "not sent",
                 answer=answer,
             )
+
+
+def _where(connection: Any) -> tuple[int, str | None]:
+    """The server port and database of a driver connection, from its attributes (mysqlclient
+    2.2.5 and later keep ``port`` and ``database``), else from the node the Galera backend
+    noted on it and the settings of the Django connection that holds it: no statement is
+    sent."""
+    from ...sql import sessions
+
+    port, database = getattr(connection, "port", None), getattr(connection, "database", None)
+    if port is None or database is None:
+        from django.db import connections
+
+        for wrapper in connections.all(initialized_only=True):
+            if wrapper.connection is connection:
+                settings = wrapper.settings_dict
+                node = getattr(connection, sessions.NODE, None)
+                port = port or (node[1] if node else settings["PORT"])
+                database = database or str(settings["NAME"])
+    return int(port or 0), database
 
 
 @contextlib.contextmanager
