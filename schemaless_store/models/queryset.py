@@ -98,6 +98,12 @@ class EntityQuerySet(models.QuerySet):
         being on another database) and with Django's own ``delete()`` and ``update()``, which
         bypass the index rows. The same query, as this queryset (its class, its shard, what
         it reads: a ``values()`` queryset's columns)."""
+        query = self._query  # type: ignore[attr-defined]
+        if query.annotations or query.extra:  # not carried into Django's subquery form
+            raise InvalidQuery(
+                "a sliced queryset with annotations or extra() cannot be combined with | or ^ "
+                "on a shard: evaluate it first (list(...)), or combine before slicing"
+            )
         rebuilt = self._chain()  # type: ignore[attr-defined]
         rebuilt._deferred_filter = None  # this side's lazy filter is in the subquery already
         rebuilt.query = combined.query

@@ -51,7 +51,8 @@ PROBES = 5
 class _Moved(Exception):
     """The probe's row was gone when it was updated or deleted (a writer deleted it or
     changed its key after it was sampled): the statement logged nothing, whatever its trigger
-    does, so the probe says nothing of it."""
+    does, so the probe says nothing of it. Or writers held every row of the table: there was
+    none to probe with."""
 
 
 def prove(alias: str, tables: Sequence[MovedTable], *, pre_images: bool = False) -> list[str]:
@@ -72,6 +73,7 @@ def prove(alias: str, tables: Sequence[MovedTable], *, pre_images: bool = False)
                     found = _probe(alias, table, pre_images)
                     transaction.set_rollback(True, using=alias)
             except _Moved:
+                time.sleep(random.uniform(0, 0.02 * (attempt + 1)))
                 continue
             except OperationalError as exc:  # a deadlock with a writer (Galera: one through
                 if not retries.is_retryable(exc):  # another node): rolled back, probe again
@@ -156,7 +158,9 @@ def _sample(alias: str, table: MovedTable, names: list[str]) -> tuple[Any, bool]
     move on a busy table). A writer waits for the rollback, a few milliseconds; on Galera a
     writer through another node aborts the probe instead (a deadlock error, as a conflict
     with its statements would). A row another transaction holds is passed over (``SKIP
-    LOCKED``): the probe never waits for a writer, which a flip would make writers wait for."""
+    LOCKED``): the probe never waits for a writer, which a flip would make writers wait for;
+    when writers hold every row, the probe is made again a moment later (:class:`_Moved`),
+    not with another shard's row, which could collide with a held one's key."""
     dialect = dialects.of(connections[alias])
     others = [
         a for a in shards.shard_aliases() if a != alias and dialects.of(connections[a]) is dialect
@@ -173,7 +177,15 @@ def _sample(alias: str, table: MovedTable, names: list[str]) -> tuple[Any, bool]
             row = cursor.fetchone()
         if row is not None:
             return tuple(row), where == alias
+        if lock and _any_row(conn, table):  # every row is held: not an empty table
+            raise _Moved  # probed again, a moment later (another shard's row could collide)
     return None, False
+
+
+def _any_row(conn: Any, table: MovedTable) -> bool:
+    with conn.cursor() as cursor:
+        cursor.execute(f"SELECT 1 FROM {conn.ops.quote_name(table.name)} LIMIT 1")
+        return cursor.fetchone() is not None
 
 
 def _last_entry(cursor: Any) -> int:

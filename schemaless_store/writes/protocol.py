@@ -56,6 +56,7 @@ from functools import partial
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.transaction import TransactionManagementError
 
 from ..cache import entity_cache
 from ..config.indexes import ENTITIES, Source
@@ -338,19 +339,26 @@ def _run_here(write: Write, store: Step, cached: list[bytes]) -> None:
     def attempt() -> None:
         write.committing = False
         with shard_transaction(write, conn) as shard_tx, swallowed.watched(conn, write.quiet) as w:
-            write.tx = shard_tx
-            write.fence()  # 0
-            write.lock()  # 1 (on MariaDB's driver route, BEGIN goes with its read)
-            if not write.defers and shard_tx is not None:
-                shard_tx.begin()  # before a step 2 that sends its statements itself
-            write.result = store(write)  # 2 (write.carrier(): may wait for the COMMIT, step 4)
-            write.add_index_rows()  # 3
-            if w is not None:
-                w.check(alias)  # a receiver caught a deadlock: the transaction is gone
-            if not caller_atomic:
-                write.receipt_created, write.session = receipts.record(write, shard_tx)  # 4
-            write.committing = True
-        # 4: the commit, leaving the block
+            try:
+                steps(shard_tx, w)
+            except TransactionManagementError:
+                if w is not None:  # a receiver's own atomic() caught a deadlock: run again
+                    w.check(alias)
+                raise
+
+    def steps(shard_tx: Any, w: swallowed.Watch | None) -> None:
+        write.tx = shard_tx
+        write.fence()  # 0
+        write.lock()  # 1 (on MariaDB's driver route, BEGIN goes with its read)
+        if not write.defers and shard_tx is not None:
+            shard_tx.begin()  # before a step 2 that sends its statements itself
+        write.result = store(write)  # 2 (write.carrier(): may wait for the COMMIT, step 4)
+        write.add_index_rows()  # 3
+        if w is not None:
+            w.check(alias)  # a receiver caught a deadlock: the transaction is gone
+        if not caller_atomic:
+            write.receipt_created, write.session = receipts.record(write, shard_tx)  # 4
+        write.committing = True  # 4: the commit, as attempt() leaves its block
 
     lost_commit = False
     try:

@@ -17,8 +17,8 @@ import contextlib
 from collections.abc import Iterator
 
 import pytest
-from django.db import OperationalError, connections
-from django.db.models.signals import post_delete, post_save
+from django.db import OperationalError, connections, transaction
+from django.db.models.signals import post_delete, post_save, pre_save
 
 from schemaless_store.models import Entity
 from schemaless_store.topology import bucket_map, shards
@@ -49,7 +49,19 @@ def _by_store_statement(alias: str) -> None:
         cursor.execute(DEADLOCK)
 
 
-@pytest.fixture(params=[_by_django_cursor, _by_store_read, _by_store_statement])
+def _in_an_atomic_block_of_its_own(alias: str) -> None:
+    """Django's advice for catching errors inside a transaction: the block's savepoint is gone
+    with the transaction, so Django marks the write's block for rollback, and the store's
+    next statement raises ``TransactionManagementError`` (a review found the write then
+    failing, not running again)."""
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        cursor.execute("ROLLBACK")
+        cursor.execute(DEADLOCK)
+
+
+@pytest.fixture(
+    params=[_by_django_cursor, _by_store_read, _by_store_statement, _in_an_atomic_block_of_its_own]
+)
 def swallowing(request) -> Iterator[list[str]]:
     """A receiver of post_save and post_delete that, once the test appends "armed" to the
     list it yields, meets a deadlock on the write's connection the next time it runs (through
@@ -92,3 +104,24 @@ def test_a_delete_whose_receiver_caught_a_deadlock_runs_again(swallowing):
     assert swallowing == ["armed", "delete", "delete"]
     with pytest.raises(Entity.DoesNotExist):
         Entity.objects.get(id=entity.id)
+
+
+def test_a_pre_save_receiver_that_caught_a_deadlock_in_its_own_block_runs_the_write_again():
+    """Before the row's statement: the store's next statement meets Django's broken block
+    (``TransactionManagementError``), and the deadlock the watch saw is raised instead."""
+    runs: list[str] = []
+
+    def receiver(sender, instance, **kwargs) -> None:
+        runs.append("pre_save")
+        if len(runs) == 1:
+            with contextlib.suppress(OperationalError):
+                _in_an_atomic_block_of_its_own(bucket_map.alias_for(instance.id.bytes))
+
+    pre_save.connect(receiver, sender=Entity, dispatch_uid="swallowing-pre")
+    try:
+        entity = Entity(title="kept")
+        entity.save()
+    finally:
+        pre_save.disconnect(sender=Entity, dispatch_uid="swallowing-pre")
+    assert runs == ["pre_save", "pre_save"]
+    assert Entity.objects.get(id=entity.id)["title"] == "kept"

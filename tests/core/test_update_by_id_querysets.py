@@ -10,8 +10,9 @@ from __future__ import annotations
 import pytest
 from django.db import NotSupportedError, connections
 from django.db.models import Q
+from django.db.models.functions import Length
 
-from schemaless_store.exceptions import BulkWriteNotSupported, ConfigurationError
+from schemaless_store.exceptions import BulkWriteNotSupported, ConfigurationError, InvalidQuery
 from schemaless_store.models import Entity
 from schemaless_store.topology import shards
 from tests.support import STORE
@@ -157,3 +158,12 @@ def test_update_on_a_queryset_of_no_shard_refuses(three):
     with pytest.raises(ConfigurationError, match="not a shard alias"):
         Entity.objects.filter(id=three[0].id).using("default").update(title="x")
     assert titles(three) == ["before"] * 3
+
+
+def test_a_sliced_annotated_side_refuses_with_what_to_do(three):
+    """Django's subquery form of a sliced side keeps none of its annotations: refused (a
+    review found ``values("row_id").annotate(n=...)`` silently losing ``n``)."""
+    alias = shards.shard_aliases()[0]
+    annotated = Entity.objects.using(alias).annotate(n=Length("row_id")).order_by("row_id")[:1]
+    with pytest.raises(InvalidQuery, match="evaluate it first"):
+        annotated | Entity.objects.using(alias).filter(id=three[2].id)

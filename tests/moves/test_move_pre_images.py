@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import MySQLdb
 import pytest
@@ -178,8 +179,22 @@ def test_a_probe_a_deadlock_aborted_is_made_again(monkeypatch):
         capture.remove(target, tables)
 
 
+def _holding(alias: str) -> Any:
+    """A session of its own on ``alias``'s database, in a transaction."""
+    settings = connections[alias].settings_dict
+    holder = MySQLdb.connect(
+        host=settings["HOST"] or "127.0.0.1",
+        port=int(settings["PORT"]),
+        user=settings["USER"],
+        password=settings["PASSWORD"],
+        database=settings["NAME"],
+    )
+    holder.query("BEGIN")
+    return holder
+
+
 @pytest.mark.mariadb_only
-def test_a_row_another_transaction_holds_is_passed_over_not_waited_for(caplog):
+def test_a_row_another_transaction_holds_is_passed_over_not_waited_for(caplog, monkeypatch):
     """The probe's locked read passes over a row another transaction holds (``SKIP
     LOCKED``) instead of waiting for it (``innodb_lock_wait_timeout``, 50 s, once per
     attempt, while a flip holds writes back); a hostile review found each attempt taking the
@@ -188,26 +203,58 @@ def test_a_row_another_transaction_holds_is_passed_over_not_waited_for(caplog):
     on(target, "one")
     on(target, "two")
     tables = [t for t in moved_tables() if t.name == "entities"]
-    settings = connections[target].settings_dict
-    holder = MySQLdb.connect(
-        host=settings["HOST"] or "127.0.0.1",
-        port=int(settings["PORT"]),
-        user=settings["USER"],
-        password=settings["PASSWORD"],
-        database=settings["NAME"],
-    )
+    sampled, samples = capture_probe._sample, []
+
+    def noting(alias, table, names):
+        row, here = sampled(alias, table, names)
+        samples.append(bytes(row[names.index("id")]))
+        return row, here
+
+    holder = _holding(target)
     try:
         capture.install(target, tables, pre_images=True)
-        holder.query("BEGIN")
-        holder.query("SELECT id FROM entities LIMIT 1 FOR UPDATE")  # the probe's first row
-        holder.store_result()
+        holder.query("SELECT id, body FROM entities LIMIT 1 FOR UPDATE")  # the probe's first
+        [(held,)] = [(bytes(r[0]),) for r in holder.store_result().fetch_row(0)]
+        monkeypatch.setattr(capture_probe, "_sample", noting)
         began = time.monotonic()
         assert prove(target, tables, pre_images=True) == []
         assert time.monotonic() - began < 5
+        assert samples and held not in samples
         assert "judged by their definitions" not in caplog.text
     finally:
         holder.close()
         capture.remove(target, tables)
+
+
+@pytest.mark.mariadb_only
+def test_a_table_whose_every_row_is_held_is_probed_again_not_with_another_shards_row():
+    """Writers hold every row: the probe does not take another shard's row for an empty
+    table's (its ``INSERT`` waited on, then collided with, a held row of the same key: here
+    the source's stale copy; a review found it); it is made again a moment later, and proves
+    the triggers once the rows are free."""
+    source, target = source_and_target()
+    only = on(target, "the only one")
+    tables = [t for t in moved_tables() if t.name == "entities"]
+    with connections[source].cursor() as cursor:  # a stale copy of it, as a move leaves
+        cursor.execute(
+            "INSERT INTO entities (id, updated, body) VALUES (%s, %s, %s)",
+            list(entity_row(target, only)),
+        )
+    holder = _holding(target)
+    try:
+        capture.install(target, tables, pre_images=True)
+        holder.query("SELECT id FROM entities FOR UPDATE")
+        holder.store_result()
+        threading.Timer(0.05, holder.rollback).start()  # free them while the probe tries
+        began = time.monotonic()
+        assert prove(target, tables, pre_images=True) == []
+        assert time.monotonic() - began < 5
+    finally:
+        time.sleep(0.1)
+        holder.close()
+        capture.remove(target, tables)
+        with connections[source].cursor() as cursor:
+            cursor.execute("DELETE FROM entities WHERE id = %s", [only.id.bytes])
 
 
 def test_a_missing_pre_image_table_never_fails_a_write():

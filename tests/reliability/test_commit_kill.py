@@ -17,6 +17,7 @@ import MySQLdb
 import pytest
 from django.db import connections
 
+from schemaless_store.sql import sessions
 from schemaless_store.testing.history.commit_kill import CommitKiller, _where
 from schemaless_store.testing.history.records import Recorder
 from schemaless_store.topology import shards
@@ -91,5 +92,7 @@ def test_the_commit_killer_finds_the_session_without_the_drivers_attributes():
         settings = wrapper.settings_dict
         assert _where(bare) == (int(settings["PORT"]), settings["NAME"])
         assert _where(real) == (real.port, real.database)
+        setattr(bare, sessions.NODE, ("127.0.0.1", 4567))  # a Galera backend's node
+        assert _where(bare) == (4567, settings["NAME"])
     finally:
         wrapper.connection = real

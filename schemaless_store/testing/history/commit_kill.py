@@ -134,9 +134,10 @@ def _where(connection: Any) -> tuple[int, str | None]:
             if wrapper.connection is connection:
                 settings = wrapper.settings_dict
                 node = getattr(connection, sessions.NODE, None)
-                port = port or (node[1] if node else settings["PORT"])
+                port = port or (node[1] if node else int(settings["PORT"] or 3306))
                 database = database or str(settings["NAME"])
-    return int(port or 0), database
+                break
+    return int(port or 3306), database
 
 
 @contextlib.contextmanager
