@@ -110,8 +110,10 @@ def test_a_mover_killed_right_after_it_recreated_a_silent_trigger_still_copies_a
 def test_a_probe_whose_sampled_row_a_writer_deletes_meanwhile_does_not_refuse_the_move(
     monkeypatch,
 ):
-    """MariaDB: the probe picks a live row of the source (a consistent read, no lock), then
-    updates and deletes it. A writer that deletes that row in between (any row of the shard:
+    """MariaDB: the probe picks a live row of the source, then updates and deletes it. A
+    writer that deletes that row in between (since the probe reads its row locked, a writer
+    of that row waits: the writer here deletes another row the probe could have read; any
+    row of the shard:
     the buckets that are not moving take writes while the move is fenced) leaves the probe's
     UPDATE and DELETE matching nothing, so their triggers "logged nothing": a resumed mover,
     fenced, is refused (to be aborted) although every trigger logs."""
@@ -122,12 +124,12 @@ def test_a_probe_whose_sampled_row_a_writer_deletes_meanwhile_does_not_refuse_th
 
     populate(20)
     source, target = source_and_target()
-    bystander = next(  # an entity of the source in a bucket that is not moving
+    bystanders = [  # entities of the source in buckets that are not moving
         e
-        for e in (Entity.objects.create(title="bystander") for _ in range(50))
+        for e in (Entity.objects.create(title="bystander") for _ in range(80))
         if bucket_map.alias_for(e.id.bytes) == source
         and bucket_map.bucket_for(e.id.bytes) not in MOVED_SET
-    )
+    ][:2]
     dies_at(monkeypatch, "flip", "--to", target, "--buckets", MOVED)
     assert BucketMove.objects.get().phase == "fenced"
     sample = capture_probe._sample
@@ -136,6 +138,9 @@ def test_a_probe_whose_sampled_row_a_writer_deletes_meanwhile_does_not_refuse_th
     def sampled_then_deleted(alias, table, names):
         row, here = sample(alias, table, names)
         if alias == source and table.name == "entities" and not raced:
+            # Not the row the probe read locked: a writer of that one waits for its rollback.
+            held = bytes(row[names.index("id")])
+            bystander = next(e for e in bystanders if e.id.bytes != held)
             with connections[alias].cursor() as cursor:  # the row LIMIT 1 could have given
                 cols = ", ".join(f"`{c}`" for c in names)
                 cursor.execute(f"SELECT {cols} FROM entities WHERE id = %s", [bystander.id.bytes])

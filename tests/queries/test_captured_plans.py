@@ -37,9 +37,10 @@ SCANS_ALLOWED: dict[str, str] = {
     r"schemaless_buckets b ON b\.state IN": "the set of buckets a shard serves, read once per "
     "process and bucket generation (guards/fence.py learn()): the answer is most of the "
     "table, which holds one row per bucket (SCHEMALESS['BUCKETS'], 4,096 by default)",
-    r"^SELECT [^;]* FROM `\w+` LIMIT \?$": "any one row of a table, read once per table and "
-    "shard as a move's triggers are proven (tables/capture_probe.py's sample, and Django's "
-    "introspection of its columns): the scan stops at the first row",
+    r"^SELECT [^;]* FROM `\w+` LIMIT \?( FOR UPDATE SKIP LOCKED)?$": "any one row of a "
+    "table, read once per table and shard as a move's triggers are proven "
+    "(tables/capture_probe.py's sample, locked, passing over rows writers hold; and Django's "
+    "introspection of its columns): the scan stops at the first row it may take",
 }
 # Shapes whose plan takes another key than the one their conditions name, on purpose.
 KEYS_ALLOWED: dict[str, str] = {
