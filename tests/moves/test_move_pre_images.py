@@ -9,7 +9,6 @@ import threading
 import time
 from typing import Any
 
-import MySQLdb
 import pytest
 from django.db import OperationalError, connections
 
@@ -32,6 +31,7 @@ from tests.support.moving import (
     run,
     source_and_target,
 )
+from tests.support.raw import own_session
 
 pytestmark = [STORE, pytest.mark.usefixtures("buckets_restored")]
 
@@ -181,14 +181,7 @@ def test_a_probe_a_deadlock_aborted_is_made_again(monkeypatch):
 
 def _holding(alias: str) -> Any:
     """A session of its own on ``alias``'s database, in a transaction."""
-    settings = connections[alias].settings_dict
-    holder = MySQLdb.connect(
-        host=settings["HOST"] or "127.0.0.1",
-        port=int(settings["PORT"]),
-        user=settings["USER"],
-        password=settings["PASSWORD"],
-        database=settings["NAME"],
-    )
+    holder = own_session(alias)
     holder.query("BEGIN")
     return holder
 

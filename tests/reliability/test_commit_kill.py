@@ -22,6 +22,7 @@ from schemaless_store.testing.history.commit_kill import CommitKiller, _where
 from schemaless_store.testing.history.records import Recorder
 from schemaless_store.topology import shards
 from tests.support import STORE
+from tests.support.raw import own_session
 
 pytestmark = [STORE, pytest.mark.mariadb_only]
 
@@ -48,14 +49,7 @@ class Watched:
 
 def test_the_commit_killer_sends_nothing_inside_the_transaction(tmp_path: Path):
     alias = shards.shard_aliases()[0]
-    settings = connections[alias].settings_dict
-    real = MySQLdb.connect(
-        host=settings["HOST"] or "127.0.0.1",
-        port=int(settings["PORT"]),
-        user=settings["USER"],
-        password=settings["PASSWORD"],
-        database=settings["NAME"],
-    )
+    real = own_session(alias)
     recorder = Recorder(tmp_path / "faults.jsonl")
     client = SimpleNamespace(process="p0", seed=7, index=1, recorder=recorder)
     killer = CommitKiller(client, share=1.0)  # type: ignore[arg-type]

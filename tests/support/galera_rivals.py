@@ -14,26 +14,41 @@ import random
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from tests.support import child
 
 
-def _rival_appends(ids: str, seconds: float, tag: str) -> None:
+def _created(ids: str, **properties: Any) -> list[uuid.UUID]:
+    """The entities ``ids`` (comma-separated hex), made with ``properties`` unless they exist:
+    both rivals try, one creates each."""
     from schemaless_store.exceptions import EntityExists
     from schemaless_store.models import Entity
 
     keys = [uuid.UUID(i) for i in ids.split(",")]
-    for key in keys:  # both rivals try; one creates each
+    for key in keys:
         with contextlib.suppress(EntityExists):
-            Entity.objects.create(id=key, items=[])
+            Entity.objects.create(id=key, **properties)
+    return keys
+
+
+def _turns(keys: list[uuid.UUID], seconds: float, tag: str) -> Iterator[tuple[uuid.UUID, str, int]]:
+    """For ``seconds``: a seeded choice of key, a value of its own (``tag-N``), and N from 1."""
     rng = random.Random(tag)
-    acknowledged: dict[str, list[str]] = {key.hex: [] for key in keys}
     deadline = time.monotonic() + seconds
     made = 0
     while time.monotonic() < deadline:
-        key, value = rng.choice(keys), f"{tag}-{made}"
         made += 1
+        yield rng.choice(keys), f"{tag}-{made - 1}", made
+
+
+def _rival_appends(ids: str, seconds: float, tag: str) -> None:
+    from schemaless_store.models import Entity
+
+    keys = _created(ids, items=[])
+    acknowledged: dict[str, list[str]] = {key.hex: [] for key in keys}
+    for key, value, _made in _turns(keys, seconds, tag):
 
         def append(entity: Any, value: str = value) -> None:
             entity["items"] = [*entity.get("items", []), value]
@@ -52,20 +67,12 @@ def _rival_registers(ids: str, seconds: float, tag: str) -> None:
     ``modify`` met another's commit on each attempt) is not acknowledged."""
     from django.db import OperationalError
 
-    from schemaless_store.exceptions import Conflict, EntityExists
+    from schemaless_store.exceptions import Conflict
     from schemaless_store.models import Entity
 
-    keys = [uuid.UUID(i) for i in ids.split(",")]
-    for key in keys:  # both rivals try; one creates each
-        with contextlib.suppress(EntityExists):
-            Entity.objects.create(id=key, value="first")
-    rng = random.Random(tag)
+    keys = _created(ids, value="first")
     acknowledged: dict[str, list[Any]] = {key.hex: [] for key in keys}
-    deadline = time.monotonic() + seconds
-    made = 0
-    while time.monotonic() < deadline:
-        key, value = rng.choice(keys), f"{tag}-{made}"
-        made += 1
+    for key, value, made in _turns(keys, seconds, tag):
         seen: list[Any] = [None]
 
         def change(entity: Any, value: str = value, seen: list[Any] = seen) -> None:

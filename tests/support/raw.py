@@ -13,6 +13,21 @@ if TYPE_CHECKING:
     from schemaless_store.models import Entity
 
 
+def own_session(alias: str) -> Any:
+    """A MariaDB driver session of its own on ``alias``'s database (not Django's), in
+    autocommit."""
+    import MySQLdb
+
+    settings = connections[alias].settings_dict
+    return MySQLdb.connect(
+        host=settings["HOST"] or "127.0.0.1",
+        port=int(settings["PORT"]),
+        user=settings["USER"],
+        password=settings["PASSWORD"],
+        database=settings["NAME"],
+    )
+
+
 def entity_rows(alias: str) -> list[bytes]:
     with connections[alias].cursor() as cursor:
         cursor.execute("SELECT id FROM entities")
