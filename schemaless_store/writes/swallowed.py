@@ -69,7 +69,7 @@ class Watch:
         ) from self.error
 
 
-# A quiet write's: nothing to watch, and nothing to pay on the hot path (no generator).
+# A quiet write's: nothing to watch, and little to pay on the hot path (no generator).
 _QUIET = contextlib.nullcontext()
 
 
