@@ -72,12 +72,9 @@ def prove(alias: str, tables: Sequence[MovedTable], *, pre_images: bool = False)
                 with write_lock(), transaction.atomic(using=alias):
                     found = _probe(alias, table, pre_images)
                     transaction.set_rollback(True, using=alias)
-            except _Moved:
-                time.sleep(random.uniform(0, 0.02 * (attempt + 1)))
-                continue
-            except OperationalError as exc:  # a deadlock with a writer (Galera: one through
-                if not retries.is_retryable(exc):  # another node): rolled back, probe again
-                    raise
+            except (_Moved, OperationalError) as exc:  # or a deadlock with a writer (Galera:
+                if isinstance(exc, OperationalError) and not retries.is_retryable(exc):
+                    raise  # one through another node): rolled back either way, probe again
                 time.sleep(random.uniform(0, 0.02 * (attempt + 1)))
                 continue
             failing += found

@@ -63,6 +63,7 @@ from ..config.indexes import ENTITIES, Source
 from ..exceptions import Conflict, EntityExists, NotOwner, ShardUnavailable
 from ..guards import fence
 from ..sql import dialects, literals
+from ..sql.deadlock_watch import Watch
 from ..tables import entities as entity_table
 from ..tables.entities import Locked
 from ..tables.index_rows import Row
@@ -343,10 +344,10 @@ def _run_here(write: Write, store: Step, cached: list[bytes]) -> None:
                 steps(shard_tx, w)
             except TransactionManagementError:
                 if w is not None:  # a receiver's own atomic() caught a deadlock: run again
-                    w.check(alias)
+                    swallowed.check(w, alias)
                 raise
 
-    def steps(shard_tx: Any, w: swallowed.Watch | None) -> None:
+    def steps(shard_tx: Any, w: Watch | None) -> None:
         write.tx = shard_tx
         write.fence()  # 0
         write.lock()  # 1 (on MariaDB's driver route, BEGIN goes with its read)
@@ -355,7 +356,7 @@ def _run_here(write: Write, store: Step, cached: list[bytes]) -> None:
         write.result = store(write)  # 2 (write.carrier(): may wait for the COMMIT, step 4)
         write.add_index_rows()  # 3
         if w is not None:
-            w.check(alias)  # a receiver caught a deadlock: the transaction is gone
+            swallowed.check(w, alias)  # a receiver caught a deadlock: the transaction is gone
         if not caller_atomic:
             write.receipt_created, write.session = receipts.record(write, shard_tx)  # 4
         write.committing = True  # 4: the commit, as attempt() leaves its block
