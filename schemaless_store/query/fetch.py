@@ -11,8 +11,6 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from django.db import connections
-
 from ..cache import entity_cache
 from ..cache.entity_cache import Row as CachedRow
 from ..config import conf
@@ -89,7 +87,7 @@ def fetch_shard(
     build = model.row_builder()
 
     def read(where: str) -> dict[bytes, Any]:
-        convert = datetime_converter(connections[where])
+        convert = datetime_converter(shards.connection(where))
         found: dict[bytes, Any] = {}
         for added_id, row_id, updated, body in entity_table.select_by_ids(where, ids):
             row_id = bytes(row_id)
@@ -125,12 +123,12 @@ def _get_one(model: Any, key: bytes) -> Any | None:
     alias = used.owners[bucket_of(key, used.buckets)]
     source = replicas.reader(alias)
     if source == alias:  # no replica chosen (the usual case): no fallback to wrap it in
-        conn = connections[alias]
+        conn = shards.connection(alias)
         row = entity_table.select_one(alias, key, conn)
     else:
 
         def read(where: str) -> tuple[Any, Any]:
-            conn = connections[where]
+            conn = shards.connection(where)
             return entity_table.select_one(where, key, conn), conn
 
         row, conn = replicas.read_with_fallback(alias, source, read)

@@ -15,6 +15,7 @@ all writes to SQLite shards are serialized by a store-wide lock (SQLite has one 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import random
@@ -23,6 +24,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
+import asgiref.local
 from django.core.signals import request_finished
 from django.db import OperationalError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -62,8 +64,62 @@ def connection(alias: str) -> BaseDatabaseWrapper:
     one Django's handler gives the caller now, so that a caller's ``atomic()`` holds the
     store's writes. (Held per thread it diverged from Django's: after ``del
     connections[alias]``, and per task where an event loop runs in the thread;
-    tests/core/test_shard_connection.py.)"""
+    tests/core/test_shard_connection.py.)
+
+    Not held, but read where Django keeps it: in a thread with no event loop, Django's
+    handler reads the connection from a ``threading.local`` inside asgiref's ``Local``, which
+    this reads directly, without the handler's three Python frames and the ``RuntimeError``
+    asgiref raises and catches to learn there is no loop. Anything else (a loop running, a
+    connection not made yet, an asgiref that keeps it elsewhere) goes through the handler."""
+    local = connections._connections  # type: ignore[attr-defined]
+    if type(local) is _THREAD_LOCAL_STORE and _running_loop() is None:
+        conn = getattr(local._storage, alias, None)
+        if conn is not None:
+            return conn
     return connections[alias]
+
+
+def direct_lookup() -> bool:
+    """Whether :func:`connection` reads Django's connections where they are kept (asgiref's
+    thread-critical ``Local`` as this code knows it); tests/core/test_shard_connection.py
+    checks it does with the asgiref installed, so that an upgrade that moves them is seen."""
+    return type(connections._connections) is _THREAD_LOCAL_STORE  # type: ignore[attr-defined]
+
+
+def _thread_local_store() -> type | None:
+    """asgiref's ``Local(thread_critical=True)`` class, if a value set through one is seen in
+    its ``_storage`` (a ``threading.local``) while no event loop runs; None otherwise, and
+    :func:`connection` then always asks Django's handler. (Imported where a loop runs, the
+    probe runs in a thread of its own, which has none.)"""
+    kind = getattr(asgiref.local, "_ThreadCriticalLocal", None)
+    if kind is None:
+        return None
+    seen: list[bool] = []
+
+    def probe() -> None:
+        local, mark = asgiref.local.Local(thread_critical=True), object()
+        setattr(local, "schemaless_probe", mark)  # noqa: B010
+        storage = local.__dict__.get("_storage")
+        seen.append(
+            type(local) is kind
+            and isinstance(storage, threading.local)
+            and getattr(storage, "schemaless_probe", None) is mark
+        )
+
+    try:
+        if _running_loop() is None:
+            probe()
+        else:
+            thread = threading.Thread(target=probe, name="schemaless-asgiref-probe")
+            thread.start()
+            thread.join()
+    except Exception:
+        return None
+    return kind if seen == [True] else None
+
+
+_running_loop = asyncio._get_running_loop
+_THREAD_LOCAL_STORE = _thread_local_store()
 
 
 def open_connections() -> list[BaseDatabaseWrapper]:
@@ -75,12 +131,12 @@ def open_connections() -> list[BaseDatabaseWrapper]:
 
 
 def vendor(alias: str) -> str:
-    return connections[alias].vendor
+    return connection(alias).vendor
 
 
 def dialect(alias: str) -> dialects.Dialect:
     """What the shard's kind of server can do and how it spells statements."""
-    return dialects.of(connections[alias])
+    return dialects.of(connection(alias))
 
 
 _local = threading.local()
@@ -88,7 +144,7 @@ _local = threading.local()
 
 def index_connection(alias: str) -> BaseDatabaseWrapper:
     """The connection that writes index rows on ``alias`` (autocommit; see the module docs)."""
-    conn = connections[alias]
+    conn = connection(alias)
     if not dialects.of(conn).index_writer:
         return conn
     pool: dict[str, BaseDatabaseWrapper] = _local.__dict__.setdefault("index_writers", {})
@@ -107,7 +163,7 @@ def committed_reader(alias: str) -> Iterator[BaseDatabaseWrapper]:
     transaction there has written: the autocommit index writer on MariaDB; on SQLite (whose index
     rows share Django's connection) a connection of its own, closed afterwards, which WAL lets
     read the last commit while a write transaction is open."""
-    if dialects.of(connections[alias]).index_writer:
+    if dialects.of(connection(alias)).index_writer:
         yield index_connection(alias)
         return
     reader = connections.create_connection(alias)
@@ -181,7 +237,7 @@ def read(
     """
     global _reads_retried
     if conn is None:
-        conn = connections[alias]
+        conn = connection(alias)
     deadline: float | None = None
     pause = READ_PAUSE
     while True:
@@ -278,7 +334,7 @@ def snapshot(alias: str) -> Iterator[bool]:
     --single-transaction`` takes; writers are not blocked). Yields True if so; on SQLite it
     yields False and each read sees the latest commits. Inside the block a lost connection
     raises :class:`ShardUnavailable` rather than reading on afresh without the snapshot."""
-    conn = connections[alias]
+    conn = connection(alias)
     if not dialects.of(conn).consistent_snapshot or conn.in_atomic_block:
         yield False
         return
@@ -341,7 +397,7 @@ def _discard_broken(alias: str) -> None:
     block without committing and without a word: the caller's transaction must stay whole
     when the index writer was lost, and when its own session was, the block's ``COMMIT``
     fails at its end, as Django reports a lost connection (docs/design.md#a-callers-transaction)."""
-    conn = connections[alias]
+    conn = connection(alias)
     if not conn.in_atomic_block:
         with contextlib.suppress(Exception):
             conn.close()

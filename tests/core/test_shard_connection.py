@@ -77,3 +77,54 @@ def test_each_task_of_an_event_loop_writes_on_its_own_connection(monkeypatch):
 
     asyncio.run(main())
     assert Entity.objects.get(id=entity.id)["title"] == "original"
+
+
+def test_the_store_reads_djangos_connections_where_django_keeps_them():
+    """:func:`shards.connection` reads the thread's connection from asgiref's storage
+    directly (issue 45, item 5); with the asgiref installed it must, or an upgrade that moved
+    the storage would quietly make every operation ask the handler again."""
+    assert shards.direct_lookup()
+    alias = Entity.objects.create(title="x").shard
+    assert shards.connection(alias) is connections[alias]
+
+
+def test_each_thread_gets_its_own_connection_and_a_new_one_is_made_by_django():
+    import threading
+
+    alias = Entity.objects.create(title="x").shard
+    mine = shards.connection(alias)
+    seen: dict[str, object] = {}
+
+    def other_thread() -> None:
+        try:
+            seen["first"] = shards.connection(alias)  # none yet in this thread: Django makes it
+            seen["again"] = shards.connection(alias)
+            seen["django"] = connections[alias]
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    thread.join()
+    assert seen["first"] is seen["again"] is seen["django"] is not mine
+    assert shards.connection(alias) is mine is connections[alias]
+
+
+def test_a_connection_django_is_given_by_assignment_is_the_one_used():
+    alias = Entity.objects.create(title="x").shard
+    old = connections[alias]
+    new = connections.create_connection(alias)
+    try:
+        connections[alias] = new
+        assert shards.connection(alias) is new
+    finally:
+        connections[alias] = old
+        new.close()
+    assert shards.connection(alias) is old
+
+
+def test_imported_where_a_loop_runs_the_store_still_finds_djangos_storage():
+    async def probe() -> object:
+        return shards._thread_local_store()
+
+    assert asyncio.run(probe()) is shards._THREAD_LOCAL_STORE is not None
