@@ -69,57 +69,86 @@ def connection(alias: str) -> BaseDatabaseWrapper:
     Not held, but read where Django keeps it: in a thread with no event loop, Django's
     handler reads the connection from a ``threading.local`` inside asgiref's ``Local``, which
     this reads directly, without the handler's three Python frames and the ``RuntimeError``
-    asgiref raises and catches to learn there is no loop. Anything else (a loop running, a
-    connection not made yet, an asgiref that keeps it elsewhere) goes through the handler."""
+    asgiref raises and catches to learn there is no loop. Anything else goes through the
+    handler: a loop running, a connection not made yet, an asgiref this code was not checked
+    with, a wrapped handler or a replaced ``asyncio.get_running_loop`` (a test's mock)."""
     local = connections._connections  # type: ignore[attr-defined]
-    if type(local) is _THREAD_LOCAL_STORE and _running_loop() is None:
+    if (
+        type(local) is _direct.kind
+        and _running_loop() is None
+        and asyncio.get_running_loop is _GET_RUNNING_LOOP
+        and type(connections).__getitem__ is _HANDLER_GETITEM
+    ):
         conn = getattr(local._storage, alias, None)
         if conn is not None:
             return conn
+    if _direct.kind is _Unprobed:
+        _direct.probe()
     return connections[alias]
 
 
 def direct_lookup() -> bool:
-    """Whether :func:`connection` reads Django's connections where they are kept (asgiref's
-    thread-critical ``Local`` as this code knows it); tests/core/test_shard_connection.py
-    checks it does with the asgiref installed, so that an upgrade that moves them is seen."""
-    return type(connections._connections) is _THREAD_LOCAL_STORE  # type: ignore[attr-defined]
+    """Whether :func:`connection` reads Django's connections where they are kept;
+    tests/core/test_shard_connection.py checks it does with the asgiref versions this code was
+    checked with, and does not with others."""
+    if _direct.kind is _Unprobed:
+        _direct.probe()
+    return type(connections._connections) is _direct.kind  # type: ignore[attr-defined]
 
 
-def _thread_local_store() -> type | None:
-    """asgiref's ``Local(thread_critical=True)`` class, if a value set through one is seen in
-    its ``_storage`` (a ``threading.local``) while no event loop runs; None otherwise, and
-    :func:`connection` then always asks Django's handler. (Imported where a loop runs, the
-    probe runs in a thread of its own, which has none.)"""
-    kind = getattr(asgiref.local, "_ThreadCriticalLocal", None)
-    if kind is None:
-        return None
-    seen: list[bool] = []
+class _Unprobed:
+    """:func:`connection`'s fast path before :meth:`_Direct.probe` has run (never a
+    ``Local``'s type, so that path is not taken)."""
 
-    def probe() -> None:
-        local, mark = asgiref.local.Local(thread_critical=True), object()
-        setattr(local, "schemaless_probe", mark)  # noqa: B010
-        storage = local.__dict__.get("_storage")
-        seen.append(
-            type(local) is kind
-            and isinstance(storage, threading.local)
-            and getattr(storage, "schemaless_probe", None) is mark
-        )
 
+class _Direct:
+    """Whether Django's connections can be read where asgiref keeps them: ``kind`` is
+    asgiref's ``Local(thread_critical=True)`` class if so, None if not."""
+
+    # asgiref's releases whose thread-critical Local was read and checked against this code
+    # (a thread's values in ``_storage``, a ``threading.local``, while no loop runs).
+    CHECKED = ((3, 13), (3, 13))
+
+    def __init__(self) -> None:
+        self.kind: type | None = _Unprobed
+
+    def probe(self) -> None:
+        """Decides, once, in a thread with no loop running (under gevent a thread started
+        from inside a loop is a greenlet that would see it; so the first call outside one
+        decides)."""
+        if _running_loop() is not None:
+            return
+        self.kind = self.checked_kind()
+
+    def checked_kind(self) -> type | None:
+        kind = getattr(asgiref.local, "_ThreadCriticalLocal", None)
+        if kind is None or not self.CHECKED[0] <= _release(asgiref.__version__) <= self.CHECKED[1]:
+            return None
+        try:
+            local, mark = asgiref.local.Local(thread_critical=True), object()
+            setattr(local, "schemaless_probe", mark)  # noqa: B010
+            storage = local.__dict__.get("_storage")
+            seen = isinstance(storage, threading.local) and getattr(
+                storage, "schemaless_probe", None
+            )
+        except Exception:
+            return None
+        return kind if type(local) is kind and seen is mark else None
+
+
+def _release(version: str) -> tuple[int, int]:
+    """``(3, 13)`` of ``"3.13.0"``; ``(0, 0)`` where the version cannot be read."""
     try:
-        if _running_loop() is None:
-            probe()
-        else:
-            thread = threading.Thread(target=probe, name="schemaless-asgiref-probe")
-            thread.start()
-            thread.join()
-    except Exception:
-        return None
-    return kind if seen == [True] else None
+        major, minor = version.split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        return 0, 0
 
 
 _running_loop = asyncio._get_running_loop
-_THREAD_LOCAL_STORE = _thread_local_store()
+_GET_RUNNING_LOOP = asyncio.get_running_loop
+_HANDLER_GETITEM = type(connections).__getitem__
+_direct = _Direct()
 
 
 def open_connections() -> list[BaseDatabaseWrapper]:

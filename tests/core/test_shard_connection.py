@@ -81,11 +81,55 @@ def test_each_task_of_an_event_loop_writes_on_its_own_connection(monkeypatch):
 
 def test_the_store_reads_djangos_connections_where_django_keeps_them():
     """:func:`shards.connection` reads the thread's connection from asgiref's storage
-    directly (issue 45, item 5); with the asgiref installed it must, or an upgrade that moved
-    the storage would quietly make every operation ask the handler again."""
-    assert shards.direct_lookup()
+    directly (issue 45, item 5), with the asgiref releases it was checked with; with another
+    it asks Django's handler, which a change in asgiref cannot make wrong."""
+    import asgiref
+
+    checked = shards._Direct.CHECKED
+    assert shards.direct_lookup() is (
+        checked[0] <= shards._release(asgiref.__version__) <= checked[1]
+    )
     alias = Entity.objects.create(title="x").shard
     assert shards.connection(alias) is connections[alias]
+
+
+def test_an_asgiref_not_checked_is_asked_through_the_handler(monkeypatch):
+    import asgiref
+
+    monkeypatch.setattr(asgiref, "__version__", "3.99.0")
+    assert shards._Direct().checked_kind() is None
+    monkeypatch.setattr(asgiref, "__version__", "3.13.0")
+    assert shards._Direct().checked_kind() is asgiref.local._ThreadCriticalLocal
+
+
+def test_a_wrapped_handler_or_a_mocked_loop_check_is_obeyed(monkeypatch):
+    """A tracer that wraps the handler's ``__getitem__`` (and may hand back a proxy), and a
+    test that mocks ``asyncio.get_running_loop`` (asgiref then picks a task's storage), are
+    both what Django's handler answers with, so the store asks the handler (found by a
+    hostile review)."""
+    from django.db.utils import ConnectionHandler
+
+    alias = Entity.objects.create(title="x").shard
+    real = connections[alias]
+    proxy = object()
+    original = ConnectionHandler.__getitem__
+    monkeypatch.setattr(
+        ConnectionHandler, "__getitem__", lambda self, a: proxy if a == alias else original(self, a)
+    )
+    assert shards.connection(alias) is proxy
+    monkeypatch.setattr(ConnectionHandler, "__getitem__", original)
+    assert shards.connection(alias) is real
+
+    with monkeypatch.context() as mocked:
+        mocked.setattr(asyncio, "get_running_loop", lambda: object())  # asgiref: a task's storage
+        task_conn = connections[alias]
+        try:
+            assert task_conn is not real
+            assert shards.connection(alias) is task_conn
+        finally:
+            task_conn.close()
+            del connections[alias]
+    assert shards.connection(alias) is real
 
 
 def test_each_thread_gets_its_own_connection_and_a_new_one_is_made_by_django():
@@ -123,8 +167,15 @@ def test_a_connection_django_is_given_by_assignment_is_the_one_used():
     assert shards.connection(alias) is old
 
 
-def test_imported_where_a_loop_runs_the_store_still_finds_djangos_storage():
-    async def probe() -> object:
-        return shards._thread_local_store()
+def test_decided_only_where_no_loop_runs():
+    """Under gevent, a thread started inside a loop is a greenlet that sees the loop; so the
+    decision waits for the first call outside one (found by a hostile review)."""
+    direct = shards._Direct()
 
-    assert asyncio.run(probe()) is shards._THREAD_LOCAL_STORE is not None
+    async def inside() -> None:
+        direct.probe()
+
+    asyncio.run(inside())
+    assert direct.kind is shards._Unprobed
+    direct.probe()
+    assert direct.kind is shards._direct.kind
