@@ -12,10 +12,11 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from django.db import OperationalError, connections
+from django.db import OperationalError
 
 from ..config import conf
 from ..sql.server_errors import RETRYABLE, code_of
+from . import shards
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ def with_retries(operation: Callable[[], T], alias: str | None = None) -> T:
     """
     global _retries
     attempts = conf.get().write_retries
-    if alias is not None and connections[alias].in_atomic_block:
+    if alias is not None and shards.connection(alias).in_atomic_block:
         attempts = 0
     for attempt in range(attempts + 1):
         try:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from django.db import DatabaseError, connections
 
 from ..sql import dialects, server_errors, sessions
-from .shards import errors_named
+from .shards import connection, errors_named
 
 
 def probe_latency(aliases: Iterable[str]) -> float:
@@ -34,7 +34,7 @@ _galera: dict[tuple[str, str], tuple[bool, int | None]] = {}
 
 
 def _galera_of(alias: str) -> tuple[bool, int | None]:
-    conn = connections[alias]
+    conn = connection(alias)
     key = (alias, str(conn.settings_dict.get("NAME")))
     if key not in _galera:
         found: tuple[bool, int | None] = (False, None)

@@ -13,10 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from django.db import connections
-
 from ..config import conf
 from ..sql import dialects
+from . import shards
 
 
 class _StoreWriteLock:
@@ -32,7 +31,7 @@ class _StoreWriteLock:
 
     def _lock_path(self) -> str | None:
         for alias in conf.get().shards:
-            conn = connections[alias]
+            conn = shards.connection(alias)
             name = str(conn.settings_dict["NAME"])
             if dialects.of(conn).file_database and name and ":memory:" not in name:
                 return str(Path(name).with_name(".schemaless-write.lock"))
@@ -42,7 +41,9 @@ class _StoreWriteLock:
         settings = conf.get()  # a new object whenever SCHEMALESS or DATABASES change
         known = self._all_mysql
         if known is None or known[0] is not settings:
-            no_file = not any(dialects.of(connections[a]).file_database for a in settings.shards)
+            no_file = not any(
+                dialects.of(shards.connection(a)).file_database for a in settings.shards
+            )
             known = self._all_mysql = (settings, no_file)
         return _NO_LOCK if known[1] else self._locked()
 

@@ -179,3 +179,45 @@ def test_decided_only_where_no_loop_runs():
     assert direct.kind is shards._Unprobed
     direct.probe()
     assert direct.kind is shards._direct.kind
+
+
+def _handler_lookups(operation) -> list[str]:
+    """Where the store asked Django's handler for a connection while ``operation`` ran."""
+    import sys
+
+    seen: list[str] = []
+
+    def profile(frame, event, arg) -> None:
+        code = frame.f_code
+        if (
+            event == "call"
+            and code.co_name == "__getitem__"
+            and code.co_filename.endswith("django/utils/connection.py")
+        ):
+            caller = frame.f_back
+            if caller is not None and "schemaless_store" in caller.f_code.co_filename:
+                seen.append(f"{caller.f_code.co_filename}:{caller.f_lineno}")
+
+    sys.setprofile(profile)
+    try:
+        operation()
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+def test_reads_and_writes_do_not_ask_djangos_handler():
+    """Issue 45, item 5: once a thread has its connections, a get, a create, a partial
+    update and a save take them where Django keeps them (writes used to ask the handler in
+    the retry loop and the Galera check)."""
+    entity = Entity.objects.create(title="x", n=1)
+    for _ in range(2):  # the thread's connections made, the per-process checks done
+        Entity.objects.get(id=entity.id)
+        Entity.objects.filter(id=entity.id).update(n=2)
+        Entity.objects.create(title="y")
+        entity.save()
+    assert _handler_lookups(lambda: Entity.objects.get(id=entity.id)) == []
+    assert _handler_lookups(lambda: Entity.objects.create(title="z")) == []
+    assert _handler_lookups(lambda: Entity.objects.filter(id=entity.id).update(n=3)) == []
+    entity["title"] = "w"
+    assert _handler_lookups(entity.save) == []
