@@ -260,3 +260,27 @@ def test_mariadb_json_functions_read_and_change_a_stored_json_body():
             assert [bytes(row[0]) for row in cursor.fetchall()] == [key]
         finally:
             cursor.execute("DROP TABLE json_probe")
+
+
+def test_rewritebodies_shows_each_shards_progress_on_a_terminal_and_none_elsewhere():
+    """What an operator watching the command sees: a bar per shard that reaches 100%, drawn on
+    stderr in the terminal's own colour; piped (no terminal), no bar at all."""
+    import re
+
+    from schemaless_store.management.commands import rewritebodies
+    from tests.support.terminal import ESC, on_terminal
+
+    NumberedFactory.create_batch(30)
+    with JSON:
+        command, out, err = on_terminal(rewritebodies.Command)
+        call_command(command, "--batch-size", "4")
+    drawn = [p for p in re.split(r"[\r\n]", err.getvalue()) if re.search(r": +\d+%\|", p)]
+    for alias in shards.shard_aliases():
+        assert any(f" on {alias}: 100%|" in bar for bar in drawn), drawn
+    assert not [bar for bar in drawn if f"{ESC}31" in bar]  # not styled as an error (red)
+    assert "JsonCodec" in out.getvalue()
+
+    piped_out, piped_err = StringIO(), StringIO()
+    call_command("rewritebodies", "--restart", stdout=piped_out, stderr=piped_err)
+    assert "%|" not in piped_err.getvalue()
+    assert formats() == {"msgpack"}

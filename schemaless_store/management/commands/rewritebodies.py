@@ -1,5 +1,5 @@
 """``manage.py rewritebodies``: rewrite stored bodies into the format ``SCHEMALESS["CODEC"]``
-writes (docs/performance.md, "Body format"), while the site runs.
+writes (docs/performance.md, "Body codecs: MessagePack or JSON"), while the site runs.
 
 The run is :func:`schemaless_store.mapping.rewrite_bodies`, a ``mapentities`` run whose function
 changes nothing: each entity whose body the codec would write differently is saved through the
