@@ -109,6 +109,39 @@ def test_the_soak_command_refuses_bad_flags_before_starting_anything(capsys):
         Run(parser().parse_args(["--clients", "0"]))
     run = Run(parser().parse_args(["--seed", "7", "--nemesis", "none", "--out", "/dev/null/x"]))
     assert run.args.nemesis == [] and run.replay().endswith("--seed 7 --nemesis none --clients 4")
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--codec", "pickle"])
+    run = Run(parser().parse_args(["--seed", "7", "--codec", "json", "--no-value-index"]))
+    assert run.replay().endswith("--clients 4 --codec json --no-value-index")
+
+
+def test_a_run_without_the_value_index_has_no_find_and_its_updates_go_to_the_server(
+    monkeypatch,
+):
+    """``--codec json --no-value-index`` (what the server's one-statement partial update needs
+    to be soaked): the run's index module declares only the claims' index, and its clients
+    send no ``find``."""
+    import random
+    import runpy
+
+    from schemaless_store.testing.history import indexes, variant, workload
+
+    monkeypatch.setenv(variant.VALUE_INDEX_ENV, "0")
+    try:
+        declared = runpy.run_path(indexes.__file__)  # a fresh namespace
+        assert "value_index" not in declared and "claim_index" in declared
+        ops = workload.Operations()
+        ran: list[str] = []
+        ops.process, ops.index, ops.rng, ops.epoch = "p1", 0, random.Random(3), 0.0
+        ops.mine = {"reg-1": "p1-0"}
+        ops.run = lambda f, key, value: ran.append(f) or "ok"  # type: ignore[method-assign]
+        ops.bulk = lambda key: None  # type: ignore[method-assign]
+        for _ in range(400):
+            ops.step()
+        assert "find" not in ran and "update" in ran
+    finally:
+        monkeypatch.setenv(variant.VALUE_INDEX_ENV, "1")
+    assert "value_index" in runpy.run_path(indexes.__file__)
 
 
 def test_a_client_tells_definite_failures_from_unknown_outcomes():

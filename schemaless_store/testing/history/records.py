@@ -63,7 +63,9 @@ class Op:
     result: Any = None
     prev: Any = None
     error: str = ""
-    via: str = ""  # a read: where the entity cache found it (near, redis, shard)
+    # a read: where the entity cache found it (near, redis, shard); an update: its route
+    # (server, locked read)
+    via: str = ""
     heard: float | None = None  # a near read: when the near cache's last answered PING was sent
     asked: float | None = None  # a near read judged from ``heard``: when it was really invoked
     # An unknown outcome that cannot land after its completion (no answer was lost: a part of

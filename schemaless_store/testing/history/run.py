@@ -29,6 +29,7 @@ from .nemesis import KINDS, LOCK_READ_TIMEOUT, NAMES, MoveBuckets, Nemesis
 from .records import Recorder, load
 from .servers import HistoryStore
 from .summary import ENDS, summarize
+from .variant import CODEC_ENV, CODECS, VALUE_INDEX_ENV
 
 DEFAULT_NEMESES = (
     "kill",
@@ -70,6 +71,19 @@ def parser() -> argparse.ArgumentParser:
         f"{','.join(DEFAULT_NEMESES)}, and galera-node with --galera); 'none' for none.",
     )
     parser.add_argument("--clients", type=int, default=4, help="Client processes (default 4).")
+    parser.add_argument(
+        "--codec",
+        choices=sorted(CODECS),
+        default="msgpack",
+        help="The bodies' format (default msgpack); json lets the server apply partial updates "
+        "of unindexed properties itself.",
+    )
+    parser.add_argument(
+        "--no-value-index",
+        action="store_true",
+        help="The registers' value is not indexed: with --codec json their partial updates "
+        "(update) take the server's one-statement route; no find operations.",
+    )
     parser.add_argument("--out", type=Path, help="Where the history goes (default: a temp dir).")
     return parser
 
@@ -103,6 +117,8 @@ class Run:
         flags += ["--galera"] if self.args.galera else []
         flags += [f"--nemesis {','.join(self.args.nemesis) or 'none'}"]
         flags += [f"--clients {self.args.clients}"]
+        flags += [f"--codec {self.args.codec}"] if self.args.codec != "msgpack" else []
+        flags += ["--no-value-index"] if self.args.no_value_index else []
         return "python -m schemaless_store.testing.history " + " ".join(flags)
 
     def main(self) -> int:
@@ -112,6 +128,9 @@ class Run:
         self.out.mkdir(parents=True, exist_ok=True)
         self.say(f"history files in {self.out}")
         started = time.monotonic()
+        # Read by .settings, .indexes and .workload in every process of the run.
+        os.environ[CODEC_ENV] = CODECS[self.args.codec]
+        os.environ[VALUE_INDEX_ENV] = "0" if self.args.no_value_index else "1"
         self.store.start()
         os.environ.update(self.store.env())
         import django
@@ -208,7 +227,7 @@ class Run:
                 continue
             while reader.run("history", key, None) != "ok" and time.monotonic() < deadline:
                 time.sleep(0.5)
-            if value is None:
+            if value is None or self.args.no_value_index:
                 continue
             while reader.run("find", key, value) != "ok" and time.monotonic() < deadline:
                 time.sleep(0.5)

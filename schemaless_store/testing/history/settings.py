@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import os
 
+from schemaless_store.testing.history import variant
+
 DATABASES = json.loads(os.environ["SCHEMALESS_HISTORY_DATABASES"])
 for _database in DATABASES.values():
     # Persistent connections, as a deployment keeps them: a fault finds sessions mid-use and
@@ -30,6 +32,7 @@ SCHEMALESS = {
     # The registers' value is indexed (``schemaless_store.testing.history.indexes``).
     "INDEX_MODULE": "testing.history.indexes",
     "HISTORY": True,
+    "CODEC": variant.codec(),
 }
 if os.environ.get("SCHEMALESS_HISTORY_REDIS"):
     from schemaless_store.cache.backend import cache_from_url

@@ -47,6 +47,7 @@ class Summary:
     moves: dict[str, int] = field(default_factory=dict)  # runs, completed, held
     injection_errors: int = 0
     finds_proven: int = 0
+    updates_on_the_server: int = 0  # acknowledged partial updates the server applied itself
     versions_read: int = 0
     claims_checked: int = 0
     anomalies: int = 0
@@ -69,6 +70,7 @@ class Summary:
             f"moves completed: {self.moves['completed']} (runs {self.moves['runs']}, "
             f"held {self.moves['held']})",
             f"injection errors: {self.injection_errors}",
+            f"partial updates applied by the server (one statement): {self.updates_on_the_server}",
         ]
 
 
@@ -99,6 +101,9 @@ def summarize(
     }
     summary.faults.pop("move", None)  # moves are counted by how they ended
     summary.finds_proven = report.finds_proven
+    summary.updates_on_the_server = sum(
+        1 for op in history.ops if op.f == "update" and op.outcome == "ok" and op.via == "server"
+    )
     summary.versions_read = report.versions_read
     summary.claims_checked = report.claims_checked
     summary.anomalies = report.anomalies
