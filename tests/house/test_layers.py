@@ -55,7 +55,8 @@ THIRD_PARTY: dict[str, tuple[str, ...]] = {
         "environ",
     ),
     "sql": (),
-    "topology": (),
+    # shards.connection reads Django's connections where asgiref keeps them (issue 45, item 5)
+    "topology": ("asgiref.local",),
     "tables": (),
     "cache": ("django.core.cache", "redis", "hiredis"),
     "guards": (),
