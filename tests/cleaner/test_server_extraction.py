@@ -415,3 +415,51 @@ def test_a_chunk_the_fence_refuses_in_place_is_streamed_instead(monkeypatch):
             assert fixed_after_backfill(LINK.name) == 0
     assert sum(len(ids) for ids in asked) == 25
     assert summary.total("inserted") == 25
+
+
+def test_a_repair_pass_over_json_bodies_fixes_rows_without_a_body_decoded(monkeypatch):
+    """Issue 45, item 3: the cleaner's repair passes use the server's extraction too. A ready
+    index with a missing row and a stale one is repaired, the server reading the rows every
+    entity implies: no body is decoded in Python."""
+    from schemaless_store.cleaner import repairs as repairs_module
+    from tests.support.cleaner import passes
+    from tests.support.raw import raw_delete
+
+    with override_settings(SCHEMALESS={**_settings(), "CODEC": JSON}):
+        entities = _posts(40)
+        with child.declared(LINK):
+            Cleaner(indexes=[LINK.name], once=True, batch_size=30).run()  # ready
+            assert_exact([LINK])
+            lost, changed = entities[0], entities[1]
+            raw_delete(LINK.name, lost.id.bytes)
+            old_link = LINK.column_value("link", "https://example.com/old")
+            home = bucket_map.alias_for(LINK.routing_key(old_link))
+            insert_index_row(LINK.name, home, (old_link, changed.id.bytes))
+            repaired_before = len(passes(index_name=LINK.name, kind="repair"))
+
+            python_rows: list[bytes] = []
+            server_reads = {"repair": 0, "sweep": 0}
+            newest_first, current = json_index.read_newest_first, json_index.current
+
+            def reading(kind, real):
+                def read(*args, **kwargs):
+                    server_reads[kind] += 1
+                    return real(*args, **kwargs)
+
+                return read
+
+            monkeypatch.setattr(json_index, "read_newest_first", reading("repair", newest_first))
+            monkeypatch.setattr(json_index, "current", reading("sweep", current))
+            monkeypatch.setattr(
+                repairs_module,
+                "decode_body",
+                lambda body: python_rows.append(body) or decode_body(body),
+            )
+            summary = Cleaner(indexes=[LINK.name], once=True, batch_size=30).run()
+            assert_exact([LINK])
+    assert summary.total("inserted") == 1 and summary.total("stale_removed") == 1
+    repairs = passes(index_name=LINK.name, kind="repair")[repaired_before:]
+    assert repairs and {p.status for p in repairs} == {"done"}
+    # The server read the repair's batches and the sweep's entities; Python decoded none.
+    assert server_reads["repair"] >= 2 and server_reads["sweep"] >= 1, server_reads
+    assert python_rows == []
