@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         "--workloads",
         default="BC",
         type=lambda s: s.upper().replace(",", ""),
-        help="YCSB's letters, and U: updates only (of B's keys)",
+        help="YCSB's letters, U: updates only (of B's keys), I: inserts of new records",
     )
     parser.add_argument("--contenders", default=",".join(CONTENDERS))
     parser.add_argument("--seed", type=int, default=45)
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="ycsb-instr-") as tmp:
             for number, workload in enumerate(args.workloads):
                 ops = Sequence(
-                    WORKLOADS[workload.replace("U", "B")],
+                    WORKLOADS[workload.replace("U", "B").replace("I", "B")],
                     args.records,
                     args.seed + number,
                     2 * args.ops,
@@ -87,9 +87,11 @@ def main(argv: list[str] | None = None) -> int:
                     counts = []
                     for size in (args.ops, 2 * args.ops):
                         path = Path(tmp) / f"{workload}-{name}-{size}.json"
-                        path.write_text(
-                            json.dumps({"records": args.records, "ops": sequence[:size]})
-                        )
+                        todo = sequence[:size]
+                        if workload == "I":  # inserts of new records, other keys in each run
+                            first = args.records + (0 if size == args.ops else 4 * args.ops)
+                            todo = [["insert", first + i, 0, 0] for i in range(size)]
+                        path.write_text(json.dumps({"records": args.records, "ops": todo}))
                         print(f"instructions: {workload} {name} {size} ops", flush=True)
                         count, cache = _callgrind(tmp, name, path)
                         counts.append(count)

@@ -5,10 +5,12 @@ cited without being committed: the list may shrink, never grow unseen."""
 from __future__ import annotations
 
 import re
+import subprocess
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN = re.compile(r"\b[a-z][a-z0-9-]*-2026[0-9]{4}T[0-9]{4,6}Z[A-Za-z0-9_-]*")
+RUN = re.compile(r"\b[a-z][a-z0-9_-]*-20[0-9]{6}T[0-9]{4,6}Z[A-Za-z0-9_-]*")
 
 
 def _cited() -> dict[str, set[str]]:
@@ -31,8 +33,25 @@ def _listed_as_lost() -> set[str]:
     return set(re.findall(r"^- `([^`]+)`$", _lost_section(), re.MULTILINE))
 
 
+@cache
+def _committed() -> tuple[str, ...]:
+    """The files of ``bench/results/`` git holds (the folder is ignored: a run only on disk
+    was not committed); outside a checkout, what is on disk."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "bench/results"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        listed = [str(p.relative_to(ROOT)) for p in (ROOT / "bench" / "results").rglob("*")]
+    return tuple(Path(path).name for path in listed)
+
+
 def _present(name: str) -> bool:
-    return any((ROOT / "bench" / "results").glob(f"{name}*"))
+    return any(file.startswith(name) for file in _committed())
 
 
 def test_every_cited_run_is_committed_or_listed_as_lost():

@@ -252,6 +252,7 @@ class Run:
         result = check(history)
         errors = sum(len(nemesis.errors) for nemesis in self.nemeses)
         summary = summarize(self.seed, history, result, errors, self.failed_clients)
+        summary.value_unindexed = self.args.no_value_index
         (self.out / "summary.json").write_text(json.dumps(summary.as_dict(), indent=1))
         lines: list[Any] = [f"seed {self.seed}; replay: {self.replay()}", *summary.lines()]
         for nemesis in self.nemeses:

@@ -29,7 +29,8 @@ SCHEMALESS = {
     "SHARDS": json.loads(os.environ["SCHEMALESS_HISTORY_SHARDS"]),
     # Maps read again often: a move waits for every process to see its mark (7 x this).
     "MAP_MAX_AGE": 0.1,
-    # The registers' value is indexed (``schemaless_store.testing.history.indexes``).
+    # The registers' value is indexed, unless the run says --no-value-index, and the claims'
+    # claim (``schemaless_store.testing.history.indexes``).
     "INDEX_MODULE": "testing.history.indexes",
     "HISTORY": True,
     "CODEC": variant.codec(),

@@ -48,6 +48,7 @@ class Summary:
     injection_errors: int = 0
     finds_proven: int = 0
     updates_on_the_server: int = 0  # acknowledged partial updates the server applied itself
+    value_unindexed: bool = False  # --no-value-index: no finds, so no index_missed/_wrong
     versions_read: int = 0
     claims_checked: int = 0
     anomalies: int = 0
@@ -71,6 +72,11 @@ class Summary:
             f"held {self.moves['held']})",
             f"injection errors: {self.injection_errors}",
             f"partial updates applied by the server (one statement): {self.updates_on_the_server}",
+            *(
+                ["finds: none (--no-value-index: the registers' value is not indexed)"]
+                if self.value_unindexed
+                else []
+            ),
         ]
 
 
