@@ -30,6 +30,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,25 +65,29 @@ WORKLOAD = (
 )
 
 
+def _history(out: Path, *flags: str, timeout: float) -> tuple[dict[str, Any], str]:
+    """A run of the history checker in a process of its own, with the clients' seed: its
+    summary, and what it printed (for a failure's message). It must have run to its report
+    with no anomaly, no injection error and every client process ending well."""
+    command = [sys.executable, "-m", "schemaless_store.testing.history", "--seed", SEED]
+    command += [*flags, "--clients", "4", "--out", str(out)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEMALESS_TEST")}
+    done = subprocess.run(
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    output = done.stdout + done.stderr[-3000:]
+    assert (out / "summary.json").exists(), output  # it ran to its report
+    summary = json.loads((out / "summary.json").read_text())
+    assert done.returncode == 0 and summary["anomalies"] == 0, output
+    assert summary["failed_clients"] == [] and summary["injection_errors"] == 0, output
+    return summary, output
+
+
 @pytest.mark.slow
 @pytest.mark.mariadb_only
 def test_a_history_under_every_single_server_nemesis_has_no_anomaly(tmp_path):
-    command = [
-        sys.executable,
-        "-m",
-        "schemaless_store.testing.history",
-        *("--minutes", MINUTES, "--seed", SEED, "--clients", "4"),
-        *("--nemesis", ",".join([*FAULTS, "move"]), "--out", str(tmp_path)),
-    ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEMALESS_TEST")}
-    done = subprocess.run(
-        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400, check=False
-    )
-    output = done.stdout + done.stderr[-3000:]
-    assert (tmp_path / "summary.json").exists(), output  # it ran to its report
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert done.returncode == 0 and summary["anomalies"] == 0, output
-    assert summary["failed_clients"] == [] and summary["injection_errors"] == 0, output
+    nemeses = ",".join([*FAULTS, "move"])
+    summary, output = _history(tmp_path, "--minutes", MINUTES, "--nemesis", nemeses, timeout=400)
     assert summary["ops"]["ok"] >= MINIMUM_OK, output
     for f in WORKLOAD:
         assert summary["workload"].get(f, {}).get("ok", 0) >= 1, (f, output)
@@ -104,23 +109,12 @@ def test_with_json_bodies_the_servers_partial_update_keeps_every_write_under_fau
     ``COMMIT``), under the faults that test exactly-once: sessions KILLed, commit answers
     lost after the commit, ``COMMIT`` KILLed in flight. Short (25 s of clients): the soaks
     run it for 30 minutes (docs/reliability.md)."""
-    command = [
-        sys.executable,
-        "-m",
-        "schemaless_store.testing.history",
-        *("--minutes", "0.42", "--seed", SEED, "--clients", "4"),
-        *("--nemesis", "kill,lose-commit,kill-commit", "--out", str(tmp_path)),
+    summary, output = _history(
+        tmp_path,
+        *("--minutes", "0.42", "--nemesis", "kill,lose-commit,kill-commit"),
         *("--codec", "json", "--no-value-index"),
-    ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEMALESS_TEST")}
-    done = subprocess.run(
-        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+        timeout=300,
     )
-    output = done.stdout + done.stderr[-3000:]
-    assert (tmp_path / "summary.json").exists(), output
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert done.returncode == 0 and summary["anomalies"] == 0, output
-    assert summary["failed_clients"] == [] and summary["injection_errors"] == 0, output
     assert summary["value_unindexed"] and summary["workload"].get("find") is None, output
     assert summary["updates_on_the_server"] >= 20, output
     assert summary["answers_lost_by_kill_commit"] >= 1, output
