@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from django.db import DatabaseError, connections
+from django.db import DatabaseError
 
 from ..sql import dialects, server_errors, sessions
 from .shards import connection, errors_named
@@ -23,7 +23,7 @@ def probe_latency(aliases: Iterable[str]) -> float:
     for alias in aliases:
         began = time.perf_counter()
         # errors_named: a connection the fence killed is dropped, and the next probe reconnects.
-        with errors_named(alias), connections[alias].cursor() as cursor:
+        with errors_named(alias), connection(alias).cursor() as cursor:
             sessions.ping(cursor)
         slowest = max(slowest, time.perf_counter() - began)
     return slowest
