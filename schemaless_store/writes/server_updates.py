@@ -35,22 +35,18 @@ from django.db.models.expressions import CombinedExpression
 from django.utils import timezone
 
 from ..config import conf
-from ..config.indexes import KIND_PROPERTY, Index
-from ..exceptions import IndexValueError, InvalidQuery, UnsupportedValue
+from ..config.indexes import KIND_PROPERTY
+from ..exceptions import InvalidQuery, UnsupportedValue
 from ..sql import dialects
 from ..sql.values import db_datetime
 from ..tables import cells as cell_table
-from ..tables import json_updates
+from ..tables import entities as entity_table
 from ..tables import receipts as receipt_table
 from ..tables.lifecycle import maintained_indexes
 from ..topology import bucket_map, shards
 from ..values import jsonbody
 from ..values.codec import MAX_NESTING, JsonCodec
 from .protocol import Change, Write, run
-from .rows import rows_of, rows_stored, stored_properties
-
-# The rows of some indexes (immutable: a plan is shared by nothing, but hashable here).
-Rows = frozenset[tuple[Index, tuple[Any, ...]]]
 
 ABSENT: Any = object()  # a property to remove (a name the instance lacks)
 
@@ -72,48 +68,33 @@ _OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
 
 @dataclass(frozen=True)
 class Plan:
-    """How the server applies a partial update (:func:`plan`): the changes to the body and,
-    when it sets every property of some maintained indexes, those ``indexes`` and the index
-    ``rows`` the new values imply (written before the commit, step 3; the commit's own query
-    reads the old values, for step 5)."""
+    """How the server applies a partial update (:func:`plan`)."""
 
-    changes: json_updates.JsonChanges
-    indexes: frozenset[Index] = frozenset()
-    rows: Rows = frozenset()
+    changes: entity_table.JsonChanges
 
 
 def plan(values: Mapping[str, Any]) -> Plan | None:
     """The server's way to set ``values`` (:data:`ABSENT`: remove), or None when it has none:
-    the codec is not JSON; a name is not a plain name, or an index of every entity reads it
-    and does not have each of its properties set here (its rows would need a stored value),
-    or that index is unique (its claim checks the holder under the row's lock, after the
-    row is written); a value is an expression other than an integer ``F()`` increment of its
-    own unindexed property; a value does not encode, or does not fit its index (the other
-    route raises what it raises)."""
+    the codec is not JSON, a name is covered by an index or is not a plain name, a value is an
+    expression other than an integer ``F()`` increment of its own property, or does not
+    encode (the other route raises what it raises)."""
     settings = conf.get()
     if not isinstance(settings.codec, JsonCodec):
         return None
-    indexes, kinds, kind_read = indexes_reading(values)
-    if kind_read and KIND_PROPERTY in values:
-        return None  # a kind's index reads the kind: which rows it implies needs the body
-    indexed: set[str] = set()
-    for index in indexes:
-        if index.unique or not index.property_set <= values.keys():
-            return None
-        indexed |= index.property_set
+    covered, kinds = covered_names(values)
     sets: list[tuple[str, str]] = []
     increments: list[tuple[str, int]] = []
     removals: list[str] = []
     grows = 0
     for name, value in values.items():
-        if not _NAME.match(name):
+        if name in covered or not _NAME.match(name):
             return None
         path = f"$.{name}"
         if value is ABSENT:
             removals.append(path)
             continue
         if hasattr(value, "resolve_expression"):
-            delta = None if name in indexed else increment(name, value)
+            delta = increment(name, value)
             if delta is None:
                 return None
             increments.append((path, delta))
@@ -128,44 +109,26 @@ def plan(values: Mapping[str, Any]) -> Plan | None:
     most = settings.max_body_bytes - grows
     if most <= 1:
         return None
-    rows = new_rows(values, indexed)
-    if rows is None:
-        return None
-    changes = json_updates.JsonChanges(sets, increments, removals, most, sorted(kinds))
-    return Plan(changes, frozenset(indexes), rows)
+    return Plan(entity_table.JsonChanges(sets, increments, removals, most, sorted(kinds)))
 
 
-def indexes_reading(values: Mapping[str, Any]) -> tuple[list[Index], set[str], bool]:
-    """``(indexes, kinds, kind_read)``: the maintained indexes of every entity that read one of
-    ``values``' names (each may change its rows), the kinds whose own indexes read one (the
-    statement leaves an entity of those kinds to the other route), and whether any kind has
-    an index (each reads the kind property)."""
-    indexes: list[Index] = []
+def covered_names(values: Mapping[str, Any]) -> tuple[set[str], set[str]]:
+    """``(names, kinds)``: the properties some maintained index of every entity reads
+    (changing one may change index rows), and the kinds whose own indexes read one of
+    ``values``' names (the statement leaves an entity of those kinds to the other route; a
+    kind's index reads the kind property too, which is then covered)."""
+    names: set[str] = set()
     kinds: set[str] = set()
-    kind_read = False
     for index in maintained_indexes():
         if index.column is not None:
             continue
         if index.kind is None:
-            if index.property_set & values.keys():
-                indexes.append(index)
+            names |= index.property_set
             continue
-        kind_read = True
-        if index.property_set & values.keys():
+        names.add(KIND_PROPERTY)
+        if index.property_set & set(values):
             kinds.add(index.kind)
-    return indexes, kinds, kind_read
-
-
-def new_rows(values: Mapping[str, Any], indexed: set[str]) -> Rows | None:
-    """The rows the ``indexed`` properties' new values imply, from the values as given, as
-    the read-under-lock route computes them; None when one does not fit its index (that route
-    raises it)."""
-    if not indexed:
-        return frozenset()
-    try:
-        return frozenset(rows_of({n: values[n] for n in indexed if values[n] is not ABSENT}))
-    except IndexValueError:
-        return None
+    return names, kinds
 
 
 def increment(name: str, value: Any) -> int | None:
@@ -259,74 +222,55 @@ class Applied:
 
 def apply(key: bytes, how: Plan, now: datetime, *, want_body: bool) -> Applied:
     """Run the update on the shard of ``key`` (``updated``: ``now``); ``added_id`` 0 when
-    the row was not changed (the caller takes the read-under-lock route). The rows of
-    ``how.indexes`` go first (step 3); those the old values implied and the new ones do not
-    are removed after the commit (step 5), known from the commit's own answer (after a lost
-    answer they are not: left to the cleaner, and queries ignore them)."""
-    change = Change(key=key, rows=set(how.rows), blind=True)
+    the row was not changed (the caller takes the read-under-lock route)."""
+    change = Change(key=key, rows=set(), blind=True)
     write = Write(bucket_map.alias_for(key), [change], defers=True)
     applied = Applied()
     try:
         run(write, partial(_store, how=how, applied=applied, now=now, want_body=want_body))
     except _NotApplied:
-        return Applied()  # the protocol's step 6 removed the rows step 3 added
+        return Applied()
     if write.recalled:  # the answer was lost; the receipt says whether the row changed
-        applied = Applied(int(write.result.get("added_id", 0)), write.alias)
+        return Applied(int(write.result.get("added_id", 0)), write.alias)
     applied.alias = write.alias
-    if not applied.added_id and any(write.added.values()):
-        # Committed without changing the row: the rows step 3 added that the stored state
-        # does not imply go (under its lock, step 6), before the other route adds its own.
-        write.undo()
     return applied
 
 
 def _store(
     write: Write, how: Plan, applied: Applied, now: datetime, want_body: bool
 ) -> dict[str, Any]:
-    """Step 2: the update, the added_id it kept, the history version, the answer (and, when
-    index rows follow, the old body read under the row's lock in the same transaction)."""
+    """Step 2: the update, the added_id it kept, the history version, the answer."""
     key, conn = write.changes[0].key, write.conn
     stamp = db_datetime(conn, now)
     statements = [
-        json_updates.json_update(key, stamp, how.changes, jsonbody.SAFE_INT),
-        (json_updates.KEEP_APPLIED, [key]),
+        entity_table.json_update(key, stamp, how.changes, jsonbody.SAFE_INT),
+        (entity_table.KEEP_APPLIED, [key]),
     ]
-    if how.indexes:
-        statements.insert(0, json_updates.keep_old_body(key))
     if conf.get().history:
         statements += cell_table.entity_version_from_row(key, stamp)
-    answer = json_updates.applied_answer(key, body=want_body, old=bool(how.indexes))
+    answer = (entity_table.APPLIED_BODY, [key]) if want_body else (entity_table.APPLIED, [])
     carrier = write.carrier(sum(len(str(p)) for _sql, params in statements for p in params))
-
-    def answered(row: tuple[Any, ...] | None) -> None:
-        if row is None or not row[0]:
-            return
-        applied.added_id = int(row[0])
-        applied.body = bytes(row[1]) if want_body else None
-        if how.indexes:
-            _note_stale(write, how, row[2])
-
     if carrier is not None:  # the driver's route: with the receipt and the COMMIT
+
+        def answered(_lastrowid: int, _rowcount: int, rows: tuple[Any, ...]) -> None:
+            if rows and rows[0][0]:
+                applied.added_id = int(rows[0][0])
+                applied.body = bytes(rows[0][1]) if want_body else None
+
         for sql, params in statements:
             carrier.defer(sql, params)
-        carrier.defer(*answer, then=lambda _id, _count, rows: answered(rows[0] if rows else None))
+        carrier.defer(*answer, then=answered)
         return {"added_id": receipt_table.ADDED_ID, "created": 0}
     # atomic() (a signal-free write on Galera, a caller's transaction): sent now, in order.
     with shards.statement_cursor(conn) as cursor:
-        for sql, params in statements:
+        sql, params = statements[0]
+        cursor.execute(sql, params)
+        if cursor.rowcount < 1:
+            raise _NotApplied()
+        for sql, params in statements[1:]:
             cursor.execute(sql, params)
         cursor.execute(*answer)
-        answered(cursor.fetchone())
-    if not applied.added_id:
-        raise _NotApplied()
+        row = cursor.fetchone()
+    applied.added_id = int(row[0])
+    applied.body = bytes(row[1]) if want_body else None
     return {"added_id": applied.added_id, "created": 0}
-
-
-def _note_stale(write: Write, how: Plan, old_body: bytes | None) -> None:
-    """Step 5's candidates: the rows of ``how.indexes`` that the old body implied and the new
-    values do not (re-checked under the row's lock before they go)."""
-    key = write.changes[0].key
-    stored = stored_properties(key, None if old_body is None else bytes(old_body))
-    gone = {row for row in rows_stored(stored) if row[0] in how.indexes} - how.rows
-    if gone:
-        write.stale[key] = write.stale.get(key, set()) | gone

@@ -104,30 +104,21 @@ def test_a_history_under_every_single_server_nemesis_has_no_anomaly(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.mariadb_only
-@pytest.mark.parametrize("indexed", [False, True], ids=["unindexed", "indexed"])
-def test_with_json_bodies_the_servers_partial_update_keeps_every_write_under_faults(
-    tmp_path, indexed
-):
-    """Issue 45, item 2's partial update on the server, under the faults that test
-    exactly-once: sessions KILLed, commit answers lost after the commit, ``COMMIT`` KILLed in
-    flight. Unindexed: the one-statement ``JSON_SET`` with the receipt and the ``COMMIT``.
-    Indexed: the value's new index row first, the old body read in the commit's query, the
-    stale row removed after; the clients' finds prove the index. Short (15 s of clients
-    each): the soaks run them for 30 minutes (docs/reliability.md)."""
+def test_with_json_bodies_the_servers_partial_update_keeps_every_write_under_faults(tmp_path):
+    """Issue 45, item 2's one-statement partial update (``JSON_SET`` with the receipt and the
+    ``COMMIT``), under the faults that test exactly-once: sessions KILLed, commit answers
+    lost after the commit, ``COMMIT`` KILLed in flight. Short (25 s of clients): the soaks
+    run it for 30 minutes (docs/reliability.md)."""
     summary, output = _history(
         tmp_path,
-        *("--minutes", "0.25", "--nemesis", "kill,lose-commit,kill-commit"),
-        *("--codec", "json", *([] if indexed else ["--no-value-index"])),
+        *("--minutes", "0.42", "--nemesis", "kill,lose-commit,kill-commit"),
+        *("--codec", "json", "--no-value-index"),
         timeout=300,
     )
-    assert summary["value_unindexed"] is not indexed, output
+    assert summary["value_unindexed"] and summary["workload"].get("find") is None, output
     assert summary["updates_on_the_server"] >= 20, output
     assert summary["answers_lost_by_kill_commit"] >= 1, output
-    assert summary["versions_read"] >= 5, output
-    if indexed:
-        assert summary["finds_proven"] >= 10, output
-    else:
-        assert summary["workload"].get("find") is None, output
+    assert summary["versions_read"] >= 10, output
 
 
 def test_the_soak_command_refuses_bad_flags_before_starting_anything(capsys):

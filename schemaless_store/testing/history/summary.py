@@ -71,7 +71,7 @@ class Summary:
             f"moves completed: {self.moves['completed']} (runs {self.moves['runs']}, "
             f"held {self.moves['held']})",
             f"injection errors: {self.injection_errors}",
-            f"partial updates applied by the server (no read first): {self.updates_on_the_server}",
+            f"partial updates applied by the server (one statement): {self.updates_on_the_server}",
             *(
                 ["finds: none (--no-value-index: the registers' value is not indexed)"]
                 if self.value_unindexed
