@@ -104,7 +104,7 @@ def entity_version_statements(
 def entity_version_from_row(entity_id: bytes, stamp: Any) -> list[tuple[str, list[Any]]]:
     """:func:`entity_version_statements` for a body the server built (a partial update
     applied there): the version copies the entity's row, and only when the statement before
-    changed it (``@schemaless_added_id``, :data:`..tables.entities.KEEP_APPLIED`)."""
+    changed it (``@schemaless_added_id``, :data:`..tables.json_updates.KEEP_APPLIED`)."""
     return [
         (_NEXT_VERSION, [ENTITY_COLUMN, entity_id]),
         (

@@ -11,10 +11,12 @@ source (entities, or the latest version of a cell column). :func:`run` takes it 
 1. **lock**: ``SELECT ... FOR UPDATE`` the rows that may exist, and learn the index rows their
    stored state implies. A *fresh* key is not read: its ``INSERT`` locks it, and implies no
    index rows before (a generated key cannot exist; a ``create``'s given id must not: a
-   duplicate fails the ``INSERT``, the write raises :class:`EntityExists` and step 6 undoes
-   what step 3 added, if the ``INSERT`` waited for the ``COMMIT``);
+   duplicate fails the ``INSERT`` and the write raises :class:`EntityExists`, before step 3
+   adds a row: an ``INSERT`` that waits for the ``COMMIT`` is of a row with no index rows);
 2. **store**: the caller's step writes the rows (an entity's ``INSERT``, ``UPDATE`` or
-   ``DELETE`` between Django's signals, a cell and its head row), locked until the commit;
+   ``DELETE`` between Django's signals, a cell and its head row), locked until the commit
+   (a new row that implies index rows is locked by its ``INSERT`` here, before step 3: every
+   remover re-checks a row under its entity's lock, docs/design.md#rows-under-the-lock);
 3. **index**: add the index rows whose keys are new, committed at once on the index shards' own
    connections (unique indexes claim theirs first), so every row the new state needs exists
    before it commits; a unique claim that collides checks the holder under *its* row lock,

@@ -41,6 +41,7 @@ from ..sql import dialects
 from ..sql.values import db_datetime
 from ..tables import cells as cell_table
 from ..tables import entities as entity_table
+from ..tables import json_updates
 from ..tables import receipts as receipt_table
 from ..tables.lifecycle import maintained_indexes
 from ..topology import bucket_map, shards
@@ -70,7 +71,7 @@ _OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
 class Plan:
     """How the server applies a partial update (:func:`plan`)."""
 
-    changes: entity_table.JsonChanges
+    changes: json_updates.JsonChanges
 
 
 def plan(values: Mapping[str, Any]) -> Plan | None:
@@ -109,7 +110,7 @@ def plan(values: Mapping[str, Any]) -> Plan | None:
     most = settings.max_body_bytes - grows
     if most <= 1:
         return None
-    return Plan(entity_table.JsonChanges(sets, increments, removals, most, sorted(kinds)))
+    return Plan(json_updates.JsonChanges(sets, increments, removals, most, sorted(kinds)))
 
 
 def covered_names(values: Mapping[str, Any]) -> tuple[set[str], set[str]]:
@@ -243,12 +244,12 @@ def _store(
     key, conn = write.changes[0].key, write.conn
     stamp = db_datetime(conn, now)
     statements = [
-        entity_table.json_update(key, stamp, how.changes, jsonbody.SAFE_INT),
-        (entity_table.KEEP_APPLIED, [key]),
+        json_updates.json_update(key, stamp, how.changes, jsonbody.SAFE_INT),
+        (json_updates.KEEP_APPLIED, [key]),
     ]
     if conf.get().history:
         statements += cell_table.entity_version_from_row(key, stamp)
-    answer = (entity_table.APPLIED_BODY, [key]) if want_body else (entity_table.APPLIED, [])
+    answer = (json_updates.APPLIED_BODY, [key]) if want_body else (entity_table.KEPT_ADDED_ID, [])
     carrier = write.carrier(sum(len(str(p)) for _sql, params in statements for p in params))
     if carrier is not None:  # the driver's route: with the receipt and the COMMIT
 

@@ -4,7 +4,9 @@ to the driver's ``BEGIN`` ... ``COMMIT`` (``carrier``, from :meth:`.protocol.Wri
 which sends them in the commit's one multi-statement query. The writer needs none of their
 answers before the commit: an updated or deleted row is locked already (step 1), and a new
 row's ``INSERT`` fails there on a duplicate key (the server runs no statement after it, the
-``COMMIT`` neither)."""
+``COMMIT`` neither). A new row that implies index rows is the exception: its ``INSERT`` is
+sent in step 2, so that its key is locked before step 3 commits them
+(:func:`insert_before_rows`, docs/design.md#rows-under-the-lock)."""
 
 from __future__ import annotations
 
@@ -25,7 +27,10 @@ def save(write: Any, carrier: Any, entity: Any, stamp: Any, history: bool) -> di
         def inserted(added_id: int, _rowcount: int, _rows: tuple[Any, ...]) -> None:
             entity.added_id = result["added_id"] = added_id
 
-        result = insert(carrier, change.key, change.body, stamp, history, inserted)
+        if change.rows:
+            result = insert_before_rows(write, carrier, change.body, stamp, history, inserted)
+        else:
+            result = insert(carrier, change.key, change.body, stamp, history, inserted)
         return result
     entity.added_id = change.found.added_id
     update(carrier, [(change.key, change.body)], stamp, history)
@@ -44,6 +49,32 @@ def insert(
     result, whose ``added_id`` the server fills in (:data:`..tables.receipts.ADDED_ID`)."""
     carrier.defer(entity_table.INSERT, (key, stamp, body), then=inserted)
     carrier.defer_rendered(receipt_table.KEEP_ADDED_ID)
+    _versions(carrier, [(key, body)], stamp, history)
+    return {"added_id": receipt_table.ADDED_ID, "created": 1}
+
+
+def insert_before_rows(
+    write: Any,
+    carrier: Any,
+    body: bytes,
+    stamp: Any,
+    history: bool,
+    inserted: Callable[[int, int, tuple[Any, ...]], None],
+) -> dict[str, Any]:
+    """A new row that implies index rows: its ``INSERT`` is sent now, in step 2, so the key is
+    locked before step 3 commits those rows. Every remover re-checks a row under its entity's
+    lock (another writer's step 5, a failed write's undo, the cleaner's sweep of a row whose
+    entity it does not find): it then waits for this write's outcome. Deferred to the
+    ``COMMIT``, the ``INSERT`` left the key unlocked, the sweep found no entity and deleted
+    the rows, and the entity committed without them (I2). Its version and the receipt still
+    go with the ``COMMIT``."""
+    key = write.changes[0].key
+    entity_table.insert_now(write.conn, write.tx.opening(), key, stamp, body)
+
+    def answered(_lastrowid: int, _rowcount: int, rows: tuple[Any, ...]) -> None:
+        inserted(int(rows[0][0]), 1, ())
+
+    carrier.defer(entity_table.KEPT_ADDED_ID, [], then=answered)
     _versions(carrier, [(key, body)], stamp, history)
     return {"added_id": receipt_table.ADDED_ID, "created": 1}
 

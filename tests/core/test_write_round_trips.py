@@ -135,10 +135,17 @@ def test_the_round_trips_of_each_write(history: bool):
     # receipt first (its row lock stands for the batch: test_batch_lost_answer.py), the
     # INSERT, its added_id kept, the version, the receipt's added_id filled in, COMMIT.
     inserted = f"BEGIN+{receipt}INSERT entities+SET+{version}UPDATE+COMMIT"
-    create = ["INSERT index_link", inserted]
+    assert counts["create unindexed"] == [inserted]
+    # A new row with index rows: its INSERT first (the key locked before step 3 commits the
+    # rows: tests/core/test_rows_under_the_lock.py), the rows, then the receipt and the
+    # version with the COMMIT.
+    create = [
+        "BEGIN+INSERT entities+SET",
+        "INSERT index_link",
+        f"{receipt}SELECT+{version}UPDATE+COMMIT",
+    ]
     assert counts["create given"] == create, counts
     assert counts["create generated"] == create, counts
-    assert counts["create unindexed"] == [inserted]
     # BEGIN with the locking read; the receipt, the UPDATE (and its version) and COMMIT.
     update = ["BEGIN+SELECT", f"{receipt}UPDATE+{version}COMMIT"]
     assert counts["save"] == update, counts
@@ -160,8 +167,7 @@ def test_the_round_trips_of_each_write(history: bool):
         "COMMIT",
     ], counts
     assert counts["create+delete"] == [
-        "INSERT index_link",
-        inserted,
+        *create,
         "BEGIN+SELECT",
         f"{receipt}DELETE+{version}COMMIT",
         "BEGIN+SELECT",
@@ -184,11 +190,13 @@ def test_a_duplicate_create_fails_in_its_batch_and_leaves_nothing(history: bool)
         before, receipts = count_everything(), receipt_table.count(first.shard)
         with statements() as sent, pytest.raises(EntityExists):
             Entity.objects.create(id=first.id, link="https://second", user_id=b"2" * 16)
-        # The batch was sent (its INSERT failed there), and nothing after the INSERT ran.
+        # Its INSERT goes before its index rows (the key locked before step 3): it failed
+        # there, and nothing after it ran, no index row and no COMMIT.
         batch = [s for s in sent if "INSERT INTO entities" in s]
-        assert batch and "COMMIT" in batch[0], sent
+        assert batch and "COMMIT" not in batch[0], sent
+        assert not any("INSERT INTO `index_" in s for s in sent), sent
         assert _in_transaction(first.shard) == 0
-        assert count_everything() == before  # its index rows were undone (step 6)
+        assert count_everything() == before  # no index row was added
         assert receipt_table.count(first.shard) == receipts
         assert not list(Entity.objects.filter_index(link="https://second"))
         assert [e.id for e in Entity.objects.filter_index(link="https://first")] == [first.id]
