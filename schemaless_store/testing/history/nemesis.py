@@ -16,7 +16,12 @@ into the store from outside, at seeded random moments, records every fault with 
   entity then waits on the lock until its client gives up on the answer, while the server still
   runs the statements (and the ``COMMIT``) once the lock is gone;
 - ``galera-node``: a random node of the Galera shard SIGKILLed and restarted (it rejoins by
-  IST), every 10-20 s.
+  IST), every 10-20 s;
+- ``cleaner``: not a fault but a remover racing the writers: ``runcleaner --once`` (every
+  index's repair and sweep passes on every shard) in a process of its own, every 0.5-2 s. Its
+  sweep deletes an index row whose entity it does not find, after a re-check under that
+  entity's row lock: a write that committed such a row without holding the lock would lose it
+  (docs/design.md#rows-under-the-lock), which the clients' finds would see.
 
 ``lose-commit`` and ``kill-commit`` run inside the clients (:func:`.client.lost_answers`,
 :mod:`.commit_kill`).
@@ -43,6 +48,7 @@ NAMES = (
     "lock-wait",
     "sigkill",
     "galera-node",
+    "cleaner",
 )
 MOVE_ATTEMPTS = 20  # a move is run again until it finishes, at most this many times
 LOCK_READ_TIMEOUT = 3  # the clients' read_timeout with lock-wait on (seconds)
@@ -344,10 +350,28 @@ class LockWait(Nemesis):
         ]
 
 
+class RunCleaner(Nemesis):
+    name = "cleaner"
+
+    def once(self) -> None:
+        if not self.pause(0.5, 2.0):
+            return
+        started = time.monotonic()
+        done = self.store.manage("runcleaner", "--once", "--nice", "0", timeout=300)
+        # A pass that a fault cut short fails the command: recorded, not an injection error
+        # (the next run does it again).
+        self.record(
+            returncode=done.returncode,
+            seconds=round(time.monotonic() - started, 2),
+            **({"output": (done.stdout + done.stderr)[-2000:]} if done.returncode else {}),
+        )
+
+
 KINDS: dict[str, Callable[..., Nemesis]] = {
     "kill": KillSessions,
     "lock-wait": LockWait,
     "move": MoveBuckets,
     "sigkill": KillServer,
     "galera-node": KillGaleraNode,
+    "cleaner": RunCleaner,
 }

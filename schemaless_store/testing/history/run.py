@@ -39,6 +39,7 @@ DEFAULT_NEMESES = (
     "mover-kill",
     "lock-wait",
     "sigkill",
+    "cleaner",
 )
 LOSE_COMMIT_SHARE = 0.03  # of each client's shard commits, with lose-commit on
 KILL_COMMIT_SHARE = 0.02  # of each client's shard commits, with kill-commit on
