@@ -47,7 +47,7 @@ SEED = os.environ.get("SCHEMALESS_HISTORY_SEED", "34")
 MINUTES = "1.33"
 MINIMUM_OK = 1000
 MINIMUM_MOVES_COMPLETED = 3
-FAULTS = ("kill", "lose-commit", "kill-commit", "mover-kill", "lock-wait", "sigkill")
+FAULTS = ("kill", "lose-commit", "kill-commit", "mover-kill", "lock-wait", "sigkill", "cleaner")
 WORKLOAD = (
     "append",
     "map",
