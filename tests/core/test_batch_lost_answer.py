@@ -19,6 +19,7 @@ import pytest
 from django.db import connections
 from django.test import override_settings
 
+from schemaless_store.exceptions import ShardUnavailable
 from schemaless_store.models import Entity
 from schemaless_store.tables import cells as cell_table
 from schemaless_store.tables import receipts as receipt_table
@@ -70,17 +71,25 @@ def _assert_applied_once(write: str, alias: str, key: uuid.UUID, receipts: int, 
         assert _entity_rows(alias, key) == 1
 
 
-def test_a_create_whose_answer_is_lost_while_its_insert_waits_is_decided_by_its_receipt(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("indexed", [False, True], ids=["unindexed", "indexed"])
+@pytest.mark.parametrize("held", [1.5, HELD], ids=["freed-in-time", "held-past-every-try"])
+def test_a_create_whose_answer_is_lost_while_its_insert_waits_lands_once_or_not_at_all(
+    monkeypatch: pytest.MonkeyPatch, indexed: bool, held: float
 ):
-    """Another client holds the new id's key (an uncommitted INSERT of it, rolled back later):
-    the create's batch waits there past the client's read_timeout (a lost answer); the
-    server runs it on once the key is free, and it commits. The create must answer the id it
-    made, never EntityExists."""
+    """Another client holds the new id's key (an uncommitted INSERT of it, rolled back after
+    ``held`` seconds): the create's ``INSERT`` waits there past the client's read_timeout (a
+    lost answer). Unindexed, the ``INSERT`` is in the commit's batch: the store ends that
+    session and reads the receipt before it tries again. Indexed, the ``INSERT`` goes alone
+    before the index rows (docs/design.md#rows-under-the-lock): no ``COMMIT`` was sent, the
+    try on a fresh connection waits again. Freed in time, the create lands once and answers
+    the id it made (never ``EntityExists``); held past every try (``LOST_ATTEMPTS``), it raises
+    ``ShardUnavailable`` and nothing of it was committed: no row, no receipt, no index row."""
     key = uuid.uuid4()
     alias = Entity(id=key).shard
     Entity.objects.create(id=uuid.uuid4(), title="warm")  # the shard's tables and connection
+    link = {"link": f"https://{key}"} if indexed else {}
     holder = connections.create_connection(alias)
+    made: Any = None
     try:
         holder.set_autocommit(False)
         with holder.cursor() as cursor:
@@ -90,9 +99,13 @@ def test_a_create_whose_answer_is_lost_while_its_insert_waits_is_decided_by_its_
             )
         conn = _short_reads(monkeypatch, alias)
         receipts = receipt_table.count(alias)
-        thread = _release_later(holder)
+        thread = _release_later(holder, held)
         try:
-            made = Entity.objects.create(id=key, title="mine", link=f"https://{key}")
+            if held < HELD:
+                made = Entity.objects.create(id=key, title="mine", **link)
+            else:
+                with pytest.raises(ShardUnavailable):
+                    Entity.objects.create(id=key, title="mine", **link)
         finally:
             thread.join()
             conn.close()
@@ -100,11 +113,18 @@ def test_a_create_whose_answer_is_lost_while_its_insert_waits_is_decided_by_its_
         holder.close()
     monkeypatch.undo()
     connections[alias].close()
+    found = [e.id for e in Entity.objects.filter_index(link=link["link"])] if indexed else []
+    if made is None:
+        assert _entity_rows(alias, key) == 0
+        assert receipt_table.count(alias) == receipts
+        assert found == []
+        return
     assert _entity_rows(alias, key) == 1
     stored = Entity.objects.get(id=key)
     assert stored["title"] == "mine"
     assert made.added_id == stored.added_id
     assert receipt_table.count(alias) == receipts + 1
+    assert found == ([key] if indexed else [])
 
 
 @HISTORY
