@@ -14,6 +14,7 @@ from django.db import transaction
 
 from ..config.indexes import Index
 from ..exceptions import CorruptBody, IndexValueError, UniqueViolation
+from ..tables import buckets as bucket_table
 from ..tables import entities as entity_table
 from ..tables import index_rows as index_table
 from ..tables.entities import EntityRow
@@ -136,7 +137,16 @@ def insert(index: Index, rows: list[Row], result: PassResult) -> list[Row]:
 
 
 def delete_on(index: Index, alias: str, rows: list[tuple[Any, ...]]) -> int:
-    """Delete these exact rows from the index table on ``alias`` (not where they route)."""
+    """Delete these exact rows from the index table on ``alias`` (not where they route): rows
+    the sweep found on the wrong shard by the map. Only those whose bucket ``alias``'s own
+    bucket table holds in no state, or as ``gone``: the map may be older than a move's flip
+    (``MAP_MAX_AGE``), and a shard that owns the bucket, or a move's target copying it in,
+    holds the real rows, which no lock re-check would protect."""
+    placed = [(row, index_table.bucket(index, row)) for row in rows]
+    states = bucket_table.states(alias, sorted({bucket for _row, bucket in placed}))
+    rows = [
+        row for row, bucket in placed if states.get(bucket, bucket_table.GONE) == bucket_table.GONE
+    ]
     if not rows:
         return 0
     return write(partial(index_table.delete, index, alias, rows))
