@@ -26,7 +26,8 @@ source (entities, or the latest version of a cell column). :func:`run` takes it 
    entities in the entity cache, if any (:mod:`..cache.entity_cache`; inside a caller's
    ``transaction.atomic()``, once it commits; no receipt there). On MariaDB's driver route
    ``BEGIN`` goes with step 1's read, and a single entity's step 2 statements with the
-   receipt and the ``COMMIT``, after step 3 (:mod:`.with_commit`, :meth:`Write.carrier`);
+   receipt and the ``COMMIT``, after step 3 (:mod:`.with_commit`, :meth:`Write.carrier`),
+   but a new row's ``INSERT`` when it implies index rows (step 2);
 5. **remove stale** (:mod:`.stale_rows`): lock each changed row again, re-check which of the
    keys that went away it still lacks (a later writer may have put one back), and delete only
    those index rows; inside a caller's ``transaction.atomic()`` this waits for the caller's

@@ -357,13 +357,17 @@ class RunCleaner(Nemesis):
         if not self.pause(0.5, 2.0):
             return
         started = time.monotonic()
-        done = self.store.manage("runcleaner", "--once", "--nice", "0", timeout=300)
-        # A pass that a fault cut short fails the command: recorded, not an injection error
-        # (the next run does it again).
+        # A pass that a fault cut short (or a run stuck past the timeout) fails the run: it
+        # is recorded, not an injection error; the next run does the work again.
+        try:
+            done = self.store.manage("runcleaner", "--once", "--nice", "0", timeout=300)
+            returncode, output = done.returncode, done.stdout + done.stderr
+        except subprocess.TimeoutExpired as exc:
+            returncode, output = -1, f"timed out: {exc}"
         self.record(
-            returncode=done.returncode,
+            returncode=returncode,
             seconds=round(time.monotonic() - started, 2),
-            **({"output": (done.stdout + done.stderr)[-2000:]} if done.returncode else {}),
+            **({"output": output[-2000:]} if returncode else {}),
         )
 
 
