@@ -10,8 +10,9 @@
   with
   the write protocol's locked re-check;
 - **sweep**: walk the index table on the shard by primary key and remove rows whose entity no
-  longer exists (orphans) or no longer implies them (stale); rows on the wrong shard (after
-  buckets moved) are re-added where they belong, then deleted.
+  longer exists (orphans) or no longer implies them (stale); rows on the wrong shard by the
+  map (after buckets moved) are re-added where they belong, then deleted where the shard's
+  own bucket table holds their bucket in no state or as gone (the map may be old).
 
 Entities are read with plain reads (no locks): a batch never blocks a writer. A row inserted
 from such a read can race with a writer that changes the entity meanwhile, so every insert is
@@ -208,8 +209,9 @@ def _sweep_rows(index: Index, alias: str, batch: list[tuple[Any, ...]], result: 
             seen[entity_id] = (added_id, updated)
         rows = implied[entity_id]
         if home != alias:
-            # Wrong shard (its buckets moved): deleting it is always safe once the entity's
-            # row, if it still needs one, exists where queries look for it.
+            # Wrong shard by the map (its buckets moved): deleted once the entity's row, if it
+            # still needs one, exists where queries look for it, and only if this shard's own
+            # bucket table agrees (repairs.delete_on: the map may be older than a flip).
             misplaced_other.append(row)
             if rows is not None and values in rows:
                 rehome[entity_alias].append((index, values, entity_id))

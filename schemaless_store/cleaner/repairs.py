@@ -14,7 +14,6 @@ from django.db import transaction
 
 from ..config.indexes import Index
 from ..exceptions import CorruptBody, IndexValueError, UniqueViolation
-from ..tables import buckets as bucket_table
 from ..tables import entities as entity_table
 from ..tables import index_rows as index_table
 from ..tables.entities import EntityRow
@@ -139,17 +138,13 @@ def insert(index: Index, rows: list[Row], result: PassResult) -> list[Row]:
 def delete_on(index: Index, alias: str, rows: list[tuple[Any, ...]]) -> int:
     """Delete these exact rows from the index table on ``alias`` (not where they route): rows
     the sweep found on the wrong shard by the map. Only those whose bucket ``alias``'s own
-    bucket table holds in no state, or as ``gone``: the map may be older than a move's flip
+    bucket table holds in no state, or as ``gone`` (read in the ``DELETE``'s transaction:
+    :func:`..tables.index_rows.delete_not_held`): the map may be older than a move's flip
     (``MAP_MAX_AGE``), and a shard that owns the bucket, or a move's target copying it in,
     holds the real rows, which no lock re-check would protect."""
-    placed = [(row, index_table.bucket(index, row)) for row in rows]
-    states = bucket_table.states(alias, sorted({bucket for _row, bucket in placed}))
-    rows = [
-        row for row, bucket in placed if states.get(bucket, bucket_table.GONE) == bucket_table.GONE
-    ]
     if not rows:
         return 0
-    return write(partial(index_table.delete, index, alias, rows))
+    return write(partial(index_table.delete_not_held, index, alias, rows))
 
 
 def decode(

@@ -329,6 +329,36 @@ def delete(index: Index, alias: str, rows: Sequence[tuple[Any, ...]]) -> int:
         )
 
 
+def delete_not_held(index: Index, alias: str, rows: Sequence[tuple[Any, ...]]) -> int:
+    """Delete these exact rows from the table on ``alias`` where ``alias``'s own bucket table
+    holds their bucket in no state, or as ``gone``: the cleaner's sweep of rows it found on the
+    wrong shard by a map that may be old (docs/cleaner.md). The states are read in the
+    ``DELETE``'s transaction, after the shard's generation row is locked: a change of states
+    (a move starting, flipping, aborting: :func:`.buckets.set_states`) bumps that row in its
+    own transaction, so it waits for this one, or this one reads its states. Returns the
+    number deleted."""
+    placed = [(row, bucket(index, row)) for row in rows]
+    if not placed:
+        return 0
+    wanted = sorted({number for _row, number in placed})
+    conn = shards.connection(alias)
+    quote = conn.ops.quote_name
+    marks = ", ".join(["%s"] * len(wanted))
+    lock = dialects.of(conn).for_update
+    with shards.errors_named(alias), transaction.atomic(using=alias), conn.cursor() as cursor:
+        cursor.execute(f"SELECT generation FROM {buckets.GENERATION_TABLE} WHERE id = 1{lock}")
+        cursor.execute(
+            f"SELECT bucket, state FROM {buckets.TABLE} WHERE bucket IN ({marks})", wanted
+        )
+        held = {int(number) for number, state in cursor.fetchall() if int(state) != buckets.GONE}
+        doomed = [row for row, number in placed if number not in held]
+        if not doomed:
+            return 0
+        return delete_matching(
+            cursor, quote(index.name), columns(index, quote), doomed, DELETE_CHUNK
+        )
+
+
 # --- reads -------------------------------------------------------------------------------------
 
 

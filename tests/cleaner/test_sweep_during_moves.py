@@ -7,7 +7,9 @@ went missing from its index (I2) once the move ended. Found by a hostile review 
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
+from typing import Any
 
 import pytest
 from django.db import connections
@@ -18,6 +20,7 @@ from schemaless_store.config.metadata import BucketMove
 from schemaless_store.models import Entity
 from schemaless_store.moves import plan
 from schemaless_store.moves.mover import Mover
+from schemaless_store.tables import index_rows
 from schemaless_store.topology import bucket_map
 from tests.support import STORE, buckets
 from tests.support.moving import MOVED_SET, source_and_target
@@ -86,3 +89,48 @@ def test_a_sweep_by_a_map_older_than_the_flip_keeps_the_targets_rows(monkeypatch
     bucket_map.forget()
     assert _rows_on(target) == rows
     _move_ends_with_the_entity_found(moving, link, key)
+
+
+def test_a_move_into_the_shard_waits_for_the_sweeps_delete(monkeypatch):
+    """The states are read in the DELETE's transaction, the generation row locked: a move
+    aborted, then run again, between the sweep's batch and its delete, copies its rows only
+    after that delete (found by a hostile review: read apart, "no state" held until the
+    second move's copy, which the delete then removed)."""
+    _source, target = source_and_target()
+    staying = buckets.id_in_bucket(1000)
+    link = _link_in_moved_buckets()
+    Entity.objects.create(id=staying, link=link)
+    first = Mover(plan.start(plan.plan(target, sorted(MOVED_SET))))
+    first.copy()
+    assert _rows_on(target) >= 1
+    real_delete, real_matching = index_rows.delete_not_held, index_rows.delete_matching
+    second: list[threading.Thread] = []
+    errors: list[BaseException] = []
+
+    def move_again() -> None:
+        try:
+            Mover(plan.start(plan.plan(target, sorted(MOVED_SET)))).copy()
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    def aborted_first(*args: Any) -> int:  # after the sweep read its batch
+        first.abort()
+        return real_delete(*args)
+
+    def matching(*args: Any) -> int:  # the states read: the second move starts meanwhile
+        if not second:
+            second.append(threading.Thread(target=move_again))
+            second[0].start()
+            second[0].join(timeout=1.0)
+        return real_matching(*args)
+
+    monkeypatch.setattr(index_rows, "delete_not_held", aborted_first)
+    monkeypatch.setattr(index_rows, "delete_matching", matching)
+    _sweep(target)
+    monkeypatch.undo()
+    assert second, "the sweep deleted nothing on the target"
+    second[0].join(timeout=60)
+    assert not errors, errors
+    assert _rows_on(target) >= 1  # the second move's copy
