@@ -26,7 +26,8 @@ from . import buckets
 ENTITY_COLUMNS = f"added_id, id, {UPDATED_TEXT}, body"
 _SELECT_ONE = f"SELECT {ENTITY_COLUMNS} FROM entities WHERE id = %s"
 INSERT = "INSERT INTO entities (id, updated, body) VALUES (%s, %s, %s)"
-# The new row's added_id, kept in the session by INSERT_NOW for the receipt and the answer.
+# The session's @schemaless_added_id: a new row's added_id kept by insert_now (for the receipt
+# and the answer), or a partial update's (tables/json_updates.KEEP_APPLIED).
 KEPT_ADDED_ID = "SELECT @schemaless_added_id"
 UPDATE = "UPDATE entities SET updated = %s, body = %s WHERE id = %s"
 DELETE = "DELETE FROM entities WHERE id = %s"

@@ -125,7 +125,9 @@ def record(cursor: Any, write_id: bytes, created: int, result: dict[str, int]) -
 # A receipt's result value the server fills in, in the same query: the ``added_id`` of the
 # entity ``INSERT``, which :data:`KEEP_ADDED_ID` keeps in a session variable (a later
 # ``INSERT`` of a history version changes ``LAST_INSERT_ID()``), written into the receipt by
-# an ``UPDATE`` before the ``COMMIT`` (the receipt itself goes first: :func:`commit_batch`).
+# an ``UPDATE`` before the ``COMMIT`` (the receipt itself goes first in the batch:
+# :func:`commit_batch`). A new row that implies index rows is inserted a round trip earlier,
+# before them (..tables.entities.insert_now keeps the variable then).
 class _AddedId:
     def __repr__(self) -> str:
         return "ADDED_ID"
@@ -180,8 +182,10 @@ def commit_batch(
 
     A statement here may wait on a row lock, and if the answer is lost meanwhile (the
     client's ``read_timeout``) the server runs on and may commit: the retry rule ends this
-    session before it reads the receipt (docs/design.md#receipts). The receipt goes first,
-    so a read that meets its uncommitted row waits for the outcome too.
+    session before it reads the receipt (docs/design.md#receipts). The receipt goes first in
+    the batch, so a read that meets its uncommitted row waits for the outcome too (statements
+    sent before the batch in the same transaction, a new row's early ``INSERT``, are rolled
+    back with it when that session ends).
 
     The server runs the statements in order and stops at the first that fails: its error
     raises here, and neither the later statements nor the ``COMMIT`` ran (the caller rolls the

@@ -24,6 +24,7 @@ from schemaless_store.models import Entity
 from schemaless_store.tables import cells as cell_table
 from schemaless_store.tables import receipts as receipt_table
 from schemaless_store.topology import retries
+from schemaless_store.writes import protocol
 from tests.support import STORE
 
 pytestmark = [STORE, pytest.mark.mariadb_only]
@@ -99,6 +100,14 @@ def test_a_create_whose_answer_is_lost_while_its_insert_waits_lands_once_or_not_
             )
         conn = _short_reads(monkeypatch, alias)
         receipts = receipt_table.count(alias)
+        losses: list[bool] = []
+        real_retry = protocol.retry_after_loss
+
+        def counted(*args: Any) -> bool:
+            losses.append(real_retry(*args))
+            return losses[-1]
+
+        monkeypatch.setattr(protocol, "retry_after_loss", counted)
         thread = _release_later(holder, held)
         try:
             if held < HELD:
@@ -113,6 +122,7 @@ def test_a_create_whose_answer_is_lost_while_its_insert_waits_lands_once_or_not_
         holder.close()
     monkeypatch.undo()
     connections[alias].close()
+    assert losses and losses[0], losses  # an answer was lost, and the write tried again
     found = [e.id for e in Entity.objects.filter_index(link=link["link"])] if indexed else []
     if made is None:
         assert _entity_rows(alias, key) == 0

@@ -111,7 +111,7 @@ def _round_trips() -> Iterator[list[str]]:
 
     def spy(name: str) -> Any:
         def call(self: Any, *args: Any) -> Any:
-            sent.append(name if name != "query" else bytes(args[0])[:400].decode(errors="replace"))
+            sent.append(name if name != "query" else bytes(args[0])[:200].decode(errors="replace"))
             return originals[name](self, *args)
 
         return call

@@ -94,10 +94,17 @@ def test_a_sweep_during_a_new_entitys_write_waits_for_its_commit(how: str):
 
 
 @pytest.mark.parametrize("how", ["update", "save"])
-def test_another_writers_step_5_during_a_write_waits_for_its_commit(how: str):
+def test_another_writer_of_the_entity_waits_for_a_writes_lock_between_its_rows_and_commit(
+    how: str,
+):
+    """An update holds the row's lock from step 1: another writer of the entity, started
+    between this write's step 3 and its commit, waits in its own locking read, then commits
+    after it (its step 5 then removes this write's row, which its state no longer implies).
+    A write that committed its rows without the lock let such a writer's step 5 run first and
+    delete a row this write's commit needed (the withdrawn route of docs/design.md)."""
     entity = Entity.objects.create(link="https://a")
 
-    def other() -> None:  # its step 5 removes the row of a, which this write puts back
+    def other() -> None:
         Entity.objects.filter(id=entity.id).update(link="https://b")
 
     with _between_step_3_and_commit(other) as seen:

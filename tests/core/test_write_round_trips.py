@@ -131,9 +131,9 @@ def test_the_round_trips_of_each_write(history: bool):
 
     receipt = "INSERT schemaless_receipts+"
     version = "SELECT+INSERT cell+" if history else ""
-    # The index rows on the index writer, then the whole entity transaction in one query: the
-    # receipt first (its row lock stands for the batch: test_batch_lost_answer.py), the
-    # INSERT, its added_id kept, the version, the receipt's added_id filled in, COMMIT.
+    # A create with no index row: the whole entity transaction in one query, the receipt
+    # first (its row lock stands for the batch: test_batch_lost_answer.py), the INSERT, its
+    # added_id kept, the version, the receipt's added_id filled in, COMMIT.
     inserted = f"BEGIN+{receipt}INSERT entities+SET+{version}UPDATE+COMMIT"
     assert counts["create unindexed"] == [inserted]
     # A new row with index rows: its INSERT first (the key locked before step 3 commits the
@@ -183,7 +183,7 @@ def _in_transaction(alias: str) -> int:
 
 
 @pytest.mark.parametrize("history", [False, True], ids=["plain", "history"])
-def test_a_duplicate_create_fails_in_its_batch_and_leaves_nothing(history: bool):
+def test_a_duplicate_create_fails_at_its_insert_and_leaves_nothing(history: bool):
     with HISTORY if history else override_settings():
         first = Entity.objects.create(title="first", link="https://first", user_id=b"1" * 16)
         versions = len(first.history()) if history else 0
@@ -262,8 +262,10 @@ def _stored_added_id(entity: Entity) -> int:
 
 @pytest.mark.parametrize("history", [False, True], ids=["plain", "history"])
 def test_a_create_learns_its_added_id_from_the_batch_and_its_receipt_records_it(history: bool):
-    """The new row's ``added_id`` is the ``INSERT``'s answer inside the batch (a history
-    version's ``INSERT`` after it takes another auto-increment value), and the receipt the
+    """The new row's ``added_id`` is the ``INSERT``'s answer inside the batch (unindexed; an
+    indexed create's ``INSERT`` goes first and keeps it in the session, read back in the
+    batch; a history version's ``INSERT`` after it takes another auto-increment value), and
+    the receipt the
     server wrote holds the same one: a retry after a lost answer returns it."""
     from schemaless_store.testing.faults import lost_commit_answers
 

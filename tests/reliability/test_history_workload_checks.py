@@ -189,6 +189,8 @@ def test_the_summary_counts_moves_completed_and_faults_injected_not_tried():
         Fault("sigkill", 12, {"phase": "killed"}),
         Fault("sigkill", 13, {"phase": "restarted"}),
         Fault("mover-kill", 14, {}),
+        Fault("cleaner", 15, {"returncode": 0, "seconds": 1.2}),
+        Fault("cleaner", 16, {"returncode": 1, "seconds": 0.4, "output": "shard unavailable"}),
     ]
     ops = [op("save", "R", 0, 1, value="a"), op("read", "R", 2, 3, "fail")]
     history = History(ops, faults)
@@ -200,3 +202,6 @@ def test_the_summary_counts_moves_completed_and_faults_injected_not_tried():
     assert summary.workload == {"save": {"ok": 1}, "read": {"fail": 1}}
     assert summary.injection_errors == 1 and summary.anomalies == 0
     assert "moves completed: 1 (runs 3, held 1)" in summary.lines()
+    # The cleaner's runs are counted by how they ended, as moves: a failing one is no run done.
+    assert summary.cleaner_runs == {"runs": 2, "completed": 1}
+    assert "cleaner runs completed: 1 (runs 2)" in summary.lines()

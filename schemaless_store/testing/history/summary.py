@@ -45,6 +45,8 @@ class Summary:
     # answer after read_timeout, shorter than the hold)
     lock_waits_met: int = 0
     moves: dict[str, int] = field(default_factory=dict)  # runs, completed, held
+    # runcleaner --once runs beside the clients (the cleaner nemesis): runs, completed
+    cleaner_runs: dict[str, int] = field(default_factory=lambda: {"runs": 0, "completed": 0})
     injection_errors: int = 0
     finds_proven: int = 0
     updates_on_the_server: int = 0  # acknowledged partial updates the server applied itself
@@ -70,6 +72,8 @@ class Summary:
             f"waited on: {self.lock_waits_met}",
             f"moves completed: {self.moves['completed']} (runs {self.moves['runs']}, "
             f"held {self.moves['held']})",
+            f"cleaner runs completed: {self.cleaner_runs['completed']} "
+            f"(runs {self.cleaner_runs['runs']})",
             f"injection errors: {self.injection_errors}",
             f"partial updates applied by the server (one statement): {self.updates_on_the_server}",
             *(
@@ -106,6 +110,12 @@ def summarize(
         "held": sum(1 for end in ends if end.detail.get("held")),
     }
     summary.faults.pop("move", None)  # moves are counted by how they ended
+    runs = [f for f in history.faults if f.nemesis == "cleaner"]
+    summary.cleaner_runs = {
+        "runs": len(runs),
+        "completed": sum(1 for run in runs if run.detail.get("returncode") == 0),
+    }
+    summary.faults.pop("cleaner", None)  # counted by how they ended, as moves
     summary.finds_proven = report.finds_proven
     summary.updates_on_the_server = sum(
         1 for op in history.ops if op.f == "update" and op.outcome == "ok" and op.via == "server"
