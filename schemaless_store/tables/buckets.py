@@ -138,14 +138,24 @@ def serving(conn: BaseDatabaseWrapper, buckets: Sequence[int]) -> set[int]:
 
 def states(alias: str, buckets: Sequence[int] | None = None) -> dict[int, int]:
     """``{bucket: state}`` of the rows on ``alias`` (of ``buckets``, or all)."""
+    if buckets is not None and not buckets:
+        return {}
+    return {int(b): int(s) for b, s in shards.read(alias, *_states_sql(buckets))}
+
+
+def states_in(cursor: Any, buckets: Sequence[int]) -> dict[int, int]:
+    """:func:`states` of ``buckets``, read on ``cursor`` (in its open transaction)."""
+    if not buckets:
+        return {}
+    cursor.execute(*_states_sql(buckets))
+    return {int(b): int(s) for b, s in cursor.fetchall()}
+
+
+def _states_sql(buckets: Sequence[int] | None) -> tuple[str, list[Any]]:
     sql = f"SELECT bucket, state FROM {TABLE}"
-    params: list[Any] = []
-    if buckets is not None:
-        if not buckets:
-            return {}
-        sql += f" WHERE bucket IN ({', '.join(['%s'] * len(buckets))})"
-        params = list(buckets)
-    return {int(b): int(s) for b, s in shards.read(alias, sql, params)}
+    if buckets is None:
+        return sql, []
+    return f"{sql} WHERE bucket IN ({', '.join(['%s'] * len(buckets))})", list(buckets)
 
 
 def set_states(alias: str, buckets: Sequence[int], state: int | None) -> set[int]:

@@ -19,7 +19,7 @@ from ..config import conf
 from ..config.indexes import ENTITIES, Source
 from ..sql.values import UPDATED_TEXT, as_param
 from ..topology import bucket_map, shards
-from . import buckets
+from . import buckets, receipts
 
 # ``updated`` as text: fromisoformat() in C reads it several times faster than mysqlclient builds
 # a datetime from the DATETIME column (sql/values.py, datetime_converter).
@@ -231,9 +231,7 @@ def insert_now(conn: Any, first: str, key: bytes, updated: Any, body: bytes) -> 
     ``@schemaless_added_id`` (what :data:`..tables.receipts.ADDED_ID` and
     :data:`KEPT_ADDED_ID` read later). A duplicate key raises here."""
     with shards.statement_cursor(conn) as cursor:
-        cursor.execute(
-            f"{first}{INSERT}; SET @schemaless_added_id = LAST_INSERT_ID()", [key, updated, body]
-        )
+        cursor.execute(f"{first}{INSERT}; {receipts.KEEP_ADDED_ID.decode()}", [key, updated, body])
         while cursor.nextset():  # each statement's answer read: an error raises here
             pass
 

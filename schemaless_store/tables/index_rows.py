@@ -343,14 +343,11 @@ def delete_not_held(index: Index, alias: str, rows: Sequence[tuple[Any, ...]]) -
     wanted = sorted({number for _row, number in placed})
     conn = shards.connection(alias)
     quote = conn.ops.quote_name
-    marks = ", ".join(["%s"] * len(wanted))
     lock = dialects.of(conn).for_update
     with shards.errors_named(alias), transaction.atomic(using=alias), conn.cursor() as cursor:
         cursor.execute(f"SELECT generation FROM {buckets.GENERATION_TABLE} WHERE id = 1{lock}")
-        cursor.execute(
-            f"SELECT bucket, state FROM {buckets.TABLE} WHERE bucket IN ({marks})", wanted
-        )
-        held = {int(number) for number, state in cursor.fetchall() if int(state) != buckets.GONE}
+        found = buckets.states_in(cursor, wanted)
+        held = {number for number, state in found.items() if state != buckets.GONE}
         doomed = [row for row, number in placed if number not in held]
         if not doomed:
             return 0
